@@ -1,0 +1,102 @@
+//! Well-known label, taint and annotation keys shared with Karpenter and Kubernetes.
+
+pub const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
+pub const ARCH: &str = "kubernetes.io/arch";
+pub const OS: &str = "kubernetes.io/os";
+pub const HOSTNAME: &str = "kubernetes.io/hostname";
+pub const ZONE: &str = "topology.kubernetes.io/zone";
+pub const REGION: &str = "topology.kubernetes.io/region";
+pub const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
+pub const NODEPOOL: &str = "karpenter.sh/nodepool";
+pub const NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
+pub const INSTANCE_CATEGORY: &str = "karpenter.k8s.aws/instance-category";
+pub const INSTANCE_FAMILY: &str = "karpenter.k8s.aws/instance-family";
+pub const INSTANCE_GENERATION: &str = "karpenter.k8s.aws/instance-generation";
+pub const INSTANCE_SIZE: &str = "karpenter.k8s.aws/instance-size";
+pub const INSTANCE_CPU: &str = "karpenter.k8s.aws/instance-cpu";
+pub const INSTANCE_CPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-cpu-manufacturer";
+pub const INSTANCE_MEMORY: &str = "karpenter.k8s.aws/instance-memory";
+pub const INSTANCE_HYPERVISOR: &str = "karpenter.k8s.aws/instance-hypervisor";
+pub const INSTANCE_GPU_COUNT: &str = "karpenter.k8s.aws/instance-gpu-count";
+pub const INSTANCE_GPU_NAME: &str = "karpenter.k8s.aws/instance-gpu-name";
+pub const INSTANCE_GPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-gpu-manufacturer";
+pub const INSTANCE_GPU_MEMORY: &str = "karpenter.k8s.aws/instance-gpu-memory";
+pub const INSTANCE_LOCAL_NVME: &str = "karpenter.k8s.aws/instance-local-nvme";
+pub const INSTANCE_NETWORK_BANDWIDTH: &str = "karpenter.k8s.aws/instance-network-bandwidth";
+pub const INSTANCE_EBS_BANDWIDTH: &str = "karpenter.k8s.aws/instance-ebs-bandwidth";
+pub const INSTANCE_ACCELERATOR_NAME: &str = "karpenter.k8s.aws/instance-accelerator-name";
+pub const INSTANCE_ACCELERATOR_MANUFACTURER: &str =
+    "karpenter.k8s.aws/instance-accelerator-manufacturer";
+pub const INSTANCE_ACCELERATOR_COUNT: &str = "karpenter.k8s.aws/instance-accelerator-count";
+
+pub const CAPACITY_SPOT: &str = "spot";
+pub const CAPACITY_ON_DEMAND: &str = "on-demand";
+
+pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+pub const TAINT_DISRUPTED: &str = "karpenter.sh/disrupted";
+pub const TAINT_UNREGISTERED: &str = "karpenter.sh/unregistered";
+
+pub const RESOURCE_CPU: &str = "cpu";
+pub const RESOURCE_MEMORY: &str = "memory";
+pub const RESOURCE_EPHEMERAL: &str = "ephemeral-storage";
+pub const RESOURCE_PODS: &str = "pods";
+pub const RESOURCE_POD_ENI: &str = "vpc.amazonaws.com/pod-eni";
+pub const RESOURCE_NVIDIA_GPU: &str = "nvidia.com/gpu";
+pub const RESOURCE_AMD_GPU: &str = "amd.com/gpu";
+pub const RESOURCE_NEURON: &str = "aws.amazon.com/neuron";
+pub const RESOURCE_HABANA: &str = "habana.ai/gaudi";
+pub const RESOURCE_EFA: &str = "vpc.amazonaws.com/efa";
+
+/// Labels that a pod may require although no NodePool lists them: they are set on every node
+/// from the instance type, the offering or the node itself.
+pub fn is_well_known(key: &str) -> bool {
+    matches!(
+        key,
+        INSTANCE_TYPE
+            | ARCH
+            | OS
+            | HOSTNAME
+            | ZONE
+            | REGION
+            | CAPACITY_TYPE
+            | NODEPOOL
+            | NODECLASS
+            | INSTANCE_CATEGORY
+            | INSTANCE_FAMILY
+            | INSTANCE_GENERATION
+            | INSTANCE_SIZE
+            | INSTANCE_CPU
+            | INSTANCE_CPU_MANUFACTURER
+            | INSTANCE_MEMORY
+            | INSTANCE_HYPERVISOR
+            | INSTANCE_GPU_COUNT
+            | INSTANCE_GPU_NAME
+            | INSTANCE_GPU_MANUFACTURER
+            | INSTANCE_GPU_MEMORY
+            | INSTANCE_LOCAL_NVME
+            | INSTANCE_NETWORK_BANDWIDTH
+            | INSTANCE_EBS_BANDWIDTH
+            | INSTANCE_ACCELERATOR_NAME
+            | INSTANCE_ACCELERATOR_MANUFACTURER
+            | INSTANCE_ACCELERATOR_COUNT
+            | "node.kubernetes.io/windows-build"
+            | "topology.k8s.aws/zone-id"
+            | "beta.kubernetes.io/arch"
+            | "beta.kubernetes.io/os"
+            | "beta.kubernetes.io/instance-type"
+            | "failure-domain.beta.kubernetes.io/zone"
+            | "failure-domain.beta.kubernetes.io/region"
+    )
+}
+
+/// Maps deprecated label keys to their stable names.
+pub fn normalize_key(key: &str) -> &str {
+    match key {
+        "beta.kubernetes.io/arch" => ARCH,
+        "beta.kubernetes.io/os" => OS,
+        "beta.kubernetes.io/instance-type" => INSTANCE_TYPE,
+        "failure-domain.beta.kubernetes.io/zone" => ZONE,
+        "failure-domain.beta.kubernetes.io/region" => REGION,
+        other => other,
+    }
+}

@@ -1,0 +1,418 @@
+//! The cluster snapshot the core reasons about: pods, nodes, NodeClaims, NodePools, node classes,
+//! DaemonSets and PodDisruptionBudgets, as plain data with no Kubernetes client types.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::NodeClassSettings;
+use crate::labels::{RESOURCE_PODS, ZONE};
+use crate::requirements::{Requirement, Requirements};
+use crate::resources::Resources;
+
+/// A taint's effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+impl TaintEffect {
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "NoSchedule" => TaintEffect::NoSchedule,
+            "PreferNoSchedule" => TaintEffect::PreferNoSchedule,
+            "NoExecute" => TaintEffect::NoExecute,
+            _ => return None,
+        })
+    }
+}
+
+/// A node taint.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: TaintEffect,
+}
+
+impl std::fmt::Display for Taint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.value.is_empty() {
+            write!(f, "{}:{:?}", self.key, self.effect)
+        } else {
+            write!(f, "{}={}:{:?}", self.key, self.value, self.effect)
+        }
+    }
+}
+
+/// A pod toleration. `key: None` with `exists: true` tolerates everything.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Toleration {
+    pub key: Option<String>,
+    pub exists: bool,
+    pub value: String,
+    pub effect: Option<TaintEffect>,
+}
+
+impl Toleration {
+    pub fn tolerates(&self, taint: &Taint) -> bool {
+        if self.effect.is_some_and(|e| e != taint.effect) {
+            return false;
+        }
+        match &self.key {
+            None => self.exists,
+            Some(key) if key != &taint.key => false,
+            Some(_) => self.exists || self.value == taint.value,
+        }
+    }
+}
+
+/// True when every NoSchedule/NoExecute taint is tolerated (PreferNoSchedule is a preference).
+pub fn tolerates_all<'a>(tolerations: &[Toleration], taints: impl IntoIterator<Item = &'a Taint>) -> Option<&'a Taint> {
+    taints
+        .into_iter()
+        .filter(|t| t.effect != TaintEffect::PreferNoSchedule)
+        .find(|t| !tolerations.iter().any(|tol| tol.tolerates(t)))
+}
+
+/// Which namespaces a pod affinity term or selector looks at.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Namespaces {
+    /// The listed namespaces (by default the pod's own).
+    Listed(BTreeSet<String>),
+    /// Every namespace (`namespaceSelector: {}`).
+    All,
+}
+
+impl Namespaces {
+    pub fn contains(&self, ns: &str) -> bool {
+        match self {
+            Namespaces::All => true,
+            Namespaces::Listed(set) => set.contains(ns),
+        }
+    }
+}
+
+/// A required pod (anti-)affinity term.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PodAffinityTerm {
+    pub selector: Requirements,
+    pub namespaces: Namespaces,
+    pub topology_key: String,
+}
+
+impl PodAffinityTerm {
+    pub fn selects(&self, pod_ns: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.namespaces.contains(pod_ns) && self.selector.matches_labels(labels)
+    }
+}
+
+/// A topology spread constraint.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SpreadConstraint {
+    pub max_skew: i32,
+    pub topology_key: String,
+    /// `DoNotSchedule` when true; `ScheduleAnyway` when false.
+    pub hard: bool,
+    pub selector: Requirements,
+    pub min_domains: Option<i32>,
+}
+
+/// A host port a pod binds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostPort {
+    pub port: i32,
+    pub protocol: String,
+    pub ip: String,
+}
+
+impl HostPort {
+    /// Two host ports conflict on the same port and protocol unless bound to distinct specific IPs.
+    pub fn conflicts(&self, other: &HostPort) -> bool {
+        let any = |ip: &str| ip.is_empty() || ip == "0.0.0.0" || ip == "::";
+        self.port == other.port
+            && self.protocol == other.protocol
+            && (any(&self.ip) || any(&other.ip) || self.ip == other.ip)
+    }
+}
+
+/// A pod, with the scheduling-relevant parts of its spec.
+#[derive(Clone, Debug, Default)]
+pub struct Pod {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub labels: BTreeMap<String, String>,
+    /// Effective requests: max(sum of containers + restartable init containers, largest init
+    /// container) + overhead, plus one `pods`.
+    pub requests: Resources,
+    pub node_selector: BTreeMap<String, String>,
+    /// Required node affinity: OR of terms, each an AND of requirements.
+    pub required_terms: Vec<Requirements>,
+    pub preferred_terms: Vec<(i32, Requirements)>,
+    pub tolerations: Vec<Toleration>,
+    pub affinity: Vec<PodAffinityTerm>,
+    pub anti_affinity: Vec<PodAffinityTerm>,
+    pub preferred_affinity: Vec<(i32, PodAffinityTerm)>,
+    pub preferred_anti_affinity: Vec<(i32, PodAffinityTerm)>,
+    pub spread: Vec<SpreadConstraint>,
+    pub host_ports: Vec<HostPort>,
+    /// Zones of bound persistent volumes the pod mounts.
+    pub volume_zones: Option<BTreeSet<String>>,
+    pub priority: i32,
+    pub node_name: Option<String>,
+    pub owner_kind: Option<String>,
+    pub owner_name: Option<String>,
+    pub do_not_disrupt: bool,
+    /// `controller.kubernetes.io/pod-deletion-cost`.
+    pub deletion_cost: i64,
+    pub terminal: bool,
+}
+
+/// Per-container requests, used to compute a pod's effective requests.
+#[derive(Clone, Debug, Default)]
+pub struct ContainerRequests {
+    pub containers: Vec<Resources>,
+    /// Init containers with `restartPolicy: Always` (sidecars) are flagged `true`.
+    pub init_containers: Vec<(Resources, bool)>,
+    pub overhead: Option<Resources>,
+}
+
+impl ContainerRequests {
+    /// Kubernetes' effective pod request, plus one `pods`.
+    pub fn effective(&self) -> Resources {
+        let mut sum = Resources::default();
+        for c in &self.containers {
+            sum.add(c);
+        }
+        let mut sidecars = Resources::default();
+        let mut peak_init = Resources::default();
+        for (init, restartable) in &self.init_containers {
+            if *restartable {
+                sidecars.add(init);
+                peak_init.max_with(&sidecars);
+            } else {
+                peak_init.max_with(&init.plus(&sidecars));
+            }
+        }
+        sum.add(&sidecars);
+        sum.max_with(&peak_init);
+        if let Some(o) = &self.overhead {
+            sum.add(o);
+        }
+        sum.set(RESOURCE_PODS, 1);
+        sum
+    }
+}
+
+impl Pod {
+    /// A pod with the given requests and nothing else.
+    pub fn new(namespace: &str, name: &str, requests: Resources) -> Self {
+        let mut requests = requests;
+        requests.set(RESOURCE_PODS, 1);
+        Pod {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            uid: format!("{namespace}/{name}"),
+            requests,
+            ..Default::default()
+        }
+    }
+
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    pub fn is_daemonset(&self) -> bool {
+        self.owner_kind.as_deref() == Some("DaemonSet")
+    }
+
+    /// The node requirements from nodeSelector and bound volumes (affinity terms are separate).
+    pub fn base_requirements(&self) -> Requirements {
+        let mut reqs = Requirements::new();
+        for (k, v) in &self.node_selector {
+            reqs.add(Requirement::single(k, v));
+        }
+        if let Some(zones) = &self.volume_zones {
+            reqs.add(Requirement::in_values(ZONE, zones.iter().cloned()));
+        }
+        reqs
+    }
+
+    /// Node requirements of the strictest form: base, first required term, heaviest preferred term.
+    pub fn strict_requirements(&self) -> Requirements {
+        let mut reqs = self.base_requirements();
+        if let Some(term) = self.required_terms.first() {
+            reqs.add_all(term);
+        }
+        reqs
+    }
+}
+
+/// An existing node.
+#[derive(Clone, Debug, Default)]
+pub struct Node {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub allocatable: Resources,
+    pub capacity: Resources,
+    pub unschedulable: bool,
+    pub ready: bool,
+    pub deleting: bool,
+    pub provider_id: Option<String>,
+    pub annotations: BTreeMap<String, String>,
+    /// Creation time, seconds since the Unix epoch.
+    pub created: i64,
+}
+
+impl Node {
+    pub fn nodepool(&self) -> Option<&str> {
+        self.labels.get(crate::labels::NODEPOOL).map(String::as_str)
+    }
+}
+
+/// A NodeClaim: a launch request that may or may not have a node yet.
+#[derive(Clone, Debug, Default)]
+pub struct NodeClaim {
+    pub name: String,
+    pub nodepool: String,
+    pub requirements: Requirements,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    /// Allocatable reported in status, once launched.
+    pub allocatable: Option<Resources>,
+    pub capacity: Option<Resources>,
+    pub node_name: Option<String>,
+    pub provider_id: Option<String>,
+    pub image_id: Option<String>,
+    pub launched: bool,
+    pub registered: bool,
+    pub initialized: bool,
+    pub deleting: bool,
+    pub annotations: BTreeMap<String, String>,
+    pub created: i64,
+}
+
+/// A disruption budget of a NodePool.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Budget {
+    /// `"10%"` or `"3"`.
+    pub nodes: String,
+    pub schedule: Option<String>,
+    /// Seconds.
+    pub duration: Option<i64>,
+    pub reasons: Vec<String>,
+}
+
+/// How a NodePool consolidates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConsolidationPolicy {
+    WhenEmpty,
+    #[default]
+    WhenEmptyOrUnderutilized,
+}
+
+/// A NodePool (Karpenter v1), reduced to what scheduling and disruption read.
+#[derive(Clone, Debug, Default)]
+pub struct NodePool {
+    pub name: String,
+    pub weight: i32,
+    /// Template requirements, including `minValues`.
+    pub requirements: Requirements,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub startup_taints: Vec<Taint>,
+    /// Resource limits; `nodes` may be set as an extended resource named "nodes".
+    pub limits: Option<Resources>,
+    pub node_class: String,
+    pub consolidation_policy: ConsolidationPolicy,
+    /// Seconds; None means `Never`.
+    pub consolidate_after: Option<i64>,
+    /// Seconds; None means `Never`.
+    pub expire_after: Option<i64>,
+    pub budgets: Vec<Budget>,
+    pub deleting: bool,
+}
+
+impl NodePool {
+    /// The requirements a node from this pool has before any pod narrows them: the template
+    /// requirements, the template labels, and the pool's own name.
+    pub fn node_requirements(&self) -> Requirements {
+        let mut reqs = self.requirements.clone();
+        for (k, v) in &self.labels {
+            reqs.add(Requirement::single(k, v));
+        }
+        reqs.add(Requirement::single(crate::labels::NODEPOOL, &self.name));
+        reqs.add(Requirement::single(crate::labels::NODECLASS, &self.node_class));
+        reqs
+    }
+}
+
+/// A DaemonSet, as the pod it would run on every matching node.
+#[derive(Clone, Debug, Default)]
+pub struct DaemonSet {
+    pub namespace: String,
+    pub name: String,
+    pub pod: Pod,
+}
+
+/// A PodDisruptionBudget with its current allowance.
+#[derive(Clone, Debug, Default)]
+pub struct Pdb {
+    pub namespace: String,
+    pub name: String,
+    pub selector: Requirements,
+    pub disruptions_allowed: i32,
+}
+
+/// Everything the core reads about a cluster at one instant.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub pods: Vec<Pod>,
+    pub nodes: Vec<Node>,
+    pub nodeclaims: Vec<NodeClaim>,
+    pub nodepools: Vec<NodePool>,
+    pub node_classes: BTreeMap<String, NodeClassSettings>,
+    pub daemonsets: Vec<DaemonSet>,
+    pub pdbs: Vec<Pdb>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn effective_requests_follow_kubernetes() {
+        let r = |cpu: i64, mem: i64| Resources::new(cpu, mem);
+        let reqs = ContainerRequests {
+            containers: vec![r(100, 100), r(200, 100)],
+            init_containers: vec![(r(500, 50), false)],
+            overhead: Some(r(10, 10)),
+        };
+        let eff = reqs.effective();
+        assert_eq!(eff.cpu, 510);
+        assert_eq!(eff.memory, 210);
+        assert_eq!(eff.pods, 1);
+        let sidecar = ContainerRequests {
+            containers: vec![r(100, 100)],
+            init_containers: vec![(r(50, 50), true), (r(300, 10), false)],
+            overhead: None,
+        };
+        assert_eq!(sidecar.effective().cpu, 350);
+    }
+
+    #[test]
+    fn tolerations() {
+        let taint = Taint { key: "dedicated".into(), value: "gpu".into(), effect: TaintEffect::NoSchedule };
+        let exact = Toleration { key: Some("dedicated".into()), value: "gpu".into(), ..Default::default() };
+        let wrong = Toleration { key: Some("dedicated".into()), value: "web".into(), ..Default::default() };
+        let all = Toleration { exists: true, ..Default::default() };
+        assert!(exact.tolerates(&taint));
+        assert!(!wrong.tolerates(&taint));
+        assert!(all.tolerates(&taint));
+        assert_eq!(tolerates_all(&[wrong], [&taint]), Some(&taint));
+    }
+}

@@ -1,0 +1,111 @@
+//! The plan: the core's decisions as data. New NodeClaims with their instance-type options,
+//! placements on existing capacity, unschedulable pods with one-line reasons, and cost.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::Taint;
+use crate::requirements::{Operator, Requirement};
+use crate::resources::Resources;
+
+/// A NodeClaim to create.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NewNodeClaim {
+    pub nodepool: String,
+    /// Cheapest first; at most 60 unless `minValues` needs more.
+    pub instance_types: Vec<String>,
+    pub capacity_types: Vec<String>,
+    pub zones: Vec<String>,
+    /// `namespace/name` of the pods it is for.
+    pub pods: Vec<String>,
+    /// Pod requests plus DaemonSet overhead.
+    pub requests: Resources,
+    /// Hourly price of the cheapest option, USD.
+    pub price: f64,
+    pub requirements: Vec<RequirementOut>,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub startup_taints: Vec<Taint>,
+    pub node_class: String,
+}
+
+/// A node selector requirement as Kubernetes writes it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RequirementOut {
+    pub key: String,
+    pub operator: String,
+    pub values: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_values: Option<usize>,
+}
+
+impl From<&Requirement> for RequirementOut {
+    fn from(r: &Requirement) -> Self {
+        let op = r.operator();
+        let text = format!("{r}");
+        // Bounded complements print as Gt/Lt.
+        let (operator, values) = if op == Operator::Exists && text.contains(" Gt ") {
+            ("Gt".to_string(), vec![text.rsplit(' ').next().unwrap_or_default().to_string()])
+        } else if op == Operator::Exists && text.contains(" Lt ") {
+            ("Lt".to_string(), vec![text.rsplit(' ').next().unwrap_or_default().to_string()])
+        } else {
+            (format!("{op:?}"), r.values().iter().cloned().collect())
+        };
+        RequirementOut { key: r.key.clone(), operator, values, min_values: r.min_values }
+    }
+}
+
+/// A pod that fits on an existing node or in-flight NodeClaim.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExistingPlacement {
+    pub pod: String,
+    pub node: String,
+}
+
+/// A pod that cannot be placed, and why.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Unschedulable {
+    pub pod: String,
+    pub reason: String,
+}
+
+/// The plan's hourly price and the LP lower bound for the same pods.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Cost {
+    pub hourly: f64,
+    pub lower_bound: f64,
+}
+
+/// The scheduling decisions of one pass.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Plan {
+    pub nodeclaims: Vec<NewNodeClaim>,
+    pub existing: Vec<ExistingPlacement>,
+    pub unschedulable: Vec<Unschedulable>,
+    pub cost: Cost,
+}
+
+impl Plan {
+    /// Karpenter's log line: `computed packing of N node(s) for M pod(s) with instance type option(s) [...]`.
+    pub fn packing_line(&self) -> String {
+        let pods: usize = self.nodeclaims.iter().map(|n| n.pods.len()).sum();
+        let mut types: Vec<&str> = Vec::new();
+        for n in &self.nodeclaims {
+            for t in n.instance_types.iter().take(5) {
+                if !types.contains(&t.as_str()) {
+                    types.push(t);
+                }
+            }
+        }
+        format!(
+            "computed packing of {} node(s) for {} pod(s) with instance type option(s) [{}]",
+            self.nodeclaims.len(),
+            pods,
+            types.join(" ")
+        )
+    }
+}

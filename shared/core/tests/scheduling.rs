@@ -1,0 +1,448 @@
+//! Table tests for each scheduling constraint, with concrete numbers on the embedded us-east-1 catalog.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use common::*;
+use fleetwright_core::labels::*;
+use fleetwright_core::model::*;
+use fleetwright_core::requirements::{Operator, Requirements};
+use fleetwright_core::resources::Resources;
+
+#[test]
+fn max_pods_five_gives_five_nodes_for_25_tiny_pods() {
+    let snap = with_max_pods(snapshot(pods("tiny", 25, 1, 1), vec![pool("default")]), 5);
+    let plan = plan(&snap);
+    assert_eq!(plan.nodeclaims.len(), 5, "{:#?}", plan.nodeclaims.iter().map(|n| n.pods.len()).collect::<Vec<_>>());
+    assert!(plan.nodeclaims.iter().all(|n| n.pods.len() == 5));
+    assert!(plan.unschedulable.is_empty());
+}
+
+#[test]
+fn zone_spread_max_skew_one_over_three_zones_is_2_1_1() {
+    let ps: Vec<Pod> = (0..4)
+        .map(|i| {
+            let mut p = labelled(pod(&format!("web-{i}"), 500, 512), &[("app", "web")]);
+            p.spread.push(spread(ZONE, 1, &[("app", "web")]));
+            p
+        })
+        .collect();
+    let plan = plan(&snapshot(ps, vec![pool_with("default", vec![zones3()])]));
+    let mut per_zone: BTreeMap<String, usize> = BTreeMap::new();
+    for i in 0..4 {
+        *per_zone.entry(zone_of(&plan, &format!("default/web-{i}")).expect("single zone")).or_default() += 1;
+    }
+    let mut counts: Vec<usize> = per_zone.values().copied().collect();
+    counts.sort();
+    assert_eq!(counts, vec![1, 1, 2], "{per_zone:?}");
+}
+
+#[test]
+fn hostname_anti_affinity_puts_three_pods_on_three_nodes() {
+    let ps: Vec<Pod> = (0..3)
+        .map(|i| {
+            let mut p = labelled(pod(&format!("db-{i}"), 500, 512), &[("app", "db")]);
+            p.anti_affinity.push(term(&[("app", "db")], HOSTNAME));
+            p
+        })
+        .collect();
+    let plan = plan(&snapshot(ps, vec![pool("default")]));
+    assert_eq!(plan.nodeclaims.len(), 3);
+    assert!(plan.nodeclaims.iter().all(|n| n.pods.len() == 1));
+}
+
+#[test]
+fn daemonset_host_port_blocks_a_pod_on_the_same_port() {
+    let mut ds = daemonset("proxy", 50, 50);
+    ds.pod.host_ports.push(HostPort { port: 8080, protocol: "TCP".into(), ip: String::new() });
+    let mut p = pod("web-0", 100, 100);
+    p.host_ports.push(HostPort { port: 8080, protocol: "TCP".into(), ip: String::new() });
+    let mut snap = snapshot(vec![p], vec![pool("default")]);
+    snap.daemonsets.push(ds);
+    let plan = plan(&snap);
+    assert!(plan.nodeclaims.is_empty());
+    assert_eq!(plan.unschedulable.len(), 1);
+    assert!(plan.unschedulable[0].reason.contains("8080"), "{}", plan.unschedulable[0].reason);
+}
+
+#[test]
+fn host_ports_spread_pods_over_nodes() {
+    let ps: Vec<Pod> = (0..2)
+        .map(|i| {
+            let mut p = pod(&format!("hp-{i}"), 100, 100);
+            p.host_ports.push(HostPort { port: 9000, protocol: "TCP".into(), ip: String::new() });
+            p
+        })
+        .collect();
+    let plan = plan(&snapshot(ps, vec![pool("default")]));
+    assert_eq!(plan.nodeclaims.len(), 2);
+}
+
+#[test]
+fn cpu_limit_three_admits_one_of_two_anti_affine_pods() {
+    let ps: Vec<Pod> = (0..2)
+        .map(|i| {
+            let mut p = labelled(pod(&format!("big-{i}"), 1500, 512), &[("app", "big")]);
+            p.anti_affinity.push(term(&[("app", "big")], HOSTNAME));
+            p
+        })
+        .collect();
+    let mut np = pool("default");
+    np.limits = Some(Resources::new(3000, 0));
+    let plan = plan(&snapshot(ps, vec![np]));
+    assert_eq!(placed_count(&plan), 1);
+    assert_eq!(plan.unschedulable.len(), 1);
+    assert!(plan.unschedulable[0].reason.contains("limit") || plan.unschedulable[0].reason.contains("anti-affinity"), "{}", plan.unschedulable[0].reason);
+}
+
+#[test]
+fn node_limit_caps_new_nodeclaims() {
+    let ps: Vec<Pod> = (0..3)
+        .map(|i| {
+            let mut p = labelled(pod(&format!("x-{i}"), 100, 100), &[("app", "x")]);
+            p.anti_affinity.push(term(&[("app", "x")], HOSTNAME));
+            p
+        })
+        .collect();
+    let mut np = pool("default");
+    let mut limits = Resources::default();
+    limits.extended.insert("nodes".into(), 2);
+    np.limits = Some(limits);
+    let plan = plan(&snapshot(ps, vec![np]));
+    assert_eq!(plan.nodeclaims.len(), 2);
+    assert_eq!(plan.unschedulable.len(), 1);
+}
+
+#[test]
+fn heavier_nodepool_wins() {
+    let mut light = pool("light");
+    light.weight = 20;
+    let mut heavy = pool("heavy");
+    heavy.weight = 100;
+    let plan = plan(&snapshot(pods("p", 3, 500, 512), vec![light, heavy]));
+    assert!(!plan.nodeclaims.is_empty());
+    assert!(plan.nodeclaims.iter().all(|n| n.nodepool == "heavy"));
+}
+
+#[test]
+fn custom_label_not_defined_by_the_nodepool_is_unschedulable() {
+    let mut p = pod("picky", 100, 100);
+    p.node_selector.insert("team".into(), "payments".into());
+    let first = plan(&snapshot(vec![p.clone()], vec![pool("default")]));
+    assert_eq!(first.unschedulable.len(), 1);
+    assert!(first.unschedulable[0].reason.contains("team"), "{}", first.unschedulable[0].reason);
+    // The same label defined on the pool's template makes it schedulable.
+    let mut np = pool("default");
+    np.labels.insert("team".into(), "payments".into());
+    let plan = plan(&snapshot(vec![p], vec![np]));
+    assert!(plan.unschedulable.is_empty());
+    assert_eq!(plan.nodeclaims[0].labels["team"], "payments");
+}
+
+#[test]
+fn node_selector_on_arch_restricts_types() {
+    let mut p = pod("arm", 1000, 1024);
+    p.node_selector.insert(ARCH.into(), "arm64".into());
+    let plan = plan(&snapshot(vec![p], vec![pool("default")]));
+    let nc = &plan.nodeclaims[0];
+    let catalog = fleetwright_core::Catalog::embedded();
+    let types = catalog.instance_types(&Default::default());
+    for name in &nc.instance_types {
+        let t = types.iter().find(|t| &t.name == name).unwrap();
+        assert_eq!(t.requirements.single_valued_labels()[ARCH], "arm64", "{name}");
+    }
+}
+
+#[test]
+fn required_node_affinity_terms_are_ored() {
+    let mut p = pod("either", 500, 512);
+    let mut impossible = Requirements::new();
+    impossible.add(req(INSTANCE_FAMILY, Operator::In, &["no-such-family"]));
+    let mut possible = Requirements::new();
+    possible.add(req(INSTANCE_FAMILY, Operator::In, &["m5"]));
+    p.required_terms = vec![impossible, possible];
+    let plan = plan(&snapshot(vec![p], vec![pool("default")]));
+    assert!(plan.unschedulable.is_empty());
+    assert!(plan.nodeclaims[0].instance_types.iter().all(|t| t.starts_with("m5.")));
+}
+
+#[test]
+fn preferred_node_affinity_is_honoured_then_relaxed() {
+    let mut p = pod("prefers", 500, 512);
+    let mut pref = Requirements::new();
+    pref.add(req(INSTANCE_FAMILY, Operator::In, &["c6i"]));
+    p.preferred_terms = vec![(50, pref)];
+    let plan1 = plan(&snapshot(vec![p.clone()], vec![pool("default")]));
+    assert!(plan1.nodeclaims[0].instance_types.iter().all(|t| t.starts_with("c6i.")));
+    // The pool forbids c6i: the preference is dropped and the pod still lands.
+    let np = pool_with("default", vec![req(INSTANCE_FAMILY, Operator::NotIn, &["c6i"])]);
+    let plan2 = plan(&snapshot(vec![p], vec![np]));
+    assert!(plan2.unschedulable.is_empty());
+    assert!(plan2.nodeclaims[0].instance_types.iter().all(|t| !t.starts_with("c6i.")));
+}
+
+#[test]
+fn pool_taints_need_tolerations_but_startup_taints_do_not() {
+    let taint = Taint { key: "dedicated".into(), value: "gpu".into(), effect: TaintEffect::NoSchedule };
+    let mut np = pool("tainted");
+    np.taints.push(taint.clone());
+    np.startup_taints.push(Taint { key: "cni-not-ready".into(), value: String::new(), effect: TaintEffect::NoSchedule });
+    let plain = pod("plain", 100, 100);
+    let plan1 = plan(&snapshot(vec![plain.clone()], vec![np.clone()]));
+    assert_eq!(plan1.unschedulable.len(), 1);
+    assert!(plan1.unschedulable[0].reason.contains("dedicated=gpu:NoSchedule"), "{}", plan1.unschedulable[0].reason);
+    let mut tolerant = plain;
+    tolerant.tolerations.push(Toleration { key: Some("dedicated".into()), value: "gpu".into(), ..Default::default() });
+    let plan2 = plan(&snapshot(vec![tolerant], vec![np]));
+    assert!(plan2.unschedulable.is_empty());
+}
+
+#[test]
+fn zone_pod_affinity_colocates_in_one_zone() {
+    let ps: Vec<Pod> = (0..6)
+        .map(|i| {
+            let mut p = labelled(pod(&format!("cache-{i}"), 2000, 2048), &[("app", "cache")]);
+            p.affinity.push(term(&[("app", "cache")], ZONE));
+            p
+        })
+        .collect();
+    let plan = plan(&snapshot(ps, vec![pool("default")]));
+    let zones: BTreeSet<String> = plan.nodeclaims.iter().flat_map(|n| n.zones.clone()).collect();
+    assert_eq!(zones.len(), 1, "{zones:?}");
+    assert_eq!(placed_count(&plan), 6);
+}
+
+#[test]
+fn pod_affinity_to_absent_pods_is_unschedulable() {
+    let mut p = labelled(pod("follower", 100, 100), &[("app", "follower")]);
+    p.affinity.push(term(&[("app", "leader")], HOSTNAME));
+    let plan = plan(&snapshot(vec![p], vec![pool("default")]));
+    assert_eq!(plan.unschedulable.len(), 1);
+    assert!(plan.unschedulable[0].reason.contains("affinity"), "{}", plan.unschedulable[0].reason);
+}
+
+#[test]
+fn pod_affinity_follows_a_bound_pod_to_its_node() {
+    let mut leader = labelled(pod("leader", 100, 100), &[("app", "leader")]);
+    leader.node_name = Some("n1".into());
+    let mut follower = pod("follower", 100, 100);
+    follower.affinity.push(term(&[("app", "leader")], HOSTNAME));
+    let mut snap = snapshot(vec![leader, follower], vec![pool("default")]);
+    snap.nodes.push(node("n1", "us-east-1a", "m5.large", 1930, 6903));
+    snap.nodes.push(node("n2", "us-east-1b", "m5.large", 1930, 6903));
+    let plan = plan(&snap);
+    assert_eq!(plan.existing, vec![fleetwright_core::plan::ExistingPlacement { pod: "default/follower".into(), node: "n1".into() }]);
+}
+
+#[test]
+fn inverse_anti_affinity_keeps_pods_off_a_repelling_pod_node() {
+    let mut guard = labelled(pod("guard", 100, 100), &[("app", "guard")]);
+    guard.node_name = Some("n1".into());
+    guard.anti_affinity.push(term(&[("app", "noisy")], HOSTNAME));
+    let noisy = labelled(pod("noisy", 100, 100), &[("app", "noisy")]);
+    let quiet = labelled(pod("quiet", 100, 100), &[("app", "quiet")]);
+    let mut snap = snapshot(vec![guard, noisy, quiet], vec![pool("default")]);
+    snap.nodes.push(node("n1", "us-east-1a", "m5.large", 1930, 6903));
+    let plan = plan(&snap);
+    assert!(plan.existing.iter().any(|e| e.pod == "default/quiet" && e.node == "n1"));
+    assert!(plan.existing.iter().all(|e| e.pod != "default/noisy"));
+    assert_eq!(plan.nodeclaims.len(), 1);
+    assert_eq!(plan.nodeclaims[0].pods, vec!["default/noisy"]);
+}
+
+#[test]
+fn hostname_spread_max_skew_two_packs_two_per_node() {
+    let ps: Vec<Pod> = (0..6)
+        .map(|i| {
+            let mut p = labelled(pod(&format!("s-{i}"), 100, 100), &[("app", "s")]);
+            p.spread.push(spread(HOSTNAME, 2, &[("app", "s")]));
+            p
+        })
+        .collect();
+    let plan = plan(&snapshot(ps, vec![pool("default")]));
+    assert_eq!(plan.nodeclaims.len(), 3);
+}
+
+#[test]
+fn capacity_type_spread_uses_both_capacity_types() {
+    let ps: Vec<Pod> = (0..4)
+        .map(|i| {
+            let mut p = labelled(pod(&format!("ct-{i}"), 1000, 1024), &[("app", "ct")]);
+            p.spread.push(spread(CAPACITY_TYPE, 1, &[("app", "ct")]));
+            p
+        })
+        .collect();
+    let plan = plan(&snapshot(ps, vec![pool("default")]));
+    let mut per_ct: BTreeMap<String, usize> = BTreeMap::new();
+    for n in &plan.nodeclaims {
+        assert_eq!(n.capacity_types.len(), 1);
+        *per_ct.entry(n.capacity_types[0].clone()).or_default() += n.pods.len();
+    }
+    assert_eq!(per_ct.get("spot"), Some(&2), "{per_ct:?}");
+    assert_eq!(per_ct.get("on-demand"), Some(&2), "{per_ct:?}");
+}
+
+#[test]
+fn schedule_anyway_spread_is_relaxed_when_it_cannot_hold() {
+    // Only one zone is allowed by the pool, but the spread wants 3 zones with maxSkew 1.
+    let np = pool_with("default", vec![req(ZONE, Operator::In, &["us-east-1a"])]);
+    let ps: Vec<Pod> = (0..3)
+        .map(|i| {
+            let mut p = labelled(pod(&format!("soft-{i}"), 500, 512), &[("app", "soft")]);
+            let mut s = spread(ZONE, 1, &[("app", "soft")]);
+            s.hard = false;
+            p.spread.push(s);
+            p
+        })
+        .collect();
+    let soft = plan(&snapshot(ps.clone(), vec![np.clone()]));
+    assert!(soft.unschedulable.is_empty());
+    // The same constraint as DoNotSchedule with minDomains 3 cannot be met beyond one pod.
+    let hard: Vec<Pod> = ps
+        .into_iter()
+        .map(|mut p| {
+            p.spread[0].hard = true;
+            p.spread[0].min_domains = Some(3);
+            p
+        })
+        .collect();
+    let plan = plan(&snapshot(hard, vec![np]));
+    assert_eq!(placed_count(&plan), 1);
+    assert_eq!(plan.unschedulable.len(), 2);
+}
+
+#[test]
+fn daemonset_overhead_counts_only_daemonsets_that_land() {
+    // A 1.9 CPU pod fits m5.large (1930m allocatable) only if no DaemonSet takes CPU there.
+    let np = pool_with("default", vec![req(INSTANCE_TYPE, Operator::In, &["m5.large", "m5.xlarge"])]);
+    let p = pod("tight", 1900, 1024);
+    let mut arm_only = daemonset("arm-agent", 200, 100);
+    arm_only.pod.node_selector.insert(ARCH.into(), "arm64".into());
+    let mut snap = snapshot(vec![p.clone()], vec![np.clone()]);
+    snap.daemonsets.push(arm_only);
+    assert_eq!(plan(&snap).nodeclaims[0].instance_types[0], "m5.large");
+    let mut snap = snapshot(vec![p], vec![np]);
+    snap.daemonsets.push(daemonset("logger", 200, 100));
+    let plan = plan(&snap);
+    assert_eq!(plan.nodeclaims[0].instance_types, vec!["m5.xlarge"]);
+    assert_eq!(plan.nodeclaims[0].requests.cpu, 2100);
+}
+
+#[test]
+fn bound_volume_zone_pins_the_node_zone() {
+    let mut p = pod("stateful", 500, 512);
+    p.volume_zones = Some(BTreeSet::from(["us-east-1c".to_string()]));
+    let plan = plan(&snapshot(vec![p], vec![pool("default")]));
+    assert_eq!(plan.nodeclaims[0].zones, vec!["us-east-1c"]);
+}
+
+#[test]
+fn existing_nodes_are_used_before_new_ones_then_inflight_claims() {
+    let mut snap = snapshot(pods("fill", 3, 500, 512), vec![pool("default")]);
+    snap.nodes.push(node("n1", "us-east-1a", "m5.large", 1930, 6903));
+    let plan1 = plan(&snap);
+    assert_eq!(plan1.existing.len(), 3);
+    assert!(plan1.nodeclaims.is_empty());
+    // A launched-but-unregistered claim absorbs pods too.
+    let mut snap = snapshot(pods("fill", 3, 500, 512), vec![pool("default")]);
+    let mut claim = NodeClaim { name: "default-abc".into(), nodepool: "default".into(), ..Default::default() };
+    claim.requirements.add(req(INSTANCE_TYPE, Operator::In, &["m5.xlarge"]));
+    claim.labels.insert(NODEPOOL.into(), "default".into());
+    snap.nodeclaims.push(claim);
+    let plan2 = plan(&snap);
+    assert_eq!(plan2.existing.len(), 3);
+    assert!(plan2.existing.iter().all(|e| e.node == "default-abc"));
+}
+
+#[test]
+fn cordoned_and_tainted_nodes_are_skipped() {
+    let mut snap = snapshot(pods("p", 1, 100, 100), vec![pool("default")]);
+    let mut cordoned = node("n1", "us-east-1a", "m5.large", 1930, 6903);
+    cordoned.unschedulable = true;
+    let mut tainted = node("n2", "us-east-1a", "m5.large", 1930, 6903);
+    tainted.taints.push(Taint { key: "dedicated".into(), value: "x".into(), effect: TaintEffect::NoSchedule });
+    snap.nodes.extend([cordoned, tainted]);
+    let plan = plan(&snap);
+    assert!(plan.existing.is_empty());
+    assert_eq!(plan.nodeclaims.len(), 1);
+}
+
+#[test]
+fn gpu_requests_pick_gpu_types() {
+    let mut p = pod("train", 1000, 4096);
+    p.requests.set(RESOURCE_NVIDIA_GPU, 1);
+    let plan = plan(&snapshot(vec![p], vec![pool("default")]));
+    let nc = &plan.nodeclaims[0];
+    assert!(nc.instance_types.iter().all(|t| t.starts_with('g') || t.starts_with('p')), "{:?}", nc.instance_types);
+}
+
+#[test]
+fn pod_eni_request_against_types_without_trunking_names_resource_and_types() {
+    let np = pool_with("default", vec![req(INSTANCE_TYPE, Operator::In, &["t3.large", "t3.xlarge"])]);
+    let mut p = pod("sgp", 100, 100);
+    p.requests.set(RESOURCE_POD_ENI, 1);
+    let plan = plan(&snapshot(vec![p], vec![np]));
+    let reason = &plan.unschedulable[0].reason;
+    assert!(reason.contains("requests vpc.amazonaws.com/pod-eni=1"), "{reason}");
+    assert!(reason.contains("t3.large, t3.xlarge") && reason.contains("provide none"), "{reason}");
+}
+
+#[test]
+fn too_large_pod_reports_the_largest_type() {
+    let np = pool_with("default", vec![req(INSTANCE_FAMILY, Operator::In, &["m5"])]);
+    let plan = plan(&snapshot(vec![pod("huge", 200_000, 1024)], vec![np]));
+    let reason = &plan.unschedulable[0].reason;
+    assert!(reason.starts_with("requests cpu=200;"), "{reason}");
+    assert!(reason.contains("m5.24xlarge") || reason.contains("m5.metal"), "{reason}");
+}
+
+#[test]
+fn min_values_keeps_enough_families_open() {
+    let np = pool_with(
+        "default",
+        vec![req(INSTANCE_FAMILY, Operator::Exists, &[]).with_min_values(Some(5))],
+    );
+    let plan = plan(&snapshot(vec![pod("p", 500, 512)], vec![np]));
+    let families: BTreeSet<&str> = plan.nodeclaims[0].instance_types.iter().map(|t| t.split('.').next().unwrap()).collect();
+    assert!(families.len() >= 5, "{families:?}");
+}
+
+#[test]
+fn options_are_cheapest_first_and_capped_at_sixty() {
+    let plan = plan(&snapshot(vec![pod("p", 100, 100)], vec![pool("default")]));
+    let nc = &plan.nodeclaims[0];
+    assert_eq!(nc.instance_types.len(), 60);
+    assert!(nc.price > 0.0);
+    assert!(plan.cost.lower_bound <= plan.cost.hourly);
+}
+
+#[test]
+fn init_containers_and_overhead_raise_requests() {
+    let reqs = ContainerRequests {
+        containers: vec![Resources::new(100, 100 * MIB)],
+        init_containers: vec![(Resources::new(3000, 100 * MIB), false)],
+        overhead: Some(Resources::new(250, 0)),
+    };
+    let mut p = pod("init", 0, 0);
+    p.requests = reqs.effective();
+    assert_eq!(p.requests.cpu, 3250);
+    let np = pool_with("default", vec![req(INSTANCE_TYPE, Operator::In, &["m5.large", "m5.xlarge"])]);
+    let plan = plan(&snapshot(vec![p], vec![np]));
+    assert_eq!(plan.nodeclaims[0].instance_types, vec!["m5.xlarge"]);
+}
+
+#[test]
+fn requirement_gt_lt_on_instance_cpu() {
+    let mut p = pod("mid", 100, 100);
+    let mut term_reqs = Requirements::new();
+    term_reqs.add(req(INSTANCE_CPU, Operator::Gt, &["7"]));
+    term_reqs.add(req(INSTANCE_CPU, Operator::Lt, &["17"]));
+    p.required_terms = vec![term_reqs];
+    let plan = plan(&snapshot(vec![p], vec![pool("default")]));
+    let types = fleetwright_core::Catalog::embedded().instance_types(&Default::default());
+    for name in &plan.nodeclaims[0].instance_types {
+        let cpus: i64 = types.iter().find(|t| &t.name == name).unwrap().capacity.cpu / 1000;
+        assert!((8..=16).contains(&cpus), "{name} has {cpus}");
+    }
+}
