@@ -1,2 +1,45 @@
-//! placeholder
-fn main() {}
+//! The `fleetwright` command: thin argument parsing over the library verbs in this crate.
+
+mod bench;
+mod catalog_args;
+mod plan;
+
+use clap::{Parser, Subcommand};
+
+/// Fleetwright: serverless, Karpenter-compatible node autoscaling for EKS.
+#[derive(Debug, Parser)]
+#[command(name = "fleetwright", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Plan where pending pods go and which NodeClaims to launch, from a cluster dump.
+    Plan(plan::PlanArgs),
+    /// Measure scheduling throughput (pods/s), cost against the LP bound, and peak memory.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FLEETWRIGHT_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_target(false)
+        .init();
+    let result = match cli.command {
+        Command::Plan(args) => plan::run(args),
+        Command::Bench(args) => bench::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

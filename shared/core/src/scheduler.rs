@@ -23,8 +23,10 @@ pub struct ScheduleOptions {
     pub now: i64,
     /// Instance-type options kept per NodeClaim (CreateFleet takes at most 60 overrides).
     pub max_options: usize,
-    /// Try alternative packings when the first is more than this factor above the LP bound.
+    /// Try an alternative packing when the first is more than this factor above the LP bound...
     pub improve_above: f64,
+    /// ...and there are at most this many pending pods.
+    pub improve_max_pods: usize,
 }
 
 impl Default for ScheduleOptions {
@@ -33,6 +35,7 @@ impl Default for ScheduleOptions {
             now: 0,
             max_options: 60,
             improve_above: 1.02,
+            improve_max_pods: 3000,
         }
     }
 }
@@ -131,6 +134,8 @@ pub(crate) struct Bin {
     pub ports: Vec<HostPort>,
     pub pods: Vec<usize>,
     pub reserved: Resources,
+    /// The LP target type's usable resources, when the bin was opened for one.
+    pub limit: Option<Resources>,
 }
 
 pub(crate) struct Ctx<'a> {
@@ -142,6 +147,25 @@ pub(crate) struct Ctx<'a> {
     pub classes: Vec<Class>,
     pub base_bins: Vec<Bin>,
     pub base_topology: Topology,
+    guide: Vec<Guide>,
+}
+
+/// How new bins pick their LP target type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// The LP type with the most nodes still to open.
+    MostLeft,
+    /// The LP type whose cpu:memory ratio is closest to the pod's.
+    ShapeMatch,
+    /// No targets and no size cap: plain first-fit-decreasing.
+    NoTargets,
+}
+
+/// What the LP says about one pool's new capacity.
+#[derive(Clone, Debug)]
+struct Guide {
+    cap: f64,
+    targets: Vec<(usize, f64)>,
 }
 
 struct Run<'c, 'a> {
@@ -151,6 +175,9 @@ struct Run<'c, 'a> {
     remaining: Vec<Option<Resources>>,
     nodes_left: Vec<Option<i64>>,
     cap: Vec<f64>,
+    /// Per pool: LP node types and how many of each are still to be opened.
+    targets: Vec<Vec<(usize, f64)>>,
+    mode: Mode,
     placed: BTreeMap<usize, usize>,
     failed: Vec<usize>,
 }
@@ -172,12 +199,47 @@ impl<'a> Ctx<'a> {
             classes: Vec::new(),
             base_bins: Vec::new(),
             base_topology: Topology::default(),
+            guide: Vec::new(),
         };
         ctx.build_bins();
         ctx.pending = pending_pods(snapshot);
         ctx.build_classes();
         ctx.record_bound_pods();
+        ctx.guide = ctx.lp_guide();
+        ctx.order_by_normalised_size();
         ctx
+    }
+
+    /// First-fit-decreasing order by size normalised to the LP's typical node, so that CPU,
+    /// memory and pod slots fill together (priority first; names break ties).
+    fn order_by_normalised_size(&mut self) {
+        let mut shape = Resources::default();
+        let mut weight = 0.0;
+        for (p, g) in self.guide.iter().enumerate() {
+            for (t, x) in &g.targets {
+                let u = &self.pools[p].usable[*t];
+                shape.cpu += (u.cpu as f64 * x) as i64;
+                shape.memory += (u.memory as f64 * x) as i64;
+                shape.pods += (u.pods as f64 * x) as i64;
+                weight += x;
+            }
+        }
+        if weight <= 0.0 {
+            return;
+        }
+        let (c, m, n) = (shape.cpu.max(1) as f64, shape.memory.max(1) as f64, shape.pods.max(1) as f64);
+        let pods = &self.snapshot.pods;
+        let size = |i: usize| {
+            let r = &pods[i].requests;
+            r.cpu as f64 / c + r.memory as f64 / m + r.pods as f64 / n
+        };
+        self.pending.sort_by(|&a, &b| {
+            pods[b].priority
+                .cmp(&pods[a].priority)
+                .then(size(b).total_cmp(&size(a)))
+                .then(pods[a].namespace.cmp(&pods[b].namespace))
+                .then(pods[a].name.cmp(&pods[b].name))
+        });
     }
 
     fn build_bins(&mut self) {
@@ -207,6 +269,7 @@ impl<'a> Ctx<'a> {
                 ports: Vec::new(),
                 pods: Vec::new(),
                 reserved: Resources::default(),
+                limit: None,
             });
         }
         for claim in &snap.nodeclaims {
@@ -232,6 +295,7 @@ impl<'a> Ctx<'a> {
                 ports: Vec::new(),
                 pods: Vec::new(),
                 reserved: Resources::default(),
+                limit: None,
             });
         }
     }
@@ -280,9 +344,12 @@ impl<'a> Ctx<'a> {
                 .map(|(reqs, spreads, aff, anti)| {
                     let pools = (0..self.pools.len())
                         .map(|p| {
+                            if tolerates_all(&pod.tolerations, &self.pools[p].pool.taints).is_some() {
+                                return None;
+                            }
                             compat_cache
                                 .entry((reqs.clone(), p))
-                                .or_insert_with(|| self.pool_compat(p, pod, &reqs).map(std::rc::Rc::new))
+                                .or_insert_with(|| self.pool_compat(p, &reqs).map(std::rc::Rc::new))
                                 .clone()
                         })
                         .collect();
@@ -398,20 +465,16 @@ impl<'a> Ctx<'a> {
         out
     }
 
-    /// The instance types of pool `p` that a pod with `reqs` may use, or None if the pool is out.
-    fn pool_compat(&self, p: usize, pod: &Pod, reqs: &Requirements) -> Option<Bits> {
+    /// The instance types of pool `p` that node requirements `reqs` allow, or None if the pool
+    /// is out. Taints and resource fit are checked per pod elsewhere.
+    fn pool_compat(&self, p: usize, reqs: &Requirements) -> Option<Bits> {
         let pool = &self.pools[p];
-        if tolerates_all(&pod.tolerations, &pool.pool.taints).is_some() {
-            return None;
-        }
         pool.base.compatible(reqs).ok()?;
         let joint = pool.base.intersection(reqs);
         let mut bits = vec![0u64; pool.types.len().div_ceil(64)];
         let mut any = false;
         for (i, t) in pool.types.iter().enumerate() {
-            if t.requirements.intersects(reqs).is_ok()
-                && pod.requests.fits_in(&pool.usable[i])
-                && t.cheapest_offering(&joint).is_some()
+            if t.requirements.intersects(reqs).is_ok() && t.cheapest_offering(&joint).is_some()
             {
                 bits[i / 64] |= 1 << (i % 64);
                 any = true;
@@ -421,28 +484,27 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn plan(&self, opts: &ScheduleOptions) -> Plan {
-        let caps = self.lp_caps();
-        let mut best = self.run(&caps).into_plan(opts);
+        let guide = &self.guide;
+        let mut best = self.run(guide, Mode::ShapeMatch).into_plan(opts);
         let ratio = |p: &Plan| if p.cost.lower_bound > 0.0 { p.cost.hourly / p.cost.lower_bound } else { 1.0 };
-        if ratio(&best) > opts.improve_above && !best.nodeclaims.is_empty() {
-            for factor in [f64::INFINITY, 0.5, 2.0, 0.25] {
-                let alt_caps: Vec<f64> = caps.iter().map(|c| c * factor).collect();
-                let alt = self.run(&alt_caps).into_plan(opts);
-                let better = alt.unschedulable.len() < best.unschedulable.len()
-                    || (alt.unschedulable.len() == best.unschedulable.len() && alt.cost.hourly + 1e-9 < best.cost.hourly);
-                if better {
-                    best = alt;
-                }
-                if ratio(&best) <= opts.improve_above {
-                    break;
-                }
+        // Other packings, when they are cheap to try and may help; the cheapest plan wins.
+        for mode in [Mode::MostLeft, Mode::NoTargets] {
+            if ratio(&best) <= opts.improve_above || self.pending.len() > opts.improve_max_pods {
+                break;
+            }
+            let alt = self.run(guide, mode).into_plan(opts);
+            let better = alt.unschedulable.len() < best.unschedulable.len()
+                || (alt.unschedulable.len() == best.unschedulable.len() && alt.cost.hourly + 1e-9 < best.cost.hourly);
+            if better {
+                best = alt;
             }
         }
         best
     }
 
-    /// Per pool, the price of the largest node in the LP optimum for the pods it would host.
-    fn lp_caps(&self) -> Vec<f64> {
+    /// Per pool, the LP optimum for the pods that would go there: its node types with their
+    /// fractional counts, and the price of its largest node as a size cap.
+    fn lp_guide(&self) -> Vec<Guide> {
         let mut demand: Vec<Resources> = vec![Resources::default(); self.pools.len()];
         for &i in &self.pending {
             let class = &self.classes[self.class_of[&i]];
@@ -453,17 +515,18 @@ impl<'a> Ctx<'a> {
         (0..self.pools.len())
             .map(|p| {
                 let cols: Vec<(usize, usize)> = (0..self.pools[p].types.len()).map(|t| (p, t)).collect();
-                match self.lp(&demand[p], &cols) {
-                    Some((_, counts)) => counts
-                        .iter()
-                        .zip(&cols)
-                        .filter(|(x, _)| **x > 1e-9)
-                        .map(|(_, (p, t))| self.pools[*p].price[*t])
-                        .fold(0.0, f64::max),
-                    None => f64::INFINITY,
-                }
+                let Some((_, counts)) = self.lp(&demand[p], &cols) else {
+                    return Guide { cap: f64::INFINITY, targets: Vec::new() };
+                };
+                let targets: Vec<(usize, f64)> = counts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, x)| **x > 1e-9)
+                    .map(|(t, x)| (t, *x))
+                    .collect();
+                let cap = targets.iter().map(|(t, _)| self.pools[p].price[*t]).fold(0.0, f64::max);
+                Guide { cap: if cap > 0.0 { cap } else { f64::INFINITY }, targets }
             })
-            .map(|c| if c > 0.0 { c } else { f64::INFINITY })
             .collect()
     }
 
@@ -486,14 +549,17 @@ impl<'a> Ctx<'a> {
         lp::solve(&b, &columns).map(|s| (s.cost, s.counts))
     }
 
-    fn run(&self, caps: &[f64]) -> Run<'_, 'a> {
+    fn run(&self, guide: &[Guide], mode: Mode) -> Run<'_, 'a> {
+        let use_targets = mode != Mode::NoTargets;
         let mut run = Run {
             ctx: self,
             bins: self.base_bins.clone(),
             topo: self.base_topology.clone(),
             remaining: self.pools.iter().map(|p| p.remaining.clone()).collect(),
             nodes_left: self.pools.iter().map(|p| p.nodes_left).collect(),
-            cap: caps.to_vec(),
+            cap: guide.iter().map(|g| if use_targets { g.cap } else { f64::INFINITY }).collect(),
+            targets: guide.iter().map(|g| if use_targets { g.targets.clone() } else { Vec::new() }).collect(),
+            mode,
             placed: BTreeMap::new(),
             failed: Vec::new(),
         };
@@ -760,10 +826,13 @@ impl<'c, 'a> Run<'c, 'a> {
                 }
             }
             for p in 0..ctx.pools.len() {
-                let Some(candidate) = self.new_bin(p, pod_index, variant) else { continue };
+                let Some((candidate, target)) = self.new_bin(p, pod_index, variant) else { continue };
                 let b = self.bins.len();
                 if let Some(commit) = self.evaluate(&candidate, b, pod_index, class, variant) {
                     self.bins.push(candidate);
+                    if let Some(entry) = target.and_then(|t| self.targets[p].iter_mut().find(|(x, _)| *x == t)) {
+                        entry.1 -= 1.0;
+                    }
                     if let Some(n) = self.nodes_left[p].as_mut() {
                         *n -= 1;
                     }
@@ -776,7 +845,7 @@ impl<'c, 'a> Run<'c, 'a> {
     }
 
     /// An empty NodeClaim of pool `p` whose options fit the pod, the limits and the size cap.
-    fn new_bin(&self, p: usize, pod_index: usize, variant: &Variant) -> Option<Bin> {
+    fn new_bin(&self, p: usize, pod_index: usize, variant: &Variant) -> Option<(Bin, Option<usize>)> {
         let pool = &self.ctx.pools[p];
         let bits = variant.pools[p].as_ref()?;
         if self.nodes_left[p].is_some_and(|n| n <= 0) {
@@ -788,12 +857,17 @@ impl<'c, 'a> Run<'c, 'a> {
         }
         let remaining = self.remaining[p].as_ref();
         let mut options: Vec<u32> = (0..pool.types.len())
-            .filter(|&t| bit(bits, t))
+            .filter(|&t| bit(bits, t) && pod.requests.fits_in(&pool.usable[t]))
             .filter(|&t| remaining.is_none_or(|r| within_limits(&pool.types[t].capacity, r)))
             .map(|t| t as u32)
             .collect();
         let first = *options.first()?;
-        let cap = self.cap[p].max(pool.price[first as usize]);
+        let target = if pool.min_values.is_empty() { self.target_for(p, &options, pod) } else { None };
+        let cap = match target {
+            Some(t) => pool.price[t],
+            None if pool.min_values.is_empty() => self.cap[p].max(pool.price[first as usize]),
+            None => f64::INFINITY,
+        };
         options.retain(|&t| pool.price[t as usize] <= cap * (1.0 + 1e-9));
         let mut bin = Bin {
             name: String::new(),
@@ -807,9 +881,33 @@ impl<'c, 'a> Run<'c, 'a> {
             ports: pool.ds_ports.clone(),
             pods: Vec::new(),
             reserved: Resources::default(),
+            limit: target.map(|t| pool.usable[t].clone()),
         };
-        bin.max_usable = max_usable(pool, &bin.options);
-        Some(bin)
+        bin.max_usable = capped(max_usable(pool, &bin.options), bin.limit.as_ref());
+        Some((bin, target))
+    }
+
+    /// The LP type with the most unopened nodes left that this pod fits, if any.
+    fn target_for(&self, p: usize, options: &[u32], pod: &Pod) -> Option<usize> {
+        let pool = &self.ctx.pools[p];
+        let candidates = self.targets[p]
+            .iter()
+            .filter(|(t, left)| *left > 1e-6 && options.contains(&(*t as u32)) && pod.requests.fits_in(&pool.usable[*t]));
+        match self.mode {
+            Mode::MostLeft => candidates.max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0))).map(|(t, _)| *t),
+            Mode::ShapeMatch => {
+                let shape = |r: &Resources| ((r.cpu.max(1) as f64 / 1000.0) / (r.memory.max(1) as f64 / (1u64 << 30) as f64)).ln();
+                let want = shape(&pod.requests);
+                candidates
+                    .min_by(|a, b| {
+                        let da = (shape(&pool.usable[a.0]) - want).abs();
+                        let db = (shape(&pool.usable[b.0]) - want).abs();
+                        da.total_cmp(&db).then(b.1.total_cmp(&a.1)).then(a.0.cmp(&b.0))
+                    })
+                    .map(|(t, _)| *t)
+            }
+            Mode::NoTargets => None,
+        }
     }
 
     /// Checks whether the pod fits `bin` under `variant`; returns the staged changes if so.
@@ -982,7 +1080,7 @@ impl<'c, 'a> Run<'c, 'a> {
         }
         if let (Some(options), Some(p)) = (commit.options, bin.pool) {
             let pool = &ctx.pools[p];
-            bin.max_usable = max_usable(pool, &options);
+            bin.max_usable = capped(max_usable(pool, &options), bin.limit.as_ref());
             bin.options = options;
             if let Some(remaining) = self.remaining[p].as_mut() {
                 let mut reserved = Resources::default();
@@ -1058,6 +1156,20 @@ fn round6(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
 }
 
+/// Element-wise minimum with an optional limit.
+fn capped(mut r: Resources, limit: Option<&Resources>) -> Resources {
+    if let Some(l) = limit {
+        r.cpu = r.cpu.min(l.cpu);
+        r.memory = r.memory.min(l.memory);
+        r.ephemeral = r.ephemeral.min(l.ephemeral);
+        r.pods = r.pods.min(l.pods);
+        for (k, v) in r.extended.iter_mut() {
+            *v = (*v).min(l.get(k));
+        }
+    }
+    r
+}
+
 fn max_usable(pool: &PoolCtx, options: &[u32]) -> Resources {
     let mut out = Resources::default();
     for &t in options {
@@ -1067,15 +1179,7 @@ fn max_usable(pool: &PoolCtx, options: &[u32]) -> Resources {
 }
 
 fn node_claim_out(pool: &PoolCtx, bin: &Bin, snap: &Snapshot, max_options: usize) -> NewNodeClaim {
-    let mut priced: Vec<(f64, usize)> = bin
-        .options
-        .iter()
-        .filter_map(|&t| {
-            let t = t as usize;
-            pool.types[t].cheapest_offering(&bin.reqs).map(|o| (o.price, t))
-        })
-        .collect();
-    priced.sort_by(|a, b| a.0.total_cmp(&b.0).then(pool.types[a.1].name.cmp(&pool.types[b.1].name)));
+    let priced = launch_options(pool, bin, snap, max_options);
     let keep = truncate_with_min_values(pool, &priced, max_options);
     let chosen: Vec<usize> = keep.iter().map(|(_, t)| *t).collect();
     let mut zones = BTreeSet::new();
@@ -1112,6 +1216,31 @@ fn node_claim_out(pool: &PoolCtx, bin: &Bin, snap: &Snapshot, max_options: usize
         startup_taints: pool.pool.startup_taints.clone(),
         node_class: pool.pool.node_class.clone(),
     }
+}
+
+/// Every pool type that fits the bin's final contents and requirements (within its limit
+/// reservation), priced under the bin's requirements and sorted cheapest first. Packing may have
+/// capped the options to steer node size; the launch gets the full choice back.
+fn launch_options(pool: &PoolCtx, bin: &Bin, snap: &Snapshot, max_options: usize) -> Vec<(f64, usize)> {
+    let mut total = Resources::default();
+    for &i in &bin.pods {
+        total.add(&snap.pods[i].requests);
+    }
+    let wanted = max_options.saturating_mul(2).max(max_options + 20);
+    let mut priced: Vec<(f64, usize)> = Vec::new();
+    for (t, it) in pool.types.iter().enumerate() {
+        if pool.min_values.is_empty() && priced.len() >= wanted {
+            break;
+        }
+        let fits = total.fits_in(&pool.usable[t])
+            && (pool.remaining.is_none() || pool.limited.iter().all(|n| it.capacity.get(n) <= bin.reserved.get(n)))
+            && it.requirements.intersects(&bin.reqs).is_ok();
+        if let Some(o) = fits.then(|| it.cheapest_offering(&bin.reqs)).flatten() {
+            priced.push((o.price, t));
+        }
+    }
+    priced.sort_by(|a, b| a.0.total_cmp(&b.0).then(pool.types[a.1].name.cmp(&pool.types[b.1].name)));
+    priced
 }
 
 /// Keeps the cheapest `max` options, extended as needed to satisfy every `minValues`.

@@ -153,6 +153,8 @@ pub fn general_purpose_pool() -> NodePool {
     reqs.add(Requirement::new(INSTANCE_CATEGORY, Operator::In, &["c", "m", "r"]).expect("valid"));
     reqs.add(Requirement::new(INSTANCE_GENERATION, Operator::Gt, &["2"]).expect("valid"));
     reqs.add(Requirement::single(ARCH, "amd64"));
+    // Subnets in three zones, as an EC2NodeClass usually discovers them.
+    reqs.add(Requirement::in_values(ZONE, ["us-east-1a", "us-east-1b", "us-east-1c"].map(String::from)));
     NodePool { requirements: reqs, ..default_pool("general-purpose") }
 }
 
@@ -195,7 +197,8 @@ pub fn mix_snapshot(mix: &str, seed: u64) -> Option<Snapshot> {
                 let mem = *rng.pick(&[512, 1024, 2048]);
                 let name = format!("api-{d}");
                 let start = pods.len();
-                deployment(&name, 60, cpu, mem, &mut pods);
+                let replicas = if d % 5 == 0 { 6 } else { 60 };
+                deployment(&name, replicas, cpu, mem, &mut pods);
                 for p in &mut pods[start..] {
                     p.spread.push(SpreadConstraint {
                         max_skew: 1,

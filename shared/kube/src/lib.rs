@@ -1,1 +1,15 @@
-//! placeholder
+//! fleetwright-kube: the Kubernetes side of Fleetwright. Karpenter's v1 custom resources, cluster
+//! dumps, and the conversion of Kubernetes objects into the core's snapshot model.
+
+pub mod convert;
+pub mod crds;
+pub mod dump;
+pub mod error;
+
+pub use error::KubeError;
+
+/// Reads a cluster dump (a `kind: List` or a YAML stream) straight into a core snapshot.
+pub fn snapshot_from_yaml(text: &str, source: &str) -> Result<fleetwright_core::Snapshot, KubeError> {
+    let dump = dump::parse(text, source)?;
+    convert::snapshot_from_dump(&dump)
+}

@@ -1,0 +1,104 @@
+//! `fleetwright plan`: reads a cluster dump, runs the core scheduler, prints the plan.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use fleetwright_core::{schedule, Plan, ScheduleOptions};
+
+use crate::catalog_args::CatalogArgs;
+
+/// The example cluster used when no dump is given: the `inflate` hands-on.
+pub const EXAMPLE_CLUSTER: &str = include_str!("../../examples/inflate.yaml");
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Output {
+    Json,
+    Table,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Cluster dump: `kubectl get pods,nodes,daemonsets,poddisruptionbudgets,nodepools,ec2nodeclasses,nodeclaims -A -o yaml`.
+    /// Without it, the embedded example cluster is planned.
+    #[arg(long, value_name = "DUMP")]
+    pub cluster: Option<PathBuf>,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
+    #[arg(long, value_enum, default_value = "json")]
+    pub output: Output,
+    /// The instant to plan at (RFC 3339); defaults to now.
+    #[arg(long, value_name = "RFC3339")]
+    pub now: Option<String>,
+}
+
+pub fn run(args: PlanArgs) -> anyhow::Result<()> {
+    let (text, source) = match &args.cluster {
+        Some(path) => (
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
+            path.display().to_string(),
+        ),
+        None => (EXAMPLE_CLUSTER.to_string(), "embedded example cluster".to_string()),
+    };
+    let snapshot = fleetwright_kube::snapshot_from_yaml(&text, &source)?;
+    let catalog = args.catalog.load()?;
+    let now = match &args.now {
+        Some(t) => chrono::DateTime::parse_from_rfc3339(t).with_context(|| format!("--now {t:?} is not RFC 3339"))?.timestamp(),
+        None => chrono::Utc::now().timestamp(),
+    };
+    let pending = snapshot.pods.iter().filter(|p| p.node_name.is_none() && !p.terminal && !p.is_daemonset()).count();
+    tracing::info!(pods = pending, "found provisionable pod(s)");
+    let plan = schedule(&snapshot, &catalog, &ScheduleOptions { now, ..Default::default() });
+    log_plan(&plan);
+    let text = match args.output {
+        Output::Json => serde_json::to_string_pretty(&plan)?,
+        Output::Table => table(&plan),
+    };
+    use std::io::Write;
+    writeln!(std::io::stdout(), "{text}")?;
+    Ok(())
+}
+
+fn log_plan(plan: &Plan) {
+    if !plan.nodeclaims.is_empty() {
+        tracing::info!(
+            nodeclaims = plan.nodeclaims.len(),
+            hourly = plan.cost.hourly,
+            lower_bound = plan.cost.lower_bound,
+            "{}",
+            plan.packing_line()
+        );
+    }
+    for u in &plan.unschedulable {
+        tracing::warn!(pod = %u.pod, reason = %u.reason, "could not schedule pod");
+    }
+}
+
+/// A human-readable table of the plan.
+pub fn table(plan: &Plan) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("{:<14} {:>5} {:>10} {:<12} {:<28} INSTANCE TYPES\n", "NODEPOOL", "PODS", "$/HOUR", "CAPACITY", "ZONES"));
+    for n in &plan.nodeclaims {
+        let types: Vec<&str> = n.instance_types.iter().take(4).map(String::as_str).collect();
+        let more = n.instance_types.len().saturating_sub(4);
+        let suffix = if more > 0 { format!(" (+{more})") } else { String::new() };
+        out.push_str(&format!(
+            "{:<14} {:>5} {:>10.4} {:<12} {:<28} {}{}\n",
+            n.nodepool,
+            n.pods.len(),
+            n.price,
+            n.capacity_types.join(","),
+            n.zones.join(","),
+            types.join(" "),
+            suffix
+        ));
+    }
+    for e in &plan.existing {
+        out.push_str(&format!("existing: {} -> {}\n", e.pod, e.node));
+    }
+    for u in &plan.unschedulable {
+        out.push_str(&format!("unschedulable: {}: {}\n", u.pod, u.reason));
+    }
+    out.push_str(&format!("cost: ${:.4}/h (LP lower bound ${:.4}/h)\n", plan.cost.hourly, plan.cost.lower_bound));
+    out
+}

@@ -1,0 +1,124 @@
+//! Cluster dumps: what `kubectl get pods,nodes,daemonsets,poddisruptionbudgets,nodepools,
+//! ec2nodeclasses,nodeclaims -A -o yaml` prints (a `kind: List`), or a multi-document YAML/JSON
+//! stream of the same objects, parsed into typed objects.
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::crds::{EC2NodeClass, NodeClaim, NodePool};
+use crate::error::KubeError;
+
+/// Every object of a dump, by kind.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterDump {
+    pub pods: Vec<Pod>,
+    pub nodes: Vec<Node>,
+    pub daemonsets: Vec<DaemonSet>,
+    pub pdbs: Vec<PodDisruptionBudget>,
+    pub pvcs: Vec<PersistentVolumeClaim>,
+    pub pvs: Vec<PersistentVolume>,
+    pub nodepools: Vec<NodePool>,
+    pub nodeclasses: Vec<EC2NodeClass>,
+    pub nodeclaims: Vec<NodeClaim>,
+    /// Kinds that were present but are not read, with their counts.
+    pub skipped: Vec<(String, usize)>,
+}
+
+/// Parses a dump. `source` names the input in errors.
+pub fn parse(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
+    let mut dump = ClusterDump::default();
+    for (doc_index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value = Value::deserialize(document).map_err(|e| KubeError::Document {
+            source_name: source.to_string(),
+            reason: format!("document {}: {e}", doc_index + 1),
+        })?;
+        if value.is_null() {
+            continue;
+        }
+        add_object(&mut dump, value, source)?;
+    }
+    Ok(dump)
+}
+
+fn add_object(dump: &mut ClusterDump, value: Value, source: &str) -> Result<(), KubeError> {
+    let kind = value.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+    if kind == "List" || kind.ends_with("List") && value.get("items").is_some() {
+        let items = value.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
+        for item in items {
+            add_object(dump, item, source)?;
+        }
+        return Ok(());
+    }
+    match kind.as_str() {
+        "Pod" => dump.pods.push(typed(value, &kind)?),
+        "Node" => dump.nodes.push(typed(value, &kind)?),
+        "DaemonSet" => dump.daemonsets.push(typed(value, &kind)?),
+        "PodDisruptionBudget" => dump.pdbs.push(typed(value, &kind)?),
+        "PersistentVolumeClaim" => dump.pvcs.push(typed(value, &kind)?),
+        "PersistentVolume" => dump.pvs.push(typed(value, &kind)?),
+        "NodePool" => dump.nodepools.push(typed(value, &kind)?),
+        "EC2NodeClass" => dump.nodeclasses.push(typed(value, &kind)?),
+        "NodeClaim" => dump.nodeclaims.push(typed(value, &kind)?),
+        "" => {
+            return Err(KubeError::Document {
+                source_name: source.to_string(),
+                reason: format!("an object has no kind: {}", truncate(&value.to_string())),
+            })
+        }
+        other => match dump.skipped.iter_mut().find(|(k, _)| k == other) {
+            Some((_, n)) => *n += 1,
+            None => dump.skipped.push((other.to_string(), 1)),
+        },
+    }
+    Ok(())
+}
+
+/// Deserialises one object, naming it and the failing field on error.
+pub fn typed<T: DeserializeOwned>(value: Value, kind: &str) -> Result<T, KubeError> {
+    let object = object_name(kind, &value);
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let field = e.path().to_string();
+        KubeError::field(object, field, e.into_inner())
+    })
+}
+
+/// `Kind namespace/name` (or `Kind name`) for messages.
+pub fn object_name(kind: &str, value: &Value) -> String {
+    let meta = value.get("metadata");
+    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("<unnamed>");
+    match meta.and_then(|m| m.get("namespace")).and_then(Value::as_str) {
+        Some(ns) => format!("{kind} {ns}/{name}"),
+        None => format!("{kind} {name}"),
+    }
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(120).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_list_and_a_stream() {
+        let list = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a, namespace: default}\n  spec: {containers: [{name: c}]}\n";
+        assert_eq!(parse(list, "t").unwrap().pods.len(), 1);
+        let stream = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: []}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n}\n---\nkind: ConfigMap\nmetadata: {name: x}\n";
+        let dump = parse(stream, "t").unwrap();
+        assert_eq!((dump.pods.len(), dump.nodes.len()), (1, 1));
+        assert_eq!(dump.skipped, vec![("ConfigMap".to_string(), 1)]);
+    }
+
+    #[test]
+    fn bad_field_is_named() {
+        let bad = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  weight: heavy\n";
+        let err = parse(bad, "t").unwrap_err().to_string();
+        assert!(err.contains("NodePool default"), "{err}");
+        assert!(err.contains("spec.weight"), "{err}");
+    }
+}
