@@ -62,14 +62,24 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             nodepools: vec![synthetic::default_pool("default")],
             ..Default::default()
         };
-        throughput.push(measure(&format!("karpenter-shape/400-types/{n}"), &snap, &synthetic_catalog, args.repeat));
+        throughput.push(measure(
+            &format!("karpenter-shape/400-types/{n}"),
+            &snap,
+            &synthetic_catalog,
+            args.repeat,
+        ));
     }
     let plain = Snapshot {
         pods: synthetic::plain_pods(10_000, args.seed),
         nodepools: vec![synthetic::general_purpose_pool()],
         ..Default::default()
     };
-    throughput.push(measure("plain/embedded-catalog/10000", &plain, Catalog::embedded(), args.repeat));
+    throughput.push(measure(
+        "plain/embedded-catalog/10000",
+        &plain,
+        Catalog::embedded(),
+        args.repeat,
+    ));
     let mut cost = Vec::new();
     for mix in MIXES {
         let snap = synthetic::mix_snapshot(mix, args.seed).expect("known mix");
@@ -83,7 +93,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             ratio: ratio(&plan),
         });
     }
-    let report = Report { throughput, cost, peak_rss_mib: peak_rss_mib() };
+    let report = Report {
+        throughput,
+        cost,
+        peak_rss_mib: peak_rss_mib(),
+    };
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
@@ -136,7 +150,11 @@ fn peak_rss_mib() -> f64 {
 }
 
 fn print_table(out: &mut impl Write, report: &Report) -> std::io::Result<()> {
-    writeln!(out, "{:<34} {:>7} {:>6} {:>6} {:>10} {:>12}", "CASE", "PODS", "NODES", "UNSCH", "MS", "PODS/S")?;
+    writeln!(
+        out,
+        "{:<34} {:>7} {:>6} {:>6} {:>10} {:>12}",
+        "CASE", "PODS", "NODES", "UNSCH", "MS", "PODS/S"
+    )?;
     for t in &report.throughput {
         writeln!(
             out,
@@ -145,9 +163,17 @@ fn print_table(out: &mut impl Write, report: &Report) -> std::io::Result<()> {
         )?;
     }
     writeln!(out)?;
-    writeln!(out, "{:<12} {:>6} {:>6} {:>10} {:>12} {:>8}", "MIX", "PODS", "NODES", "$/HOUR", "LP BOUND", "RATIO")?;
+    writeln!(
+        out,
+        "{:<12} {:>6} {:>6} {:>10} {:>12} {:>8}",
+        "MIX", "PODS", "NODES", "$/HOUR", "LP BOUND", "RATIO"
+    )?;
     for c in &report.cost {
-        writeln!(out, "{:<12} {:>6} {:>6} {:>10.3} {:>12.3} {:>8.3}", c.mix, c.pods, c.nodes, c.hourly, c.lower_bound, c.ratio)?;
+        writeln!(
+            out,
+            "{:<12} {:>6} {:>6} {:>10.3} {:>12.3} {:>8.3}",
+            c.mix, c.pods, c.nodes, c.hourly, c.lower_bound, c.ratio
+        )?;
     }
     writeln!(out)?;
     writeln!(out, "peak RSS: {:.1} MiB", report.peak_rss_mib)

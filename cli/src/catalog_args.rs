@@ -28,11 +28,16 @@ impl CatalogArgs {
         match (&self.instance_types, &self.offerings, &self.prices) {
             (None, None, None) => Ok(std::borrow::Cow::Borrowed(Catalog::embedded())),
             (Some(t), Some(o), Some(p)) => {
-                let read = |p: &PathBuf| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
-                let catalog = Catalog::from_documents(&self.region, &read(t)?, &read(o)?, &read(p)?)?;
+                let read = |p: &PathBuf| {
+                    std::fs::read(p).with_context(|| format!("reading {}", p.display()))
+                };
+                let catalog =
+                    Catalog::from_documents(&self.region, &read(t)?, &read(o)?, &read(p)?)?;
                 Ok(std::borrow::Cow::Owned(catalog))
             }
-            _ => bail!("--instance-types, --offerings and --prices go together: give all three or none"),
+            _ => bail!(
+                "--instance-types, --offerings and --prices go together: give all three or none"
+            ),
         }
     }
 }

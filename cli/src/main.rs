@@ -27,7 +27,8 @@ fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FLEETWRIGHT_LOG").unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("FLEETWRIGHT_LOG")
+                .unwrap_or_else(|_| "info".into()),
         )
         .with_target(false)
         .init();

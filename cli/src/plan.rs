@@ -38,17 +38,33 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
             path.display().to_string(),
         ),
-        None => (EXAMPLE_CLUSTER.to_string(), "embedded example cluster".to_string()),
+        None => (
+            EXAMPLE_CLUSTER.to_string(),
+            "embedded example cluster".to_string(),
+        ),
     };
     let snapshot = fleetwright_kube::snapshot_from_yaml(&text, &source)?;
     let catalog = args.catalog.load()?;
     let now = match &args.now {
-        Some(t) => chrono::DateTime::parse_from_rfc3339(t).with_context(|| format!("--now {t:?} is not RFC 3339"))?.timestamp(),
+        Some(t) => chrono::DateTime::parse_from_rfc3339(t)
+            .with_context(|| format!("--now {t:?} is not RFC 3339"))?
+            .timestamp(),
         None => chrono::Utc::now().timestamp(),
     };
-    let pending = snapshot.pods.iter().filter(|p| p.node_name.is_none() && !p.terminal && !p.is_daemonset()).count();
+    let pending = snapshot
+        .pods
+        .iter()
+        .filter(|p| p.node_name.is_none() && !p.terminal && !p.is_daemonset())
+        .count();
     tracing::info!(pods = pending, "found provisionable pod(s)");
-    let plan = schedule(&snapshot, &catalog, &ScheduleOptions { now, ..Default::default() });
+    let plan = schedule(
+        &snapshot,
+        &catalog,
+        &ScheduleOptions {
+            now,
+            ..Default::default()
+        },
+    );
     log_plan(&plan);
     let text = match args.output {
         Output::Json => serde_json::to_string_pretty(&plan)?,
@@ -77,11 +93,23 @@ fn log_plan(plan: &Plan) {
 /// A human-readable table of the plan.
 pub fn table(plan: &Plan) -> String {
     let mut out = String::new();
-    out.push_str(&format!("{:<14} {:>5} {:>10} {:<12} {:<28} INSTANCE TYPES\n", "NODEPOOL", "PODS", "$/HOUR", "CAPACITY", "ZONES"));
+    out.push_str(&format!(
+        "{:<14} {:>5} {:>10} {:<12} {:<28} INSTANCE TYPES\n",
+        "NODEPOOL", "PODS", "$/HOUR", "CAPACITY", "ZONES"
+    ));
     for n in &plan.nodeclaims {
-        let types: Vec<&str> = n.instance_types.iter().take(4).map(String::as_str).collect();
+        let types: Vec<&str> = n
+            .instance_types
+            .iter()
+            .take(4)
+            .map(String::as_str)
+            .collect();
         let more = n.instance_types.len().saturating_sub(4);
-        let suffix = if more > 0 { format!(" (+{more})") } else { String::new() };
+        let suffix = if more > 0 {
+            format!(" (+{more})")
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
             "{:<14} {:>5} {:>10.4} {:<12} {:<28} {}{}\n",
             n.nodepool,
@@ -99,6 +127,9 @@ pub fn table(plan: &Plan) -> String {
     for u in &plan.unschedulable {
         out.push_str(&format!("unschedulable: {}: {}\n", u.pod, u.reason));
     }
-    out.push_str(&format!("cost: ${:.4}/h (LP lower bound ${:.4}/h)\n", plan.cost.hourly, plan.cost.lower_bound));
+    out.push_str(&format!(
+        "cost: ${:.4}/h (LP lower bound ${:.4}/h)\n",
+        plan.cost.hourly, plan.cost.lower_bound
+    ));
     out
 }

@@ -23,7 +23,8 @@ pub const DEFAULT_ROOT_VOLUME_BYTES: i64 = 20 << 30;
 const MIB: i64 = 1 << 20;
 
 static EMBEDDED_TYPES: &[u8] = include_bytes!("../data/describe-instance-types.json.gz");
-static EMBEDDED_OFFERINGS: &[u8] = include_bytes!("../data/instance-type-offerings-us-east-1.json.gz");
+static EMBEDDED_OFFERINGS: &[u8] =
+    include_bytes!("../data/instance-type-offerings-us-east-1.json.gz");
 static EMBEDDED_PRICES: &[u8] = include_bytes!("../data/ondemand-prices-us-east-1.csv.gz");
 
 // ---- AWS input shapes (only the fields Fleetwright reads; unknown fields are ignored) ----
@@ -230,14 +231,20 @@ impl InstanceType {
         self.offerings
             .iter()
             .filter(|o| o.available && offering_allowed(o, reqs))
-            .min_by(|a, b| a.price.total_cmp(&b.price).then_with(|| a.zone.cmp(&b.zone)))
+            .min_by(|a, b| {
+                a.price
+                    .total_cmp(&b.price)
+                    .then_with(|| a.zone.cmp(&b.zone))
+            })
     }
 }
 
 /// Whether requirements on zone and capacity type allow an offering.
 pub fn offering_allowed(o: &Offering, reqs: &Requirements) -> bool {
     reqs.get(ZONE).is_none_or(|r| r.has(&o.zone))
-        && reqs.get(CAPACITY_TYPE).is_none_or(|r| r.has(&o.capacity_type))
+        && reqs
+            .get(CAPACITY_TYPE)
+            .is_none_or(|r| r.has(&o.capacity_type))
 }
 
 /// The raw catalog: instance facts, zones and prices for one region.
@@ -266,7 +273,11 @@ impl Catalog {
         let types: DescribeInstanceTypes = serde_json::from_slice(instance_types_json)
             .map_err(|e| CoreError::input("describe-instance-types", "InstanceTypes", e))?;
         let offerings: DescribeOfferings = serde_json::from_slice(offerings_json).map_err(|e| {
-            CoreError::input("describe-instance-type-offerings", "InstanceTypeOfferings", e)
+            CoreError::input(
+                "describe-instance-type-offerings",
+                "InstanceTypeOfferings",
+                e,
+            )
         })?;
         let mut zones: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for o in offerings.instance_type_offerings {
@@ -312,7 +323,11 @@ impl Catalog {
         self.spot
             .get(&(instance_type.to_string(), zone.to_string()))
             .copied()
-            .or_else(|| self.on_demand.get(instance_type).map(|p| p * DEFAULT_SPOT_PRICE_FRACTION))
+            .or_else(|| {
+                self.on_demand
+                    .get(instance_type)
+                    .map(|p| p * DEFAULT_SPOT_PRICE_FRACTION)
+            })
     }
 
     /// Resolves every usable instance type for one node class.
@@ -365,9 +380,9 @@ impl Catalog {
                 } else {
                     self.on_demand.get(name).copied()
                 };
-                let blocked = self
-                    .unavailable
-                    .contains(&(class.to_string(), name.clone(), zone.clone()));
+                let blocked =
+                    self.unavailable
+                        .contains(&(class.to_string(), name.clone(), zone.clone()));
                 out.push(Offering {
                     zone: zone.clone(),
                     capacity_type: class.to_string(),
@@ -391,7 +406,8 @@ fn gunzip(bytes: &[u8]) -> Vec<u8> {
 /// Parses a price table: CSV `instance_type,usd_per_hour` (header optional) or a JSON object
 /// `{"m5.large": 0.096}`.
 pub fn parse_prices(bytes: &[u8]) -> Result<BTreeMap<String, f64>, CoreError> {
-    let text = std::str::from_utf8(bytes).map_err(|e| CoreError::input("price table", "encoding", e))?;
+    let text =
+        std::str::from_utf8(bytes).map_err(|e| CoreError::input("price table", "encoding", e))?;
     if text.trim_start().starts_with('{') {
         return serde_json::from_str(text).map_err(|e| CoreError::input("price table", "json", e));
     }
@@ -403,7 +419,11 @@ pub fn parse_prices(bytes: &[u8]) -> Result<BTreeMap<String, f64>, CoreError> {
         }
         let mut cols = line.split(',');
         let (Some(name), Some(price)) = (cols.next(), cols.next()) else {
-            return Err(CoreError::input("price table", format!("line {}", number + 1), "expected instance_type,usd_per_hour"));
+            return Err(CoreError::input(
+                "price table",
+                format!("line {}", number + 1),
+                "expected instance_type,usd_per_hour",
+            ));
         };
         match price.trim().parse::<f64>() {
             Ok(p) if p.is_finite() && p >= 0.0 => {
@@ -475,7 +495,9 @@ fn pod_eni(raw: &RawInstanceType) -> i64 {
     let family = raw.instance_type.split('.').next().unwrap_or_default();
     let nitro = raw.hypervisor.as_deref() == Some("nitro") || raw.bare_metal;
     let generation = category_and_generation(&raw.instance_type).1;
-    let generation_ok = generation.and_then(|g| g.parse::<i64>().ok()).is_some_and(|g| g >= 5)
+    let generation_ok = generation
+        .and_then(|g| g.parse::<i64>().ok())
+        .is_some_and(|g| g >= 5)
         || family == "a1";
     if !nitro || family.starts_with('t') || !generation_ok {
         return 0;
@@ -491,11 +513,17 @@ fn pod_eni(raw: &RawInstanceType) -> i64 {
 
 fn ephemeral_capacity(raw: &RawInstanceType, settings: &NodeClassSettings) -> i64 {
     if settings.instance_store_raid0 {
-        if let Some(gb) = raw.instance_storage_info.as_ref().and_then(|s| s.total_size_in_gb) {
+        if let Some(gb) = raw
+            .instance_storage_info
+            .as_ref()
+            .and_then(|s| s.total_size_in_gb)
+        {
             return gb * 1_000_000_000;
         }
     }
-    settings.root_volume_bytes.unwrap_or(DEFAULT_ROOT_VOLUME_BYTES)
+    settings
+        .root_volume_bytes
+        .unwrap_or(DEFAULT_ROOT_VOLUME_BYTES)
 }
 
 fn capacity(raw: &RawInstanceType, arch: &str, settings: &NodeClassSettings) -> Resources {
@@ -510,14 +538,24 @@ fn capacity(raw: &RawInstanceType, arch: &str, settings: &NodeClassSettings) -> 
     let gpus = |maker: &str| -> i64 {
         raw.gpu_info
             .as_ref()
-            .map(|g| g.gpus.iter().filter(|x| x.manufacturer == maker).map(|x| x.count).sum())
+            .map(|g| {
+                g.gpus
+                    .iter()
+                    .filter(|x| x.manufacturer == maker)
+                    .map(|x| x.count)
+                    .sum()
+            })
             .unwrap_or(0)
     };
     r.set(RESOURCE_NVIDIA_GPU, gpus("NVIDIA"));
     r.set(RESOURCE_AMD_GPU, gpus("AMD"));
     r.set(RESOURCE_HABANA, gpus("Habana"));
     r.set(RESOURCE_NEURON, neuron_devices(raw));
-    let efa = raw.network_info.efa_info.as_ref().and_then(|e| e.maximum_efa_interfaces);
+    let efa = raw
+        .network_info
+        .efa_info
+        .as_ref()
+        .and_then(|e| e.maximum_efa_interfaces);
     r.set(RESOURCE_EFA, efa.unwrap_or(0));
     r
 }
@@ -547,7 +585,11 @@ pub fn kube_reserved_cpu(cpu_millis: i64) -> i64 {
         .sum()
 }
 
-fn overhead(raw: &RawInstanceType, capacity: &Resources, settings: &NodeClassSettings) -> Resources {
+fn overhead(
+    raw: &RawInstanceType,
+    capacity: &Resources,
+    settings: &NodeClassSettings,
+) -> Resources {
     let kubelet = &settings.kubelet;
     let pods = capacity.pods;
     let mut kube_reserved = Resources {
@@ -591,17 +633,34 @@ fn eviction_signal(capacity: i64, value: &str) -> i64 {
     }
 }
 
-fn type_requirements(raw: &RawInstanceType, arch: &str, offerings: &[Offering], region: &str) -> Requirements {
+fn type_requirements(
+    raw: &RawInstanceType,
+    arch: &str,
+    offerings: &[Offering],
+    region: &str,
+) -> Requirements {
     let available: Vec<&Offering> = offerings.iter().filter(|o| o.available).collect();
     let mut labels: Vec<(&str, Option<String>)> = vec![
         (INSTANCE_TYPE, Some(raw.instance_type.clone())),
         (ARCH, Some(arch.to_string())),
         (OS, Some("linux".to_string())),
         (REGION, Some(region.to_string())),
-        (INSTANCE_CPU, Some(raw.v_cpu_info.default_v_cpus.to_string())),
-        (INSTANCE_MEMORY, Some(raw.memory_info.size_in_mib.to_string())),
-        (INSTANCE_HYPERVISOR, Some(raw.hypervisor.clone().unwrap_or_default())),
-        (INSTANCE_CPU_MANUFACTURER, raw.processor_info.manufacturer.as_deref().map(kebab)),
+        (
+            INSTANCE_CPU,
+            Some(raw.v_cpu_info.default_v_cpus.to_string()),
+        ),
+        (
+            INSTANCE_MEMORY,
+            Some(raw.memory_info.size_in_mib.to_string()),
+        ),
+        (
+            INSTANCE_HYPERVISOR,
+            Some(raw.hypervisor.clone().unwrap_or_default()),
+        ),
+        (
+            INSTANCE_CPU_MANUFACTURER,
+            raw.processor_info.manufacturer.as_deref().map(kebab),
+        ),
     ];
     let (category, generation) = category_and_generation(&raw.instance_type);
     labels.push((INSTANCE_CATEGORY, category));
@@ -632,13 +691,21 @@ fn type_requirements(raw: &RawInstanceType, arch: &str, offerings: &[Offering], 
         .and_then(|e| e.ebs_optimized_info.as_ref())
         .and_then(|i| i.maximum_bandwidth_in_mbps);
     labels.push((INSTANCE_EBS_BANDWIDTH, ebs.map(|v| v.to_string())));
-    let gpu = raw.gpu_info.as_ref().filter(|g| g.gpus.len() == 1).map(|g| &g.gpus[0]);
+    let gpu = raw
+        .gpu_info
+        .as_ref()
+        .filter(|g| g.gpus.len() == 1)
+        .map(|g| &g.gpus[0]);
     labels.push((INSTANCE_GPU_NAME, gpu.map(|g| kebab(&g.name))));
-    labels.push((INSTANCE_GPU_MANUFACTURER, gpu.map(|g| kebab(&g.manufacturer))));
+    labels.push((
+        INSTANCE_GPU_MANUFACTURER,
+        gpu.map(|g| kebab(&g.manufacturer)),
+    ));
     labels.push((INSTANCE_GPU_COUNT, gpu.map(|g| g.count.to_string())));
     labels.push((
         INSTANCE_GPU_MEMORY,
-        gpu.and_then(|g| g.memory_info.as_ref()).map(|m| m.size_in_mib.to_string()),
+        gpu.and_then(|g| g.memory_info.as_ref())
+            .map(|m| m.size_in_mib.to_string()),
     ));
     let (acc_name, acc_maker, acc_count) = accelerator_labels(raw);
     labels.push((INSTANCE_ACCELERATOR_NAME, acc_name));
@@ -652,19 +719,32 @@ fn type_requirements(raw: &RawInstanceType, arch: &str, offerings: &[Offering], 
             None => Requirement::does_not_exist(key),
         });
     }
-    reqs.add(Requirement::in_values(ZONE, available.iter().map(|o| o.zone.clone())));
+    reqs.add(Requirement::in_values(
+        ZONE,
+        available.iter().map(|o| o.zone.clone()),
+    ));
     reqs.add(Requirement::in_values(
         CAPACITY_TYPE,
         available.iter().map(|o| o.capacity_type.clone()),
     ));
-    reqs.add(Requirement::does_not_exist("node.kubernetes.io/windows-build"));
+    reqs.add(Requirement::does_not_exist(
+        "node.kubernetes.io/windows-build",
+    ));
     reqs
 }
 
 fn accelerator_labels(raw: &RawInstanceType) -> (Option<String>, Option<String>, Option<String>) {
-    if let Some(n) = raw.neuron_info.as_ref().filter(|n| n.neuron_devices.len() == 1) {
+    if let Some(n) = raw
+        .neuron_info
+        .as_ref()
+        .filter(|n| n.neuron_devices.len() == 1)
+    {
         let d = &n.neuron_devices[0];
-        return (Some(kebab(&d.name)), Some("aws".into()), Some(d.count.to_string()));
+        return (
+            Some(kebab(&d.name)),
+            Some("aws".into()),
+            Some(d.count.to_string()),
+        );
     }
     if let Some(a) = raw
         .inference_accelerator_info
@@ -672,7 +752,11 @@ fn accelerator_labels(raw: &RawInstanceType) -> (Option<String>, Option<String>,
         .filter(|a| a.accelerators.len() == 1)
     {
         let x = &a.accelerators[0];
-        return (Some(kebab(&x.name)), Some(kebab(&x.manufacturer)), Some(x.count.to_string()));
+        return (
+            Some(kebab(&x.name)),
+            Some(kebab(&x.manufacturer)),
+            Some(x.count.to_string()),
+        );
     }
     (None, None, None)
 }
@@ -684,10 +768,16 @@ fn category_and_generation(name: &str) -> (Option<String>, Option<String>) {
     if !name.contains('.') {
         return (None, None);
     }
-    let category: String = family.chars().take_while(|c| c.is_ascii_lowercase()).collect();
+    let category: String = family
+        .chars()
+        .take_while(|c| c.is_ascii_lowercase())
+        .collect();
     let mut rest = &family[category.len()..];
     if let Some(after_dash) = rest.strip_prefix('-') {
-        let digits = after_dash.chars().take_while(|c| c.is_ascii_digit()).count();
+        let digits = after_dash
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
         if digits > 0 && after_dash[digits..].starts_with("tb") {
             rest = &after_dash[digits + 2..];
         }
@@ -760,7 +850,10 @@ mod tests {
         assert_eq!(kube_reserved_cpu(4000), 80);
         assert_eq!(kube_reserved_cpu(8000), 90);
         let settings = NodeClassSettings {
-            kubelet: KubeletSettings { max_pods: Some(5), ..Default::default() },
+            kubelet: KubeletSettings {
+                max_pods: Some(5),
+                ..Default::default()
+            },
             ..Default::default()
         };
         let types = Catalog::embedded().instance_types(&settings);
@@ -776,8 +869,17 @@ mod tests {
 
     #[test]
     fn names_split_into_category_and_generation() {
-        assert_eq!(category_and_generation("c7i.2xlarge"), (Some("c".into()), Some("7".into())));
-        assert_eq!(category_and_generation("u-6tb1.metal"), (Some("u".into()), Some("1".into())));
-        assert_eq!(category_and_generation("inf2.xlarge"), (Some("inf".into()), Some("2".into())));
+        assert_eq!(
+            category_and_generation("c7i.2xlarge"),
+            (Some("c".into()), Some("7".into()))
+        );
+        assert_eq!(
+            category_and_generation("u-6tb1.metal"),
+            (Some("u".into()), Some("1".into()))
+        );
+        assert_eq!(
+            category_and_generation("inf2.xlarge"),
+            (Some("inf".into()), Some("2".into()))
+        );
     }
 }

@@ -22,7 +22,11 @@ pub enum CoreError {
 
 impl CoreError {
     /// Shorthand for [`CoreError::Input`].
-    pub fn input(object: impl Into<String>, field: impl Into<String>, reason: impl ToString) -> Self {
+    pub fn input(
+        object: impl Into<String>,
+        field: impl Into<String>,
+        reason: impl ToString,
+    ) -> Self {
         CoreError::Input {
             object: object.into(),
             field: field.into(),

@@ -36,37 +36,63 @@ pub(crate) fn reason(ctx: &Ctx<'_>, pod_index: usize) -> String {
 fn attempt(pool: &PoolCtx, pod: &Pod, reqs: &Requirements) -> Attempt {
     let name = &pool.pool.name;
     if let Some(taint) = tolerates_all(&pod.tolerations, &pool.pool.taints) {
-        return Attempt { stage: 0, reason: format!("nodepool {name:?} has taint {taint} that the pod does not tolerate") };
+        return Attempt {
+            stage: 0,
+            reason: format!("nodepool {name:?} has taint {taint} that the pod does not tolerate"),
+        };
     }
     if let Err(e) = pool.base.compatible(reqs) {
-        return Attempt { stage: 1, reason: format!("nodepool {name:?}: pod {e}") };
+        return Attempt {
+            stage: 1,
+            reason: format!("nodepool {name:?}: pod {e}"),
+        };
     }
     let joint = pool.base.intersection(reqs);
     let allowed: Vec<usize> = (0..pool.types.len())
-        .filter(|&t| pool.types[t].requirements.intersects(reqs).is_ok() && pool.types[t].cheapest_offering(&joint).is_some())
+        .filter(|&t| {
+            pool.types[t].requirements.intersects(reqs).is_ok()
+                && pool.types[t].cheapest_offering(&joint).is_some()
+        })
         .collect();
     if allowed.is_empty() {
         return Attempt {
             stage: 2,
-            reason: format!("nodepool {name:?}: none of its {} instance types matches [{reqs}]", pool.types.len()),
+            reason: format!(
+                "nodepool {name:?}: none of its {} instance types matches [{reqs}]",
+                pool.types.len()
+            ),
         };
     }
     if let Some(line) = resource_gap(pool, &allowed, &pod.requests) {
-        return Attempt { stage: 3, reason: format!("{line} (nodepool {name:?})") };
+        return Attempt {
+            stage: 3,
+            reason: format!("{line} (nodepool {name:?})"),
+        };
     }
     if let Some(remaining) = &pool.remaining {
         let fits_limit = allowed.iter().any(|&t| {
-            pod.requests.fits_in(&pool.usable[t]) && within_limits(&pool.types[t].capacity, remaining)
+            pod.requests.fits_in(&pool.usable[t])
+                && within_limits(&pool.types[t].capacity, remaining)
         });
         if !fits_limit || pool.nodes_left.is_some_and(|n| n <= 0) {
             let limits = pool.pool.limits.clone().unwrap_or_default();
-            return Attempt { stage: 4, reason: format!("nodepool {name:?} would exceed its limits ({limits})") };
+            return Attempt {
+                stage: 4,
+                reason: format!("nodepool {name:?} would exceed its limits ({limits})"),
+            };
         }
     }
-    if let Some(port) = pod.host_ports.iter().find(|hp| pool.ds_ports.iter().any(|d| d.conflicts(hp))) {
+    if let Some(port) = pod
+        .host_ports
+        .iter()
+        .find(|hp| pool.ds_ports.iter().any(|d| d.conflicts(hp)))
+    {
         return Attempt {
             stage: 5,
-            reason: format!("hostPort {}/{} is taken by a DaemonSet on every node of nodepool {name:?}", port.port, port.protocol),
+            reason: format!(
+                "hostPort {}/{} is taken by a DaemonSet on every node of nodepool {name:?}",
+                port.port, port.protocol
+            ),
         };
     }
     let constraint = if !pod.anti_affinity.is_empty() {
@@ -80,7 +106,12 @@ fn attempt(pool: &PoolCtx, pod: &Pod, reqs: &Requirements) -> Attempt {
     } else {
         "limits or capacity"
     };
-    Attempt { stage: 6, reason: format!("{constraint} cannot be satisfied by existing nodes or new nodes of nodepool {name:?}") }
+    Attempt {
+        stage: 6,
+        reason: format!(
+            "{constraint} cannot be satisfied by existing nodes or new nodes of nodepool {name:?}"
+        ),
+    }
 }
 
 /// Names the first requested resource that no allowed type provides enough of.
@@ -95,7 +126,10 @@ fn resource_gap(pool: &PoolCtx, allowed: &[usize], requests: &Resources) -> Opti
         if want <= 0 {
             continue;
         }
-        let best = allowed.iter().max_by_key(|&&t| pool.usable[t].get(name)).copied()?;
+        let best = allowed
+            .iter()
+            .max_by_key(|&&t| pool.usable[t].get(name))
+            .copied()?;
         let have = pool.usable[best].get(name);
         if have >= want {
             continue;
@@ -104,7 +138,11 @@ fn resource_gap(pool: &PoolCtx, allowed: &[usize], requests: &Resources) -> Opti
         let provide = if have <= 0 {
             "provide none".to_string()
         } else {
-            format!("provide at most {} ({})", pool.usable[best].format_one(name), pool.types[best].name)
+            format!(
+                "provide at most {} ({})",
+                pool.usable[best].format_one(name),
+                pool.types[best].name
+            )
         };
         let what = if allowed.len() == 1 { "type" } else { "types" };
         return Some(format!(
@@ -113,11 +151,16 @@ fn resource_gap(pool: &PoolCtx, allowed: &[usize], requests: &Resources) -> Opti
             allowed.len()
         ));
     }
-    Some(format!("requests {requests} together; no single allowed type fits them all"))
+    Some(format!(
+        "requests {requests} together; no single allowed type fits them all"
+    ))
 }
 
 fn type_list(pool: &PoolCtx, allowed: &[usize]) -> String {
-    let mut names: Vec<&str> = allowed.iter().map(|&t| pool.types[t].name.as_str()).collect();
+    let mut names: Vec<&str> = allowed
+        .iter()
+        .map(|&t| pool.types[t].name.as_str())
+        .collect();
     names.sort();
     if names.len() > 6 {
         let more = names.len() - 5;

@@ -29,7 +29,10 @@ pub fn solve(demand: &[f64], columns: &[Column]) -> Option<LpSolution> {
         }
     }
     if demand.iter().all(|b| *b <= EPS) {
-        return Some(LpSolution { cost: 0.0, counts: vec![0.0; m] });
+        return Some(LpSolution {
+            cost: 0.0,
+            counts: vec![0.0; m],
+        });
     }
     // Dual: max b·y  s.t.  A y ≤ p. Variables 0..k are y, k..k+m are slacks.
     // Dictionary rows: basic_i = rhs_i − Σ_j d[i][j]·nonbasic_j.
@@ -45,14 +48,12 @@ pub fn solve(demand: &[f64], columns: &[Column]) -> Option<LpSolution> {
             .filter(|&j| obj[j] > EPS)
             .min_by_key(|&j| nonbasic[j]);
         let Some(j) = entering else { break };
-        let leaving = (0..m)
-            .filter(|&i| d[i][j] > EPS)
-            .min_by(|&a, &b| {
-                (rhs[a] / d[a][j])
-                    .total_cmp(&(rhs[b] / d[b][j]))
-                    .then(basic[a].cmp(&basic[b]))
-            });
-        let Some(i) = leaving else { return None }; // unbounded dual: infeasible primal
+        let leaving = (0..m).filter(|&i| d[i][j] > EPS).min_by(|&a, &b| {
+            (rhs[a] / d[a][j])
+                .total_cmp(&(rhs[b] / d[b][j]))
+                .then(basic[a].cmp(&basic[b]))
+        });
+        let i = leaving?; // an unbounded dual means an infeasible primal
         pivot(&mut d, &mut rhs, &mut obj, &mut value, i, j);
         std::mem::swap(&mut basic[i], &mut nonbasic[j]);
     }
@@ -63,10 +64,20 @@ pub fn solve(demand: &[f64], columns: &[Column]) -> Option<LpSolution> {
             counts[var - k] = (-obj[j]).max(0.0);
         }
     }
-    Some(LpSolution { cost: value, counts })
+    Some(LpSolution {
+        cost: value,
+        counts,
+    })
 }
 
-fn pivot(d: &mut [Vec<f64>], rhs: &mut [f64], obj: &mut [f64], value: &mut f64, i: usize, j: usize) {
+fn pivot(
+    d: &mut [Vec<f64>],
+    rhs: &mut [f64],
+    obj: &mut [f64],
+    value: &mut f64,
+    i: usize,
+    j: usize,
+) {
     let k = obj.len();
     let p = d[i][j];
     // Row i: nonbasic_j = rhs_i/p − Σ_{l≠j} d[i][l]/p·nb_l − (1/p)·basic_i
@@ -84,13 +95,21 @@ fn pivot(d: &mut [Vec<f64>], rhs: &mut [f64], obj: &mut [f64], value: &mut f64, 
             continue;
         }
         for l in 0..k {
-            line[l] = if l == j { -f * row[j] } else { line[l] - f * row[l] };
+            line[l] = if l == j {
+                -f * row[j]
+            } else {
+                line[l] - f * row[l]
+            };
         }
         rhs[ii] -= f * r;
     }
     let f = obj[j];
     for l in 0..k {
-        obj[l] = if l == j { -f * row[j] } else { obj[l] - f * row[l] };
+        obj[l] = if l == j {
+            -f * row[j]
+        } else {
+            obj[l] - f * row[l]
+        };
     }
     *value += f * r;
     d[i] = row;
@@ -102,7 +121,10 @@ mod tests {
     use super::*;
 
     fn col(cap: &[f64], price: f64) -> Column {
-        Column { capacity: cap.to_vec(), price }
+        Column {
+            capacity: cap.to_vec(),
+            price,
+        }
     }
 
     #[test]
@@ -115,7 +137,11 @@ mod tests {
     #[test]
     fn two_resources_mix_two_columns() {
         // cpu-heavy and memory-heavy shapes; demand needs both.
-        let cols = [col(&[4.0, 1.0], 1.0), col(&[1.0, 4.0], 1.0), col(&[4.0, 4.0], 3.0)];
+        let cols = [
+            col(&[4.0, 1.0], 1.0),
+            col(&[1.0, 4.0], 1.0),
+            col(&[4.0, 4.0], 3.0),
+        ];
         let s = solve(&[10.0, 10.0], &cols).unwrap();
         assert!((s.cost - 4.0).abs() < 1e-9, "{}", s.cost);
     }

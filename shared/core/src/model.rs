@@ -70,7 +70,10 @@ impl Toleration {
 }
 
 /// True when every NoSchedule/NoExecute taint is tolerated (PreferNoSchedule is a preference).
-pub fn tolerates_all<'a>(tolerations: &[Toleration], taints: impl IntoIterator<Item = &'a Taint>) -> Option<&'a Taint> {
+pub fn tolerates_all<'a>(
+    tolerations: &[Toleration],
+    taints: impl IntoIterator<Item = &'a Taint>,
+) -> Option<&'a Taint> {
     taints
         .into_iter()
         .filter(|t| t.effect != TaintEffect::PreferNoSchedule)
@@ -346,7 +349,10 @@ impl NodePool {
             reqs.add(Requirement::single(k, v));
         }
         reqs.add(Requirement::single(crate::labels::NODEPOOL, &self.name));
-        reqs.add(Requirement::single(crate::labels::NODECLASS, &self.node_class));
+        reqs.add(Requirement::single(
+            crate::labels::NODECLASS,
+            &self.node_class,
+        ));
         reqs
     }
 }
@@ -406,10 +412,25 @@ mod tests {
 
     #[test]
     fn tolerations() {
-        let taint = Taint { key: "dedicated".into(), value: "gpu".into(), effect: TaintEffect::NoSchedule };
-        let exact = Toleration { key: Some("dedicated".into()), value: "gpu".into(), ..Default::default() };
-        let wrong = Toleration { key: Some("dedicated".into()), value: "web".into(), ..Default::default() };
-        let all = Toleration { exists: true, ..Default::default() };
+        let taint = Taint {
+            key: "dedicated".into(),
+            value: "gpu".into(),
+            effect: TaintEffect::NoSchedule,
+        };
+        let exact = Toleration {
+            key: Some("dedicated".into()),
+            value: "gpu".into(),
+            ..Default::default()
+        };
+        let wrong = Toleration {
+            key: Some("dedicated".into()),
+            value: "web".into(),
+            ..Default::default()
+        };
+        let all = Toleration {
+            exists: true,
+            ..Default::default()
+        };
         assert!(exact.tolerates(&taint));
         assert!(!wrong.tolerates(&taint));
         assert!(all.tolerates(&taint));

@@ -48,13 +48,24 @@ impl From<&Requirement> for RequirementOut {
         let text = format!("{r}");
         // Bounded complements print as Gt/Lt.
         let (operator, values) = if op == Operator::Exists && text.contains(" Gt ") {
-            ("Gt".to_string(), vec![text.rsplit(' ').next().unwrap_or_default().to_string()])
+            (
+                "Gt".to_string(),
+                vec![text.rsplit(' ').next().unwrap_or_default().to_string()],
+            )
         } else if op == Operator::Exists && text.contains(" Lt ") {
-            ("Lt".to_string(), vec![text.rsplit(' ').next().unwrap_or_default().to_string()])
+            (
+                "Lt".to_string(),
+                vec![text.rsplit(' ').next().unwrap_or_default().to_string()],
+            )
         } else {
             (format!("{op:?}"), r.values().iter().cloned().collect())
         };
-        RequirementOut { key: r.key.clone(), operator, values, min_values: r.min_values }
+        RequirementOut {
+            key: r.key.clone(),
+            operator,
+            values,
+            min_values: r.min_values,
+        }
     }
 }
 

@@ -106,7 +106,7 @@ mod tests {
         assert_eq!(parse_cpu_millis("1.5").unwrap(), 1500);
         assert_eq!(parse_cpu_millis("2").unwrap(), 2000);
         assert_eq!(parse_cpu_millis("0.1").unwrap(), 100);
-        assert_eq!(parse_cpu_millis("1e3m").is_err(), true);
+        assert!(parse_cpu_millis("1e3m").is_err());
         assert_eq!(parse_cpu_millis("1e-3").unwrap(), 1);
         assert_eq!(parse_cpu_millis("250u").unwrap(), 1);
     }

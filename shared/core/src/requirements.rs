@@ -57,7 +57,9 @@ impl Requirement {
             only.and_then(|v| v.parse::<i64>().ok())
                 .ok_or_else(|| CoreError::Requirement {
                     key: key.clone(),
-                    reason: format!("operator {op:?} needs exactly one integer value, got {values:?}"),
+                    reason: format!(
+                        "operator {op:?} needs exactly one integer value, got {values:?}"
+                    ),
                 })
         };
         let mut req = Requirement {
@@ -259,9 +261,8 @@ fn min_opt<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
 
 impl fmt::Display for Requirement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let list = |values: &BTreeSet<String>| {
-            values.iter().cloned().collect::<Vec<_>>().join(", ")
-        };
+        let list =
+            |values: &BTreeSet<String>| values.iter().cloned().collect::<Vec<_>>().join(", ");
         match (self.operator(), self.greater_than, self.less_than) {
             (Operator::Exists, Some(gt), Some(lt)) => write!(f, "{} >{gt} <{lt}", self.key),
             (Operator::Exists, Some(gt), None) => write!(f, "{} Gt {gt}", self.key),
@@ -352,9 +353,11 @@ impl Requirements {
     pub fn matches_labels(&self, labels: &BTreeMap<String, String>) -> bool {
         self.iter().all(|req| match labels.get(&req.key) {
             Some(value) => req.has(value),
-            None => matches!(req.operator(), Operator::NotIn | Operator::DoesNotExist)
-                && req.greater_than.is_none()
-                && req.less_than.is_none(),
+            None => {
+                matches!(req.operator(), Operator::NotIn | Operator::DoesNotExist)
+                    && req.greater_than.is_none()
+                    && req.less_than.is_none()
+            }
         })
     }
 
@@ -366,8 +369,14 @@ impl Requirements {
             (incoming, self, true)
         };
         for req in small.iter() {
-            let Some(other) = large.get(&req.key) else { continue };
-            let (existing, incoming) = if small_is_incoming { (other, req) } else { (req, other) };
+            let Some(other) = large.get(&req.key) else {
+                continue;
+            };
+            let (existing, incoming) = if small_is_incoming {
+                (other, req)
+            } else {
+                (req, other)
+            };
             if !existing.intersects(incoming) {
                 return Err(Incompatibility {
                     key: req.key.clone(),
@@ -408,7 +417,6 @@ impl Requirements {
         out.add_all(other);
         out
     }
-
 
     /// Labels for a node: every requirement with exactly one value.
     pub fn single_valued_labels(&self) -> BTreeMap<String, String> {
@@ -469,7 +477,11 @@ mod tests {
         negative.add(req("undefined", Operator::NotIn, &["x"]));
         assert!(pool.compatible(&negative).is_ok());
         let mut zone = Requirements::new();
-        zone.add(req("topology.kubernetes.io/zone", Operator::In, &["us-east-1a"]));
+        zone.add(req(
+            "topology.kubernetes.io/zone",
+            Operator::In,
+            &["us-east-1a"],
+        ));
         assert!(pool.compatible(&zone).is_ok());
         let mut dne = Requirements::new();
         dne.add(req("team", Operator::DoesNotExist, &[]));

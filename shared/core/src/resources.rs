@@ -142,9 +142,14 @@ impl Resources {
 
     /// Names of all resources that are set, in a stable order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        [RESOURCE_CPU, RESOURCE_MEMORY, RESOURCE_EPHEMERAL, RESOURCE_PODS]
-            .into_iter()
-            .chain(self.extended.keys().map(String::as_str))
+        [
+            RESOURCE_CPU,
+            RESOURCE_MEMORY,
+            RESOURCE_EPHEMERAL,
+            RESOURCE_PODS,
+        ]
+        .into_iter()
+        .chain(self.extended.keys().map(String::as_str))
     }
 
     /// A resource amount formatted as Kubernetes would print it.
@@ -213,7 +218,8 @@ mod tests {
 
     #[test]
     fn arithmetic_and_fit() {
-        let mut a = Resources::parse([("cpu", "1"), ("memory", "1Gi"), ("nvidia.com/gpu", "1")]).unwrap();
+        let mut a =
+            Resources::parse([("cpu", "1"), ("memory", "1Gi"), ("nvidia.com/gpu", "1")]).unwrap();
         let cap = Resources::parse([("cpu", "2"), ("memory", "2Gi"), ("pods", "10")]).unwrap();
         assert!(!a.fits_in(&cap));
         assert_eq!(a.first_exceeding(&cap), Some("nvidia.com/gpu"));

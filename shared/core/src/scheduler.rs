@@ -83,13 +83,26 @@ impl PoolCtx {
         for t in &self.types {
             match key {
                 ZONE | CAPACITY_TYPE => {
-                    for o in t.offerings.iter().filter(|o| o.available && offering_allowed(o, &self.base)) {
-                        out.insert(if key == ZONE { o.zone.clone() } else { o.capacity_type.clone() });
+                    for o in t
+                        .offerings
+                        .iter()
+                        .filter(|o| o.available && offering_allowed(o, &self.base))
+                    {
+                        out.insert(if key == ZONE {
+                            o.zone.clone()
+                        } else {
+                            o.capacity_type.clone()
+                        });
                     }
                 }
                 _ => {
                     if let Some(r) = t.requirements.get(key) {
-                        out.extend(r.values().iter().filter(|v| self.base.get(key).is_none_or(|b| b.has(v))).cloned());
+                        out.extend(
+                            r.values()
+                                .iter()
+                                .filter(|v| self.base.get(key).is_none_or(|b| b.has(v)))
+                                .cloned(),
+                        );
                     }
                 }
             }
@@ -227,14 +240,19 @@ impl<'a> Ctx<'a> {
         if weight <= 0.0 {
             return;
         }
-        let (c, m, n) = (shape.cpu.max(1) as f64, shape.memory.max(1) as f64, shape.pods.max(1) as f64);
+        let (c, m, n) = (
+            shape.cpu.max(1) as f64,
+            shape.memory.max(1) as f64,
+            shape.pods.max(1) as f64,
+        );
         let pods = &self.snapshot.pods;
         let size = |i: usize| {
             let r = &pods[i].requests;
             r.cpu as f64 / c + r.memory as f64 / m + r.pods as f64 / n
         };
         self.pending.sort_by(|&a, &b| {
-            pods[b].priority
+            pods[b]
+                .priority
                 .cmp(&pods[a].priority)
                 .then(size(b).total_cmp(&size(a)))
                 .then(pods[a].namespace.cmp(&pods[b].namespace))
@@ -247,11 +265,16 @@ impl<'a> Ctx<'a> {
         let mut names: BTreeSet<&str> = BTreeSet::new();
         for node in &snap.nodes {
             names.insert(&node.name);
-            if node.unschedulable || node.deleting || node.taints.iter().any(|t| t.key == TAINT_DISRUPTED) {
+            if node.unschedulable
+                || node.deleting
+                || node.taints.iter().any(|t| t.key == TAINT_DISRUPTED)
+            {
                 continue;
             }
             let mut labels = node.labels.clone();
-            labels.entry(HOSTNAME.to_string()).or_insert_with(|| node.name.clone());
+            labels
+                .entry(HOSTNAME.to_string())
+                .or_insert_with(|| node.name.clone());
             self.base_bins.push(Bin {
                 name: node.name.clone(),
                 pool: None,
@@ -273,11 +296,16 @@ impl<'a> Ctx<'a> {
             });
         }
         for claim in &snap.nodeclaims {
-            let has_node = claim.node_name.as_deref().is_some_and(|n| names.contains(n));
+            let has_node = claim
+                .node_name
+                .as_deref()
+                .is_some_and(|n| names.contains(n));
             if has_node || claim.deleting {
                 continue;
             }
-            let Some(allocatable) = self.claim_allocatable(claim) else { continue };
+            let Some(allocatable) = self.claim_allocatable(claim) else {
+                continue;
+            };
             let mut reqs = claim.requirements.clone();
             for (k, v) in &claim.labels {
                 reqs.add(Requirement::single(k, v));
@@ -307,7 +335,11 @@ impl<'a> Ctx<'a> {
         }
         let pool = self.pools.iter().find(|p| p.pool.name == claim.nodepool)?;
         let allowed = claim.requirements.get(INSTANCE_TYPE);
-        let candidates = pool.types.iter().enumerate().filter(|(_, t)| allowed.is_none_or(|r| r.has(&t.name)));
+        let candidates = pool
+            .types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| allowed.is_none_or(|r| r.has(&t.name)));
         let mut smallest: Option<Resources> = None;
         for (i, _) in candidates {
             let u = &pool.usable[i];
@@ -323,10 +355,15 @@ impl<'a> Ctx<'a> {
     fn build_classes(&mut self) {
         let snap = self.snapshot;
         let mut by_shape: HashMap<String, usize> = HashMap::new();
-        let mut compat_cache: HashMap<(Requirements, usize), Option<std::rc::Rc<Bits>>> = HashMap::new();
+        let mut compat_cache: HashMap<(Requirements, usize), Option<std::rc::Rc<Bits>>> =
+            HashMap::new();
         let mut topo = Topology::default();
         // Inverse groups from bound pods' anti-affinity terms.
-        for pod in snap.pods.iter().filter(|p| p.node_name.is_some() && !p.terminal) {
+        for pod in snap
+            .pods
+            .iter()
+            .filter(|p| p.node_name.is_some() && !p.terminal)
+        {
             for term in &pod.anti_affinity {
                 topo.intern(inverse_key(term), |k| self.universe(&k.key, &k.owner_reqs));
             }
@@ -344,7 +381,8 @@ impl<'a> Ctx<'a> {
                 .map(|(reqs, spreads, aff, anti)| {
                     let pools = (0..self.pools.len())
                         .map(|p| {
-                            if tolerates_all(&pod.tolerations, &self.pools[p].pool.taints).is_some() {
+                            if tolerates_all(&pod.tolerations, &self.pools[p].pool.taints).is_some()
+                            {
                                 return None;
                             }
                             compat_cache
@@ -358,7 +396,10 @@ impl<'a> Ctx<'a> {
                     for s in &spreads {
                         let key = GroupKey {
                             key: s.topology_key.clone(),
-                            kind: Kind::Spread { max_skew: s.max_skew, min_domains: s.min_domains },
+                            kind: Kind::Spread {
+                                max_skew: s.max_skew,
+                                min_domains: s.min_domains,
+                            },
                             inverse: false,
                             namespaces: Namespaces::Listed(BTreeSet::from([pod.namespace.clone()])),
                             selector: s.selector.clone(),
@@ -367,7 +408,11 @@ impl<'a> Ctx<'a> {
                         let g = topo.intern(key, |k| self.universe(&k.key, &k.owner_reqs));
                         owned.push((g, s.selector.matches_labels(&pod.labels)));
                     }
-                    for (term, kind) in aff.iter().map(|t| (t, Kind::Affinity)).chain(anti.iter().map(|t| (t, Kind::Anti))) {
+                    for (term, kind) in aff
+                        .iter()
+                        .map(|t| (t, Kind::Affinity))
+                        .chain(anti.iter().map(|t| (t, Kind::Anti)))
+                    {
                         let self_match = term.selects(&pod.namespace, &pod.labels);
                         let is_anti = kind == Kind::Anti;
                         let key = GroupKey {
@@ -378,16 +423,30 @@ impl<'a> Ctx<'a> {
                             selector: term.selector.clone(),
                             owner_reqs: Requirements::new(),
                         };
-                        owned.push((topo.intern(key, |k| self.universe(&k.key, &k.owner_reqs)), self_match));
+                        owned.push((
+                            topo.intern(key, |k| self.universe(&k.key, &k.owner_reqs)),
+                            self_match,
+                        ));
                         if is_anti {
-                            owner_of.push(topo.intern(inverse_key(term), |k| self.universe(&k.key, &k.owner_reqs)));
+                            owner_of.push(topo.intern(inverse_key(term), |k| {
+                                self.universe(&k.key, &k.owner_reqs)
+                            }));
                         }
                     }
-                    Variant { reqs, owned, owner_of, pools }
+                    Variant {
+                        reqs,
+                        owned,
+                        owner_of,
+                        pools,
+                    }
                 })
                 .collect();
             let c = self.classes.len();
-            self.classes.push(Class { variants, member_of: Vec::new(), repelled_by: Vec::new() });
+            self.classes.push(Class {
+                variants,
+                member_of: Vec::new(),
+                repelled_by: Vec::new(),
+            });
             by_shape.insert(shape, c);
             self.class_of.insert(i, c);
         }
@@ -414,13 +473,20 @@ impl<'a> Ctx<'a> {
             .filter(|(_, b)| !b.inflight)
             .map(|(i, b)| (b.name.clone(), i))
             .collect();
-        let node_labels: HashMap<&str, &BTreeMap<String, String>> =
-            snap.nodes.iter().map(|n| (n.name.as_str(), &n.labels)).collect();
+        let node_labels: HashMap<&str, &BTreeMap<String, String>> = snap
+            .nodes
+            .iter()
+            .map(|n| (n.name.as_str(), &n.labels))
+            .collect();
         for pod in snap.pods.iter().filter(|p| !p.terminal) {
-            let Some(node) = pod.node_name.as_deref() else { continue };
+            let Some(node) = pod.node_name.as_deref() else {
+                continue;
+            };
             if let Some(&b) = bin_of.get(node) {
                 self.base_bins[b].used.add(&pod.requests);
-                self.base_bins[b].ports.extend(pod.host_ports.iter().cloned());
+                self.base_bins[b]
+                    .ports
+                    .extend(pod.host_ports.iter().cloned());
             }
             let (member_of, _) = memberships(&self.base_topology, pod);
             let mut owned: Vec<usize> = Vec::new();
@@ -454,7 +520,10 @@ impl<'a> Ctx<'a> {
         }
         for node in &self.snapshot.nodes {
             if let Some(v) = node.labels.get(key) {
-                if Requirements::from_labels(&node.labels).compatible(owner).is_ok() {
+                if Requirements::from_labels(&node.labels)
+                    .compatible(owner)
+                    .is_ok()
+                {
                     out.insert(v.clone());
                 }
             }
@@ -474,8 +543,7 @@ impl<'a> Ctx<'a> {
         let mut bits = vec![0u64; pool.types.len().div_ceil(64)];
         let mut any = false;
         for (i, t) in pool.types.iter().enumerate() {
-            if t.requirements.intersects(reqs).is_ok() && t.cheapest_offering(&joint).is_some()
-            {
+            if t.requirements.intersects(reqs).is_ok() && t.cheapest_offering(&joint).is_some() {
                 bits[i / 64] |= 1 << (i % 64);
                 any = true;
             }
@@ -486,7 +554,13 @@ impl<'a> Ctx<'a> {
     pub fn plan(&self, opts: &ScheduleOptions) -> Plan {
         let guide = &self.guide;
         let mut best = self.run(guide, Mode::ShapeMatch).into_plan(opts);
-        let ratio = |p: &Plan| if p.cost.lower_bound > 0.0 { p.cost.hourly / p.cost.lower_bound } else { 1.0 };
+        let ratio = |p: &Plan| {
+            if p.cost.lower_bound > 0.0 {
+                p.cost.hourly / p.cost.lower_bound
+            } else {
+                1.0
+            }
+        };
         // Other packings, when they are cheap to try and may help; the cheapest plan wins.
         for mode in [Mode::MostLeft, Mode::NoTargets] {
             if ratio(&best) <= opts.improve_above || self.pending.len() > opts.improve_max_pods {
@@ -494,7 +568,8 @@ impl<'a> Ctx<'a> {
             }
             let alt = self.run(guide, mode).into_plan(opts);
             let better = alt.unschedulable.len() < best.unschedulable.len()
-                || (alt.unschedulable.len() == best.unschedulable.len() && alt.cost.hourly + 1e-9 < best.cost.hourly);
+                || (alt.unschedulable.len() == best.unschedulable.len()
+                    && alt.cost.hourly + 1e-9 < best.cost.hourly);
             if better {
                 best = alt;
             }
@@ -514,9 +589,13 @@ impl<'a> Ctx<'a> {
         }
         (0..self.pools.len())
             .map(|p| {
-                let cols: Vec<(usize, usize)> = (0..self.pools[p].types.len()).map(|t| (p, t)).collect();
+                let cols: Vec<(usize, usize)> =
+                    (0..self.pools[p].types.len()).map(|t| (p, t)).collect();
                 let Some((_, counts)) = self.lp(&demand[p], &cols) else {
-                    return Guide { cap: f64::INFINITY, targets: Vec::new() };
+                    return Guide {
+                        cap: f64::INFINITY,
+                        targets: Vec::new(),
+                    };
                 };
                 let targets: Vec<(usize, f64)> = counts
                     .iter()
@@ -524,25 +603,41 @@ impl<'a> Ctx<'a> {
                     .filter(|(_, x)| **x > 1e-9)
                     .map(|(t, x)| (t, *x))
                     .collect();
-                let cap = targets.iter().map(|(t, _)| self.pools[p].price[*t]).fold(0.0, f64::max);
-                Guide { cap: if cap > 0.0 { cap } else { f64::INFINITY }, targets }
+                let cap = targets
+                    .iter()
+                    .map(|(t, _)| self.pools[p].price[*t])
+                    .fold(0.0, f64::max);
+                Guide {
+                    cap: if cap > 0.0 { cap } else { f64::INFINITY },
+                    targets,
+                }
             })
             .collect()
     }
 
     /// The LP bound for `demand` over the given (pool, type) columns.
-    pub(crate) fn lp(&self, demand: &Resources, cols: &[(usize, usize)]) -> Option<(f64, Vec<f64>)> {
+    pub(crate) fn lp(
+        &self,
+        demand: &Resources,
+        cols: &[(usize, usize)],
+    ) -> Option<(f64, Vec<f64>)> {
         let names: Vec<&str> = demand.names().filter(|n| demand.get(n) > 0).collect();
         let scale = |n: &str| match n {
             RESOURCE_CPU => 1000.0,
             RESOURCE_MEMORY | RESOURCE_EPHEMERAL => (1u64 << 30) as f64,
             _ => 1.0,
         };
-        let b: Vec<f64> = names.iter().map(|n| demand.get(n) as f64 / scale(n)).collect();
+        let b: Vec<f64> = names
+            .iter()
+            .map(|n| demand.get(n) as f64 / scale(n))
+            .collect();
         let columns: Vec<lp::Column> = cols
             .iter()
             .map(|(p, t)| lp::Column {
-                capacity: names.iter().map(|n| self.pools[*p].usable[*t].get(n).max(0) as f64 / scale(n)).collect(),
+                capacity: names
+                    .iter()
+                    .map(|n| self.pools[*p].usable[*t].get(n).max(0) as f64 / scale(n))
+                    .collect(),
                 price: self.pools[*p].price[*t],
             })
             .collect();
@@ -557,8 +652,20 @@ impl<'a> Ctx<'a> {
             topo: self.base_topology.clone(),
             remaining: self.pools.iter().map(|p| p.remaining.clone()).collect(),
             nodes_left: self.pools.iter().map(|p| p.nodes_left).collect(),
-            cap: guide.iter().map(|g| if use_targets { g.cap } else { f64::INFINITY }).collect(),
-            targets: guide.iter().map(|g| if use_targets { g.targets.clone() } else { Vec::new() }).collect(),
+            cap: guide
+                .iter()
+                .map(|g| if use_targets { g.cap } else { f64::INFINITY })
+                .collect(),
+            targets: guide
+                .iter()
+                .map(|g| {
+                    if use_targets {
+                        g.targets.clone()
+                    } else {
+                        Vec::new()
+                    }
+                })
+                .collect(),
             mode,
             placed: BTreeMap::new(),
             failed: Vec::new(),
@@ -588,7 +695,9 @@ fn memberships(topo: &Topology, pod: &Pod) -> (Vec<usize>, Vec<usize>) {
     let mut member_of = Vec::new();
     let mut repelled_by = Vec::new();
     for (g, group) in topo.groups.iter().enumerate() {
-        if !group.id.namespaces.contains(&pod.namespace) || !group.id.selector.matches_labels(&pod.labels) {
+        if !group.id.namespaces.contains(&pod.namespace)
+            || !group.id.selector.matches_labels(&pod.labels)
+        {
             continue;
         }
         if group.id.inverse {
@@ -652,7 +761,12 @@ fn shape_key(pod: &Pod) -> String {
     )
 }
 
-type Level = (Requirements, Vec<SpreadConstraint>, Vec<PodAffinityTerm>, Vec<PodAffinityTerm>);
+type Level = (
+    Requirements,
+    Vec<SpreadConstraint>,
+    Vec<PodAffinityTerm>,
+    Vec<PodAffinityTerm>,
+);
 
 /// Karpenter's relaxation ladder: the strictest reading first (preferences as requirements), then
 /// the next required node-affinity term, then dropping preferred pod affinity, preferred
@@ -666,13 +780,13 @@ fn relaxations(pod: &Pod) -> Vec<Level> {
     };
     let sorted = |v: &[(i32, PodAffinityTerm)]| {
         let mut v = v.to_vec();
-        v.sort_by(|a, b| b.0.cmp(&a.0));
+        v.sort_by_key(|t| std::cmp::Reverse(t.0));
         v.into_iter().map(|(_, t)| t).collect::<Vec<_>>()
     };
     let mut pref_aff = sorted(&pod.preferred_affinity);
     let mut pref_anti = sorted(&pod.preferred_anti_affinity);
     let mut pref_node: Vec<(i32, Requirements)> = pod.preferred_terms.clone();
-    pref_node.sort_by(|a, b| b.0.cmp(&a.0));
+    pref_node.sort_by_key(|t| std::cmp::Reverse(t.0));
     let mut soft: Vec<SpreadConstraint> = pod.spread.iter().filter(|s| !s.hard).cloned().collect();
     let hard: Vec<SpreadConstraint> = pod.spread.iter().filter(|s| s.hard).cloned().collect();
     let mut term_index = 0;
@@ -685,8 +799,18 @@ fn relaxations(pod: &Pod) -> Vec<Level> {
             reqs.add_all(pref);
         }
         let spreads: Vec<SpreadConstraint> = hard.iter().chain(soft.iter()).cloned().collect();
-        let aff: Vec<PodAffinityTerm> = pod.affinity.iter().chain(pref_aff.iter()).cloned().collect();
-        let anti: Vec<PodAffinityTerm> = pod.anti_affinity.iter().chain(pref_anti.iter()).cloned().collect();
+        let aff: Vec<PodAffinityTerm> = pod
+            .affinity
+            .iter()
+            .chain(pref_aff.iter())
+            .cloned()
+            .collect();
+        let anti: Vec<PodAffinityTerm> = pod
+            .anti_affinity
+            .iter()
+            .chain(pref_anti.iter())
+            .cloned()
+            .collect();
         levels.push((reqs, spreads, aff, anti));
         if term_index + 1 < terms.len() {
             term_index += 1;
@@ -710,7 +834,11 @@ fn build_pools(snapshot: &Snapshot, catalog: &Catalog) -> Vec<PoolCtx> {
     pools
         .into_iter()
         .map(|pool| {
-            let settings = snapshot.node_classes.get(&pool.node_class).cloned().unwrap_or_default();
+            let settings = snapshot
+                .node_classes
+                .get(&pool.node_class)
+                .cloned()
+                .unwrap_or_default();
             let types = match resolved.iter().find(|(s, _)| *s == settings) {
                 Some((_, t)) => t.clone(),
                 None => {
@@ -747,13 +875,20 @@ fn pool_ctx(snapshot: &Snapshot, pool: &NodePool, all: Vec<InstanceType>) -> Poo
     for t in &types {
         let mut overhead = Resources::default();
         for d in &daemons {
-            if t.requirements.intersects(&d.pod.strict_requirements()).is_ok() {
+            if t.requirements
+                .intersects(&d.pod.strict_requirements())
+                .is_ok()
+            {
                 overhead.add(&d.pod.requests);
             }
         }
         ds_overhead.push(overhead);
     }
-    let usable = types.iter().zip(&ds_overhead).map(|(t, o)| t.allocatable.minus(o)).collect();
+    let usable = types
+        .iter()
+        .zip(&ds_overhead)
+        .map(|(t, o)| t.allocatable.minus(o))
+        .collect();
     let (remaining, nodes_left) = pool_remaining(snapshot, pool);
     let min_values = pool
         .requirements
@@ -763,23 +898,54 @@ fn pool_ctx(snapshot: &Snapshot, pool: &NodePool, all: Vec<InstanceType>) -> Poo
     let limited = pool
         .limits
         .iter()
-        .flat_map(|l| l.names().filter(|n| *n != "nodes" && l.get(n) != 0).map(str::to_string).collect::<Vec<_>>())
+        .flat_map(|l| {
+            l.names()
+                .filter(|n| *n != "nodes" && l.get(n) != 0)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
         .collect();
-    PoolCtx { pool: pool.clone(), base, types, price, usable, ds_overhead, ds_ports, remaining, nodes_left, min_values, limited }
+    PoolCtx {
+        pool: pool.clone(),
+        base,
+        types,
+        price,
+        usable,
+        ds_overhead,
+        ds_ports,
+        remaining,
+        nodes_left,
+        min_values,
+        limited,
+    }
 }
 
 /// Limits minus what the pool's nodes and in-flight claims already hold.
 fn pool_remaining(snapshot: &Snapshot, pool: &NodePool) -> (Option<Resources>, Option<i64>) {
-    let Some(limits) = &pool.limits else { return (None, None) };
+    let Some(limits) = &pool.limits else {
+        return (None, None);
+    };
     let mut used = Resources::default();
     let mut count = 0;
     let mut seen: BTreeSet<&str> = BTreeSet::new();
-    for node in snapshot.nodes.iter().filter(|n| n.nodepool() == Some(&pool.name)) {
-        used.add(if node.capacity.is_zero() { &node.allocatable } else { &node.capacity });
+    for node in snapshot
+        .nodes
+        .iter()
+        .filter(|n| n.nodepool() == Some(&pool.name))
+    {
+        used.add(if node.capacity.is_zero() {
+            &node.allocatable
+        } else {
+            &node.capacity
+        });
         count += 1;
         seen.insert(&node.name);
     }
-    for claim in snapshot.nodeclaims.iter().filter(|c| c.nodepool == pool.name) {
+    for claim in snapshot
+        .nodeclaims
+        .iter()
+        .filter(|c| c.nodepool == pool.name)
+    {
         if claim.node_name.as_deref().is_some_and(|n| seen.contains(n)) {
             continue;
         }
@@ -793,12 +959,26 @@ fn pool_remaining(snapshot: &Snapshot, pool: &NodePool) -> (Option<Resources>, O
     limits.extended.remove("nodes");
     let remaining = limits.minus(&used);
     let mut only_limited = Resources::default();
-    for name in limits.names().filter(|n| limits.get(n) != 0).collect::<Vec<_>>() {
+    for name in limits
+        .names()
+        .filter(|n| limits.get(n) != 0)
+        .collect::<Vec<_>>()
+    {
         only_limited.set(name, remaining.get(name));
     }
     // Unlimited fields stay at i64::MAX so comparisons only bind on the limited ones.
-    let mut out = Resources { cpu: i64::MAX / 4, memory: i64::MAX / 4, ephemeral: i64::MAX / 4, pods: i64::MAX / 4, extended: BTreeMap::new() };
-    for name in limits.names().filter(|n| limits.get(n) != 0).collect::<Vec<_>>() {
+    let mut out = Resources {
+        cpu: i64::MAX / 4,
+        memory: i64::MAX / 4,
+        ephemeral: i64::MAX / 4,
+        pods: i64::MAX / 4,
+        extended: BTreeMap::new(),
+    };
+    for name in limits
+        .names()
+        .filter(|n| limits.get(n) != 0)
+        .collect::<Vec<_>>()
+    {
         out.set(name, only_limited.get(name));
     }
     (Some(out), nodes_limit.map(|n| n - count))
@@ -810,7 +990,10 @@ pub(crate) fn within_limits(capacity: &Resources, remaining: &Resources) -> bool
         && capacity.memory <= remaining.memory
         && capacity.ephemeral <= remaining.ephemeral
         && capacity.pods <= remaining.pods
-        && remaining.extended.iter().all(|(k, v)| capacity.get(k) <= *v)
+        && remaining
+            .extended
+            .iter()
+            .all(|(k, v)| capacity.get(k) <= *v)
 }
 
 impl<'c, 'a> Run<'c, 'a> {
@@ -826,11 +1009,15 @@ impl<'c, 'a> Run<'c, 'a> {
                 }
             }
             for p in 0..ctx.pools.len() {
-                let Some((candidate, target)) = self.new_bin(p, pod_index, variant) else { continue };
+                let Some((candidate, target)) = self.new_bin(p, pod_index, variant) else {
+                    continue;
+                };
                 let b = self.bins.len();
                 if let Some(commit) = self.evaluate(&candidate, b, pod_index, class, variant) {
                     self.bins.push(candidate);
-                    if let Some(entry) = target.and_then(|t| self.targets[p].iter_mut().find(|(x, _)| *x == t)) {
+                    if let Some(entry) =
+                        target.and_then(|t| self.targets[p].iter_mut().find(|(x, _)| *x == t))
+                    {
                         entry.1 -= 1.0;
                     }
                     if let Some(n) = self.nodes_left[p].as_mut() {
@@ -845,14 +1032,23 @@ impl<'c, 'a> Run<'c, 'a> {
     }
 
     /// An empty NodeClaim of pool `p` whose options fit the pod, the limits and the size cap.
-    fn new_bin(&self, p: usize, pod_index: usize, variant: &Variant) -> Option<(Bin, Option<usize>)> {
+    fn new_bin(
+        &self,
+        p: usize,
+        pod_index: usize,
+        variant: &Variant,
+    ) -> Option<(Bin, Option<usize>)> {
         let pool = &self.ctx.pools[p];
         let bits = variant.pools[p].as_ref()?;
         if self.nodes_left[p].is_some_and(|n| n <= 0) {
             return None;
         }
         let pod = &self.ctx.snapshot.pods[pod_index];
-        if pod.host_ports.iter().any(|hp| pool.ds_ports.iter().any(|d| d.conflicts(hp))) {
+        if pod
+            .host_ports
+            .iter()
+            .any(|hp| pool.ds_ports.iter().any(|d| d.conflicts(hp)))
+        {
             return None;
         }
         let remaining = self.remaining[p].as_ref();
@@ -862,7 +1058,11 @@ impl<'c, 'a> Run<'c, 'a> {
             .map(|t| t as u32)
             .collect();
         let first = *options.first()?;
-        let target = if pool.min_values.is_empty() { self.target_for(p, &options, pod) } else { None };
+        let target = if pool.min_values.is_empty() {
+            self.target_for(p, &options, pod)
+        } else {
+            None
+        };
         let cap = match target {
             Some(t) => pool.price[t],
             None if pool.min_values.is_empty() => self.cap[p].max(pool.price[first as usize]),
@@ -890,19 +1090,27 @@ impl<'c, 'a> Run<'c, 'a> {
     /// The LP type with the most unopened nodes left that this pod fits, if any.
     fn target_for(&self, p: usize, options: &[u32], pod: &Pod) -> Option<usize> {
         let pool = &self.ctx.pools[p];
-        let candidates = self.targets[p]
-            .iter()
-            .filter(|(t, left)| *left > 1e-6 && options.contains(&(*t as u32)) && pod.requests.fits_in(&pool.usable[*t]));
+        let candidates = self.targets[p].iter().filter(|(t, left)| {
+            *left > 1e-6 && options.contains(&(*t as u32)) && pod.requests.fits_in(&pool.usable[*t])
+        });
         match self.mode {
-            Mode::MostLeft => candidates.max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0))).map(|(t, _)| *t),
+            Mode::MostLeft => candidates
+                .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
+                .map(|(t, _)| *t),
             Mode::ShapeMatch => {
-                let shape = |r: &Resources| ((r.cpu.max(1) as f64 / 1000.0) / (r.memory.max(1) as f64 / (1u64 << 30) as f64)).ln();
+                let shape = |r: &Resources| {
+                    ((r.cpu.max(1) as f64 / 1000.0)
+                        / (r.memory.max(1) as f64 / (1u64 << 30) as f64))
+                        .ln()
+                };
                 let want = shape(&pod.requests);
                 candidates
                     .min_by(|a, b| {
                         let da = (shape(&pool.usable[a.0]) - want).abs();
                         let db = (shape(&pool.usable[b.0]) - want).abs();
-                        da.total_cmp(&db).then(b.1.total_cmp(&a.1)).then(a.0.cmp(&b.0))
+                        da.total_cmp(&db)
+                            .then(b.1.total_cmp(&a.1))
+                            .then(a.0.cmp(&b.0))
                     })
                     .map(|(t, _)| *t)
             }
@@ -911,7 +1119,14 @@ impl<'c, 'a> Run<'c, 'a> {
     }
 
     /// Checks whether the pod fits `bin` under `variant`; returns the staged changes if so.
-    fn evaluate(&self, bin: &Bin, b: usize, pod_index: usize, class: &Class, variant: &Variant) -> Option<Commit> {
+    fn evaluate(
+        &self,
+        bin: &Bin,
+        b: usize,
+        pod_index: usize,
+        class: &Class,
+        variant: &Variant,
+    ) -> Option<Commit> {
         let ctx = self.ctx;
         let pod = &ctx.snapshot.pods[pod_index];
         let req = &pod.requests;
@@ -931,7 +1146,11 @@ impl<'c, 'a> Run<'c, 'a> {
         } else if tolerates_all(&pod.tolerations, &bin.taints).is_some() {
             return None;
         }
-        if pod.host_ports.iter().any(|hp| bin.ports.iter().any(|x| x.conflicts(hp))) {
+        if pod
+            .host_ports
+            .iter()
+            .any(|hp| bin.ports.iter().any(|x| x.conflicts(hp)))
+        {
             return None;
         }
         let groups = &self.topo.groups;
@@ -954,7 +1173,12 @@ impl<'c, 'a> Run<'c, 'a> {
             bin.reqs.compatible(&variant.reqs).ok()?;
             if bin.pool.is_some() {
                 let joint = bin.reqs.intersection(&variant.reqs);
-                changed = variant.reqs.keys().filter(|k| joint.get(k) != bin.reqs.get(k)).cloned().collect();
+                changed = variant
+                    .reqs
+                    .keys()
+                    .filter(|k| joint.get(k) != bin.reqs.get(k))
+                    .cloned()
+                    .collect();
                 if !changed.is_empty() {
                     reqs = Some(joint);
                 }
@@ -963,7 +1187,9 @@ impl<'c, 'a> Run<'c, 'a> {
         self.narrow_topology(bin, class, variant, &mut reqs, &mut changed)?;
         let options = match bin.pool {
             None => None,
-            Some(p) => Some(self.filter_options(p, bin, &total, variant, reqs.as_ref(), &changed)?),
+            Some(p) => {
+                Some(self.filter_options(p, bin, &total, variant, reqs.as_ref(), &changed)?)
+            }
         };
         Some(Commit { reqs, options })
     }
@@ -994,9 +1220,12 @@ impl<'c, 'a> Run<'c, 'a> {
             let current = reqs.as_ref().unwrap_or(&bin.reqs).get(key);
             let candidates: Vec<String> = match current {
                 Some(r) if !r.is_complement() => r.values().iter().cloned().collect(),
-                Some(r) if bin.pool.is_some() => {
-                    group.universe.iter().filter(|v| r.has(v)).cloned().collect()
-                }
+                Some(r) if bin.pool.is_some() => group
+                    .universe
+                    .iter()
+                    .filter(|v| r.has(v))
+                    .cloned()
+                    .collect(),
                 None if bin.pool.is_some() => group.universe.iter().cloned().collect(),
                 _ => Vec::new(),
             };
@@ -1005,12 +1234,20 @@ impl<'c, 'a> Run<'c, 'a> {
                 if candidates.len() <= 1 || bin.pool.is_none() {
                     continue;
                 }
-                let best = group.allowed_values(&candidates, true).into_iter().next().or_else(|| candidates.first().cloned())?;
+                let best = group
+                    .allowed_values(&candidates, true)
+                    .into_iter()
+                    .next()
+                    .or_else(|| candidates.first().cloned())?;
                 pin(bin, reqs, changed, key, &best);
                 continue;
             }
             let allowed = if group.id.inverse {
-                candidates.iter().filter(|d| group.count(d) == 0).cloned().collect()
+                candidates
+                    .iter()
+                    .filter(|d| group.count(d) == 0)
+                    .cloned()
+                    .collect()
             } else {
                 group.allowed_values(&candidates, self_match)
             };
@@ -1034,7 +1271,10 @@ impl<'c, 'a> Run<'c, 'a> {
         let pool = &self.ctx.pools[p];
         let bits = variant.pools[p].as_ref()?;
         let offering_keys = changed.iter().any(|k| k == ZONE || k == CAPACITY_TYPE);
-        let label_keys: Vec<&String> = changed.iter().filter(|k| *k != ZONE && *k != CAPACITY_TYPE).collect();
+        let label_keys: Vec<&String> = changed
+            .iter()
+            .filter(|k| *k != ZONE && *k != CAPACITY_TYPE)
+            .collect();
         let options: Vec<u32> = bin
             .options
             .iter()
@@ -1059,7 +1299,12 @@ impl<'c, 'a> Run<'c, 'a> {
         for (key, min) in &pool.min_values {
             let distinct: BTreeSet<&str> = options
                 .iter()
-                .filter_map(|&t| pool.types[t as usize].requirements.get(key).and_then(|r| r.any()))
+                .filter_map(|&t| {
+                    pool.types[t as usize]
+                        .requirements
+                        .get(key)
+                        .and_then(|r| r.any())
+                })
                 .collect();
             if distinct.len() < *min {
                 return None;
@@ -1068,7 +1313,14 @@ impl<'c, 'a> Run<'c, 'a> {
         Some(options)
     }
 
-    fn commit(&mut self, b: usize, pod_index: usize, class: &Class, variant: &Variant, commit: Commit) {
+    fn commit(
+        &mut self,
+        b: usize,
+        pod_index: usize,
+        class: &Class,
+        variant: &Variant,
+        commit: Commit,
+    ) {
         let ctx = self.ctx;
         let pod = &ctx.snapshot.pods[pod_index];
         let bin = &mut self.bins[b];
@@ -1100,7 +1352,12 @@ impl<'c, 'a> Run<'c, 'a> {
             let group = &mut self.topo.groups[g];
             if group.is_hostname() {
                 group.record_host(b);
-            } else if let Some(v) = bin.reqs.get(&group.id.key).filter(|r| r.len() == 1).and_then(|r| r.any()) {
+            } else if let Some(v) = bin
+                .reqs
+                .get(&group.id.key)
+                .filter(|r| r.len() == 1)
+                .and_then(|r| r.any())
+            {
                 group.record_value(v);
             }
         }
@@ -1119,7 +1376,10 @@ impl<'c, 'a> Run<'c, 'a> {
             }
             let Some(p) = bin.pool else {
                 for &i in &bin.pods {
-                    plan.existing.push(ExistingPlacement { pod: snap.pods[i].key(), node: bin.name.clone() });
+                    plan.existing.push(ExistingPlacement {
+                        pod: snap.pods[i].key(),
+                        node: bin.name.clone(),
+                    });
                 }
                 continue;
             };
@@ -1128,7 +1388,8 @@ impl<'c, 'a> Run<'c, 'a> {
                 demand.add(&snap.pods[i].requests);
             }
             columns.extend((0..pool.types.len()).map(|t| (p, t)));
-            plan.nodeclaims.push(node_claim_out(pool, bin, snap, opts.max_options));
+            plan.nodeclaims
+                .push(node_claim_out(pool, bin, snap, opts.max_options));
         }
         for &i in &self.failed {
             plan.unschedulable.push(Unschedulable {
@@ -1139,12 +1400,21 @@ impl<'c, 'a> Run<'c, 'a> {
         let hourly: f64 = plan.nodeclaims.iter().map(|n| n.price).sum();
         let cols: Vec<(usize, usize)> = columns.into_iter().collect();
         let lower_bound = ctx.lp(&demand, &cols).map(|(c, _)| c).unwrap_or(0.0);
-        plan.cost = Cost { hourly: round6(hourly), lower_bound: round6(lower_bound.min(hourly)) };
+        plan.cost = Cost {
+            hourly: round6(hourly),
+            lower_bound: round6(lower_bound.min(hourly)),
+        };
         plan
     }
 }
 
-fn pin(bin: &Bin, reqs: &mut Option<Requirements>, changed: &mut Vec<String>, key: &str, value: &str) {
+fn pin(
+    bin: &Bin,
+    reqs: &mut Option<Requirements>,
+    changed: &mut Vec<String>,
+    key: &str,
+    value: &str,
+) {
     let r = reqs.get_or_insert_with(|| bin.reqs.clone());
     r.add(Requirement::single(key, value));
     if !changed.iter().any(|k| k == key) {
@@ -1185,7 +1455,11 @@ fn node_claim_out(pool: &PoolCtx, bin: &Bin, snap: &Snapshot, max_options: usize
     let mut zones = BTreeSet::new();
     let mut capacity_types = BTreeSet::new();
     for &t in &chosen {
-        for o in pool.types[t].offerings.iter().filter(|o| o.available && offering_allowed(o, &bin.reqs)) {
+        for o in pool.types[t]
+            .offerings
+            .iter()
+            .filter(|o| o.available && offering_allowed(o, &bin.reqs))
+        {
             zones.insert(o.zone.clone());
             capacity_types.insert(o.capacity_type.clone());
         }
@@ -1201,7 +1475,10 @@ fn node_claim_out(pool: &PoolCtx, bin: &Bin, snap: &Snapshot, max_options: usize
     let mut reqs = bin.reqs.clone();
     reqs.add(Requirement::in_values(INSTANCE_TYPE, names.iter().cloned()));
     reqs.add(Requirement::in_values(ZONE, zones.iter().cloned()));
-    reqs.add(Requirement::in_values(CAPACITY_TYPE, capacity_types.iter().cloned()));
+    reqs.add(Requirement::in_values(
+        CAPACITY_TYPE,
+        capacity_types.iter().cloned(),
+    ));
     NewNodeClaim {
         nodepool: pool.pool.name.clone(),
         instance_types: names,
@@ -1221,7 +1498,12 @@ fn node_claim_out(pool: &PoolCtx, bin: &Bin, snap: &Snapshot, max_options: usize
 /// Every pool type that fits the bin's final contents and requirements (within its limit
 /// reservation), priced under the bin's requirements and sorted cheapest first. Packing may have
 /// capped the options to steer node size; the launch gets the full choice back.
-fn launch_options(pool: &PoolCtx, bin: &Bin, snap: &Snapshot, max_options: usize) -> Vec<(f64, usize)> {
+fn launch_options(
+    pool: &PoolCtx,
+    bin: &Bin,
+    snap: &Snapshot,
+    max_options: usize,
+) -> Vec<(f64, usize)> {
     let mut total = Resources::default();
     for &i in &bin.pods {
         total.add(&snap.pods[i].requests);
@@ -1233,21 +1515,38 @@ fn launch_options(pool: &PoolCtx, bin: &Bin, snap: &Snapshot, max_options: usize
             break;
         }
         let fits = total.fits_in(&pool.usable[t])
-            && (pool.remaining.is_none() || pool.limited.iter().all(|n| it.capacity.get(n) <= bin.reserved.get(n)))
+            && (pool.remaining.is_none()
+                || pool
+                    .limited
+                    .iter()
+                    .all(|n| it.capacity.get(n) <= bin.reserved.get(n)))
             && it.requirements.intersects(&bin.reqs).is_ok();
         if let Some(o) = fits.then(|| it.cheapest_offering(&bin.reqs)).flatten() {
             priced.push((o.price, t));
         }
     }
-    priced.sort_by(|a, b| a.0.total_cmp(&b.0).then(pool.types[a.1].name.cmp(&pool.types[b.1].name)));
+    priced.sort_by(|a, b| {
+        a.0.total_cmp(&b.0)
+            .then(pool.types[a.1].name.cmp(&pool.types[b.1].name))
+    });
     priced
 }
 
 /// Keeps the cheapest `max` options, extended as needed to satisfy every `minValues`.
-fn truncate_with_min_values(pool: &PoolCtx, priced: &[(f64, usize)], max: usize) -> Vec<(f64, usize)> {
+fn truncate_with_min_values(
+    pool: &PoolCtx,
+    priced: &[(f64, usize)],
+    max: usize,
+) -> Vec<(f64, usize)> {
     let mut keep: Vec<(f64, usize)> = priced.iter().take(max).cloned().collect();
     for (key, min) in &pool.min_values {
-        let value = |t: usize| pool.types[t].requirements.get(key).and_then(|r| r.any()).map(str::to_string);
+        let value = |t: usize| {
+            pool.types[t]
+                .requirements
+                .get(key)
+                .and_then(|r| r.any())
+                .map(str::to_string)
+        };
         let mut seen: BTreeSet<String> = keep.iter().filter_map(|(_, t)| value(*t)).collect();
         for (p, t) in priced.iter().skip(max) {
             if seen.len() >= *min {

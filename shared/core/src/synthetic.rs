@@ -49,7 +49,13 @@ pub fn benchmark_catalog(count: usize) -> Catalog {
         .map(|i| {
             let n = i as i64 + 1;
             let name = format!("fake-it-{n}");
-            let capacity = Resources { cpu: n * 1000, memory: 2 * n * GIB, ephemeral: 100 * GIB, pods: 10 * n, extended: BTreeMap::new() };
+            let capacity = Resources {
+                cpu: n * 1000,
+                memory: 2 * n * GIB,
+                ephemeral: 100 * GIB,
+                pods: 10 * n,
+                extended: BTreeMap::new(),
+            };
             let price = 0.1 * n as f64 + 0.1 * (2 * n) as f64;
             let offerings = ZONES
                 .iter()
@@ -66,9 +72,22 @@ pub fn benchmark_catalog(count: usize) -> Catalog {
             reqs.add(Requirement::single(INSTANCE_TYPE, &name));
             reqs.add(Requirement::single(ARCH, "amd64"));
             reqs.add(Requirement::single(OS, "linux"));
-            reqs.add(Requirement::in_values(ZONE, ZONES.iter().map(|z| z.to_string())));
-            reqs.add(Requirement::in_values(CAPACITY_TYPE, [CAPACITY_SPOT.to_string(), CAPACITY_ON_DEMAND.to_string()]));
-            InstanceType { name, requirements: reqs, allocatable: capacity.clone(), capacity, overhead: Resources::default(), offerings }
+            reqs.add(Requirement::in_values(
+                ZONE,
+                ZONES.iter().map(|z| z.to_string()),
+            ));
+            reqs.add(Requirement::in_values(
+                CAPACITY_TYPE,
+                [CAPACITY_SPOT.to_string(), CAPACITY_ON_DEMAND.to_string()],
+            ));
+            InstanceType {
+                name,
+                requirements: reqs,
+                allocatable: capacity.clone(),
+                capacity,
+                overhead: Resources::default(),
+                offerings,
+            }
         })
         .collect();
     Catalog::from_types("test-region", types)
@@ -76,11 +95,18 @@ pub fn benchmark_catalog(count: usize) -> Catalog {
 
 /// A NodePool with no requirements beyond the defaults.
 pub fn default_pool(name: &str) -> NodePool {
-    NodePool { name: name.to_string(), node_class: "default".to_string(), ..Default::default() }
+    NodePool {
+        name: name.to_string(),
+        node_class: "default".to_string(),
+        ..Default::default()
+    }
 }
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 fn selector(pairs: &[(&str, &str)]) -> Requirements {
@@ -102,7 +128,11 @@ pub fn benchmark_pods(count: usize, seed: u64) -> Vec<Pod> {
                 0 => pod.labels = labels(&[("my-label", *rng.pick(&values))]),
                 1 | 2 => {
                     pod.labels = labels(&[("my-label", *rng.pick(&values))]);
-                    let key = if i * 5 / count.max(1) == 1 { ZONE } else { HOSTNAME };
+                    let key = if i * 5 / count.max(1) == 1 {
+                        ZONE
+                    } else {
+                        HOSTNAME
+                    };
                     pod.spread.push(SpreadConstraint {
                         max_skew: 1,
                         topology_key: key.to_string(),
@@ -140,7 +170,13 @@ pub fn plain_pods(count: usize, seed: u64) -> Vec<Pod> {
     let cpus = [100, 250, 500, 1000, 1500];
     let mems = [100, 256, 512, 1024, 2048, 4096];
     (0..count)
-        .map(|i| Pod::new("default", &format!("plain-{i}"), Resources::new(*rng.pick(&cpus), *rng.pick(&mems) * MIB)))
+        .map(|i| {
+            Pod::new(
+                "default",
+                &format!("plain-{i}"),
+                Resources::new(*rng.pick(&cpus), *rng.pick(&mems) * MIB),
+            )
+        })
         .collect()
 }
 
@@ -154,8 +190,14 @@ pub fn general_purpose_pool() -> NodePool {
     reqs.add(Requirement::new(INSTANCE_GENERATION, Operator::Gt, &["2"]).expect("valid"));
     reqs.add(Requirement::single(ARCH, "amd64"));
     // Subnets in three zones, as an EC2NodeClass usually discovers them.
-    reqs.add(Requirement::in_values(ZONE, ["us-east-1a", "us-east-1b", "us-east-1c"].map(String::from)));
-    NodePool { requirements: reqs, ..default_pool("general-purpose") }
+    reqs.add(Requirement::in_values(
+        ZONE,
+        ["us-east-1a", "us-east-1b", "us-east-1c"].map(String::from),
+    ));
+    NodePool {
+        requirements: reqs,
+        ..default_pool("general-purpose")
+    }
 }
 
 /// A snapshot for one named mix on the given pool, with a logging DaemonSet.
@@ -164,7 +206,11 @@ pub fn mix_snapshot(mix: &str, seed: u64) -> Option<Snapshot> {
     let mut pods = Vec::new();
     let deployment = |name: &str, replicas: usize, cpu: i64, mem_mib: i64, pods: &mut Vec<Pod>| {
         for r in 0..replicas {
-            let mut p = Pod::new("default", &format!("{name}-{r}"), Resources::new(cpu, mem_mib * MIB));
+            let mut p = Pod::new(
+                "default",
+                &format!("{name}-{r}"),
+                Resources::new(cpu, mem_mib * MIB),
+            );
             p.labels = labels(&[("app", name)]);
             pods.push(p);
         }
@@ -221,11 +267,18 @@ pub fn mix_snapshot(mix: &str, seed: u64) -> Option<Snapshot> {
     }
     let mut ds_pod = Pod::new("kube-system", "aws-node", Resources::new(25, 64 * MIB));
     ds_pod.owner_kind = Some("DaemonSet".into());
-    ds_pod.tolerations.push(Toleration { exists: true, ..Default::default() });
+    ds_pod.tolerations.push(Toleration {
+        exists: true,
+        ..Default::default()
+    });
     Some(Snapshot {
         pods,
         nodepools: vec![general_purpose_pool()],
-        daemonsets: vec![DaemonSet { namespace: "kube-system".into(), name: "aws-node".into(), pod: ds_pod }],
+        daemonsets: vec![DaemonSet {
+            namespace: "kube-system".into(),
+            name: "aws-node".into(),
+            pod: ds_pod,
+        }],
         ..Default::default()
     })
 }

@@ -10,7 +10,10 @@ use crate::requirements::Requirements;
 /// What a group constrains.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Kind {
-    Spread { max_skew: i32, min_domains: Option<i32> },
+    Spread {
+        max_skew: i32,
+        min_domains: Option<i32>,
+    },
     Affinity,
     Anti,
 }
@@ -73,7 +76,11 @@ impl Group {
         if min_domains.is_some_and(|m| (self.universe.len() as i32) < m) {
             return 0;
         }
-        self.universe.iter().map(|d| self.count(d)).min().unwrap_or(0)
+        self.universe
+            .iter()
+            .map(|d| self.count(d))
+            .min()
+            .unwrap_or(0)
     }
 
     /// May a pod go on host `bin`? New nodes can always be made, so the hostname minimum is 0.
@@ -127,7 +134,6 @@ impl Group {
         out.sort();
         out.into_iter().map(|(_, d)| d.clone()).collect()
     }
-
 }
 
 /// All groups, interned by key.
@@ -139,7 +145,11 @@ pub(crate) struct Topology {
 
 impl Topology {
     /// Returns the group for `key`, creating it with `universe` if it is new.
-    pub fn intern(&mut self, key: GroupKey, universe: impl FnOnce(&GroupKey) -> BTreeSet<String>) -> usize {
+    pub fn intern(
+        &mut self,
+        key: GroupKey,
+        universe: impl FnOnce(&GroupKey) -> BTreeSet<String>,
+    ) -> usize {
         if let Some(i) = self.index.get(&key) {
             return *i;
         }

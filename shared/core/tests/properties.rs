@@ -39,17 +39,19 @@ fn app() -> impl Strategy<Value = App> {
         prop::bool::weighted(0.3),
         prop::bool::weighted(0.5),
     )
-        .prop_map(|(replicas, cpu, mem_mib, arch, zone, spot_only, anti, spread, tolerates)| App {
-            replicas,
-            cpu,
-            mem_mib,
-            arch,
-            zone,
-            spot_only,
-            anti,
-            spread,
-            tolerates,
-        })
+        .prop_map(
+            |(replicas, cpu, mem_mib, arch, zone, spot_only, anti, spread, tolerates)| App {
+                replicas,
+                cpu,
+                mem_mib,
+                arch,
+                zone,
+                spot_only,
+                anti,
+                spread,
+                tolerates,
+            },
+        )
 }
 
 fn cluster(apps: &[App], tainted_pool: bool, max_pods: Option<i64>) -> Snapshot {
@@ -57,7 +59,10 @@ fn cluster(apps: &[App], tainted_pool: bool, max_pods: Option<i64>) -> Snapshot 
     for (a, spec) in apps.iter().enumerate() {
         let name = format!("app-{a}");
         for r in 0..spec.replicas {
-            let mut p = labelled(pod(&format!("{name}-{r}"), spec.cpu, spec.mem_mib), &[("app", &name)]);
+            let mut p = labelled(
+                pod(&format!("{name}-{r}"), spec.cpu, spec.mem_mib),
+                &[("app", &name)],
+            );
             if let Some(arch) = spec.arch {
                 p.node_selector.insert(ARCH.into(), arch.into());
             }
@@ -74,19 +79,31 @@ fn cluster(apps: &[App], tainted_pool: bool, max_pods: Option<i64>) -> Snapshot 
                 p.spread.push(spread(ZONE, 1, &[("app", &name)]));
             }
             if spec.tolerates {
-                p.tolerations.push(Toleration { key: Some("team".into()), value: "x".into(), ..Default::default() });
+                p.tolerations.push(Toleration {
+                    key: Some("team".into()),
+                    value: "x".into(),
+                    ..Default::default()
+                });
             }
             pods.push(p);
         }
     }
-    let families = req(INSTANCE_FAMILY, Operator::In, &["c6i", "m6i", "r6i", "c6g", "m6g", "t3"]);
+    let families = req(
+        INSTANCE_FAMILY,
+        Operator::In,
+        &["c6i", "m6i", "r6i", "c6g", "m6g", "t3"],
+    );
     let mut general = pool_with("general", vec![zones3(), families.clone()]);
     general.weight = 10;
     let mut pools = vec![general];
     if tainted_pool {
         let mut t = pool_with("team-x", vec![zones3(), families]);
         t.weight = 50;
-        t.taints.push(Taint { key: "team".into(), value: "x".into(), effect: TaintEffect::NoSchedule });
+        t.taints.push(Taint {
+            key: "team".into(),
+            value: "x".into(),
+            effect: TaintEffect::NoSchedule,
+        });
         pools.push(t);
     }
     let mut snap = snapshot(pods, pools);
@@ -98,8 +115,16 @@ fn cluster(apps: &[App], tainted_pool: bool, max_pods: Option<i64>) -> Snapshot 
 }
 
 fn type_table(snap: &Snapshot) -> BTreeMap<String, InstanceType> {
-    let settings = snap.node_classes.get("default").cloned().unwrap_or_default();
-    Catalog::embedded().instance_types(&settings).into_iter().map(|t| (t.name.clone(), t)).collect()
+    let settings = snap
+        .node_classes
+        .get("default")
+        .cloned()
+        .unwrap_or_default();
+    Catalog::embedded()
+        .instance_types(&settings)
+        .into_iter()
+        .map(|t| (t.name.clone(), t))
+        .collect()
 }
 
 fn check_plan(snap: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
@@ -115,7 +140,11 @@ fn check_plan(snap: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
         for name in &nc.instance_types {
             let t = &types[name];
             // Requests (with DaemonSet overhead) never exceed any option's allocatable.
-            prop_assert!(nc.requests.fits_in(&t.allocatable), "{name} cannot hold {}", nc.requests);
+            prop_assert!(
+                nc.requests.fits_in(&t.allocatable),
+                "{name} cannot hold {}",
+                nc.requests
+            );
             prop_assert!(total.fits_in(&t.allocatable));
             let labels = t.requirements.single_valued_labels();
             for key in &nc.pods {
@@ -125,11 +154,20 @@ fn check_plan(snap: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
                 }
             }
         }
-        let pool = snap.nodepools.iter().find(|p| p.name == nc.nodepool).expect("pool");
+        let pool = snap
+            .nodepools
+            .iter()
+            .find(|p| p.name == nc.nodepool)
+            .expect("pool");
         let mut apps_here: BTreeMap<&str, usize> = BTreeMap::new();
         for key in &nc.pods {
             let p = pods[key];
-            prop_assert!(tolerates_all(&p.tolerations, &pool.taints).is_none(), "{} does not tolerate {}", key, pool.name);
+            prop_assert!(
+                tolerates_all(&p.tolerations, &pool.taints).is_none(),
+                "{} does not tolerate {}",
+                key,
+                pool.name
+            );
             if let Some(zone) = p.node_selector.get(ZONE) {
                 prop_assert_eq!(&nc.zones, &vec![zone.clone()]);
             }
@@ -139,25 +177,46 @@ fn check_plan(snap: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
             let app = p.labels["app"].as_str();
             *apps_here.entry(app).or_default() += 1;
             if !p.spread.is_empty() {
-                prop_assert_eq!(nc.zones.len(), 1, "spread pod {} on a multi-zone claim", key);
-                *zone_counts.entry(app.to_string()).or_default().entry(nc.zones[0].clone()).or_default() += 1;
+                prop_assert_eq!(
+                    nc.zones.len(),
+                    1,
+                    "spread pod {} on a multi-zone claim",
+                    key
+                );
+                *zone_counts
+                    .entry(app.to_string())
+                    .or_default()
+                    .entry(nc.zones[0].clone())
+                    .or_default() += 1;
             }
         }
         for key in &nc.pods {
             let p = pods[key];
             if !p.anti_affinity.is_empty() {
-                prop_assert_eq!(apps_here[p.labels["app"].as_str()], 1, "anti-affine {} shares a node", key);
+                prop_assert_eq!(
+                    apps_here[p.labels["app"].as_str()],
+                    1,
+                    "anti-affine {} shares a node",
+                    key
+                );
             }
         }
     }
     for (app, counts) in zone_counts {
         // Domains honour the pod's node selector (nodeAffinityPolicy: Honor).
-        let selected = snap.pods.iter().find(|p| p.labels["app"] == app).and_then(|p| p.node_selector.get(ZONE));
+        let selected = snap
+            .pods
+            .iter()
+            .find(|p| p.labels["app"] == app)
+            .and_then(|p| p.node_selector.get(ZONE));
         let zones: Vec<&str> = match selected {
             Some(z) => vec![z.as_str()],
             None => vec!["us-east-1a", "us-east-1b", "us-east-1c"],
         };
-        let values: Vec<i32> = zones.iter().map(|z| counts.get(*z).copied().unwrap_or(0)).collect();
+        let values: Vec<i32> = zones
+            .iter()
+            .map(|z| counts.get(*z).copied().unwrap_or(0))
+            .collect();
         let (min, max) = (values.iter().min().unwrap(), values.iter().max().unwrap());
         prop_assert!(max - min <= 1, "{app} zone skew {values:?}");
     }
@@ -197,8 +256,12 @@ fn existing_nodes_are_never_overcommitted() {
     let mut bound = pod("bound", 1000, 1000);
     bound.node_name = Some("n1".into());
     snap.pods.push(bound);
-    snap.nodes.push(node("n1", "us-east-1a", "m5.large", 1930, 6903));
+    snap.nodes
+        .push(node("n1", "us-east-1a", "m5.large", 1930, 6903));
     let plan = plan(&snap);
     let on_n1 = plan.existing.iter().filter(|e| e.node == "n1").count() as i64;
-    assert_eq!(on_n1, 2, "1930m allocatable − 1000m bound leaves room for two 400m pods");
+    assert_eq!(
+        on_n1, 2,
+        "1930m allocatable − 1000m bound leaves room for two 400m pods"
+    );
 }

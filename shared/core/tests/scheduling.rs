@@ -14,7 +14,15 @@ use fleetwright_core::resources::Resources;
 fn max_pods_five_gives_five_nodes_for_25_tiny_pods() {
     let snap = with_max_pods(snapshot(pods("tiny", 25, 1, 1), vec![pool("default")]), 5);
     let plan = plan(&snap);
-    assert_eq!(plan.nodeclaims.len(), 5, "{:#?}", plan.nodeclaims.iter().map(|n| n.pods.len()).collect::<Vec<_>>());
+    assert_eq!(
+        plan.nodeclaims.len(),
+        5,
+        "{:#?}",
+        plan.nodeclaims
+            .iter()
+            .map(|n| n.pods.len())
+            .collect::<Vec<_>>()
+    );
     assert!(plan.nodeclaims.iter().all(|n| n.pods.len() == 5));
     assert!(plan.unschedulable.is_empty());
 }
@@ -31,7 +39,9 @@ fn zone_spread_max_skew_one_over_three_zones_is_2_1_1() {
     let plan = plan(&snapshot(ps, vec![pool_with("default", vec![zones3()])]));
     let mut per_zone: BTreeMap<String, usize> = BTreeMap::new();
     for i in 0..4 {
-        *per_zone.entry(zone_of(&plan, &format!("default/web-{i}")).expect("single zone")).or_default() += 1;
+        *per_zone
+            .entry(zone_of(&plan, &format!("default/web-{i}")).expect("single zone"))
+            .or_default() += 1;
     }
     let mut counts: Vec<usize> = per_zone.values().copied().collect();
     counts.sort();
@@ -55,15 +65,27 @@ fn hostname_anti_affinity_puts_three_pods_on_three_nodes() {
 #[test]
 fn daemonset_host_port_blocks_a_pod_on_the_same_port() {
     let mut ds = daemonset("proxy", 50, 50);
-    ds.pod.host_ports.push(HostPort { port: 8080, protocol: "TCP".into(), ip: String::new() });
+    ds.pod.host_ports.push(HostPort {
+        port: 8080,
+        protocol: "TCP".into(),
+        ip: String::new(),
+    });
     let mut p = pod("web-0", 100, 100);
-    p.host_ports.push(HostPort { port: 8080, protocol: "TCP".into(), ip: String::new() });
+    p.host_ports.push(HostPort {
+        port: 8080,
+        protocol: "TCP".into(),
+        ip: String::new(),
+    });
     let mut snap = snapshot(vec![p], vec![pool("default")]);
     snap.daemonsets.push(ds);
     let plan = plan(&snap);
     assert!(plan.nodeclaims.is_empty());
     assert_eq!(plan.unschedulable.len(), 1);
-    assert!(plan.unschedulable[0].reason.contains("8080"), "{}", plan.unschedulable[0].reason);
+    assert!(
+        plan.unschedulable[0].reason.contains("8080"),
+        "{}",
+        plan.unschedulable[0].reason
+    );
 }
 
 #[test]
@@ -71,7 +93,11 @@ fn host_ports_spread_pods_over_nodes() {
     let ps: Vec<Pod> = (0..2)
         .map(|i| {
             let mut p = pod(&format!("hp-{i}"), 100, 100);
-            p.host_ports.push(HostPort { port: 9000, protocol: "TCP".into(), ip: String::new() });
+            p.host_ports.push(HostPort {
+                port: 9000,
+                protocol: "TCP".into(),
+                ip: String::new(),
+            });
             p
         })
         .collect();
@@ -93,7 +119,12 @@ fn cpu_limit_three_admits_one_of_two_anti_affine_pods() {
     let plan = plan(&snapshot(ps, vec![np]));
     assert_eq!(placed_count(&plan), 1);
     assert_eq!(plan.unschedulable.len(), 1);
-    assert!(plan.unschedulable[0].reason.contains("limit") || plan.unschedulable[0].reason.contains("anti-affinity"), "{}", plan.unschedulable[0].reason);
+    assert!(
+        plan.unschedulable[0].reason.contains("limit")
+            || plan.unschedulable[0].reason.contains("anti-affinity"),
+        "{}",
+        plan.unschedulable[0].reason
+    );
 }
 
 #[test]
@@ -131,7 +162,11 @@ fn custom_label_not_defined_by_the_nodepool_is_unschedulable() {
     p.node_selector.insert("team".into(), "payments".into());
     let first = plan(&snapshot(vec![p.clone()], vec![pool("default")]));
     assert_eq!(first.unschedulable.len(), 1);
-    assert!(first.unschedulable[0].reason.contains("team"), "{}", first.unschedulable[0].reason);
+    assert!(
+        first.unschedulable[0].reason.contains("team"),
+        "{}",
+        first.unschedulable[0].reason
+    );
     // The same label defined on the pool's template makes it schedulable.
     let mut np = pool("default");
     np.labels.insert("team".into(), "payments".into());
@@ -150,7 +185,11 @@ fn node_selector_on_arch_restricts_types() {
     let types = catalog.instance_types(&Default::default());
     for name in &nc.instance_types {
         let t = types.iter().find(|t| &t.name == name).unwrap();
-        assert_eq!(t.requirements.single_valued_labels()[ARCH], "arm64", "{name}");
+        assert_eq!(
+            t.requirements.single_valued_labels()[ARCH],
+            "arm64",
+            "{name}"
+        );
     }
 }
 
@@ -164,7 +203,10 @@ fn required_node_affinity_terms_are_ored() {
     p.required_terms = vec![impossible, possible];
     let plan = plan(&snapshot(vec![p], vec![pool("default")]));
     assert!(plan.unschedulable.is_empty());
-    assert!(plan.nodeclaims[0].instance_types.iter().all(|t| t.starts_with("m5.")));
+    assert!(plan.nodeclaims[0]
+        .instance_types
+        .iter()
+        .all(|t| t.starts_with("m5.")));
 }
 
 #[test]
@@ -174,26 +216,53 @@ fn preferred_node_affinity_is_honoured_then_relaxed() {
     pref.add(req(INSTANCE_FAMILY, Operator::In, &["c6i"]));
     p.preferred_terms = vec![(50, pref)];
     let plan1 = plan(&snapshot(vec![p.clone()], vec![pool("default")]));
-    assert!(plan1.nodeclaims[0].instance_types.iter().all(|t| t.starts_with("c6i.")));
+    assert!(plan1.nodeclaims[0]
+        .instance_types
+        .iter()
+        .all(|t| t.starts_with("c6i.")));
     // The pool forbids c6i: the preference is dropped and the pod still lands.
-    let np = pool_with("default", vec![req(INSTANCE_FAMILY, Operator::NotIn, &["c6i"])]);
+    let np = pool_with(
+        "default",
+        vec![req(INSTANCE_FAMILY, Operator::NotIn, &["c6i"])],
+    );
     let plan2 = plan(&snapshot(vec![p], vec![np]));
     assert!(plan2.unschedulable.is_empty());
-    assert!(plan2.nodeclaims[0].instance_types.iter().all(|t| !t.starts_with("c6i.")));
+    assert!(plan2.nodeclaims[0]
+        .instance_types
+        .iter()
+        .all(|t| !t.starts_with("c6i.")));
 }
 
 #[test]
 fn pool_taints_need_tolerations_but_startup_taints_do_not() {
-    let taint = Taint { key: "dedicated".into(), value: "gpu".into(), effect: TaintEffect::NoSchedule };
+    let taint = Taint {
+        key: "dedicated".into(),
+        value: "gpu".into(),
+        effect: TaintEffect::NoSchedule,
+    };
     let mut np = pool("tainted");
     np.taints.push(taint.clone());
-    np.startup_taints.push(Taint { key: "cni-not-ready".into(), value: String::new(), effect: TaintEffect::NoSchedule });
+    np.startup_taints.push(Taint {
+        key: "cni-not-ready".into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    });
     let plain = pod("plain", 100, 100);
     let plan1 = plan(&snapshot(vec![plain.clone()], vec![np.clone()]));
     assert_eq!(plan1.unschedulable.len(), 1);
-    assert!(plan1.unschedulable[0].reason.contains("dedicated=gpu:NoSchedule"), "{}", plan1.unschedulable[0].reason);
+    assert!(
+        plan1.unschedulable[0]
+            .reason
+            .contains("dedicated=gpu:NoSchedule"),
+        "{}",
+        plan1.unschedulable[0].reason
+    );
     let mut tolerant = plain;
-    tolerant.tolerations.push(Toleration { key: Some("dedicated".into()), value: "gpu".into(), ..Default::default() });
+    tolerant.tolerations.push(Toleration {
+        key: Some("dedicated".into()),
+        value: "gpu".into(),
+        ..Default::default()
+    });
     let plan2 = plan(&snapshot(vec![tolerant], vec![np]));
     assert!(plan2.unschedulable.is_empty());
 }
@@ -208,7 +277,11 @@ fn zone_pod_affinity_colocates_in_one_zone() {
         })
         .collect();
     let plan = plan(&snapshot(ps, vec![pool("default")]));
-    let zones: BTreeSet<String> = plan.nodeclaims.iter().flat_map(|n| n.zones.clone()).collect();
+    let zones: BTreeSet<String> = plan
+        .nodeclaims
+        .iter()
+        .flat_map(|n| n.zones.clone())
+        .collect();
     assert_eq!(zones.len(), 1, "{zones:?}");
     assert_eq!(placed_count(&plan), 6);
 }
@@ -219,7 +292,11 @@ fn pod_affinity_to_absent_pods_is_unschedulable() {
     p.affinity.push(term(&[("app", "leader")], HOSTNAME));
     let plan = plan(&snapshot(vec![p], vec![pool("default")]));
     assert_eq!(plan.unschedulable.len(), 1);
-    assert!(plan.unschedulable[0].reason.contains("affinity"), "{}", plan.unschedulable[0].reason);
+    assert!(
+        plan.unschedulable[0].reason.contains("affinity"),
+        "{}",
+        plan.unschedulable[0].reason
+    );
 }
 
 #[test]
@@ -229,23 +306,37 @@ fn pod_affinity_follows_a_bound_pod_to_its_node() {
     let mut follower = pod("follower", 100, 100);
     follower.affinity.push(term(&[("app", "leader")], HOSTNAME));
     let mut snap = snapshot(vec![leader, follower], vec![pool("default")]);
-    snap.nodes.push(node("n1", "us-east-1a", "m5.large", 1930, 6903));
-    snap.nodes.push(node("n2", "us-east-1b", "m5.large", 1930, 6903));
+    snap.nodes
+        .push(node("n1", "us-east-1a", "m5.large", 1930, 6903));
+    snap.nodes
+        .push(node("n2", "us-east-1b", "m5.large", 1930, 6903));
     let plan = plan(&snap);
-    assert_eq!(plan.existing, vec![fleetwright_core::plan::ExistingPlacement { pod: "default/follower".into(), node: "n1".into() }]);
+    assert_eq!(
+        plan.existing,
+        vec![fleetwright_core::plan::ExistingPlacement {
+            pod: "default/follower".into(),
+            node: "n1".into()
+        }]
+    );
 }
 
 #[test]
 fn inverse_anti_affinity_keeps_pods_off_a_repelling_pod_node() {
     let mut guard = labelled(pod("guard", 100, 100), &[("app", "guard")]);
     guard.node_name = Some("n1".into());
-    guard.anti_affinity.push(term(&[("app", "noisy")], HOSTNAME));
+    guard
+        .anti_affinity
+        .push(term(&[("app", "noisy")], HOSTNAME));
     let noisy = labelled(pod("noisy", 100, 100), &[("app", "noisy")]);
     let quiet = labelled(pod("quiet", 100, 100), &[("app", "quiet")]);
     let mut snap = snapshot(vec![guard, noisy, quiet], vec![pool("default")]);
-    snap.nodes.push(node("n1", "us-east-1a", "m5.large", 1930, 6903));
+    snap.nodes
+        .push(node("n1", "us-east-1a", "m5.large", 1930, 6903));
     let plan = plan(&snap);
-    assert!(plan.existing.iter().any(|e| e.pod == "default/quiet" && e.node == "n1"));
+    assert!(plan
+        .existing
+        .iter()
+        .any(|e| e.pod == "default/quiet" && e.node == "n1"));
     assert!(plan.existing.iter().all(|e| e.pod != "default/noisy"));
     assert_eq!(plan.nodeclaims.len(), 1);
     assert_eq!(plan.nodeclaims[0].pods, vec!["default/noisy"]);
@@ -315,10 +406,16 @@ fn schedule_anyway_spread_is_relaxed_when_it_cannot_hold() {
 #[test]
 fn daemonset_overhead_counts_only_daemonsets_that_land() {
     // A 1.9 CPU pod fits m5.large (1930m allocatable) only if no DaemonSet takes CPU there.
-    let np = pool_with("default", vec![req(INSTANCE_TYPE, Operator::In, &["m5.large", "m5.xlarge"])]);
+    let np = pool_with(
+        "default",
+        vec![req(INSTANCE_TYPE, Operator::In, &["m5.large", "m5.xlarge"])],
+    );
     let p = pod("tight", 1900, 1024);
     let mut arm_only = daemonset("arm-agent", 200, 100);
-    arm_only.pod.node_selector.insert(ARCH.into(), "arm64".into());
+    arm_only
+        .pod
+        .node_selector
+        .insert(ARCH.into(), "arm64".into());
     let mut snap = snapshot(vec![p.clone()], vec![np.clone()]);
     snap.daemonsets.push(arm_only);
     assert_eq!(plan(&snap).nodeclaims[0].instance_types[0], "m5.large");
@@ -340,14 +437,21 @@ fn bound_volume_zone_pins_the_node_zone() {
 #[test]
 fn existing_nodes_are_used_before_new_ones_then_inflight_claims() {
     let mut snap = snapshot(pods("fill", 3, 500, 512), vec![pool("default")]);
-    snap.nodes.push(node("n1", "us-east-1a", "m5.large", 1930, 6903));
+    snap.nodes
+        .push(node("n1", "us-east-1a", "m5.large", 1930, 6903));
     let plan1 = plan(&snap);
     assert_eq!(plan1.existing.len(), 3);
     assert!(plan1.nodeclaims.is_empty());
     // A launched-but-unregistered claim absorbs pods too.
     let mut snap = snapshot(pods("fill", 3, 500, 512), vec![pool("default")]);
-    let mut claim = NodeClaim { name: "default-abc".into(), nodepool: "default".into(), ..Default::default() };
-    claim.requirements.add(req(INSTANCE_TYPE, Operator::In, &["m5.xlarge"]));
+    let mut claim = NodeClaim {
+        name: "default-abc".into(),
+        nodepool: "default".into(),
+        ..Default::default()
+    };
+    claim
+        .requirements
+        .add(req(INSTANCE_TYPE, Operator::In, &["m5.xlarge"]));
     claim.labels.insert(NODEPOOL.into(), "default".into());
     snap.nodeclaims.push(claim);
     let plan2 = plan(&snap);
@@ -361,7 +465,11 @@ fn cordoned_and_tainted_nodes_are_skipped() {
     let mut cordoned = node("n1", "us-east-1a", "m5.large", 1930, 6903);
     cordoned.unschedulable = true;
     let mut tainted = node("n2", "us-east-1a", "m5.large", 1930, 6903);
-    tainted.taints.push(Taint { key: "dedicated".into(), value: "x".into(), effect: TaintEffect::NoSchedule });
+    tainted.taints.push(Taint {
+        key: "dedicated".into(),
+        value: "x".into(),
+        effect: TaintEffect::NoSchedule,
+    });
     snap.nodes.extend([cordoned, tainted]);
     let plan = plan(&snap);
     assert!(plan.existing.is_empty());
@@ -374,18 +482,33 @@ fn gpu_requests_pick_gpu_types() {
     p.requests.set(RESOURCE_NVIDIA_GPU, 1);
     let plan = plan(&snapshot(vec![p], vec![pool("default")]));
     let nc = &plan.nodeclaims[0];
-    assert!(nc.instance_types.iter().all(|t| t.starts_with('g') || t.starts_with('p')), "{:?}", nc.instance_types);
+    assert!(
+        nc.instance_types
+            .iter()
+            .all(|t| t.starts_with('g') || t.starts_with('p')),
+        "{:?}",
+        nc.instance_types
+    );
 }
 
 #[test]
 fn pod_eni_request_against_types_without_trunking_names_resource_and_types() {
-    let np = pool_with("default", vec![req(INSTANCE_TYPE, Operator::In, &["t3.large", "t3.xlarge"])]);
+    let np = pool_with(
+        "default",
+        vec![req(INSTANCE_TYPE, Operator::In, &["t3.large", "t3.xlarge"])],
+    );
     let mut p = pod("sgp", 100, 100);
     p.requests.set(RESOURCE_POD_ENI, 1);
     let plan = plan(&snapshot(vec![p], vec![np]));
     let reason = &plan.unschedulable[0].reason;
-    assert!(reason.contains("requests vpc.amazonaws.com/pod-eni=1"), "{reason}");
-    assert!(reason.contains("t3.large, t3.xlarge") && reason.contains("provide none"), "{reason}");
+    assert!(
+        reason.contains("requests vpc.amazonaws.com/pod-eni=1"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("t3.large, t3.xlarge") && reason.contains("provide none"),
+        "{reason}"
+    );
 }
 
 #[test]
@@ -394,7 +517,10 @@ fn too_large_pod_reports_the_largest_type() {
     let plan = plan(&snapshot(vec![pod("huge", 200_000, 1024)], vec![np]));
     let reason = &plan.unschedulable[0].reason;
     assert!(reason.starts_with("requests cpu=200;"), "{reason}");
-    assert!(reason.contains("m5.24xlarge") || reason.contains("m5.metal"), "{reason}");
+    assert!(
+        reason.contains("m5.24xlarge") || reason.contains("m5.metal"),
+        "{reason}"
+    );
 }
 
 #[test]
@@ -404,7 +530,11 @@ fn min_values_keeps_enough_families_open() {
         vec![req(INSTANCE_FAMILY, Operator::Exists, &[]).with_min_values(Some(5))],
     );
     let plan = plan(&snapshot(vec![pod("p", 500, 512)], vec![np]));
-    let families: BTreeSet<&str> = plan.nodeclaims[0].instance_types.iter().map(|t| t.split('.').next().unwrap()).collect();
+    let families: BTreeSet<&str> = plan.nodeclaims[0]
+        .instance_types
+        .iter()
+        .map(|t| t.split('.').next().unwrap())
+        .collect();
     assert!(families.len() >= 5, "{families:?}");
 }
 
@@ -427,7 +557,10 @@ fn init_containers_and_overhead_raise_requests() {
     let mut p = pod("init", 0, 0);
     p.requests = reqs.effective();
     assert_eq!(p.requests.cpu, 3250);
-    let np = pool_with("default", vec![req(INSTANCE_TYPE, Operator::In, &["m5.large", "m5.xlarge"])]);
+    let np = pool_with(
+        "default",
+        vec![req(INSTANCE_TYPE, Operator::In, &["m5.large", "m5.xlarge"])],
+    );
     let plan = plan(&snapshot(vec![p], vec![np]));
     assert_eq!(plan.nodeclaims[0].instance_types, vec!["m5.xlarge"]);
 }

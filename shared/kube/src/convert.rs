@@ -5,13 +5,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use fleetwright_core::catalog::{KubeletSettings, NodeClassSettings};
 use fleetwright_core::labels::{DO_NOT_DISRUPT, NODEPOOL, ZONE};
-use fleetwright_core::model::{self as core, ContainerRequests, HostPort, Namespaces, TaintEffect, Toleration};
+use fleetwright_core::model::{
+    self as core, ContainerRequests, HostPort, Namespaces, TaintEffect, Toleration,
+};
 use fleetwright_core::quantity::parse_units;
 use fleetwright_core::requirements::{Operator, Requirement, Requirements};
 use fleetwright_core::resources::Resources;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
-    Node, NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, ResourceRequirements,
+    Node, NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec,
+    ResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -60,7 +63,10 @@ fn object(kind: &str, meta: &ObjectMeta) -> String {
 }
 
 fn seconds(meta: &ObjectMeta) -> i64 {
-    meta.creation_timestamp.as_ref().map(|t| t.0.as_second()).unwrap_or(0)
+    meta.creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .unwrap_or(0)
 }
 
 /// Parses a Kubernetes resource list, naming the object and field on error.
@@ -76,24 +82,39 @@ where
     Ok(out)
 }
 
-fn quantities<'a>(map: Option<&'a BTreeMap<String, Quantity>>) -> impl Iterator<Item = (&'a String, &'a str)> {
+fn quantities(map: Option<&BTreeMap<String, Quantity>>) -> impl Iterator<Item = (&String, &str)> {
     map.into_iter().flatten().map(|(k, v)| (k, v.0.as_str()))
 }
 
-fn values<'a>(map: Option<&'a BTreeMap<String, Value>>) -> Vec<(&'a String, String)> {
+fn values(map: Option<&BTreeMap<String, Value>>) -> Vec<(&String, String)> {
     map.into_iter()
         .flatten()
-        .map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
+        .map(|(k, v)| {
+            (
+                k,
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string()),
+            )
+        })
         .collect()
 }
 
-fn value_list(map: Option<&BTreeMap<String, Value>>, obj: &str, field: &str) -> Result<Resources, KubeError> {
+fn value_list(
+    map: Option<&BTreeMap<String, Value>>,
+    obj: &str,
+    field: &str,
+) -> Result<Resources, KubeError> {
     let pairs = values(map);
     resource_list(pairs.iter().map(|(k, v)| (*k, v.as_str())), obj, field)
 }
 
 /// Requests of one container: requests, defaulting to limits as the API server does.
-fn container_requests(res: Option<&ResourceRequirements>, obj: &str, field: &str) -> Result<Resources, KubeError> {
+fn container_requests(
+    res: Option<&ResourceRequirements>,
+    obj: &str,
+    field: &str,
+) -> Result<Resources, KubeError> {
     let mut merged: BTreeMap<String, &str> = BTreeMap::new();
     if let Some(r) = res {
         for (k, v) in quantities(r.limits.as_ref()) {
@@ -110,11 +131,20 @@ fn container_requests(res: Option<&ResourceRequirements>, obj: &str, field: &str
 pub fn pod_requests(spec: &PodSpec, obj: &str) -> Result<Resources, KubeError> {
     let mut reqs = ContainerRequests::default();
     for (i, c) in spec.containers.iter().enumerate() {
-        reqs.containers.push(container_requests(c.resources.as_ref(), obj, &format!("spec.containers[{i}].resources"))?);
+        reqs.containers.push(container_requests(
+            c.resources.as_ref(),
+            obj,
+            &format!("spec.containers[{i}].resources"),
+        )?);
     }
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        let r = container_requests(c.resources.as_ref(), obj, &format!("spec.initContainers[{i}].resources"))?;
-        reqs.init_containers.push((r, c.restart_policy.as_deref() == Some("Always")));
+        let r = container_requests(
+            c.resources.as_ref(),
+            obj,
+            &format!("spec.initContainers[{i}].resources"),
+        )?;
+        reqs.init_containers
+            .push((r, c.restart_policy.as_deref() == Some("Always")));
     }
     if let Some(o) = &spec.overhead {
         reqs.overhead = Some(resource_list(quantities(Some(o)), obj, "spec.overhead")?);
@@ -123,31 +153,59 @@ pub fn pod_requests(spec: &PodSpec, obj: &str) -> Result<Resources, KubeError> {
 }
 
 fn operator(op: &str, obj: &str, field: &str) -> Result<Operator, KubeError> {
-    Operator::parse(op).ok_or_else(|| KubeError::field(obj, field, format!("unknown operator {op:?}")))
+    Operator::parse(op)
+        .ok_or_else(|| KubeError::field(obj, field, format!("unknown operator {op:?}")))
 }
 
-fn requirement(key: &str, op: &str, vals: &[String], obj: &str, field: &str) -> Result<Requirement, KubeError> {
-    Requirement::new(key, operator(op, obj, field)?, vals).map_err(|e| KubeError::field(obj, field, e))
+fn requirement(
+    key: &str,
+    op: &str,
+    vals: &[String],
+    obj: &str,
+    field: &str,
+) -> Result<Requirement, KubeError> {
+    Requirement::new(key, operator(op, obj, field)?, vals)
+        .map_err(|e| KubeError::field(obj, field, e))
 }
 
-fn node_selector_term(term: &NodeSelectorTerm, obj: &str, field: &str) -> Result<Requirements, KubeError> {
+fn node_selector_term(
+    term: &NodeSelectorTerm,
+    obj: &str,
+    field: &str,
+) -> Result<Requirements, KubeError> {
     let mut reqs = Requirements::new();
     for (i, e) in term.match_expressions.iter().flatten().enumerate() {
         let f = format!("{field}.matchExpressions[{i}]");
-        reqs.add(requirement(&e.key, &e.operator, e.values.as_deref().unwrap_or_default(), obj, &f)?);
+        reqs.add(requirement(
+            &e.key,
+            &e.operator,
+            e.values.as_deref().unwrap_or_default(),
+            obj,
+            &f,
+        )?);
     }
     Ok(reqs)
 }
 
 /// A label selector as requirements (`matchLabels` as `In`, `matchExpressions` as written).
-pub fn label_selector(sel: &LabelSelector, obj: &str, field: &str) -> Result<Requirements, KubeError> {
+pub fn label_selector(
+    sel: &LabelSelector,
+    obj: &str,
+    field: &str,
+) -> Result<Requirements, KubeError> {
     let mut reqs = Requirements::new();
     for (k, v) in sel.match_labels.iter().flatten() {
         reqs.add(Requirement::single(k, v));
     }
     for (i, e) in sel.match_expressions.iter().flatten().enumerate() {
         let f = format!("{field}.matchExpressions[{i}]");
-        reqs.add(requirement(&e.key, &e.operator, e.values.as_deref().unwrap_or_default(), obj, &f)?);
+        reqs.add(requirement(
+            &e.key,
+            &e.operator,
+            e.values.as_deref().unwrap_or_default(),
+            obj,
+            &f,
+        )?);
     }
     Ok(reqs)
 }
@@ -178,17 +236,28 @@ fn affinity_term(
     }
     let namespaces = match (&t.namespaces, &t.namespace_selector) {
         (_, Some(_)) => Namespaces::All,
-        (Some(list), None) if !list.is_empty() => Namespaces::Listed(list.iter().cloned().collect()),
+        (Some(list), None) if !list.is_empty() => {
+            Namespaces::Listed(list.iter().cloned().collect())
+        }
         _ => Namespaces::Listed(BTreeSet::from([pod_ns.to_string()])),
     };
-    Ok(core::PodAffinityTerm { selector, namespaces, topology_key: t.topology_key.clone() })
+    Ok(core::PodAffinityTerm {
+        selector,
+        namespaces,
+        topology_key: t.topology_key.clone(),
+    })
 }
 
 fn taint_effect(effect: &str, obj: &str, field: &str) -> Result<TaintEffect, KubeError> {
-    TaintEffect::parse(effect).ok_or_else(|| KubeError::field(obj, field, format!("unknown taint effect {effect:?}")))
+    TaintEffect::parse(effect)
+        .ok_or_else(|| KubeError::field(obj, field, format!("unknown taint effect {effect:?}")))
 }
 
-fn toleration(t: &k8s_openapi::api::core::v1::Toleration, obj: &str, field: &str) -> Result<Toleration, KubeError> {
+fn toleration(
+    t: &k8s_openapi::api::core::v1::Toleration,
+    obj: &str,
+    field: &str,
+) -> Result<Toleration, KubeError> {
     let effect = match t.effect.as_deref() {
         None | Some("") => None,
         Some(e) => Some(taint_effect(e, obj, &format!("{field}.effect"))?),
@@ -203,7 +272,10 @@ fn toleration(t: &k8s_openapi::api::core::v1::Toleration, obj: &str, field: &str
 
 /// Converts a pod spec and metadata into the core pod.
 pub fn pod_from_spec(meta: &ObjectMeta, spec: &PodSpec, obj: &str) -> Result<core::Pod, KubeError> {
-    let namespace = meta.namespace.clone().unwrap_or_else(|| "default".to_string());
+    let namespace = meta
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".to_string());
     let labels = meta.labels.clone().unwrap_or_default();
     let annotations = meta.annotations.clone().unwrap_or_default();
     let mut p = core::Pod {
@@ -222,15 +294,26 @@ pub fn pod_from_spec(meta: &ObjectMeta, spec: &PodSpec, obj: &str) -> Result<cor
             .unwrap_or(0),
         ..Default::default()
     };
-    if let Some(owner) = meta.owner_references.iter().flatten().find(|o| o.controller == Some(true)) {
+    if let Some(owner) = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+    {
         p.owner_kind = Some(owner.kind.clone());
         p.owner_name = Some(owner.name.clone());
     }
     for (i, t) in spec.tolerations.iter().flatten().enumerate() {
-        p.tolerations.push(toleration(t, obj, &format!("spec.tolerations[{i}]"))?);
+        p.tolerations
+            .push(toleration(t, obj, &format!("spec.tolerations[{i}]"))?);
     }
     for (ci, c) in spec.containers.iter().enumerate() {
-        for port in c.ports.iter().flatten().filter(|p| p.host_port.unwrap_or(0) > 0) {
+        for port in c
+            .ports
+            .iter()
+            .flatten()
+            .filter(|p| p.host_port.unwrap_or(0) > 0)
+        {
             let _ = ci;
             p.host_ports.push(HostPort {
                 port: port.host_port.unwrap_or(0),
@@ -247,33 +330,74 @@ pub fn pod_from_spec(meta: &ObjectMeta, spec: &PodSpec, obj: &str) -> Result<cor
                     p.required_terms.push(node_selector_term(t, obj, &f)?);
                 }
             }
-            for (i, t) in na.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+            for (i, t) in na
+                .preferred_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
                 let f = format!("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference");
-                p.preferred_terms.push((t.weight, node_selector_term(&t.preference, obj, &f)?));
+                p.preferred_terms
+                    .push((t.weight, node_selector_term(&t.preference, obj, &f)?));
             }
         }
         if let Some(pa) = &aff.pod_affinity {
-            for (i, t) in pa.required_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
-                let f = format!("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
-                p.affinity.push(affinity_term(t, &namespace, &labels, obj, &f)?);
+            for (i, t) in pa
+                .required_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let f = format!(
+                    "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
+                );
+                p.affinity
+                    .push(affinity_term(t, &namespace, &labels, obj, &f)?);
             }
-            for (i, t) in pa.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+            for (i, t) in pa
+                .preferred_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
                 let f = format!("spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
-                p.preferred_affinity.push((t.weight, affinity_term(&t.pod_affinity_term, &namespace, &labels, obj, &f)?));
+                p.preferred_affinity.push((
+                    t.weight,
+                    affinity_term(&t.pod_affinity_term, &namespace, &labels, obj, &f)?,
+                ));
             }
         }
         if let Some(pa) = &aff.pod_anti_affinity {
-            for (i, t) in pa.required_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+            for (i, t) in pa
+                .required_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
                 let f = format!("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
-                p.anti_affinity.push(affinity_term(t, &namespace, &labels, obj, &f)?);
+                p.anti_affinity
+                    .push(affinity_term(t, &namespace, &labels, obj, &f)?);
             }
-            for (i, t) in pa.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+            for (i, t) in pa
+                .preferred_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
                 let f = format!("spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
-                p.preferred_anti_affinity.push((t.weight, affinity_term(&t.pod_affinity_term, &namespace, &labels, obj, &f)?));
+                p.preferred_anti_affinity.push((
+                    t.weight,
+                    affinity_term(&t.pod_affinity_term, &namespace, &labels, obj, &f)?,
+                ));
             }
         }
     }
-    for (i, c) in spec.topology_spread_constraints.iter().flatten().enumerate() {
+    for (i, c) in spec
+        .topology_spread_constraints
+        .iter()
+        .flatten()
+        .enumerate()
+    {
         let f = format!("spec.topologySpreadConstraints[{i}]");
         let mut selector = match &c.label_selector {
             Some(s) => label_selector(s, obj, &format!("{f}.labelSelector"))?,
@@ -287,10 +411,20 @@ pub fn pod_from_spec(meta: &ObjectMeta, spec: &PodSpec, obj: &str) -> Result<cor
         let hard = match c.when_unsatisfiable.as_str() {
             "DoNotSchedule" => true,
             "ScheduleAnyway" => false,
-            other => return Err(KubeError::field(obj, format!("{f}.whenUnsatisfiable"), format!("unknown value {other:?}"))),
+            other => {
+                return Err(KubeError::field(
+                    obj,
+                    format!("{f}.whenUnsatisfiable"),
+                    format!("unknown value {other:?}"),
+                ))
+            }
         };
         if c.max_skew < 1 {
-            return Err(KubeError::field(obj, format!("{f}.maxSkew"), "must be at least 1"));
+            return Err(KubeError::field(
+                obj,
+                format!("{f}.maxSkew"),
+                "must be at least 1",
+            ));
         }
         p.spread.push(core::SpreadConstraint {
             max_skew: c.max_skew,
@@ -304,7 +438,10 @@ pub fn pod_from_spec(meta: &ObjectMeta, spec: &PodSpec, obj: &str) -> Result<cor
 }
 
 /// PVC name → zones of its bound volume, from the volume's node affinity or zone label.
-pub fn volume_zones(pvcs: &[PersistentVolumeClaim], pvs: &[PersistentVolume]) -> BTreeMap<(String, String), BTreeSet<String>> {
+pub fn volume_zones(
+    pvcs: &[PersistentVolumeClaim],
+    pvs: &[PersistentVolume],
+) -> BTreeMap<(String, String), BTreeSet<String>> {
     let mut pv_zones: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for pv in pvs {
         let name = pv.metadata.name.clone().unwrap_or_default();
@@ -312,10 +449,18 @@ pub fn volume_zones(pvcs: &[PersistentVolumeClaim], pvs: &[PersistentVolume]) ->
         if let Some(z) = pv.metadata.labels.as_ref().and_then(|l| l.get(ZONE)) {
             zones.insert(z.clone());
         }
-        let terms = pv.spec.as_ref().and_then(|s| s.node_affinity.as_ref()).and_then(|a| a.required.as_ref());
-        for term in terms.map(|t| t.node_selector_terms.as_slice()).unwrap_or_default() {
+        let terms = pv
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_affinity.as_ref())
+            .and_then(|a| a.required.as_ref());
+        for term in terms
+            .map(|t| t.node_selector_terms.as_slice())
+            .unwrap_or_default()
+        {
             for e in term.match_expressions.iter().flatten() {
-                if (e.key == ZONE || e.key == "topology.ebs.csi.aws.com/zone") && e.operator == "In" {
+                if (e.key == ZONE || e.key == "topology.ebs.csi.aws.com/zone") && e.operator == "In"
+                {
                     zones.extend(e.values.iter().flatten().cloned());
                 }
             }
@@ -328,7 +473,10 @@ pub fn volume_zones(pvcs: &[PersistentVolumeClaim], pvs: &[PersistentVolume]) ->
     for pvc in pvcs {
         let volume = pvc.spec.as_ref().and_then(|s| s.volume_name.clone());
         if let Some(zones) = volume.and_then(|v| pv_zones.get(&v)) {
-            let key = (pvc.metadata.namespace.clone().unwrap_or_default(), pvc.metadata.name.clone().unwrap_or_default());
+            let key = (
+                pvc.metadata.namespace.clone().unwrap_or_default(),
+                pvc.metadata.name.clone().unwrap_or_default(),
+            );
             out.insert(key, zones.clone());
         }
     }
@@ -336,9 +484,15 @@ pub fn volume_zones(pvcs: &[PersistentVolumeClaim], pvs: &[PersistentVolume]) ->
 }
 
 /// Converts a pod.
-pub fn pod(p: &Pod, volume_zones: &BTreeMap<(String, String), BTreeSet<String>>) -> Result<core::Pod, KubeError> {
+pub fn pod(
+    p: &Pod,
+    volume_zones: &BTreeMap<(String, String), BTreeSet<String>>,
+) -> Result<core::Pod, KubeError> {
     let obj = object("Pod", &p.metadata);
-    let spec = p.spec.as_ref().ok_or_else(|| KubeError::field(&obj, "spec", "missing"))?;
+    let spec = p
+        .spec
+        .as_ref()
+        .ok_or_else(|| KubeError::field(&obj, "spec", "missing"))?;
     let mut out = pod_from_spec(&p.metadata, spec, &obj)?;
     let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
     out.terminal = matches!(phase, Some("Succeeded") | Some("Failed"));
@@ -360,11 +514,24 @@ pub fn pod(p: &Pod, volume_zones: &BTreeMap<(String, String), BTreeSet<String>>)
 pub fn node(n: &Node) -> Result<core::Node, KubeError> {
     let obj = object("Node", &n.metadata);
     let status = n.status.as_ref();
-    let allocatable = resource_list(quantities(status.and_then(|s| s.allocatable.as_ref())), &obj, "status.allocatable")?;
-    let capacity = resource_list(quantities(status.and_then(|s| s.capacity.as_ref())), &obj, "status.capacity")?;
+    let allocatable = resource_list(
+        quantities(status.and_then(|s| s.allocatable.as_ref())),
+        &obj,
+        "status.allocatable",
+    )?;
+    let capacity = resource_list(
+        quantities(status.and_then(|s| s.capacity.as_ref())),
+        &obj,
+        "status.capacity",
+    )?;
     let spec = n.spec.as_ref();
     let mut taints = Vec::new();
-    for (i, t) in spec.and_then(|s| s.taints.as_ref()).into_iter().flatten().enumerate() {
+    for (i, t) in spec
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         taints.push(core::Taint {
             key: t.key.clone(),
             value: t.value.clone().unwrap_or_default(),
@@ -404,11 +571,17 @@ fn taints(list: &[crds::TaintSpec], obj: &str, field: &str) -> Result<Vec<core::
         .collect()
 }
 
-fn requirements(list: &[crds::NodeSelectorRequirementWithMinValues], obj: &str, field: &str) -> Result<Requirements, KubeError> {
+fn requirements(
+    list: &[crds::NodeSelectorRequirementWithMinValues],
+    obj: &str,
+    field: &str,
+) -> Result<Requirements, KubeError> {
     let mut reqs = Requirements::new();
     for (i, r) in list.iter().enumerate() {
         let f = format!("{field}[{i}]");
-        reqs.add(requirement(&r.key, &r.operator, &r.values, obj, &f)?.with_min_values(r.min_values));
+        reqs.add(
+            requirement(&r.key, &r.operator, &r.values, obj, &f)?.with_min_values(r.min_values),
+        );
     }
     Ok(reqs)
 }
@@ -431,7 +604,9 @@ pub fn duration_seconds(text: &str) -> Result<Option<i64>, String> {
         if c == 'm' && chars.peek() == Some(&'s') {
             unit.push(chars.next().unwrap_or('s'));
         }
-        let n: f64 = number.parse().map_err(|_| format!("invalid duration {text:?}"))?;
+        let n: f64 = number
+            .parse()
+            .map_err(|_| format!("invalid duration {text:?}"))?;
         number.clear();
         total += n * match unit.as_str() {
             "h" => 3600.0,
@@ -443,7 +618,9 @@ pub fn duration_seconds(text: &str) -> Result<Option<i64>, String> {
         any = true;
     }
     if !number.is_empty() || !any {
-        return Err(format!("invalid duration {text:?}: expected a number and a unit such as 30s or 720h"));
+        return Err(format!(
+            "invalid duration {text:?}: expected a number and a unit such as 30s or 720h"
+        ));
     }
     Ok(Some(total.round() as i64))
 }
@@ -459,37 +636,65 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
     }
     let disruption = spec.disruption.clone().unwrap_or_default();
     let consolidation_policy = match disruption.consolidation_policy.as_deref() {
-        None | Some("WhenEmptyOrUnderutilized") => core::ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        None | Some("WhenEmptyOrUnderutilized") => {
+            core::ConsolidationPolicy::WhenEmptyOrUnderutilized
+        }
         Some("WhenEmpty") => core::ConsolidationPolicy::WhenEmpty,
         Some(other) => {
-            return Err(KubeError::field(&obj, "spec.disruption.consolidationPolicy", format!("unknown policy {other:?}")))
+            return Err(KubeError::field(
+                &obj,
+                "spec.disruption.consolidationPolicy",
+                format!("unknown policy {other:?}"),
+            ))
         }
     };
     let consolidate_after = match disruption.consolidate_after.as_deref() {
         None => Some(0),
-        Some(d) => duration_seconds(d).map_err(|e| KubeError::field(&obj, "spec.disruption.consolidateAfter", e))?,
+        Some(d) => duration_seconds(d)
+            .map_err(|e| KubeError::field(&obj, "spec.disruption.consolidateAfter", e))?,
     };
     let expire_after = match tmpl.expire_after.as_deref() {
         None => Some(720 * 3600),
-        Some(d) => duration_seconds(d).map_err(|e| KubeError::field(&obj, "spec.template.spec.expireAfter", e))?,
+        Some(d) => duration_seconds(d)
+            .map_err(|e| KubeError::field(&obj, "spec.template.spec.expireAfter", e))?,
     };
     let mut budgets = Vec::new();
     for (i, b) in disruption.budgets.iter().enumerate() {
         let duration = match &b.duration {
-            Some(d) => duration_seconds(d).map_err(|e| KubeError::field(&obj, format!("spec.disruption.budgets[{i}].duration"), e))?,
+            Some(d) => duration_seconds(d).map_err(|e| {
+                KubeError::field(&obj, format!("spec.disruption.budgets[{i}].duration"), e)
+            })?,
             None => None,
         };
-        budgets.push(core::Budget { nodes: b.nodes.clone(), schedule: b.schedule.clone(), duration, reasons: b.reasons.clone() });
+        budgets.push(core::Budget {
+            nodes: b.nodes.clone(),
+            schedule: b.schedule.clone(),
+            duration,
+            reasons: b.reasons.clone(),
+        });
     }
     Ok(core::NodePool {
         name: p.metadata.name.clone().unwrap_or_default(),
         weight: spec.weight.unwrap_or(0),
         requirements: requirements(&tmpl.requirements, &obj, "spec.template.spec.requirements")?,
-        labels: spec.template.metadata.as_ref().map(|m| m.labels.clone()).unwrap_or_default(),
+        labels: spec
+            .template
+            .metadata
+            .as_ref()
+            .map(|m| m.labels.clone())
+            .unwrap_or_default(),
         taints: taints(&tmpl.taints, &obj, "spec.template.spec.taints")?,
-        startup_taints: taints(&tmpl.startup_taints, &obj, "spec.template.spec.startupTaints")?,
+        startup_taints: taints(
+            &tmpl.startup_taints,
+            &obj,
+            "spec.template.spec.startupTaints",
+        )?,
         limits,
-        node_class: tmpl.node_class_ref.as_ref().map(|r| r.name.clone()).unwrap_or_default(),
+        node_class: tmpl
+            .node_class_ref
+            .as_ref()
+            .map(|r| r.name.clone())
+            .unwrap_or_default(),
         consolidation_policy,
         consolidate_after,
         expire_after,
@@ -503,9 +708,15 @@ pub fn nodeclass_settings(c: &EC2NodeClass) -> Result<NodeClassSettings, KubeErr
     let obj = object("EC2NodeClass", &c.metadata);
     let mut out = NodeClassSettings::default();
     if let Some(k) = &c.spec.kubelet {
-        let list = |m: &Option<BTreeMap<String, String>>, field: &str| -> Result<Option<Resources>, KubeError> {
+        let list = |m: &Option<BTreeMap<String, String>>,
+                    field: &str|
+         -> Result<Option<Resources>, KubeError> {
             match m {
-                Some(m) => Ok(Some(resource_list(m.iter().map(|(k, v)| (k, v.as_str())), &obj, field)?)),
+                Some(m) => Ok(Some(resource_list(
+                    m.iter().map(|(k, v)| (k, v.as_str())),
+                    &obj,
+                    field,
+                )?)),
                 None => Ok(None),
             }
         };
@@ -526,8 +737,13 @@ pub fn nodeclass_settings(c: &EC2NodeClass) -> Result<NodeClassSettings, KubeErr
         .or_else(|| c.spec.block_device_mappings.iter().enumerate().next());
     if let Some((i, b)) = root {
         if let Some(size) = b.ebs.as_ref().and_then(|e| e.volume_size.as_ref()) {
-            let bytes = parse_units(size)
-                .map_err(|e| KubeError::field(&obj, format!("spec.blockDeviceMappings[{i}].ebs.volumeSize"), e))?;
+            let bytes = parse_units(size).map_err(|e| {
+                KubeError::field(
+                    &obj,
+                    format!("spec.blockDeviceMappings[{i}].ebs.volumeSize"),
+                    e,
+                )
+            })?;
             out.root_volume_bytes = Some(bytes);
         }
     }
@@ -540,7 +756,12 @@ pub fn nodeclaim(c: &NodeClaim) -> Result<core::NodeClaim, KubeError> {
     let obj = object("NodeClaim", &c.metadata);
     let labels = c.metadata.labels.clone().unwrap_or_default();
     let status = c.status.clone().unwrap_or_default();
-    let condition = |t: &str| status.conditions.iter().any(|x| x.type_ == t && x.status == "True");
+    let condition = |t: &str| {
+        status
+            .conditions
+            .iter()
+            .any(|x| x.type_ == t && x.status == "True")
+    };
     let allocatable = match &status.allocatable {
         Some(a) if !a.is_empty() => Some(value_list(Some(a), &obj, "status.allocatable")?),
         _ => None,
@@ -572,12 +793,18 @@ pub fn nodeclaim(c: &NodeClaim) -> Result<core::NodeClaim, KubeError> {
 /// Converts a DaemonSet into the pod it would run.
 pub fn daemonset(d: &DaemonSet) -> Result<core::DaemonSet, KubeError> {
     let obj = object("DaemonSet", &d.metadata);
-    let spec = d.spec.as_ref().ok_or_else(|| KubeError::field(&obj, "spec", "missing"))?;
+    let spec = d
+        .spec
+        .as_ref()
+        .ok_or_else(|| KubeError::field(&obj, "spec", "missing"))?;
     let template = &spec.template;
     let mut meta = template.metadata.clone().unwrap_or_default();
     meta.namespace = d.metadata.namespace.clone();
     meta.name = d.metadata.name.clone();
-    let pod_spec = template.spec.as_ref().ok_or_else(|| KubeError::field(&obj, "spec.template.spec", "missing"))?;
+    let pod_spec = template
+        .spec
+        .as_ref()
+        .ok_or_else(|| KubeError::field(&obj, "spec.template.spec", "missing"))?;
     let mut pod = pod_from_spec(&meta, pod_spec, &obj)?;
     pod.owner_kind = Some("DaemonSet".into());
     pod.owner_name = d.metadata.name.clone();
@@ -599,7 +826,11 @@ pub fn pdb(p: &PodDisruptionBudget) -> Result<core::Pdb, KubeError> {
         namespace: p.metadata.namespace.clone().unwrap_or_default(),
         name: p.metadata.name.clone().unwrap_or_default(),
         selector,
-        disruptions_allowed: p.status.as_ref().map(|s| s.disruptions_allowed).unwrap_or(0),
+        disruptions_allowed: p
+            .status
+            .as_ref()
+            .map(|s| s.disruptions_allowed)
+            .unwrap_or(0),
     })
 }
 

@@ -216,7 +216,11 @@ pub struct KubeletConfiguration {
     pub eviction_hard: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eviction_soft: Option<BTreeMap<String, String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "clusterDNS")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "clusterDNS"
+    )]
     pub cluster_dns: Option<Vec<String>>,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
@@ -269,7 +273,11 @@ pub struct NodeClaim {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeClaimStatus {
-    #[serde(default, rename = "providerID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "providerID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provider_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,

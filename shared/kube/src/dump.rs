@@ -45,9 +45,17 @@ pub fn parse(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
 }
 
 fn add_object(dump: &mut ClusterDump, value: Value, source: &str) -> Result<(), KubeError> {
-    let kind = value.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+    let kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     if kind == "List" || kind.ends_with("List") && value.get("items").is_some() {
-        let items = value.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
+        let items = value
+            .get("items")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         for item in items {
             add_object(dump, item, source)?;
         }
@@ -89,8 +97,14 @@ pub fn typed<T: DeserializeOwned>(value: Value, kind: &str) -> Result<T, KubeErr
 /// `Kind namespace/name` (or `Kind name`) for messages.
 pub fn object_name(kind: &str, value: &Value) -> String {
     let meta = value.get("metadata");
-    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("<unnamed>");
-    match meta.and_then(|m| m.get("namespace")).and_then(Value::as_str) {
+    let name = meta
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("<unnamed>");
+    match meta
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+    {
         Some(ns) => format!("{kind} {ns}/{name}"),
         None => format!("{kind} {name}"),
     }

@@ -18,7 +18,11 @@ pub enum KubeError {
 }
 
 impl KubeError {
-    pub fn field(object: impl Into<String>, field: impl Into<String>, reason: impl ToString) -> Self {
+    pub fn field(
+        object: impl Into<String>,
+        field: impl Into<String>,
+        reason: impl ToString,
+    ) -> Self {
         KubeError::Field {
             object: object.into(),
             field: field.into(),

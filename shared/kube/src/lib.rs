@@ -9,7 +9,10 @@ pub mod error;
 pub use error::KubeError;
 
 /// Reads a cluster dump (a `kind: List` or a YAML stream) straight into a core snapshot.
-pub fn snapshot_from_yaml(text: &str, source: &str) -> Result<fleetwright_core::Snapshot, KubeError> {
+pub fn snapshot_from_yaml(
+    text: &str,
+    source: &str,
+) -> Result<fleetwright_core::Snapshot, KubeError> {
     let dump = dump::parse(text, source)?;
     convert::snapshot_from_dump(&dump)
 }

@@ -18,7 +18,9 @@ pub fn pod(name: &str, cpu: i64, mem_mib: i64) -> Pod {
 }
 
 pub fn pods(prefix: &str, n: usize, cpu: i64, mem_mib: i64) -> Vec<Pod> {
-    (0..n).map(|i| pod(&format!("{prefix}-{i}"), cpu, mem_mib)).collect()
+    (0..n)
+        .map(|i| pod(&format!("{prefix}-{i}"), cpu, mem_mib))
+        .collect()
 }
 
 pub fn labelled(mut p: Pod, pairs: &[(&str, &str)]) -> Pod {
@@ -29,7 +31,10 @@ pub fn labelled(mut p: Pod, pairs: &[(&str, &str)]) -> Pod {
 }
 
 pub fn sel(pairs: &[(&str, &str)]) -> Requirements {
-    let labels: BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let labels: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     Requirements::from_labels(&labels)
 }
 
@@ -38,7 +43,11 @@ pub fn req(key: &str, op: Operator, values: &[&str]) -> Requirement {
 }
 
 pub fn pool(name: &str) -> NodePool {
-    NodePool { name: name.into(), node_class: "default".into(), ..Default::default() }
+    NodePool {
+        name: name.into(),
+        node_class: "default".into(),
+        ..Default::default()
+    }
 }
 
 pub fn pool_with(name: &str, reqs: Vec<Requirement>) -> NodePool {
@@ -50,7 +59,11 @@ pub fn pool_with(name: &str, reqs: Vec<Requirement>) -> NodePool {
 }
 
 pub fn zones3() -> Requirement {
-    req(ZONE, Operator::In, &["us-east-1a", "us-east-1b", "us-east-1c"])
+    req(
+        ZONE,
+        Operator::In,
+        &["us-east-1a", "us-east-1b", "us-east-1c"],
+    )
 }
 
 pub fn same_ns() -> Namespaces {
@@ -58,21 +71,41 @@ pub fn same_ns() -> Namespaces {
 }
 
 pub fn term(pairs: &[(&str, &str)], key: &str) -> PodAffinityTerm {
-    PodAffinityTerm { selector: sel(pairs), namespaces: same_ns(), topology_key: key.into() }
+    PodAffinityTerm {
+        selector: sel(pairs),
+        namespaces: same_ns(),
+        topology_key: key.into(),
+    }
 }
 
 pub fn spread(key: &str, skew: i32, pairs: &[(&str, &str)]) -> SpreadConstraint {
-    SpreadConstraint { max_skew: skew, topology_key: key.into(), hard: true, selector: sel(pairs), min_domains: None }
+    SpreadConstraint {
+        max_skew: skew,
+        topology_key: key.into(),
+        hard: true,
+        selector: sel(pairs),
+        min_domains: None,
+    }
 }
 
 pub fn snapshot(pods: Vec<Pod>, pools: Vec<NodePool>) -> Snapshot {
-    Snapshot { pods, nodepools: pools, ..Default::default() }
+    Snapshot {
+        pods,
+        nodepools: pools,
+        ..Default::default()
+    }
 }
 
 pub fn with_max_pods(mut snap: Snapshot, max_pods: i64) -> Snapshot {
     snap.node_classes.insert(
         "default".into(),
-        NodeClassSettings { kubelet: KubeletSettings { max_pods: Some(max_pods), ..Default::default() }, ..Default::default() },
+        NodeClassSettings {
+            kubelet: KubeletSettings {
+                max_pods: Some(max_pods),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
     );
     snap
 }
@@ -95,8 +128,15 @@ pub fn zone_of(plan: &Plan, pod: &str) -> Option<String> {
 pub fn daemonset(name: &str, cpu: i64, mem_mib: i64) -> DaemonSet {
     let mut p = Pod::new("kube-system", name, Resources::new(cpu, mem_mib * MIB));
     p.owner_kind = Some("DaemonSet".into());
-    p.tolerations.push(Toleration { exists: true, ..Default::default() });
-    DaemonSet { namespace: "kube-system".into(), name: name.into(), pod: p }
+    p.tolerations.push(Toleration {
+        exists: true,
+        ..Default::default()
+    });
+    DaemonSet {
+        namespace: "kube-system".into(),
+        name: name.into(),
+        pod: p,
+    }
 }
 
 pub fn node(name: &str, zone: &str, itype: &str, cpu: i64, mem_mib: i64) -> Node {
@@ -110,5 +150,12 @@ pub fn node(name: &str, zone: &str, itype: &str, cpu: i64, mem_mib: i64) -> Node
     let mut allocatable = Resources::new(cpu, mem_mib * MIB);
     allocatable.pods = 110;
     allocatable.ephemeral = 20 * GIB;
-    Node { name: name.into(), labels, allocatable: allocatable.clone(), capacity: allocatable, ready: true, ..Default::default() }
+    Node {
+        name: name.into(),
+        labels,
+        allocatable: allocatable.clone(),
+        capacity: allocatable,
+        ready: true,
+        ..Default::default()
+    }
 }

@@ -1,0 +1,200 @@
+//! End-to-end tests of `fleetwright plan` and `fleetwright bench` through the built binary.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn fleetwright(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fleetwright"))
+        .args(args)
+        .env("FLEETWRIGHT_LOG", "info")
+        .output()
+        .expect("run fleetwright")
+}
+
+fn fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn json(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+fn write_temp(name: &str, text: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("fleetwright-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn plan_on_the_embedded_example_places_all_inflate_pods_on_small_spot_nodes() {
+    let out = fleetwright(&["plan"]);
+    let plan = json(&out);
+    for key in ["nodeclaims", "existing", "unschedulable", "cost"] {
+        assert!(plan.get(key).is_some(), "missing {key}");
+    }
+    let claims = plan["nodeclaims"].as_array().unwrap();
+    let pods: usize = claims
+        .iter()
+        .map(|c| c["pods"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(pods, 10);
+    for c in claims {
+        assert_eq!(c["nodepool"], "dev");
+        assert_eq!(c["capacityTypes"], serde_json::json!(["spot"]));
+        let types = c["instanceTypes"].as_array().unwrap();
+        assert!(!types.is_empty() && types.len() <= 60);
+        for t in types {
+            let size = t.as_str().unwrap().split('.').nth(1).unwrap();
+            assert!(
+                ["medium", "large", "xlarge", "2xlarge"].contains(&size),
+                "{t}"
+            );
+        }
+        assert!(c["price"].as_f64().unwrap() > 0.0);
+        assert!(c["pods"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("default/inflate-"));
+    }
+    let cost = &plan["cost"];
+    assert!(cost["lowerBound"].as_f64().unwrap() <= cost["hourly"].as_f64().unwrap());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("found provisionable pod(s)"), "{stderr}");
+    assert!(stderr.contains("computed packing of"), "{stderr}");
+}
+
+#[test]
+fn karpenter_v1_manifests_are_accepted_unchanged() {
+    let plan = json(&fleetwright(&[
+        "plan",
+        "--cluster",
+        &fixture("v1-general-purpose.yaml"),
+    ]));
+    let claims = plan["nodeclaims"].as_array().unwrap();
+    assert_eq!(claims.len(), 1, "{plan:#}");
+    let c = &claims[0];
+    assert_eq!(c["nodepool"], "general-purpose");
+    assert_eq!(c["capacityTypes"], serde_json::json!(["on-demand"]));
+    // Limits default to requests, so both pods count 750m.
+    assert_eq!(c["requests"]["cpu"], "1500m");
+    assert_eq!(c["pods"], serde_json::json!(["shop/api-0", "shop/api-1"]));
+    for t in c["instanceTypes"].as_array().unwrap() {
+        let family = t.as_str().unwrap();
+        assert!(
+            family.starts_with('c') || family.starts_with('m') || family.starts_with('r'),
+            "{family}"
+        );
+    }
+}
+
+#[test]
+fn table_output_lists_claims_and_cost() {
+    let out = fleetwright(&["plan", "--output", "table"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("NODEPOOL"), "{text}");
+    assert!(text.contains("cost: $"), "{text}");
+}
+
+#[test]
+fn a_bad_operator_names_the_object_and_field_and_exits_non_zero() {
+    let bad = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: broken}\nspec:\n  template:\n    spec:\n      requirements:\n      - {key: kubernetes.io/arch, operator: Within, values: [amd64]}\n";
+    let out = fleetwright(&["plan", "--cluster", &write_temp("bad-op.yaml", bad)]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("NodePool broken"), "{stderr}");
+    assert!(
+        stderr.contains("spec.template.spec.requirements[0]"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Within"), "{stderr}");
+}
+
+#[test]
+fn a_bad_quantity_names_the_pod_and_field() {
+    let bad = "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: shop}\nspec:\n  containers:\n  - name: c\n    resources:\n      requests: {cpu: lots}\n";
+    let out = fleetwright(&["plan", "--cluster", &write_temp("bad-qty.yaml", bad)]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Pod shop/web"), "{stderr}");
+    assert!(
+        stderr.contains("spec.containers[0].resources.cpu"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn malformed_yaml_and_missing_files_fail_cleanly() {
+    let out = fleetwright(&[
+        "plan",
+        "--cluster",
+        &write_temp("bad.yaml", "kind: [unclosed"),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.yaml"));
+    let out = fleetwright(&["plan", "--cluster", "/nonexistent/dump.yaml"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/dump.yaml"));
+    let out = fleetwright(&["plan", "--instance-types", "x.json"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("go together"));
+}
+
+#[test]
+fn catalog_documents_replace_the_embedded_catalog() {
+    let types = r#"{"InstanceTypes": [
+      {"InstanceType": "m5.large", "Hypervisor": "nitro", "SupportedUsageClasses": ["on-demand", "spot"],
+       "VCpuInfo": {"DefaultVCpus": 2}, "MemoryInfo": {"SizeInMiB": 8192},
+       "ProcessorInfo": {"SupportedArchitectures": ["x86_64"], "Manufacturer": "Intel"},
+       "NetworkInfo": {"MaximumNetworkInterfaces": 3, "Ipv4AddressesPerInterface": 10,
+         "DefaultNetworkCardIndex": 0, "NetworkCards": [{"MaximumNetworkInterfaces": 3, "BaselineBandwidthInGbps": 0.75}]}}]}"#;
+    let offerings = r#"{"InstanceTypeOfferings": [
+      {"InstanceType": "m5.large", "LocationType": "availability-zone", "Location": "eu-west-1a"}]}"#;
+    let prices = "instance_type,usd_per_hour\nm5.large,0.107\n";
+    let dump = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  containers:\n  - name: c\n    resources: {requests: {cpu: 500m}}\n---\napiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  template:\n    spec:\n      requirements:\n      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n";
+    let out = fleetwright(&[
+        "plan",
+        "--cluster",
+        &write_temp("one-pod.yaml", dump),
+        "--instance-types",
+        &write_temp("types.json", types),
+        "--offerings",
+        &write_temp("offerings.json", offerings),
+        "--prices",
+        &write_temp("prices.csv", prices),
+        "--region",
+        "eu-west-1",
+    ]);
+    let plan = json(&out);
+    let c = &plan["nodeclaims"][0];
+    assert_eq!(c["instanceTypes"], serde_json::json!(["m5.large"]));
+    assert_eq!(c["zones"], serde_json::json!(["eu-west-1a"]));
+    assert_eq!(c["price"], 0.107);
+}
+
+#[test]
+fn bench_prints_throughput_cost_ratio_and_memory() {
+    let out = fleetwright(&["bench", "--pods", "200", "--repeat", "1", "--json"]);
+    let report = json(&out);
+    let t = &report["throughput"][0];
+    assert_eq!(t["pods"], 200);
+    assert!(t["pods_per_second"].as_f64().unwrap() > 0.0);
+    assert_eq!(report["cost"].as_array().unwrap().len(), 4);
+    for c in report["cost"].as_array().unwrap() {
+        assert!(c["ratio"].as_f64().unwrap() >= 1.0 - 1e-9, "{c}");
+    }
+    assert!(report["peak_rss_mib"].as_f64().unwrap() > 0.0);
+}
