@@ -1,0 +1,381 @@
+//! Scheduling simulation and bin-packing: places pending pods on existing nodes, then in-flight
+//! NodeClaims, then new NodeClaims whose instance-type options are the cheapest types that fit,
+//! honouring requests, node selectors and affinity, tolerations, pod (anti-)affinity, topology
+//! spread, host ports, DaemonSet overhead, NodePool weights, limits and requirements, and volume
+//! zones. First-fit-decreasing, capped by the LP optimum's node size, then improved by trying
+//! other caps; the plan carries its cost and the LP lower bound.
+
+mod classes;
+mod output;
+mod place;
+mod pools;
+mod repack;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::catalog::{offering_allowed, Catalog, InstanceType, NodeClassSettings};
+use crate::labels::*;
+use crate::lp;
+use crate::model::*;
+use crate::plan::{Cost, ExistingPlacement, NewNodeClaim, Plan, RequirementOut, Unschedulable};
+use crate::requirements::{Requirement, Requirements};
+use crate::resources::Resources;
+use crate::topology::{GroupKey, Kind, Topology};
+use classes::pending_pods;
+use pools::build_pools;
+pub(crate) use pools::within_limits;
+
+/// Knobs for one scheduling pass.
+#[derive(Clone, Debug)]
+pub struct ScheduleOptions {
+    /// Seconds since the Unix epoch (the core never reads the clock).
+    pub now: i64,
+    /// Instance-type options kept per NodeClaim (CreateFleet takes at most 60 overrides).
+    pub max_options: usize,
+    /// Try alternative packings when the first is more than this factor above the LP bound...
+    pub improve_above: f64,
+    /// ...and there are at most this many pending pods (also the limit for re-packing nodes).
+    pub improve_max_pods: usize,
+}
+
+impl Default for ScheduleOptions {
+    fn default() -> Self {
+        ScheduleOptions {
+            now: 0,
+            max_options: 60,
+            improve_above: 1.02,
+            improve_max_pods: 3000,
+        }
+    }
+}
+
+/// Schedules every pending pod of the snapshot and returns the plan.
+pub fn schedule(snapshot: &Snapshot, catalog: &Catalog, opts: &ScheduleOptions) -> Plan {
+    let mut ctx = Ctx::new(snapshot, catalog);
+    ctx.improve_max_pods = opts.improve_max_pods;
+    ctx.plan(opts)
+}
+
+type Bits = Vec<u64>;
+
+fn bit(bits: &Bits, i: usize) -> bool {
+    bits[i / 64] >> (i % 64) & 1 == 1
+}
+
+/// A NodePool with its resolved instance types.
+pub(crate) struct PoolCtx {
+    pub pool: NodePool,
+    pub base: Requirements,
+    /// Types allowed by the pool, cheapest first.
+    pub types: Vec<InstanceType>,
+    pub price: Vec<f64>,
+    /// Allocatable minus DaemonSet overhead, per type.
+    pub usable: Vec<Resources>,
+    pub ds_overhead: Vec<Resources>,
+    pub ds_ports: Vec<HostPort>,
+    pub remaining: Option<Resources>,
+    pub nodes_left: Option<i64>,
+    /// Min-values requirements of the template.
+    pub min_values: Vec<(String, usize)>,
+    /// Resource names the pool's limits bound (besides `nodes`).
+    pub limited: Vec<String>,
+}
+
+/// A pod's constraints at one relaxation level.
+#[derive(Clone, Debug)]
+pub(crate) struct Variant {
+    pub reqs: Requirements,
+    /// Groups this pod must satisfy, with whether the pod counts in them itself.
+    pub owned: Vec<(usize, bool)>,
+    /// Inverse anti-affinity groups this pod owns.
+    pub owner_of: Vec<usize>,
+    /// Per pool: the compatible instance types, or None when the pool is ruled out.
+    pub pools: Vec<Option<std::rc::Rc<Bits>>>,
+}
+
+/// Pods that are interchangeable for scheduling.
+pub(crate) struct Class {
+    pub variants: Vec<Variant>,
+    /// Groups that count this pod.
+    pub member_of: Vec<usize>,
+    /// Inverse groups whose owners repel this pod.
+    pub repelled_by: Vec<usize>,
+}
+
+/// A place pods can go: an existing node, an in-flight NodeClaim, or a new NodeClaim.
+#[derive(Clone, Debug)]
+pub(crate) struct Bin {
+    pub name: String,
+    pub pool: Option<usize>,
+    pub inflight: bool,
+    pub reqs: Requirements,
+    pub taints: Vec<Taint>,
+    pub used: Resources,
+    /// Existing bins: allocatable. New bins: the largest usable over the options.
+    pub max_usable: Resources,
+    pub options: Vec<u32>,
+    pub ports: Vec<HostPort>,
+    pub pods: Vec<usize>,
+    pub reserved: Resources,
+    /// The LP target type's usable resources, when the bin was opened for one.
+    pub limit: Option<Resources>,
+}
+
+pub(crate) struct Ctx<'a> {
+    pub snapshot: &'a Snapshot,
+    pub pools: Vec<PoolCtx>,
+    /// Pending pod indices in first-fit-decreasing order.
+    pub pending: Vec<usize>,
+    pub class_of: HashMap<usize, usize>,
+    pub classes: Vec<Class>,
+    pub base_bins: Vec<Bin>,
+    pub base_topology: Topology,
+    guide: Vec<Guide>,
+    improve_max_pods: usize,
+}
+
+/// How new bins pick their LP target type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// The LP type with the most nodes still to open.
+    MostLeft,
+    /// The LP type whose cpu:memory ratio is closest to the pod's.
+    ShapeMatch,
+    /// No targets and no size cap: plain first-fit-decreasing.
+    NoTargets,
+}
+
+/// What the LP says about one pool's new capacity.
+#[derive(Clone, Debug)]
+struct Guide {
+    cap: f64,
+    targets: Vec<(usize, f64)>,
+}
+
+struct Run<'c, 'a> {
+    ctx: &'c Ctx<'a>,
+    bins: Vec<Bin>,
+    topo: Topology,
+    remaining: Vec<Option<Resources>>,
+    nodes_left: Vec<Option<i64>>,
+    cap: Vec<f64>,
+    /// Per pool: LP node types and how many of each are still to be opened.
+    targets: Vec<Vec<(usize, f64)>>,
+    mode: Mode,
+    placed: BTreeMap<usize, usize>,
+    failed: Vec<usize>,
+}
+
+/// Staged changes for one placement.
+struct Commit {
+    reqs: Option<Requirements>,
+    options: Option<Vec<u32>>,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(snapshot: &'a Snapshot, catalog: &Catalog) -> Self {
+        let pools = build_pools(snapshot, catalog);
+        let mut ctx = Ctx {
+            snapshot,
+            pools,
+            pending: Vec::new(),
+            class_of: HashMap::new(),
+            classes: Vec::new(),
+            base_bins: Vec::new(),
+            base_topology: Topology::default(),
+            guide: Vec::new(),
+            improve_max_pods: ScheduleOptions::default().improve_max_pods,
+        };
+        ctx.build_bins();
+        ctx.pending = pending_pods(snapshot);
+        ctx.build_classes();
+        ctx.record_bound_pods();
+        ctx.guide = ctx.lp_guide();
+        ctx.order_by_normalised_size();
+        ctx
+    }
+
+    /// First-fit-decreasing order by size normalised to the LP's typical node, so that CPU,
+    /// memory and pod slots fill together (priority first; names break ties).
+    fn order_by_normalised_size(&mut self) {
+        let mut shape = Resources::default();
+        let mut weight = 0.0;
+        for (p, g) in self.guide.iter().enumerate() {
+            for (t, x) in &g.targets {
+                let u = &self.pools[p].usable[*t];
+                shape.cpu += (u.cpu as f64 * x) as i64;
+                shape.memory += (u.memory as f64 * x) as i64;
+                shape.pods += (u.pods as f64 * x) as i64;
+                weight += x;
+            }
+        }
+        if weight <= 0.0 {
+            return;
+        }
+        let (c, m, n) = (
+            shape.cpu.max(1) as f64,
+            shape.memory.max(1) as f64,
+            shape.pods.max(1) as f64,
+        );
+        let pods = &self.snapshot.pods;
+        let size = |i: usize| {
+            let r = &pods[i].requests;
+            r.cpu as f64 / c + r.memory as f64 / m + r.pods as f64 / n
+        };
+        self.pending.sort_by(|&a, &b| {
+            pods[b]
+                .priority
+                .cmp(&pods[a].priority)
+                .then(size(b).total_cmp(&size(a)))
+                .then(pods[a].namespace.cmp(&pods[b].namespace))
+                .then(pods[a].name.cmp(&pods[b].name))
+        });
+    }
+
+    pub fn plan(&self, opts: &ScheduleOptions) -> Plan {
+        let guide = &self.guide;
+        let mut best = self.run(guide, Mode::ShapeMatch).into_plan(opts);
+        let ratio = |p: &Plan| {
+            if p.cost.lower_bound > 0.0 {
+                p.cost.hourly / p.cost.lower_bound
+            } else {
+                1.0
+            }
+        };
+        // Other packings, when they are cheap to try and may help; the cheapest plan wins.
+        for mode in [Mode::MostLeft, Mode::NoTargets] {
+            if ratio(&best) <= opts.improve_above || self.pending.len() > opts.improve_max_pods {
+                break;
+            }
+            let alt = self.run(guide, mode).into_plan(opts);
+            let better = alt.unschedulable.len() < best.unschedulable.len()
+                || (alt.unschedulable.len() == best.unschedulable.len()
+                    && alt.cost.hourly + 1e-9 < best.cost.hourly);
+            if better {
+                best = alt;
+            }
+        }
+        best
+    }
+
+    /// Per pool, the LP optimum for the pods that would go there: its node types with their
+    /// fractional counts, and the price of its largest node as a size cap.
+    fn lp_guide(&self) -> Vec<Guide> {
+        let mut demand: Vec<Resources> = vec![Resources::default(); self.pools.len()];
+        for &i in &self.pending {
+            let class = &self.classes[self.class_of[&i]];
+            if let Some(p) = class.variants[0].pools.iter().position(Option::is_some) {
+                demand[p].add(&self.snapshot.pods[i].requests);
+            }
+        }
+        (0..self.pools.len())
+            .map(|p| {
+                let cols: Vec<(usize, usize)> =
+                    (0..self.pools[p].types.len()).map(|t| (p, t)).collect();
+                let Some((_, counts)) = self.lp(&demand[p], &cols) else {
+                    return Guide {
+                        cap: f64::INFINITY,
+                        targets: Vec::new(),
+                    };
+                };
+                let targets: Vec<(usize, f64)> = counts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, x)| **x > 1e-9)
+                    .map(|(t, x)| (t, *x))
+                    .collect();
+                let cap = targets
+                    .iter()
+                    .map(|(t, _)| self.pools[p].price[*t])
+                    .fold(0.0, f64::max);
+                Guide {
+                    cap: if cap > 0.0 { cap } else { f64::INFINITY },
+                    targets,
+                }
+            })
+            .collect()
+    }
+
+    /// The LP bound for `demand` over the given (pool, type) columns at the pool's prices.
+    pub(crate) fn lp(
+        &self,
+        demand: &Resources,
+        cols: &[(usize, usize)],
+    ) -> Option<(f64, Vec<f64>)> {
+        let priced: Vec<(usize, usize, f64)> = cols
+            .iter()
+            .map(|(p, t)| (*p, *t, self.pools[*p].price[*t]))
+            .collect();
+        self.lp_priced(demand, &priced)
+    }
+
+    /// The LP bound for `demand` over (pool, type, price) columns.
+    pub(crate) fn lp_priced(
+        &self,
+        demand: &Resources,
+        cols: &[(usize, usize, f64)],
+    ) -> Option<(f64, Vec<f64>)> {
+        let names: Vec<&str> = demand.names().filter(|n| demand.get(n) > 0).collect();
+        let scale = |n: &str| match n {
+            RESOURCE_CPU => 1000.0,
+            RESOURCE_MEMORY | RESOURCE_EPHEMERAL => (1u64 << 30) as f64,
+            _ => 1.0,
+        };
+        let b: Vec<f64> = names
+            .iter()
+            .map(|n| demand.get(n) as f64 / scale(n))
+            .collect();
+        let columns: Vec<lp::Column> = cols
+            .iter()
+            .map(|(p, t, price)| lp::Column {
+                capacity: names
+                    .iter()
+                    .map(|n| self.pools[*p].usable[*t].get(n).max(0) as f64 / scale(n))
+                    .collect(),
+                price: *price,
+            })
+            .collect();
+        lp::solve(&b, &columns).map(|s| (s.cost, s.counts))
+    }
+
+    fn run(&self, guide: &[Guide], mode: Mode) -> Run<'_, 'a> {
+        let use_targets = mode != Mode::NoTargets;
+        let mut run = Run {
+            ctx: self,
+            bins: self.base_bins.clone(),
+            topo: self.base_topology.clone(),
+            remaining: self.pools.iter().map(|p| p.remaining.clone()).collect(),
+            nodes_left: self.pools.iter().map(|p| p.nodes_left).collect(),
+            cap: guide
+                .iter()
+                .map(|g| if use_targets { g.cap } else { f64::INFINITY })
+                .collect(),
+            targets: guide
+                .iter()
+                .map(|g| {
+                    if use_targets {
+                        g.targets.clone()
+                    } else {
+                        Vec::new()
+                    }
+                })
+                .collect(),
+            mode,
+            placed: BTreeMap::new(),
+            failed: Vec::new(),
+        };
+        for &i in &self.pending {
+            if !run.place(i) {
+                run.failed.push(i);
+            }
+        }
+        if self.pending.len() <= self.improve_max_pods {
+            for p in 0..self.pools.len() {
+                run.repack_bins(p);
+            }
+        }
+        run
+    }
+}
+
+impl<'c, 'a> Run<'c, 'a> {}

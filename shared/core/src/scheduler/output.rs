@@ -1,0 +1,172 @@
+//! Turning the final bins into the plan: NodeClaims with their cheapest launch options, the
+//! placements on existing capacity, unschedulable pods with reasons, and the cost.
+
+use super::*;
+
+pub(crate) fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+pub(crate) fn node_claim_out(
+    pool: &PoolCtx,
+    bin: &Bin,
+    snap: &Snapshot,
+    max_options: usize,
+) -> NewNodeClaim {
+    let priced = launch_options(pool, bin, snap, max_options);
+    let keep = truncate_with_min_values(pool, &priced, max_options);
+    let chosen: Vec<usize> = keep.iter().map(|(_, t)| *t).collect();
+    let mut zones = BTreeSet::new();
+    let mut capacity_types = BTreeSet::new();
+    for &t in &chosen {
+        for o in pool.types[t]
+            .offerings
+            .iter()
+            .filter(|o| o.available && offering_allowed(o, &bin.reqs))
+        {
+            zones.insert(o.zone.clone());
+            capacity_types.insert(o.capacity_type.clone());
+        }
+    }
+    let mut requests = Resources::default();
+    for &i in &bin.pods {
+        requests.add(&snap.pods[i].requests);
+    }
+    if let Some(&t) = chosen.first() {
+        requests.add(&pool.ds_overhead[t]);
+    }
+    let names: Vec<String> = chosen.iter().map(|&t| pool.types[t].name.clone()).collect();
+    let mut reqs = bin.reqs.clone();
+    reqs.add(Requirement::in_values(INSTANCE_TYPE, names.iter().cloned()));
+    reqs.add(Requirement::in_values(ZONE, zones.iter().cloned()));
+    reqs.add(Requirement::in_values(
+        CAPACITY_TYPE,
+        capacity_types.iter().cloned(),
+    ));
+    NewNodeClaim {
+        nodepool: pool.pool.name.clone(),
+        instance_types: names,
+        capacity_types: capacity_types.into_iter().collect(),
+        zones: zones.into_iter().collect(),
+        pods: bin.pods.iter().map(|&i| snap.pods[i].key()).collect(),
+        requests,
+        price: round6(keep.first().map(|(p, _)| *p).unwrap_or(0.0)),
+        requirements: reqs.iter().map(RequirementOut::from).collect(),
+        labels: pool.pool.labels.clone(),
+        taints: pool.pool.taints.clone(),
+        startup_taints: pool.pool.startup_taints.clone(),
+        node_class: pool.pool.node_class.clone(),
+    }
+}
+
+/// Every pool type that fits the bin's final contents and requirements (within its limit
+/// reservation), priced under the bin's requirements and sorted cheapest first. Packing may have
+/// capped the options to steer node size; the launch gets the full choice back.
+pub(crate) fn launch_options(
+    pool: &PoolCtx,
+    bin: &Bin,
+    snap: &Snapshot,
+    max_options: usize,
+) -> Vec<(f64, usize)> {
+    let mut total = Resources::default();
+    for &i in &bin.pods {
+        total.add(&snap.pods[i].requests);
+    }
+    let wanted = max_options.saturating_mul(2).max(max_options + 20);
+    let mut priced: Vec<(f64, usize)> = Vec::new();
+    for (t, it) in pool.types.iter().enumerate() {
+        if pool.min_values.is_empty() && priced.len() >= wanted {
+            break;
+        }
+        let fits = total.fits_in(&pool.usable[t])
+            && (pool.remaining.is_none()
+                || pool
+                    .limited
+                    .iter()
+                    .all(|n| it.capacity.get(n) <= bin.reserved.get(n)))
+            && it.requirements.intersects(&bin.reqs).is_ok();
+        if let Some(o) = fits.then(|| it.cheapest_offering(&bin.reqs)).flatten() {
+            priced.push((o.price, t));
+        }
+    }
+    priced.sort_by(|a, b| {
+        a.0.total_cmp(&b.0)
+            .then(pool.types[a.1].name.cmp(&pool.types[b.1].name))
+    });
+    priced
+}
+
+/// Keeps the cheapest `max` options, extended as needed to satisfy every `minValues`.
+pub(crate) fn truncate_with_min_values(
+    pool: &PoolCtx,
+    priced: &[(f64, usize)],
+    max: usize,
+) -> Vec<(f64, usize)> {
+    let mut keep: Vec<(f64, usize)> = priced.iter().take(max).cloned().collect();
+    for (key, min) in &pool.min_values {
+        let value = |t: usize| {
+            pool.types[t]
+                .requirements
+                .get(key)
+                .and_then(|r| r.any())
+                .map(str::to_string)
+        };
+        let mut seen: BTreeSet<String> = keep.iter().filter_map(|(_, t)| value(*t)).collect();
+        for (p, t) in priced.iter().skip(max) {
+            if seen.len() >= *min {
+                break;
+            }
+            if let Some(v) = value(*t) {
+                if seen.insert(v) {
+                    keep.push((*p, *t));
+                }
+            }
+        }
+    }
+    keep
+}
+
+impl<'c, 'a> Run<'c, 'a> {
+    pub(crate) fn into_plan(self, opts: &ScheduleOptions) -> Plan {
+        let ctx = self.ctx;
+        let snap = ctx.snapshot;
+        let mut plan = Plan::default();
+        let mut demand = Resources::default();
+        let mut columns: BTreeSet<(usize, usize)> = BTreeSet::new();
+        for bin in &self.bins {
+            if bin.pods.is_empty() {
+                continue;
+            }
+            let Some(p) = bin.pool else {
+                for &i in &bin.pods {
+                    plan.existing.push(ExistingPlacement {
+                        pod: snap.pods[i].key(),
+                        node: bin.name.clone(),
+                    });
+                }
+                continue;
+            };
+            let pool = &ctx.pools[p];
+            for &i in &bin.pods {
+                demand.add(&snap.pods[i].requests);
+            }
+            columns.extend((0..pool.types.len()).map(|t| (p, t)));
+            plan.nodeclaims
+                .push(node_claim_out(pool, bin, snap, opts.max_options));
+        }
+        for &i in &self.failed {
+            plan.unschedulable.push(Unschedulable {
+                pod: snap.pods[i].key(),
+                reason: crate::explain::reason(ctx, i),
+            });
+        }
+        let hourly: f64 = plan.nodeclaims.iter().map(|n| n.price).sum();
+        let cols: Vec<(usize, usize)> = columns.into_iter().collect();
+        let lower_bound = ctx.lp(&demand, &cols).map(|(c, _)| c).unwrap_or(0.0);
+        plan.cost = Cost {
+            hourly: round6(hourly),
+            lower_bound: round6(lower_bound.min(hourly)),
+        };
+        plan
+    }
+}

@@ -1,0 +1,216 @@
+//! NodePools resolved for scheduling: their instance types priced under the pool's
+//! requirements, DaemonSet overhead and host ports per type, and what their limits leave.
+
+use super::*;
+
+pub(crate) fn build_pools(snapshot: &Snapshot, catalog: &Catalog) -> Vec<PoolCtx> {
+    let mut resolved: Vec<(NodeClassSettings, Vec<InstanceType>)> = Vec::new();
+    let mut pools: Vec<&NodePool> = snapshot.nodepools.iter().filter(|p| !p.deleting).collect();
+    pools.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.name.cmp(&b.name)));
+    pools
+        .into_iter()
+        .map(|pool| {
+            let settings = snapshot
+                .node_classes
+                .get(&pool.node_class)
+                .cloned()
+                .unwrap_or_default();
+            let types = match resolved.iter().find(|(s, _)| *s == settings) {
+                Some((_, t)) => t.clone(),
+                None => {
+                    let t = catalog.instance_types(&settings);
+                    resolved.push((settings, t.clone()));
+                    t
+                }
+            };
+            pool_ctx(snapshot, pool, types)
+        })
+        .collect()
+}
+
+pub(crate) fn pool_ctx(snapshot: &Snapshot, pool: &NodePool, all: Vec<InstanceType>) -> PoolCtx {
+    let base = pool.node_requirements();
+    let mut priced: Vec<(f64, InstanceType)> = all
+        .into_iter()
+        .filter(|t| t.requirements.intersects(&base).is_ok())
+        .filter_map(|t| t.cheapest_offering(&base).map(|o| o.price).map(|p| (p, t)))
+        .collect();
+    priced.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
+    let (price, types): (Vec<f64>, Vec<InstanceType>) = priced.into_iter().unzip();
+    let mut ds_overhead = Vec::with_capacity(types.len());
+    let mut ds_ports = Vec::new();
+    let daemons: Vec<&DaemonSet> = snapshot
+        .daemonsets
+        .iter()
+        .filter(|d| tolerates_all(&d.pod.tolerations, &pool.taints).is_none())
+        .filter(|d| base.compatible(&d.pod.strict_requirements()).is_ok())
+        .collect();
+    for d in &daemons {
+        ds_ports.extend(d.pod.host_ports.iter().cloned());
+    }
+    for t in &types {
+        let mut overhead = Resources::default();
+        for d in &daemons {
+            if t.requirements
+                .intersects(&d.pod.strict_requirements())
+                .is_ok()
+            {
+                overhead.add(&d.pod.requests);
+            }
+        }
+        ds_overhead.push(overhead);
+    }
+    let usable = types
+        .iter()
+        .zip(&ds_overhead)
+        .map(|(t, o)| t.allocatable.minus(o))
+        .collect();
+    let (remaining, nodes_left) = pool_remaining(snapshot, pool);
+    let min_values = pool
+        .requirements
+        .iter()
+        .filter_map(|r| r.min_values.map(|m| (r.key.clone(), m)))
+        .collect();
+    let limited = pool
+        .limits
+        .iter()
+        .flat_map(|l| {
+            l.names()
+                .filter(|n| *n != "nodes" && l.get(n) != 0)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    PoolCtx {
+        pool: pool.clone(),
+        base,
+        types,
+        price,
+        usable,
+        ds_overhead,
+        ds_ports,
+        remaining,
+        nodes_left,
+        min_values,
+        limited,
+    }
+}
+
+/// Limits minus what the pool's nodes and in-flight claims already hold.
+pub(crate) fn pool_remaining(
+    snapshot: &Snapshot,
+    pool: &NodePool,
+) -> (Option<Resources>, Option<i64>) {
+    let Some(limits) = &pool.limits else {
+        return (None, None);
+    };
+    let mut used = Resources::default();
+    let mut count = 0;
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    for node in snapshot
+        .nodes
+        .iter()
+        .filter(|n| n.nodepool() == Some(&pool.name))
+    {
+        used.add(if node.capacity.is_zero() {
+            &node.allocatable
+        } else {
+            &node.capacity
+        });
+        count += 1;
+        seen.insert(&node.name);
+    }
+    for claim in snapshot
+        .nodeclaims
+        .iter()
+        .filter(|c| c.nodepool == pool.name)
+    {
+        if claim.node_name.as_deref().is_some_and(|n| seen.contains(n)) {
+            continue;
+        }
+        if let Some(c) = claim.capacity.as_ref().or(claim.allocatable.as_ref()) {
+            used.add(c);
+        }
+        count += 1;
+    }
+    let nodes_limit = limits.extended.get("nodes").copied();
+    let mut limits = limits.clone();
+    limits.extended.remove("nodes");
+    let remaining = limits.minus(&used);
+    let mut only_limited = Resources::default();
+    for name in limits
+        .names()
+        .filter(|n| limits.get(n) != 0)
+        .collect::<Vec<_>>()
+    {
+        only_limited.set(name, remaining.get(name));
+    }
+    // Unlimited fields stay at i64::MAX so comparisons only bind on the limited ones.
+    let mut out = Resources {
+        cpu: i64::MAX / 4,
+        memory: i64::MAX / 4,
+        ephemeral: i64::MAX / 4,
+        pods: i64::MAX / 4,
+        extended: BTreeMap::new(),
+    };
+    for name in limits
+        .names()
+        .filter(|n| limits.get(n) != 0)
+        .collect::<Vec<_>>()
+    {
+        out.set(name, only_limited.get(name));
+    }
+    (Some(out), nodes_limit.map(|n| n - count))
+}
+
+/// Whether `capacity` fits the remaining limits (only limited fields are finite).
+pub(crate) fn within_limits(capacity: &Resources, remaining: &Resources) -> bool {
+    capacity.cpu <= remaining.cpu
+        && capacity.memory <= remaining.memory
+        && capacity.ephemeral <= remaining.ephemeral
+        && capacity.pods <= remaining.pods
+        && remaining
+            .extended
+            .iter()
+            .all(|(k, v)| capacity.get(k) <= *v)
+}
+
+impl PoolCtx {
+    pub fn label_values(&self, key: &str) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        if let Some(r) = self.base.get(key) {
+            if !r.is_complement() {
+                out.extend(r.values().iter().cloned());
+                return out;
+            }
+        }
+        for t in &self.types {
+            match key {
+                ZONE | CAPACITY_TYPE => {
+                    for o in t
+                        .offerings
+                        .iter()
+                        .filter(|o| o.available && offering_allowed(o, &self.base))
+                    {
+                        out.insert(if key == ZONE {
+                            o.zone.clone()
+                        } else {
+                            o.capacity_type.clone()
+                        });
+                    }
+                }
+                _ => {
+                    if let Some(r) = t.requirements.get(key) {
+                        out.extend(
+                            r.values()
+                                .iter()
+                                .filter(|v| self.base.get(key).is_none_or(|b| b.has(v)))
+                                .cloned(),
+                        );
+                    }
+                }
+            }
+        }
+        out
+    }
+}

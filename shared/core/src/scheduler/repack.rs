@@ -1,0 +1,376 @@
+//! Improving a packing: re-packing movable pods per zone and capacity type into the LP's node
+//! mix with vector best fit, and splitting half-empty nodes into cheaper smaller ones.
+
+use super::*;
+
+/// How fractional LP node counts become whole nodes before re-packing.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Rounding {
+    Down,
+    Nearest,
+    Up,
+}
+
+/// Which open node a pod goes to when re-packing.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Fit {
+    /// The node whose remaining capacity best aligns with the pod (largest dot product).
+    Aligned,
+    /// The first node it fits in, which fills nodes one by one.
+    First,
+}
+
+impl<'a> Ctx<'a> {
+    /// A pod that re-packing may move to another node of the same pool, zone and capacity
+    /// type: no node requirements, host ports or relaxation, and topology only on zone or
+    /// capacity type (whose counts such a move leaves unchanged).
+    pub(crate) fn is_movable(&self, i: usize) -> bool {
+        let class = &self.classes[self.class_of[&i]];
+        let pod = &self.snapshot.pods[i];
+        let groups = &self.base_topology.groups;
+        let v = &class.variants[0];
+        class.variants.len() == 1
+            && v.reqs.is_empty()
+            && pod.host_ports.is_empty()
+            && v.owned
+                .iter()
+                .map(|(g, _)| g)
+                .chain(&v.owner_of)
+                .chain(&class.member_of)
+                .chain(&class.repelled_by)
+                .all(|g| {
+                    let id = &groups[*g].id;
+                    matches!(id.key.as_str(), ZONE | CAPACITY_TYPE)
+                        || (id.key == HOSTNAME && id.kind == Kind::Anti)
+                })
+    }
+
+    /// Hostname anti-affinity of a movable pod: the groups it owns and those that count it.
+    pub(crate) fn hostname_anti(&self, i: usize) -> (Vec<usize>, Vec<usize>) {
+        let class = &self.classes[self.class_of[&i]];
+        let groups = &self.base_topology.groups;
+        let is_anti = |g: &usize| {
+            groups[*g].id.key == HOSTNAME
+                && groups[*g].id.kind == Kind::Anti
+                && !groups[*g].id.inverse
+        };
+        let owns = class.variants[0]
+            .owned
+            .iter()
+            .map(|(g, _)| *g)
+            .filter(is_anti)
+            .collect();
+        let counted = class.member_of.iter().copied().filter(is_anti).collect();
+        (owns, counted)
+    }
+
+    /// The cheapest type of pool `p` offered under `reqs` whose usable resources hold `used`.
+    /// Types are in pool-price order, and narrower requirements never make a type cheaper than
+    /// its pool price, so the scan stops once no later type can win.
+    pub(crate) fn cheapest_fit(
+        &self,
+        p: usize,
+        used: &Resources,
+        reqs: &Requirements,
+    ) -> Option<(usize, f64)> {
+        let pool = &self.pools[p];
+        let mut best: Option<(usize, f64)> = None;
+        for t in 0..pool.types.len() {
+            if best.is_some_and(|(_, b)| pool.price[t] >= b) {
+                break;
+            }
+            if !used.fits_in(&pool.usable[t]) {
+                continue;
+            }
+            if let Some(o) = pool.types[t].cheapest_offering(reqs) {
+                if best.is_none_or(|(_, b)| o.price < b) {
+                    best = Some((t, o.price));
+                }
+            }
+        }
+        best
+    }
+
+    /// Splits one packed node into smaller ones when they cost less together (a half-empty
+    /// large node often costs more than two small nodes that hold the same pods).
+    pub(crate) fn split(
+        &self,
+        p: usize,
+        reqs: &Requirements,
+        bin: (Vec<usize>, usize, f64),
+    ) -> Vec<(Vec<usize>, usize, f64)> {
+        let (members, t, price) = &bin;
+        let pool = &self.pools[p];
+        let mut used = Resources::default();
+        for &i in members {
+            used.add(&self.snapshot.pods[i].requests);
+        }
+        let usable = &pool.usable[*t];
+        let fill = [
+            used.cpu as f64 / usable.cpu.max(1) as f64,
+            used.memory as f64 / usable.memory.max(1) as f64,
+            used.pods as f64 / usable.pods.max(1) as f64,
+        ]
+        .into_iter()
+        .fold(0.0, f64::max);
+        if members.len() < 2
+            || fill > 0.75
+            || pool
+                .price
+                .first()
+                .is_none_or(|cheapest| *cheapest > price * 0.5)
+        {
+            return vec![bin];
+        }
+        let cost =
+            |k: &Vec<(Vec<usize>, usize, f64)>| k.iter().map(|(_, _, price)| price).sum::<f64>();
+        let smaller = [Rounding::Up, Rounding::Nearest]
+            .into_iter()
+            .flat_map(|r| [Fit::First, Fit::Aligned].map(|f| (r, f)))
+            .filter_map(|(r, f)| self.vector_pack(p, members, reqs, price * 0.75, r, f))
+            .filter(|k| k.len() > 1)
+            .min_by(|a, b| cost(a).total_cmp(&cost(b)));
+        match smaller {
+            Some(k) if cost(&k) + 1e-9 < *price => k,
+            _ => vec![bin],
+        }
+    }
+
+    /// Packs `pods` into pool `p`: bins of the LP's types (rounded) first, each pod to the open
+    /// bin whose remaining capacity best aligns with it (dot product of normalised vectors),
+    /// overflow into new bins of the LP's largest type, then each bin shrunk to its
+    /// cheapest fitting type. Returns (pods, type, price) per bin.
+    pub(crate) fn vector_pack(
+        &self,
+        p: usize,
+        pods: &[usize],
+        reqs: &Requirements,
+        max_price: f64,
+        rounding: Rounding,
+        fit: Fit,
+    ) -> Option<Vec<(Vec<usize>, usize, f64)>> {
+        let pool = &self.pools[p];
+        let mut demand = Resources::default();
+        for &i in pods {
+            demand.add(&self.snapshot.pods[i].requests);
+        }
+        let cols: Vec<(usize, usize, f64)> = (0..pool.types.len())
+            .filter_map(|t| {
+                pool.types[t]
+                    .cheapest_offering(reqs)
+                    .map(|o| (p, t, o.price))
+            })
+            .filter(|(_, _, price)| *price <= max_price)
+            .collect();
+        let (_, counts) = self.lp_priced(&demand, &cols)?;
+        let lp_types: Vec<(usize, f64)> = counts
+            .iter()
+            .zip(&cols)
+            .filter(|(x, _)| **x > 1e-9)
+            .map(|(x, (_, t, _))| (*t, *x))
+            .collect();
+        let overflow = lp_types
+            .iter()
+            .max_by(|a, b| pool.price[a.0].total_cmp(&pool.price[b.0]))?
+            .0;
+        let anti: BTreeMap<usize, (Vec<usize>, Vec<usize>)> =
+            pods.iter().map(|&i| (i, self.hostname_anti(i))).collect();
+        let mut bins: Vec<(usize, Resources, Vec<usize>)> = Vec::new();
+        // Per bin: hostname anti-affinity groups with an owner present, and with a counted pod present.
+        let mut owners: Vec<BTreeSet<usize>> = Vec::new();
+        let mut counted: Vec<BTreeSet<usize>> = Vec::new();
+        for (t, x) in &lp_types {
+            let n = match rounding {
+                Rounding::Down => x.floor(),
+                Rounding::Nearest => x.round(),
+                Rounding::Up => x.ceil(),
+            };
+            for _ in 0..(n as usize) {
+                bins.push((*t, pool.usable[*t].clone(), Vec::new()));
+                owners.push(BTreeSet::new());
+                counted.push(BTreeSet::new());
+            }
+        }
+        let scale = [
+            demand.cpu.max(1) as f64,
+            demand.memory.max(1) as f64,
+            demand.pods.max(1) as f64,
+        ];
+        let norm = |r: &Resources| {
+            [
+                r.cpu as f64 / scale[0],
+                r.memory as f64 / scale[1],
+                r.pods as f64 / scale[2],
+            ]
+        };
+        let mut order: Vec<usize> = pods.to_vec();
+        let size = |i: &usize| norm(&self.snapshot.pods[*i].requests).iter().sum::<f64>();
+        order.sort_by(|a, b| size(b).total_cmp(&size(a)).then(a.cmp(b)));
+        for i in order {
+            let req = &self.snapshot.pods[i].requests;
+            let v = norm(req);
+            let (owns, counts_in) = &anti[&i];
+            let allowed = |b: usize| {
+                owns.iter().all(|g| !counted[b].contains(g))
+                    && counts_in.iter().all(|g| !owners[b].contains(g))
+            };
+            let best = bins
+                .iter()
+                .enumerate()
+                .filter(|(b, (_, left, _))| req.fits_in(left) && allowed(*b))
+                .map(|(b, (_, left, _))| {
+                    let l = norm(left);
+                    let score = match fit {
+                        Fit::Aligned => v[0] * l[0] + v[1] * l[1] + v[2] * l[2],
+                        Fit::First => -(b as f64),
+                    };
+                    (b, score)
+                })
+                .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
+                .map(|(b, _)| b);
+            let b = match best {
+                Some(b) => b,
+                None => {
+                    let t = if req.fits_in(&pool.usable[overflow]) {
+                        overflow
+                    } else {
+                        (0..pool.types.len()).find(|&t| req.fits_in(&pool.usable[t]))?
+                    };
+                    bins.push((t, pool.usable[t].clone(), Vec::new()));
+                    owners.push(BTreeSet::new());
+                    counted.push(BTreeSet::new());
+                    bins.len() - 1
+                }
+            };
+            bins[b].1.sub(req);
+            bins[b].2.push(i);
+            owners[b].extend(owns.iter().copied());
+            counted[b].extend(counts_in.iter().copied());
+        }
+        let mut out = Vec::new();
+        for (t, left, members) in bins {
+            if members.is_empty() {
+                continue;
+            }
+            let used = pool.usable[t].minus(&left);
+            let (cheapest, price) = self.cheapest_fit(p, &used, reqs)?;
+            out.push((members, cheapest, price));
+        }
+        Some(out)
+    }
+}
+
+impl<'c, 'a> Run<'c, 'a> {
+    /// Re-packs pool `p`'s new bins that hold only movable pods, one partition of equal zone
+    /// and capacity type at a time, into the LP's node mix with dot-product best fit, and keeps
+    /// each result that is cheaper. Pools with limits or minValues are left as they are.
+    pub(crate) fn repack_bins(&mut self, p: usize) {
+        let ctx = self.ctx;
+        let pool = &ctx.pools[p];
+        if pool.remaining.is_some() || !pool.min_values.is_empty() {
+            return;
+        }
+        let mut partitions: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (b, bin) in self.bins.iter().enumerate() {
+            if bin.pool != Some(p)
+                || bin.pods.is_empty()
+                || !bin.pods.iter().all(|&i| ctx.is_movable(i))
+            {
+                continue;
+            }
+            let pinned = |k: &str| {
+                bin.reqs
+                    .get(k)
+                    .filter(|r| r.len() == 1)
+                    .and_then(|r| r.any())
+                    .unwrap_or("*")
+                    .to_string()
+            };
+            partitions
+                .entry(format!("{}|{}", pinned(ZONE), pinned(CAPACITY_TYPE)))
+                .or_default()
+                .push(b);
+        }
+        for bins in partitions.into_values() {
+            self.repack_partition(p, &bins);
+        }
+    }
+
+    pub(crate) fn repack_partition(&mut self, p: usize, bins: &[usize]) {
+        let ctx = self.ctx;
+        let pool = &ctx.pools[p];
+        let mut reqs = pool.base.clone();
+        for key in [ZONE, CAPACITY_TYPE] {
+            if let Some(r) = self.bins[bins[0]].reqs.get(key).filter(|r| r.len() == 1) {
+                reqs.add(r.clone());
+            }
+        }
+        let pods: Vec<usize> = bins
+            .iter()
+            .flat_map(|&b| self.bins[b].pods.iter().copied())
+            .collect();
+        let current: Vec<(Vec<usize>, usize, f64)> = bins
+            .iter()
+            .filter_map(|&b| {
+                let (t, price) = ctx.cheapest_fit(p, &self.bins[b].used, &self.bins[b].reqs)?;
+                Some((self.bins[b].pods.clone(), t, price))
+            })
+            .collect();
+        let cost =
+            |k: &Vec<(Vec<usize>, usize, f64)>| k.iter().map(|(_, _, price)| price).sum::<f64>();
+        let before = if current.len() == bins.len() {
+            cost(&current)
+        } else {
+            f64::INFINITY
+        };
+        let top = pool.price.last().copied().unwrap_or(f64::INFINITY);
+        let repacked = [1.0, 0.5, 0.25, 0.125, 0.0625]
+            .into_iter()
+            .flat_map(|f| [Rounding::Down, Rounding::Nearest, Rounding::Up].map(|r| (f * top, r)))
+            .flat_map(|(max_price, r)| [Fit::Aligned, Fit::First].map(|fit| (max_price, r, fit)))
+            .filter_map(|(max_price, r, fit)| ctx.vector_pack(p, &pods, &reqs, max_price, r, fit));
+        let best_repacked = repacked.min_by(|a, b| cost(a).total_cmp(&cost(b)));
+        let Some(packing) = std::iter::once(current)
+            .chain(best_repacked)
+            .map(|k| {
+                k.into_iter()
+                    .flat_map(|bin| ctx.split(p, &reqs, bin))
+                    .collect::<Vec<_>>()
+            })
+            .min_by(|a, b| cost(a).total_cmp(&cost(b)))
+        else {
+            return;
+        };
+        if cost(&packing) + 1e-9 >= before {
+            return;
+        }
+        for &b in bins {
+            self.bins[b].pods.clear();
+            self.bins[b].used = Resources::default();
+        }
+        for (members, t, _) in packing {
+            let mut used = Resources::default();
+            for &i in &members {
+                used.add(&ctx.snapshot.pods[i].requests);
+            }
+            let b = self.bins.len();
+            for &i in &members {
+                self.placed.insert(i, b);
+            }
+            self.bins.push(Bin {
+                name: String::new(),
+                pool: Some(p),
+                inflight: false,
+                reqs: reqs.clone(),
+                taints: Vec::new(),
+                used,
+                max_usable: pool.usable[t].clone(),
+                options: vec![t as u32],
+                ports: pool.ds_ports.clone(),
+                pods: members,
+                reserved: Resources::default(),
+                limit: None,
+            });
+        }
+    }
+}
