@@ -270,6 +270,36 @@ fn toleration(
     })
 }
 
+type AffinityTerms = (
+    Vec<core::PodAffinityTerm>,
+    Vec<(i32, core::PodAffinityTerm)>,
+);
+
+/// The required and preferred terms of a `podAffinity` or `podAntiAffinity` block.
+fn pod_affinity_terms(
+    required: Option<&[k8s_openapi::api::core::v1::PodAffinityTerm]>,
+    preferred: Option<&[k8s_openapi::api::core::v1::WeightedPodAffinityTerm]>,
+    (namespace, labels): (&str, &BTreeMap<String, String>),
+    obj: &str,
+    field: &str,
+) -> Result<AffinityTerms, KubeError> {
+    let mut hard = Vec::new();
+    for (i, t) in required.unwrap_or_default().iter().enumerate() {
+        let f = format!("{field}.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
+        hard.push(affinity_term(t, namespace, labels, obj, &f)?);
+    }
+    let mut soft = Vec::new();
+    for (i, t) in preferred.unwrap_or_default().iter().enumerate() {
+        let f =
+            format!("{field}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm");
+        soft.push((
+            t.weight,
+            affinity_term(&t.pod_affinity_term, namespace, labels, obj, &f)?,
+        ));
+    }
+    Ok((hard, soft))
+}
+
 /// Converts a pod spec and metadata into the core pod.
 pub fn pod_from_spec(meta: &ObjectMeta, spec: &PodSpec, obj: &str) -> Result<core::Pod, KubeError> {
     let namespace = meta
@@ -342,54 +372,30 @@ pub fn pod_from_spec(meta: &ObjectMeta, spec: &PodSpec, obj: &str) -> Result<cor
             }
         }
         if let Some(pa) = &aff.pod_affinity {
-            for (i, t) in pa
-                .required_during_scheduling_ignored_during_execution
-                .iter()
-                .flatten()
-                .enumerate()
-            {
-                let f = format!(
-                    "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
-                );
-                p.affinity
-                    .push(affinity_term(t, &namespace, &labels, obj, &f)?);
-            }
-            for (i, t) in pa
-                .preferred_during_scheduling_ignored_during_execution
-                .iter()
-                .flatten()
-                .enumerate()
-            {
-                let f = format!("spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
-                p.preferred_affinity.push((
-                    t.weight,
-                    affinity_term(&t.pod_affinity_term, &namespace, &labels, obj, &f)?,
-                ));
-            }
+            let (required, preferred) = pod_affinity_terms(
+                pa.required_during_scheduling_ignored_during_execution
+                    .as_deref(),
+                pa.preferred_during_scheduling_ignored_during_execution
+                    .as_deref(),
+                (&namespace, &labels),
+                obj,
+                "spec.affinity.podAffinity",
+            )?;
+            p.affinity = required;
+            p.preferred_affinity = preferred;
         }
         if let Some(pa) = &aff.pod_anti_affinity {
-            for (i, t) in pa
-                .required_during_scheduling_ignored_during_execution
-                .iter()
-                .flatten()
-                .enumerate()
-            {
-                let f = format!("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
-                p.anti_affinity
-                    .push(affinity_term(t, &namespace, &labels, obj, &f)?);
-            }
-            for (i, t) in pa
-                .preferred_during_scheduling_ignored_during_execution
-                .iter()
-                .flatten()
-                .enumerate()
-            {
-                let f = format!("spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
-                p.preferred_anti_affinity.push((
-                    t.weight,
-                    affinity_term(&t.pod_affinity_term, &namespace, &labels, obj, &f)?,
-                ));
-            }
+            let (required, preferred) = pod_affinity_terms(
+                pa.required_during_scheduling_ignored_during_execution
+                    .as_deref(),
+                pa.preferred_during_scheduling_ignored_during_execution
+                    .as_deref(),
+                (&namespace, &labels),
+                obj,
+                "spec.affinity.podAntiAffinity",
+            )?;
+            p.anti_affinity = required;
+            p.preferred_anti_affinity = preferred;
         }
     }
     for (i, c) in spec

@@ -134,18 +134,7 @@ pub(crate) fn pool_remaining(
         count += 1;
     }
     let nodes_limit = limits.extended.get("nodes").copied();
-    let mut limits = limits.clone();
-    limits.extended.remove("nodes");
-    let remaining = limits.minus(&used);
-    let mut only_limited = Resources::default();
-    for name in limits
-        .names()
-        .filter(|n| limits.get(n) != 0)
-        .collect::<Vec<_>>()
-    {
-        only_limited.set(name, remaining.get(name));
-    }
-    // Unlimited fields stay at i64::MAX so comparisons only bind on the limited ones.
+    // Unlimited fields stay near i64::MAX so comparisons only bind on the limited ones.
     let mut out = Resources {
         cpu: i64::MAX / 4,
         memory: i64::MAX / 4,
@@ -155,10 +144,9 @@ pub(crate) fn pool_remaining(
     };
     for name in limits
         .names()
-        .filter(|n| limits.get(n) != 0)
-        .collect::<Vec<_>>()
+        .filter(|n| *n != "nodes" && limits.get(n) != 0)
     {
-        out.set(name, only_limited.get(name));
+        out.set(name, limits.get(name) - used.get(name));
     }
     (Some(out), nodes_limit.map(|n| n - count))
 }
