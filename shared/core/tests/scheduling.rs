@@ -579,3 +579,35 @@ fn requirement_gt_lt_on_instance_cpu() {
         assert!((8..=16).contains(&cpus), "{name} has {cpus}");
     }
 }
+
+#[test]
+fn karpenter_benchmark_shape_keeps_one_anti_affine_pod_per_node() {
+    // 1,000 pods, a fifth of them mutually anti-affine on hostname: at least 200 nodes, and no
+    // node (even after re-packing) holds two of them.
+    let snap = Snapshot {
+        pods: fleetwright_core::synthetic::benchmark_pods(1000, 42),
+        nodepools: vec![fleetwright_core::synthetic::default_pool("default")],
+        ..Default::default()
+    };
+    let plan = fleetwright_core::schedule(
+        &snap,
+        &fleetwright_core::synthetic::benchmark_catalog(400),
+        &Default::default(),
+    );
+    assert!(plan.unschedulable.is_empty());
+    assert!(plan.nodeclaims.len() >= 200, "{}", plan.nodeclaims.len());
+    let anti: BTreeSet<String> = snap
+        .pods
+        .iter()
+        .filter(|p| !p.anti_affinity.is_empty())
+        .map(|p| p.key())
+        .collect();
+    assert_eq!(anti.len(), 200);
+    for nc in &plan.nodeclaims {
+        assert!(
+            nc.pods.iter().filter(|p| anti.contains(*p)).count() <= 1,
+            "{:?}",
+            nc.pods
+        );
+    }
+}

@@ -234,28 +234,24 @@ impl<'a> Ctx<'a> {
 
     pub fn plan(&self, opts: &ScheduleOptions) -> Plan {
         let guide = &self.guide;
-        let mut best = self.run(guide, Mode::ShapeMatch).into_plan(opts);
-        let ratio = |p: &Plan| {
-            if p.cost.lower_bound > 0.0 {
-                p.cost.hourly / p.cost.lower_bound
-            } else {
-                1.0
-            }
-        };
-        // Other packings, when they are cheap to try and may help; the cheapest plan wins.
+        let small = self.pending.len() <= opts.improve_max_pods;
+        let mut best = self.run(guide, Mode::ShapeMatch);
+        // Other packings, when they are cheap to try and may help; the cheapest one wins.
         for mode in [Mode::MostLeft, Mode::NoTargets] {
-            if ratio(&best) <= opts.improve_above || self.pending.len() > opts.improve_max_pods {
+            if !small || best.ratio() <= opts.improve_above {
                 break;
             }
-            let alt = self.run(guide, mode).into_plan(opts);
-            let better = alt.unschedulable.len() < best.unschedulable.len()
-                || (alt.unschedulable.len() == best.unschedulable.len()
-                    && alt.cost.hourly + 1e-9 < best.cost.hourly);
-            if better {
+            let alt = self.run(guide, mode);
+            if (alt.failed.len(), alt.hourly()) < (best.failed.len(), best.hourly() - 1e-9) {
                 best = alt;
             }
         }
-        best
+        if small {
+            for p in 0..self.pools.len() {
+                best.repack_bins(p);
+            }
+        }
+        best.into_plan(opts)
     }
 
     /// Per pool, the LP optimum for the pods that would go there: its node types with their
@@ -367,11 +363,6 @@ impl<'a> Ctx<'a> {
         for &i in &self.pending {
             if !run.place(i) {
                 run.failed.push(i);
-            }
-        }
-        if self.pending.len() <= self.improve_max_pods {
-            for p in 0..self.pools.len() {
-                run.repack_bins(p);
             }
         }
         run

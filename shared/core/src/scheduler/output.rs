@@ -127,6 +127,38 @@ pub(crate) fn truncate_with_min_values(
 }
 
 impl<'c, 'a> Run<'c, 'a> {
+    /// The hourly price of the new bins, each at its cheapest fitting type.
+    pub(crate) fn hourly(&self) -> f64 {
+        self.bins
+            .iter()
+            .filter(|b| !b.pods.is_empty())
+            .filter_map(|b| b.pool.map(|p| (p, b)))
+            .map(|(p, b)| {
+                self.ctx
+                    .cheapest_fit(p, &b.used, &b.reqs)
+                    .map_or(f64::INFINITY, |(_, c)| c)
+            })
+            .sum()
+    }
+
+    /// Hourly price over the LP bound for the same pods.
+    pub(crate) fn ratio(&self) -> f64 {
+        let mut demand = Resources::default();
+        let mut cols: BTreeSet<(usize, usize)> = BTreeSet::new();
+        for b in self.bins.iter().filter(|b| !b.pods.is_empty()) {
+            let Some(p) = b.pool else { continue };
+            for &i in &b.pods {
+                demand.add(&self.ctx.snapshot.pods[i].requests);
+            }
+            cols.extend((0..self.ctx.pools[p].types.len()).map(|t| (p, t)));
+        }
+        let cols: Vec<(usize, usize)> = cols.into_iter().collect();
+        match self.ctx.lp(&demand, &cols) {
+            Some((bound, _)) if bound > 0.0 => self.hourly() / bound,
+            _ => 1.0,
+        }
+    }
+
     pub(crate) fn into_plan(self, opts: &ScheduleOptions) -> Plan {
         let ctx = self.ctx;
         let snap = ctx.snapshot;

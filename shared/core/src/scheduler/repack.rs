@@ -11,6 +11,59 @@ pub(crate) enum Rounding {
     Up,
 }
 
+/// Above this many pod×node pairs in a partition, re-packing tries a reduced set of strategies.
+const THOROUGH_WORK: usize = 50_000;
+
+/// One way of re-packing: which LP node types to allow (a price band), how to round their
+/// counts, where each pod goes, in which order, and what a pod that fits nowhere opens.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Strategy {
+    pub band: (f64, f64),
+    pub rounding: Rounding,
+    pub fit: Fit,
+    pub order: Order,
+}
+
+impl Strategy {
+    /// Combinations over the given price bands: all of them when `thorough`, else a few.
+    fn all(bands: Vec<(f64, f64)>, thorough: bool) -> Vec<Strategy> {
+        let fits: &[Fit] = if thorough {
+            &[Fit::Aligned, Fit::First, Fit::Cosine]
+        } else {
+            &[Fit::Aligned, Fit::Cosine]
+        };
+        let orders: &[Order] = if thorough {
+            &[Order::Sum, Order::Max, Order::Cpu]
+        } else {
+            &[Order::Sum]
+        };
+        let mut out = Vec::new();
+        for &band in &bands {
+            for rounding in [Rounding::Down, Rounding::Nearest, Rounding::Up] {
+                for &fit in fits {
+                    for &order in orders {
+                        out.push(Strategy {
+                            band,
+                            rounding,
+                            fit,
+                            order,
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The order pods are re-packed in (largest first by this measure of normalised size).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Order {
+    Sum,
+    Max,
+    Cpu,
+}
+
 /// Which open node a pod goes to when re-packing.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Fit {
@@ -18,6 +71,8 @@ pub(crate) enum Fit {
     Aligned,
     /// The first node it fits in, which fills nodes one by one.
     First,
+    /// The node whose remaining capacity points the same way as the pod, however empty it is.
+    Cosine,
 }
 
 impl<'a> Ctx<'a> {
@@ -127,7 +182,15 @@ impl<'a> Ctx<'a> {
         let smaller = [Rounding::Up, Rounding::Nearest]
             .into_iter()
             .flat_map(|r| [Fit::First, Fit::Aligned].map(|f| (r, f)))
-            .filter_map(|(r, f)| self.vector_pack(p, members, reqs, price * 0.75, r, f))
+            .filter_map(|(rounding, fit)| {
+                let s = Strategy {
+                    band: (0.0, price * 0.75),
+                    rounding,
+                    fit,
+                    order: Order::Sum,
+                };
+                self.vector_pack(p, members, reqs, s)
+            })
             .filter(|k| k.len() > 1)
             .min_by(|a, b| cost(a).total_cmp(&cost(b)));
         match smaller {
@@ -145,10 +208,14 @@ impl<'a> Ctx<'a> {
         p: usize,
         pods: &[usize],
         reqs: &Requirements,
-        max_price: f64,
-        rounding: Rounding,
-        fit: Fit,
+        strategy: Strategy,
     ) -> Option<Vec<(Vec<usize>, usize, f64)>> {
+        let Strategy {
+            band: (min_price, max_price),
+            rounding,
+            fit,
+            order: order_by,
+        } = strategy;
         let pool = &self.pools[p];
         let mut demand = Resources::default();
         for &i in pods {
@@ -160,7 +227,7 @@ impl<'a> Ctx<'a> {
                     .cheapest_offering(reqs)
                     .map(|o| (p, t, o.price))
             })
-            .filter(|(_, _, price)| *price <= max_price)
+            .filter(|(_, _, price)| *price >= min_price && *price <= max_price)
             .collect();
         let (_, counts) = self.lp_priced(&demand, &cols)?;
         let lp_types: Vec<(usize, f64)> = counts
@@ -204,7 +271,14 @@ impl<'a> Ctx<'a> {
             ]
         };
         let mut order: Vec<usize> = pods.to_vec();
-        let size = |i: &usize| norm(&self.snapshot.pods[*i].requests).iter().sum::<f64>();
+        let size = |i: &usize| {
+            let v = norm(&self.snapshot.pods[*i].requests);
+            match order_by {
+                Order::Sum => v.iter().sum::<f64>(),
+                Order::Max => v.iter().copied().fold(0.0, f64::max),
+                Order::Cpu => v[0],
+            }
+        };
         order.sort_by(|a, b| size(b).total_cmp(&size(a)).then(a.cmp(b)));
         for i in order {
             let req = &self.snapshot.pods[i].requests;
@@ -223,6 +297,10 @@ impl<'a> Ctx<'a> {
                     let score = match fit {
                         Fit::Aligned => v[0] * l[0] + v[1] * l[1] + v[2] * l[2],
                         Fit::First => -(b as f64),
+                        Fit::Cosine => {
+                            let len = (l[0] * l[0] + l[1] * l[1] + l[2] * l[2]).sqrt().max(1e-12);
+                            (v[0] * l[0] + v[1] * l[1] + v[2] * l[2]) / len
+                        }
                     };
                     (b, score)
                 })
@@ -324,11 +402,16 @@ impl<'c, 'a> Run<'c, 'a> {
             f64::INFINITY
         };
         let top = pool.price.last().copied().unwrap_or(f64::INFINITY);
-        let repacked = [1.0, 0.5, 0.25, 0.125, 0.0625]
+        let bands: Vec<(f64, f64)> = [1.0, 0.5, 0.25, 0.125, 0.0625]
+            .map(|f| (0.0, f * top))
             .into_iter()
-            .flat_map(|f| [Rounding::Down, Rounding::Nearest, Rounding::Up].map(|r| (f * top, r)))
-            .flat_map(|(max_price, r)| [Fit::Aligned, Fit::First].map(|fit| (max_price, r, fit)))
-            .filter_map(|(max_price, r, fit)| ctx.vector_pack(p, &pods, &reqs, max_price, r, fit));
+            .chain([0.0625, 0.03125, 0.015625].map(|f| (f * top, top)))
+            .collect();
+        // Each strategy costs about pods × nodes; try them all only on small problems.
+        let thorough = pods.len() * bins.len() <= THOROUGH_WORK;
+        let repacked = Strategy::all(bands, thorough)
+            .into_iter()
+            .filter_map(|s| ctx.vector_pack(p, &pods, &reqs, s));
         let best_repacked = repacked.min_by(|a, b| cost(a).total_cmp(&cost(b)));
         let Some(packing) = std::iter::once(current)
             .chain(best_repacked)
