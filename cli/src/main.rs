@@ -20,6 +20,18 @@ enum Command {
     Plan(plan::PlanArgs),
     /// Measure scheduling throughput (pods/s), cost against the LP bound, and peak memory.
     Bench(bench::BenchArgs),
+    /// Print the NodePool, NodeClaim and EC2NodeClass CRDs as YAML (for `kubectl apply -f -`).
+    Crds,
+}
+
+fn print_crds() -> anyhow::Result<()> {
+    use std::io::Write;
+    write!(
+        std::io::stdout(),
+        "{}",
+        fleetwright_kube::crds::definitions_yaml()?
+    )?;
+    Ok(())
 }
 
 fn main() -> std::process::ExitCode {
@@ -35,6 +47,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Plan(args) => plan::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Crds => print_crds(),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -198,3 +198,25 @@ fn bench_prints_throughput_cost_ratio_and_memory() {
     }
     assert!(report["peak_rss_mib"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn crds_verb_matches_the_shipped_manifest() {
+    let out = fleetwright(&["crds"]);
+    assert!(out.status.success());
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let shipped_path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../infra/crds/karpenter-v1.yaml");
+    let shipped = std::fs::read_to_string(&shipped_path).unwrap();
+    assert_eq!(
+        printed, shipped,
+        "regenerate with: fleetwright crds > infra/crds/karpenter-v1.yaml"
+    );
+    assert_eq!(printed.matches("kind: CustomResourceDefinition").count(), 3);
+    for name in [
+        "nodepools.karpenter.sh",
+        "nodeclaims.karpenter.sh",
+        "ec2nodeclasses.karpenter.k8s.aws",
+    ] {
+        assert!(printed.contains(&format!("name: {name}")), "{name}");
+    }
+}

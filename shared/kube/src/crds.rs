@@ -1,26 +1,47 @@
 //! Karpenter's v1 custom resources as Rust types: `NodePool` and `NodeClaim` (`karpenter.sh/v1`)
-//! and `EC2NodeClass` (`karpenter.k8s.aws/v1`). Field names follow Karpenter's v1 API exactly;
-//! fields Fleetwright does not read are kept in `extra` so nothing is lost on a round trip.
+//! and `EC2NodeClass` (`karpenter.k8s.aws/v1`), defined with `kube::CustomResource` (cluster
+//! scoped, with status subresources and Karpenter's printer columns). Field names follow
+//! Karpenter's v1 API exactly. Fields Fleetwright does not know are kept in `extra`, so nothing
+//! is lost on a round trip; they are left out of the published schema.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResource;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// `karpenter.sh/v1` NodePool.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct NodePool {
-    #[serde(default)]
-    pub metadata: ObjectMeta,
-    #[serde(default)]
-    pub spec: NodePoolSpec,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<Value>,
+/// A free-form value in a CRD schema: any JSON, kept as it is.
+fn any_value(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "x-kubernetes-preserve-unknown-fields": true })
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+/// A map of resource quantities (numbers or strings).
+fn quantity_map(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "additionalProperties": { "anyOf": [{ "type": "integer" }, { "type": "string" }], "x-kubernetes-int-or-string": true }
+    })
+}
+
+/// `karpenter.sh/v1` NodePool spec.
+#[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+#[kube(
+    group = "karpenter.sh",
+    version = "v1",
+    kind = "NodePool",
+    plural = "nodepools",
+    status = "NodePoolStatus",
+    category = "karpenter",
+    printcolumn = r#"{"name":"NodeClass","type":"string","jsonPath":".spec.template.spec.nodeClassRef.name"}"#,
+    printcolumn = r#"{"name":"Nodes","type":"string","jsonPath":".status.resources.nodes"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Weight","type":"integer","jsonPath":".spec.weight","priority":1}"#,
+    printcolumn = r#"{"name":"CPU","type":"string","jsonPath":".status.resources.cpu","priority":1}"#,
+    printcolumn = r#"{"name":"Memory","type":"string","jsonPath":".status.resources.memory","priority":1}"#
+)]
 #[serde(rename_all = "camelCase")]
 pub struct NodePoolSpec {
     #[serde(default)]
@@ -29,23 +50,39 @@ pub struct NodePoolSpec {
     pub disruption: Option<Disruption>,
     /// Resource limits; values may be numbers or quantity strings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "quantity_map")]
     pub limits: Option<BTreeMap<String, Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<i32>,
     #[serde(flatten)]
+    #[schemars(skip)]
     pub extra: BTreeMap<String, Value>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+/// NodePool status.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePoolStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "quantity_map")]
+    pub resources: Option<BTreeMap<String, Value>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeClaimTemplate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<TemplateMetadata>,
     #[serde(default)]
-    pub spec: NodeClaimSpec,
+    pub spec: NodeClaimTemplateSpec,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TemplateMetadata {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -54,8 +91,314 @@ pub struct TemplateMetadata {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// The spec shared by NodeClaims and NodePool templates.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+/// The NodeClaim spec a NodePool template stamps out.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClaimTemplateSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_class_ref: Option<NodeClassRef>,
+    #[serde(default)]
+    pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<TaintSpec>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub startup_taints: Vec<TaintSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expire_after: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period: Option<String>,
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClaimResources {
+    #[serde(default)]
+    #[schemars(schema_with = "quantity_map")]
+    pub requests: BTreeMap<String, Value>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClassRef {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub kind: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSelectorRequirementWithMinValues {
+    pub key: String,
+    pub operator: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_values: Option<usize>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaintSpec {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    pub effect: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_added: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Disruption {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consolidation_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consolidate_after: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<BudgetSpec>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetSpec {
+    pub nodes: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+}
+
+/// `karpenter.k8s.aws/v1` EC2NodeClass spec.
+#[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+#[kube(
+    group = "karpenter.k8s.aws",
+    version = "v1",
+    kind = "EC2NodeClass",
+    plural = "ec2nodeclasses",
+    status = "EC2NodeClassStatus",
+    category = "karpenter",
+    shortname = "ec2nc",
+    shortname = "ec2ncs",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Role","type":"string","jsonPath":".spec.role","priority":1}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct EC2NodeClassSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ami_family: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ami_selector_terms: Vec<SelectorTerm>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subnet_selector_terms: Vec<SelectorTerm>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_group_selector_terms: Vec<SelectorTerm>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_reservation_selector_terms: Vec<SelectorTerm>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_profile: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet: Option<KubeletConfiguration>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub block_device_mappings: Vec<BlockDeviceMapping>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_store_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_options: Option<MetadataOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detailed_monitoring: Option<bool>,
+    #[serde(
+        default,
+        rename = "associatePublicIPAddress",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub associate_public_ip_address: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// EC2NodeClass status: what discovery resolved.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EC2NodeClassStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "any_value")]
+    pub subnets: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "any_value")]
+    pub security_groups: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "any_value")]
+    pub amis: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_profile: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// A selector term: by tags, id, name, owner or (AMIs) alias and SSM parameter.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SelectorTerm {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssm_parameter: Option<String>,
+    #[serde(default, rename = "ownerID", skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_match_criteria: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeletConfiguration {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pods: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods_per_core: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_reserved: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube_reserved: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_hard: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_soft: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_soft_grace_period: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_max_pod_grace_period: Option<i64>,
+    #[serde(
+        default,
+        rename = "imageGCHighThresholdPercent",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub image_gc_high_threshold_percent: Option<i64>,
+    #[serde(
+        default,
+        rename = "imageGCLowThresholdPercent",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub image_gc_low_threshold_percent: Option<i64>,
+    #[serde(
+        default,
+        rename = "cpuCFSQuota",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cpu_cfs_quota: Option<bool>,
+    #[serde(
+        default,
+        rename = "clusterDNS",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cluster_dns: Option<Vec<String>>,
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockDeviceMapping {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_volume: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ebs: Option<BlockDevice>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockDevice {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_size: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypted: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iops: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<i64>,
+    #[serde(default, rename = "kmsKeyID", skip_serializing_if = "Option::is_none")]
+    pub kms_key_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_on_termination: Option<bool>,
+    #[serde(
+        default,
+        rename = "snapshotID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub snapshot_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_initialization_rate: Option<i64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetadataOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_endpoint: Option<String>,
+    #[serde(
+        default,
+        rename = "httpProtocolIPv6",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub http_protocol_ipv6: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_put_response_hop_limit: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_tokens: Option<String>,
+}
+
+/// `karpenter.sh/v1` NodeClaim spec.
+#[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+#[kube(
+    group = "karpenter.sh",
+    version = "v1",
+    kind = "NodeClaim",
+    plural = "nodeclaims",
+    status = "NodeClaimStatus",
+    category = "karpenter",
+    printcolumn = r#"{"name":"Type","type":"string","jsonPath":".metadata.labels.node\\.kubernetes\\.io/instance-type"}"#,
+    printcolumn = r#"{"name":"Capacity","type":"string","jsonPath":".metadata.labels.karpenter\\.sh/capacity-type"}"#,
+    printcolumn = r#"{"name":"Zone","type":"string","jsonPath":".metadata.labels.topology\\.kubernetes\\.io/zone"}"#,
+    printcolumn = r#"{"name":"Node","type":"string","jsonPath":".status.nodeName"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"ID","type":"string","jsonPath":".status.providerID","priority":1}"#,
+    printcolumn = r#"{"name":"NodePool","type":"string","jsonPath":".metadata.labels.karpenter\\.sh/nodepool","priority":1}"#,
+    printcolumn = r#"{"name":"NodeClass","type":"string","jsonPath":".spec.nodeClassRef.name","priority":1}"#
+)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeClaimSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -73,204 +416,12 @@ pub struct NodeClaimSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<NodeClaimResources>,
     #[serde(flatten)]
+    #[schemars(skip)]
     pub extra: BTreeMap<String, Value>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeClaimResources {
-    #[serde(default)]
-    pub requests: BTreeMap<String, Value>,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeClassRef {
-    #[serde(default)]
-    pub group: String,
-    #[serde(default)]
-    pub kind: String,
-    pub name: String,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeSelectorRequirementWithMinValues {
-    pub key: String,
-    pub operator: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub values: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_values: Option<usize>,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct TaintSpec {
-    pub key: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value: Option<String>,
-    pub effect: String,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct Disruption {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub consolidation_policy: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub consolidate_after: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub budgets: Vec<BudgetSpec>,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct BudgetSpec {
-    pub nodes: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub duration: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reasons: Vec<String>,
-}
-
-/// `karpenter.k8s.aws/v1` EC2NodeClass.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct EC2NodeClass {
-    #[serde(default)]
-    pub metadata: ObjectMeta,
-    #[serde(default)]
-    pub spec: EC2NodeClassSpec,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<Value>,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct EC2NodeClassSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ami_family: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ami_selector_terms: Vec<SelectorTerm>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub subnet_selector_terms: Vec<SelectorTerm>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub security_group_selector_terms: Vec<SelectorTerm>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub role: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instance_profile: Option<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub tags: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kubelet: Option<KubeletConfiguration>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub block_device_mappings: Vec<BlockDeviceMapping>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instance_store_policy: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user_data: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata_options: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detailed_monitoring: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub associate_public_ip_address: Option<bool>,
-    #[serde(flatten)]
-    pub extra: BTreeMap<String, Value>,
-}
-
-/// A selector term: by tags, id, name, owner or (AMIs) alias.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct SelectorTerm {
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub tags: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub alias: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ssm_parameter: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct KubeletConfiguration {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_pods: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pods_per_core: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system_reserved: Option<BTreeMap<String, String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kube_reserved: Option<BTreeMap<String, String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub eviction_hard: Option<BTreeMap<String, String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub eviction_soft: Option<BTreeMap<String, String>>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "clusterDNS"
-    )]
-    pub cluster_dns: Option<Vec<String>>,
-    #[serde(flatten)]
-    pub extra: BTreeMap<String, Value>,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct BlockDeviceMapping {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device_name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub root_volume: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ebs: Option<BlockDevice>,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct BlockDevice {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub volume_size: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub volume_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub encrypted: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iops: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub throughput: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kms_key_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delete_on_termination: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snapshot_id: Option<String>,
-}
-
-/// `karpenter.sh/v1` NodeClaim.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeClaim {
-    #[serde(default)]
-    pub metadata: ObjectMeta,
-    #[serde(default)]
-    pub spec: NodeClaimSpec,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<NodeClaimStatus>,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+/// NodeClaim status, filled in as the instance launches, registers and initialises.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeClaimStatus {
     #[serde(
@@ -284,16 +435,22 @@ pub struct NodeClaimStatus {
     #[serde(default, rename = "imageID", skip_serializing_if = "Option::is_none")]
     pub image_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "quantity_map")]
     pub capacity: Option<BTreeMap<String, Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "quantity_map")]
     pub allocatable: Option<BTreeMap<String, Value>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_pod_event_time: Option<String>,
     #[serde(flatten)]
+    #[schemars(skip)]
     pub extra: BTreeMap<String, Value>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+/// A status condition.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     #[serde(rename = "type")]
@@ -305,4 +462,22 @@ pub struct Condition {
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// The three CRDs Fleetwright reads and writes, as `kubectl apply` takes them.
+pub fn definitions() -> Vec<CustomResourceDefinition> {
+    use kube::CustomResourceExt;
+    vec![NodePool::crd(), NodeClaim::crd(), EC2NodeClass::crd()]
+}
+
+/// The CRDs as one multi-document YAML stream.
+pub fn definitions_yaml() -> Result<String, serde_yaml::Error> {
+    let mut out = String::new();
+    for crd in definitions() {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(&crd)?);
+    }
+    Ok(out)
 }
