@@ -12,6 +12,9 @@ pub enum KubeError {
         field: String,
         reason: String,
     },
+    /// Authenticating to the cluster failed.
+    #[error("{0}")]
+    Auth(String),
     /// A document could not be parsed at all.
     #[error("{source_name}: {reason}")]
     Document { source_name: String, reason: String },

@@ -1,9 +1,10 @@
 //! fleetwright-kube: the Kubernetes side of Fleetwright. Karpenter's v1 custom resources, cluster
-//! dumps, and the conversion of Kubernetes objects into the core's snapshot model.
+//! dumps, EKS IAM tokens, and the conversion of Kubernetes objects into the core's snapshot model.
 
 pub mod convert;
 pub mod crds;
 pub mod dump;
+pub mod eks_token;
 pub mod error;
 
 pub use error::KubeError;

@@ -1,0 +1,242 @@
+//! EKS IAM authentication tokens, as `aws eks get-token` and aws-iam-authenticator make them:
+//! `k8s-aws-v1.` + base64url(presigned STS `GetCallerIdentity` URL), signed with SigV4 and
+//! carrying the cluster name in the signed `x-k8s-aws-id` header. EKS accepts such a token for
+//! 15 minutes; [`TokenCache`] refreshes it a minute before that, so warm Lambda containers
+//! reuse one token across invocations.
+
+use std::time::{Duration, SystemTime};
+
+use aws_credential_types::Credentials;
+use aws_sigv4::http_request::{
+    sign, SignableBody, SignableRequest, SignatureLocation, SigningSettings,
+};
+use aws_sigv4::sign::v4;
+use base64::Engine;
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
+use crate::error::KubeError;
+
+/// Every EKS token starts with this.
+pub const TOKEN_PREFIX: &str = "k8s-aws-v1.";
+/// How long EKS accepts a token after it is signed.
+pub const TOKEN_LIFETIME: Duration = Duration::from_secs(15 * 60);
+/// The header that binds a token to one cluster.
+pub const CLUSTER_ID_HEADER: &str = "x-k8s-aws-id";
+/// `X-Amz-Expires` on the presigned URL. STS ignores it after signing; aws-iam-authenticator
+/// and the AWS CLI send 60, and so does Fleetwright.
+pub const PRESIGN_EXPIRES: Duration = Duration::from_secs(60);
+/// Refresh this long before a token's lifetime ends.
+const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+
+/// RFC 3986 unreserved characters stay as they are; everything else is percent-encoded.
+const QUERY: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// A bearer token and when EKS stops accepting it.
+#[derive(Clone, Debug)]
+pub struct EksToken {
+    pub token: String,
+    pub expires_at: SystemTime,
+}
+
+/// Signs a token for `cluster` in `region` at `now`.
+pub fn token(
+    credentials: &Credentials,
+    region: &str,
+    cluster: &str,
+    now: SystemTime,
+) -> Result<EksToken, KubeError> {
+    let fail = |e: &dyn std::fmt::Display| {
+        KubeError::Auth(format!(
+            "signing the EKS token for cluster {cluster:?}: {e}"
+        ))
+    };
+    let host = format!("sts.{region}.amazonaws.com");
+    let base = format!("https://{host}/?Action=GetCallerIdentity&Version=2011-06-15");
+    let mut settings = SigningSettings::default();
+    settings.signature_location = SignatureLocation::QueryParams;
+    settings.expires_in = Some(PRESIGN_EXPIRES);
+    let identity = credentials.clone().into();
+    let params = v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name("sts")
+        .time(now)
+        .settings(settings)
+        .build()
+        .map_err(|e| fail(&e))?
+        .into();
+    let headers = [("host", host.as_str()), (CLUSTER_ID_HEADER, cluster)];
+    let request = SignableRequest::new(
+        "GET",
+        base.as_str(),
+        headers.into_iter(),
+        SignableBody::Bytes(&[]),
+    )
+    .map_err(|e| fail(&e))?;
+    let (instructions, _signature) = sign(request, &params).map_err(|e| fail(&e))?.into_parts();
+    let (_, query) = instructions.into_parts();
+    let mut url = base;
+    for (name, value) in query {
+        url.push('&');
+        url.push_str(name);
+        url.push('=');
+        url.extend(utf8_percent_encode(&value, QUERY));
+    }
+    Ok(EksToken {
+        token: format!(
+            "{TOKEN_PREFIX}{}",
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(url)
+        ),
+        expires_at: now + TOKEN_LIFETIME,
+    })
+}
+
+/// Keeps one token per container and signs a new one shortly before the old one expires.
+#[derive(Debug, Default)]
+pub struct TokenCache {
+    current: Option<EksToken>,
+}
+
+impl TokenCache {
+    /// The cached token, or a fresh one when there is none or it is about to expire.
+    pub fn get(
+        &mut self,
+        credentials: &Credentials,
+        region: &str,
+        cluster: &str,
+        now: SystemTime,
+    ) -> Result<&EksToken, KubeError> {
+        let fresh = self
+            .current
+            .as_ref()
+            .is_some_and(|t| now + REFRESH_MARGIN < t.expires_at);
+        if !fresh {
+            self.current = Some(token(credentials, region, cluster, now)?);
+        }
+        Ok(self.current.as_ref().expect("just set"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(token: &str) -> String {
+        let b64 = token.strip_prefix(TOKEN_PREFIX).expect("prefix");
+        String::from_utf8(
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(b64)
+                .unwrap(),
+        )
+        .unwrap()
+    }
+
+    fn query(url: &str) -> Vec<(String, String)> {
+        url.split_once('?')
+            .unwrap()
+            .1
+            .split('&')
+            .map(|kv| {
+                let (k, v) = kv.split_once('=').unwrap();
+                (
+                    k.to_string(),
+                    percent_encoding::percent_decode_str(v)
+                        .decode_utf8()
+                        .unwrap()
+                        .to_string(),
+                )
+            })
+            .collect()
+    }
+
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn token_is_a_presigned_get_caller_identity_url_bound_to_the_cluster() {
+        let creds = Credentials::new("AKIDEXAMPLE", "secret", None, None, "test");
+        let t = token(&creds, "us-west-2", "prod-cluster", at(1_790_000_000)).unwrap();
+        assert!(t.token.starts_with("k8s-aws-v1."));
+        assert!(!t.token.contains('=') && !t.token.contains('+') && !t.token.contains('/'));
+        let url = decode(&t.token);
+        assert!(
+            url.starts_with(
+                "https://sts.us-west-2.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15&"
+            ),
+            "{url}"
+        );
+        let q = query(&url);
+        let get = |k: &str| {
+            q.iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        assert_eq!(get("X-Amz-Algorithm"), "AWS4-HMAC-SHA256");
+        assert_eq!(get("X-Amz-Expires"), "60");
+        let signed: Vec<String> = get("X-Amz-SignedHeaders")
+            .split(';')
+            .map(str::to_string)
+            .collect();
+        assert!(signed.contains(&"host".to_string()), "{signed:?}");
+        assert!(signed.contains(&"x-k8s-aws-id".to_string()), "{signed:?}");
+        assert!(get("X-Amz-Credential").starts_with("AKIDEXAMPLE/"));
+        assert!(get("X-Amz-Credential").ends_with("/us-west-2/sts/aws4_request"));
+        assert_eq!(get("X-Amz-Signature").len(), 64);
+        assert!(get("X-Amz-Signature")
+            .chars()
+            .all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(t.expires_at, at(1_790_000_000) + TOKEN_LIFETIME);
+    }
+
+    #[test]
+    fn signature_depends_on_cluster_and_time_and_session_tokens_are_carried() {
+        let creds = Credentials::new("AKID", "secret", Some("session-token".into()), None, "test");
+        let a = token(&creds, "us-east-1", "a", at(1_790_000_000))
+            .unwrap()
+            .token;
+        let again = token(&creds, "us-east-1", "a", at(1_790_000_000))
+            .unwrap()
+            .token;
+        let other_cluster = token(&creds, "us-east-1", "b", at(1_790_000_000))
+            .unwrap()
+            .token;
+        let later = token(&creds, "us-east-1", "a", at(1_790_000_100))
+            .unwrap()
+            .token;
+        assert_eq!(a, again);
+        assert_ne!(a, other_cluster);
+        assert_ne!(a, later);
+        assert!(query(&decode(&a))
+            .iter()
+            .any(|(k, v)| k == "X-Amz-Security-Token" && v == "session-token"));
+    }
+
+    #[test]
+    fn cache_reuses_until_a_minute_before_expiry() {
+        let creds = Credentials::new("AKID", "secret", None, None, "test");
+        let mut cache = TokenCache::default();
+        let first = cache
+            .get(&creds, "us-east-1", "c", at(1_000_000))
+            .unwrap()
+            .token
+            .clone();
+        let reused = cache
+            .get(&creds, "us-east-1", "c", at(1_000_000 + 13 * 60))
+            .unwrap()
+            .token
+            .clone();
+        assert_eq!(first, reused);
+        let renewed = cache
+            .get(&creds, "us-east-1", "c", at(1_000_000 + 14 * 60 + 1))
+            .unwrap()
+            .token
+            .clone();
+        assert_ne!(first, renewed);
+    }
+}
