@@ -12,6 +12,9 @@ pub enum KubeError {
         field: String,
         reason: String,
     },
+    /// A Kubernetes API call failed.
+    #[error("listing {kind}: {reason}")]
+    Api { kind: String, reason: String },
     /// Authenticating to the cluster failed.
     #[error("{0}")]
     Auth(String),

@@ -1,0 +1,191 @@
+//! Reading the cluster for one invocation: every kind the core needs, listed concurrently and
+//! paginated with `limit`/`continue`, then filtered to what scheduling should see (bound pods and
+//! truly pending ones) and converted into the core's snapshot.
+//!
+//! Lists are consistent reads (no `resourceVersion=0`): a stale watch-cache read of nodes or
+//! NodeClaims could launch capacity twice, so the cache is not used.
+
+use std::fmt::Debug;
+
+use fleetwright_core::Snapshot;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, ListParams};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+
+use crate::crds::{EC2NodeClass, NodeClaim, NodePool};
+use crate::dump::ClusterDump;
+use crate::error::KubeError;
+
+/// Items per list page.
+pub const DEFAULT_PAGE_SIZE: u32 = 500;
+
+/// Lists the cluster through a real `kube::Client`.
+#[derive(Clone)]
+pub struct SnapshotReader {
+    client: Client,
+    page_size: u32,
+}
+
+impl Debug for SnapshotReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshotReader")
+            .field("page_size", &self.page_size)
+            .finish()
+    }
+}
+
+impl SnapshotReader {
+    pub fn new(client: Client) -> Self {
+        SnapshotReader {
+            client,
+            page_size: DEFAULT_PAGE_SIZE,
+        }
+    }
+
+    pub fn with_page_size(mut self, page_size: u32) -> Self {
+        self.page_size = page_size.max(1);
+        self
+    }
+
+    /// Every object, as a dump (pods already filtered to bound and pending ones).
+    pub async fn read_dump(&self) -> Result<ClusterDump, KubeError> {
+        let (pods, nodes, daemonsets, pdbs, pvcs, pvs, nodepools, nodeclasses, nodeclaims) = futures::try_join!(
+            self.list::<Pod>(),
+            self.list::<Node>(),
+            self.list::<DaemonSet>(),
+            self.list::<PodDisruptionBudget>(),
+            self.list::<PersistentVolumeClaim>(),
+            self.list::<PersistentVolume>(),
+            self.list::<NodePool>(),
+            self.list::<EC2NodeClass>(),
+            self.list::<NodeClaim>(),
+        )?;
+        let total = pods.len();
+        let pods: Vec<Pod> = pods.into_iter().filter(schedulable_view).collect();
+        tracing::debug!(
+            pods = total,
+            kept = pods.len(),
+            nodes = nodes.len(),
+            nodeclaims = nodeclaims.len(),
+            "read cluster"
+        );
+        Ok(ClusterDump {
+            pods,
+            nodes,
+            daemonsets,
+            pdbs,
+            pvcs,
+            pvs,
+            nodepools,
+            nodeclasses,
+            nodeclaims,
+            skipped: Vec::new(),
+        })
+    }
+
+    /// The core snapshot of the cluster now.
+    pub async fn read(&self) -> Result<Snapshot, KubeError> {
+        crate::convert::snapshot_from_dump(&self.read_dump().await?)
+    }
+
+    async fn list<K>(&self) -> Result<Vec<K>, KubeError>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    {
+        let api: Api<K> = Api::all(self.client.clone());
+        let mut items = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut params = ListParams::default().limit(self.page_size);
+            if let Some(t) = &token {
+                params = params.continue_token(t);
+            }
+            let page = api.list(&params).await.map_err(|e| KubeError::Api {
+                kind: K::kind(&()).to_string(),
+                reason: e.to_string(),
+            })?;
+            items.extend(page.items);
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(next) => token = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+}
+
+/// Pods scheduling should see: bound, non-terminal pods, and pending ones.
+fn schedulable_view(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Succeeded") | Some("Failed")) {
+        return false;
+    }
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    bound || is_pending(pod)
+}
+
+/// A pod is pending for provisioning exactly when kube-scheduler marked it `PodScheduled=False`
+/// with reason `Unschedulable`, it has no `nodeName` and no `nominatedNodeName`, and no
+/// DaemonSet owns it.
+pub fn is_pending(pod: &Pod) -> bool {
+    let spec = pod.spec.as_ref();
+    let status = pod.status.as_ref();
+    let unschedulable = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+        });
+    let no_node = spec
+        .and_then(|s| s.node_name.as_deref())
+        .is_none_or(str::is_empty);
+    let not_nominated = status
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .is_none_or(str::is_empty);
+    let daemonset = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet");
+    unschedulable && no_node && not_nominated && !daemonset
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(value: serde_json::Value) -> Pod {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn pending_means_unschedulable_unbound_unnominated_and_not_a_daemonset() {
+        let unschedulable =
+            json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable"});
+        let base = json!({"metadata": {"name": "p"}, "spec": {"containers": []}, "status": {"conditions": [unschedulable]}});
+        assert!(is_pending(&pod(base.clone())));
+        let mut bound = base.clone();
+        bound["spec"]["nodeName"] = json!("n1");
+        assert!(!is_pending(&pod(bound)));
+        let mut nominated = base.clone();
+        nominated["status"]["nominatedNodeName"] = json!("n1");
+        assert!(!is_pending(&pod(nominated)));
+        let mut ds = base.clone();
+        ds["metadata"]["ownerReferences"] =
+            json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u"}]);
+        assert!(!is_pending(&pod(ds)));
+        let fresh = json!({"metadata": {"name": "p"}, "spec": {"containers": []}, "status": {"phase": "Pending"}});
+        assert!(!is_pending(&pod(fresh)), "not yet seen by kube-scheduler");
+    }
+}

@@ -1,0 +1,152 @@
+//! An HTTP-level fake of the Kubernetes API for tests: it serves the real list paths of the kinds
+//! Fleetwright reads, with `limit`/`continue` pagination, and records every request.
+//!
+//! It does not emulate: watches, label or field selectors, `resourceVersion` semantics, writes
+//! (create/update/patch/delete), subresources (status, eviction), admission, or authentication.
+//! Unknown paths answer 404 with a `Status` body, as the API server does.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+
+/// The list path, list kind and API version of each kind the snapshot reader lists.
+pub const COLLECTIONS: [(&str, &str, &str); 9] = [
+    ("/api/v1/pods", "PodList", "v1"),
+    ("/api/v1/nodes", "NodeList", "v1"),
+    ("/apis/apps/v1/daemonsets", "DaemonSetList", "apps/v1"),
+    (
+        "/apis/policy/v1/poddisruptionbudgets",
+        "PodDisruptionBudgetList",
+        "policy/v1",
+    ),
+    (
+        "/api/v1/persistentvolumeclaims",
+        "PersistentVolumeClaimList",
+        "v1",
+    ),
+    ("/api/v1/persistentvolumes", "PersistentVolumeList", "v1"),
+    (
+        "/apis/karpenter.sh/v1/nodepools",
+        "NodePoolList",
+        "karpenter.sh/v1",
+    ),
+    (
+        "/apis/karpenter.sh/v1/nodeclaims",
+        "NodeClaimList",
+        "karpenter.sh/v1",
+    ),
+    (
+        "/apis/karpenter.k8s.aws/v1/ec2nodeclasses",
+        "EC2NodeClassList",
+        "karpenter.k8s.aws/v1",
+    ),
+];
+
+/// The fake's objects (by list path) and the request log.
+#[derive(Default)]
+pub struct State {
+    pub objects: BTreeMap<String, Vec<Value>>,
+    pub requests: Vec<String>,
+}
+
+/// A running fake; the server task lives as long as the test's runtime.
+pub struct FakeApi {
+    pub addr: SocketAddr,
+    pub state: Arc<Mutex<State>>,
+}
+
+impl FakeApi {
+    pub async fn start(objects: BTreeMap<String, Vec<Value>>) -> FakeApi {
+        let state = Arc::new(Mutex::new(State {
+            objects,
+            requests: Vec::new(),
+        }));
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1");
+        let addr = listener.local_addr().unwrap();
+        let shared = state.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let st = shared.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| handle(st.clone(), req));
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        FakeApi { addr, state }
+    }
+
+    pub fn client(&self) -> kube::Client {
+        let config = kube::Config::new(format!("http://{}", self.addr).parse().unwrap());
+        kube::Client::try_from(config).unwrap()
+    }
+
+    pub fn requests_to(&self, path: &str) -> Vec<String> {
+        let state = self.state.lock().unwrap();
+        state
+            .requests
+            .iter()
+            .filter(|r| r.split('?').next() == Some(path))
+            .cloned()
+            .collect()
+    }
+}
+
+fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
+    query.split('&').find_map(|kv| {
+        kv.strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix('='))
+    })
+}
+
+async fn handle(
+    state: Arc<Mutex<State>>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or_default().to_string();
+    let mut state = state.lock().unwrap();
+    state.requests.push(req.uri().to_string());
+    let Some((_, kind, api_version)) = COLLECTIONS.iter().find(|(p, _, _)| *p == path) else {
+        let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
+                          "message": format!("the server could not find the requested resource ({path})")});
+        return Ok(reply(StatusCode::NOT_FOUND, body));
+    };
+    let items = state.objects.get(&path).cloned().unwrap_or_default();
+    let start: usize = query_param(&query, "continue")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let limit: usize = query_param(&query, "limit")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(usize::MAX);
+    let end = start.saturating_add(limit).min(items.len());
+    let mut metadata = json!({"resourceVersion": "1000"});
+    if end < items.len() {
+        metadata["continue"] = json!(end.to_string());
+    }
+    let body = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items[start.min(end)..end]});
+    Ok(reply(StatusCode::OK, body))
+}
+
+fn reply(status: StatusCode, body: Value) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap()
+}

@@ -1,0 +1,133 @@
+//! The snapshot reader against the HTTP-level fake API: a seeded cluster of 500 pods read over
+//! three pages converts into the core model, with only bound and truly pending pods kept.
+
+mod fake_api;
+
+use std::collections::BTreeMap;
+
+use fake_api::FakeApi;
+use fleetwright_kube::snapshot::SnapshotReader;
+use serde_json::{json, Value};
+
+fn pods() -> Vec<Value> {
+    let unschedulable =
+        json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]);
+    let container = json!([{"name": "app", "image": "nginx", "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}}}]);
+    (0..500)
+        .map(|i| {
+            let mut pod = json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("web-{i}"), "namespace": "shop", "labels": {"app": "web"}},
+                "spec": {"containers": container.clone()},
+                "status": {"phase": "Pending"}
+            });
+            match i {
+                0..=479 => {
+                    pod["spec"]["nodeName"] = json!(format!("node-{}", i % 10));
+                    pod["status"]["phase"] = json!("Running");
+                }
+                480..=494 => pod["status"]["conditions"] = unschedulable.clone(),
+                495..=497 => {} // not yet seen by kube-scheduler
+                _ => {
+                    pod["status"]["conditions"] = unschedulable.clone();
+                    pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "u1", "controller": true}]);
+                }
+            }
+            pod
+        })
+        .collect()
+}
+
+fn nodes() -> Vec<Value> {
+    (0..10)
+        .map(|i| {
+            json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": format!("node-{i}"), "labels": {
+                    "topology.kubernetes.io/zone": "us-east-1a", "karpenter.sh/nodepool": "default",
+                    "node.kubernetes.io/instance-type": "m5.xlarge"}},
+                "spec": {"providerID": format!("aws:///us-east-1a/i-{i:017x}")},
+                "status": {"allocatable": {"cpu": "3920m", "memory": "14Gi", "pods": "58"},
+                           "capacity": {"cpu": "4", "memory": "15Gi", "pods": "58"},
+                           "conditions": [{"type": "Ready", "status": "True"}]}
+            })
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn reads_500_pods_over_three_pages_and_converts() {
+    let mut objects = BTreeMap::new();
+    objects.insert("/api/v1/pods".to_string(), pods());
+    objects.insert("/api/v1/nodes".to_string(), nodes());
+    objects.insert(
+        "/apis/karpenter.sh/v1/nodepools".to_string(),
+        vec![json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+                    "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                             "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}},
+                             "limits": {"cpu": 1000}}})],
+    );
+    objects.insert(
+        "/apis/karpenter.k8s.aws/v1/ec2nodeclasses".to_string(),
+        vec![json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+                    "spec": {"role": "node-role", "amiSelectorTerms": [{"alias": "al2023@latest"}], "kubelet": {"maxPods": 58}}})],
+    );
+    let api = FakeApi::start(objects).await;
+    let reader = SnapshotReader::new(api.client()).with_page_size(200);
+    let snapshot = reader.read().await.expect("snapshot");
+
+    let pages = api.requests_to("/api/v1/pods");
+    assert_eq!(pages.len(), 3, "{pages:?}");
+    assert!(pages[0].contains("limit=200") && !pages[0].contains("continue="));
+    assert!(
+        pages[1].contains("continue=200") && pages[2].contains("continue=400"),
+        "{pages:?}"
+    );
+
+    // 480 bound + 15 pending; the 3 unseen and 2 DaemonSet pods are left out.
+    assert_eq!(snapshot.pods.len(), 495);
+    let pending: Vec<_> = snapshot
+        .pods
+        .iter()
+        .filter(|p| p.node_name.is_none())
+        .collect();
+    assert_eq!(pending.len(), 15);
+    assert!(pending
+        .iter()
+        .all(|p| p.namespace == "shop" && p.requests.cpu == 250 && p.requests.memory == 256 << 20));
+    assert_eq!(snapshot.nodes.len(), 10);
+    assert!(snapshot
+        .nodes
+        .iter()
+        .all(|n| n.ready && n.allocatable.cpu == 3920));
+    assert_eq!(snapshot.nodepools.len(), 1);
+    assert_eq!(
+        snapshot.nodepools[0].limits.as_ref().unwrap().cpu,
+        1_000_000
+    );
+    assert_eq!(snapshot.node_classes["default"].kubelet.max_pods, Some(58));
+    // Every other kind was listed once (empty), with the page size.
+    for path in [
+        "/api/v1/nodes",
+        "/apis/apps/v1/daemonsets",
+        "/apis/karpenter.sh/v1/nodeclaims",
+    ] {
+        let reqs = api.requests_to(path);
+        assert_eq!(reqs.len(), 1, "{path}: {reqs:?}");
+        assert!(reqs[0].contains("limit=200"));
+    }
+}
+
+#[tokio::test]
+async fn api_errors_name_the_kind() {
+    // A fake that serves nothing Karpenter-specific: listing NodePools answers 404.
+    let api = FakeApi::start(BTreeMap::new()).await;
+    let config = kube::Config::new(
+        format!("http://{}/missing-prefix", api.addr)
+            .parse()
+            .unwrap(),
+    );
+    let reader = SnapshotReader::new(kube::Client::try_from(config).unwrap());
+    let err = reader.read().await.unwrap_err().to_string();
+    assert!(err.starts_with("listing "), "{err}");
+}
