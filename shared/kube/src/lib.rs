@@ -6,6 +6,7 @@ pub mod crds;
 pub mod dump;
 pub mod eks_token;
 pub mod error;
+pub mod lease;
 pub mod snapshot;
 
 pub use error::KubeError;

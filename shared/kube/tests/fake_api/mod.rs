@@ -1,8 +1,12 @@
 //! An HTTP-level fake of the Kubernetes API for tests: it serves the real list paths of the kinds
 //! Fleetwright reads, with `limit`/`continue` pagination, and records every request.
 //!
-//! It does not emulate: watches, label or field selectors, `resourceVersion` semantics, writes
-//! (create/update/patch/delete), subresources (status, eviction), admission, or authentication.
+//! Leases (`coordination.k8s.io/v1`) can also be created, read and replaced, with the API
+//! server's optimistic concurrency: a create of an existing lease and a replace with a stale
+//! `resourceVersion` both answer 409 Conflict.
+//!
+//! It does not emulate: watches, label or field selectors, `resourceVersion` on lists, writes to
+//! other kinds, patches, deletes, subresources (status, eviction), admission, or authentication.
 //! Unknown paths answer 404 with a `Status` body, as the API server does.
 #![allow(dead_code)]
 
@@ -57,6 +61,9 @@ pub const COLLECTIONS: [(&str, &str, &str); 9] = [
 #[derive(Default)]
 pub struct State {
     pub objects: BTreeMap<String, Vec<Value>>,
+    /// Single objects (leases) by their path.
+    pub singles: BTreeMap<String, Value>,
+    pub next_version: u64,
     pub requests: Vec<String>,
 }
 
@@ -70,7 +77,8 @@ impl FakeApi {
     pub async fn start(objects: BTreeMap<String, Vec<Value>>) -> FakeApi {
         let state = Arc::new(Mutex::new(State {
             objects,
-            requests: Vec::new(),
+            next_version: 1,
+            ..Default::default()
         }));
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
@@ -101,7 +109,7 @@ impl FakeApi {
         state
             .requests
             .iter()
-            .filter(|r| r.split('?').next() == Some(path))
+            .filter(|r| r.split(' ').nth(1).and_then(|u| u.split('?').next()) == Some(path))
             .cloned()
             .collect()
     }
@@ -114,14 +122,84 @@ fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
+fn status(code: u16, reason: &str, message: String) -> Response<Full<Bytes>> {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code, "message": message});
+    reply(StatusCode::from_u16(code).unwrap(), body)
+}
+
+/// Create, get and replace for leases, with 409 on conflicts.
+fn lease(
+    state: &mut State,
+    method: &hyper::Method,
+    path: &str,
+    body: &[u8],
+) -> Option<Response<Full<Bytes>>> {
+    let rest = path.strip_prefix("/apis/coordination.k8s.io/v1/namespaces/")?;
+    let (_namespace, tail) = rest.split_once("/leases")?;
+    let mut object: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    match (method.as_str(), tail.strip_prefix('/')) {
+        ("POST", None) => {
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let key = format!("{path}/{name}");
+            if state.singles.contains_key(&key) {
+                return Some(status(
+                    409,
+                    "AlreadyExists",
+                    format!("leases {name:?} already exists"),
+                ));
+            }
+            object["metadata"]["resourceVersion"] = json!(state.next_version.to_string());
+            state.next_version += 1;
+            state.singles.insert(key, object.clone());
+            Some(reply(StatusCode::CREATED, object))
+        }
+        ("GET", Some(name)) => Some(match state.singles.get(path) {
+            Some(o) => reply(StatusCode::OK, o.clone()),
+            None => status(404, "NotFound", format!("leases {name:?} not found")),
+        }),
+        ("PUT", Some(name)) => {
+            let Some(current) = state.singles.get(path) else {
+                return Some(status(
+                    404,
+                    "NotFound",
+                    format!("leases {name:?} not found"),
+                ));
+            };
+            if object["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
+                return Some(status(409, "Conflict", format!("Operation cannot be fulfilled on leases {name:?}: the object has been modified")));
+            }
+            object["metadata"]["resourceVersion"] = json!(state.next_version.to_string());
+            state.next_version += 1;
+            state.singles.insert(path.to_string(), object.clone());
+            Some(reply(StatusCode::OK, object))
+        }
+        _ => None,
+    }
+}
+
 async fn handle(
     state: Arc<Mutex<State>>,
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
+    use http_body_util::BodyExt;
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or_default().to_string();
+    let uri = req.uri().to_string();
+    let method = req.method().clone();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     let mut state = state.lock().unwrap();
-    state.requests.push(req.uri().to_string());
+    state.requests.push(format!("{method} {uri}"));
+    if let Some(response) = lease(&mut state, &method, &path, &body) {
+        return Ok(response);
+    }
     let Some((_, kind, api_version)) = COLLECTIONS.iter().find(|(p, _, _)| *p == path) else {
         let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
                           "message": format!("the server could not find the requested resource ({path})")});

@@ -1,0 +1,101 @@
+//! The single-writer lease against the HTTP-level fake API: one of two concurrent ticks wins,
+//! a live lease is respected, a dead holder's lease is taken over, and release hands it on.
+
+mod fake_api;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use fake_api::FakeApi;
+use fleetwright_kube::lease::try_acquire;
+use k8s_openapi::jiff::Timestamp;
+
+const TTL: Duration = Duration::from_secs(60);
+
+fn at(seconds: i64) -> Timestamp {
+    Timestamp::from_second(1_790_000_000 + seconds).unwrap()
+}
+
+#[tokio::test]
+async fn two_concurrent_ticks_only_one_holds_the_lease() {
+    let api = FakeApi::start(BTreeMap::new()).await;
+    let (a, b) = tokio::join!(
+        try_acquire(
+            api.client(),
+            "fleetwright",
+            "tick",
+            "invocation-a",
+            TTL,
+            at(0)
+        ),
+        try_acquire(
+            api.client(),
+            "fleetwright",
+            "tick",
+            "invocation-b",
+            TTL,
+            at(0)
+        ),
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert!(
+        a.is_some() != b.is_some(),
+        "exactly one holder: a={:?} b={:?}",
+        a.is_some(),
+        b.is_some()
+    );
+    let winner = a.or(b).unwrap();
+    assert!(matches!(
+        winner.holder(),
+        Some("invocation-a") | Some("invocation-b")
+    ));
+}
+
+#[tokio::test]
+async fn a_live_lease_is_respected_and_a_dead_one_taken_over() {
+    let api = FakeApi::start(BTreeMap::new()).await;
+    let first = try_acquire(api.client(), "fleetwright", "tick", "a", TTL, at(0))
+        .await
+        .unwrap();
+    assert!(first.is_some());
+    // 30 s later the holder is alive: b exits cleanly.
+    assert!(
+        try_acquire(api.client(), "fleetwright", "tick", "b", TTL, at(30))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // The holder died; after the lease duration b takes over.
+    let taken = try_acquire(api.client(), "fleetwright", "tick", "b", TTL, at(61))
+        .await
+        .unwrap()
+        .expect("taken over");
+    assert_eq!(taken.holder(), Some("b"));
+    // a's stale view cannot overwrite b: releasing with an old resourceVersion is a no-op.
+    first.unwrap().release().await.unwrap();
+    assert!(
+        try_acquire(api.client(), "fleetwright", "tick", "c", TTL, at(62))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // b releases and c gets it at once.
+    taken.release().await.unwrap();
+    let c = try_acquire(api.client(), "fleetwright", "tick", "c", TTL, at(63))
+        .await
+        .unwrap();
+    assert_eq!(c.unwrap().holder(), Some("c"));
+}
+
+#[tokio::test]
+async fn the_same_holder_renews_its_own_lease() {
+    let api = FakeApi::start(BTreeMap::new()).await;
+    assert!(try_acquire(api.client(), "ns", "tick", "a", TTL, at(0))
+        .await
+        .unwrap()
+        .is_some());
+    assert!(try_acquire(api.client(), "ns", "tick", "a", TTL, at(10))
+        .await
+        .unwrap()
+        .is_some());
+}
