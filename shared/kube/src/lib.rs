@@ -1,6 +1,7 @@
 //! fleetwright-kube: the Kubernetes side of Fleetwright. Karpenter's v1 custom resources, cluster
 //! dumps, EKS IAM tokens, and the conversion of Kubernetes objects into the core's snapshot model.
 
+pub mod client;
 pub mod convert;
 pub mod crds;
 pub mod dump;

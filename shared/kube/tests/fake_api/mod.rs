@@ -65,6 +65,8 @@ pub struct State {
     pub singles: BTreeMap<String, Value>,
     pub next_version: u64,
     pub requests: Vec<String>,
+    /// The `Authorization` header of every request.
+    pub authorizations: Vec<String>,
 }
 
 /// A running fake; the server task lives as long as the test's runtime.
@@ -189,6 +191,12 @@ async fn handle(
     let query = req.uri().query().unwrap_or_default().to_string();
     let uri = req.uri().to_string();
     let method = req.method().clone();
+    let authorization = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
     let body = req
         .into_body()
         .collect()
@@ -197,6 +205,7 @@ async fn handle(
         .unwrap_or_default();
     let mut state = state.lock().unwrap();
     state.requests.push(format!("{method} {uri}"));
+    state.authorizations.push(authorization);
     if let Some(response) = lease(&mut state, &method, &path, &body) {
         return Ok(response);
     }
