@@ -42,29 +42,38 @@ pub struct RequirementOut {
     pub min_values: Option<usize>,
 }
 
-impl From<&Requirement> for RequirementOut {
-    fn from(r: &Requirement) -> Self {
-        let op = r.operator();
-        let text = format!("{r}");
-        // Bounded complements print as Gt/Lt.
-        let (operator, values) = if op == Operator::Exists && text.contains(" Gt ") {
-            (
-                "Gt".to_string(),
-                vec![text.rsplit(' ').next().unwrap_or_default().to_string()],
-            )
-        } else if op == Operator::Exists && text.contains(" Lt ") {
-            (
-                "Lt".to_string(),
-                vec![text.rsplit(' ').next().unwrap_or_default().to_string()],
-            )
-        } else {
-            (format!("{op:?}"), r.values().iter().cloned().collect())
-        };
-        RequirementOut {
+impl RequirementOut {
+    /// The requirements a node selector needs to express `r`: one, or two for a `Gt`/`Lt` range.
+    pub fn from_requirement(r: &Requirement) -> Vec<RequirementOut> {
+        let out = |operator: &str, values: Vec<String>| RequirementOut {
             key: r.key.clone(),
-            operator,
+            operator: operator.to_string(),
             values,
             min_values: r.min_values,
+        };
+        match (r.operator(), r.greater_than(), r.less_than()) {
+            (Operator::Exists, None, None)
+            | (Operator::NotIn, None, None)
+            | (Operator::In, _, _)
+            | (Operator::DoesNotExist, _, _) => {
+                vec![out(
+                    &format!("{:?}", r.operator()),
+                    r.values().iter().cloned().collect(),
+                )]
+            }
+            (_, gt, lt) => {
+                let mut reqs: Vec<RequirementOut> = Vec::new();
+                if let Some(g) = gt {
+                    reqs.push(out("Gt", vec![g.to_string()]));
+                }
+                if let Some(l) = lt {
+                    reqs.push(out("Lt", vec![l.to_string()]));
+                }
+                if !r.values().is_empty() {
+                    reqs.push(out("NotIn", r.values().iter().cloned().collect()));
+                }
+                reqs
+            }
         }
     }
 }

@@ -156,6 +156,16 @@ impl Requirement {
         self.complement
     }
 
+    /// The `Gt` bound, if any.
+    pub fn greater_than(&self) -> Option<i64> {
+        self.greater_than
+    }
+
+    /// The `Lt` bound, if any.
+    pub fn less_than(&self) -> Option<i64> {
+        self.less_than
+    }
+
     /// The explicit values: allowed ones for `In`, excluded ones for `NotIn`.
     pub fn values(&self) -> &BTreeSet<String> {
         &self.values

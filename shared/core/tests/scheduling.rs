@@ -611,3 +611,31 @@ fn karpenter_benchmark_shape_keeps_one_anti_affine_pod_per_node() {
         );
     }
 }
+
+#[test]
+fn gt_lt_requirements_are_written_back_as_gt_and_lt() {
+    let np = pool_with(
+        "default",
+        vec![
+            req(INSTANCE_CPU, Operator::Gt, &["3"]),
+            req(INSTANCE_CPU, Operator::Lt, &["9"]),
+        ],
+    );
+    let plan = plan(&snapshot(vec![pod("p", 100, 100)], vec![np]));
+    let cpu: Vec<_> = plan.nodeclaims[0]
+        .requirements
+        .iter()
+        .filter(|r| r.key == INSTANCE_CPU)
+        .collect();
+    let ops: Vec<(&str, &[String])> = cpu
+        .iter()
+        .map(|r| (r.operator.as_str(), r.values.as_slice()))
+        .collect();
+    assert_eq!(
+        ops,
+        vec![
+            ("Gt", &["3".to_string()][..]),
+            ("Lt", &["9".to_string()][..])
+        ]
+    );
+}

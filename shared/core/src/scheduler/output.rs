@@ -51,7 +51,10 @@ pub(crate) fn node_claim_out(
         pods: bin.pods.iter().map(|&i| snap.pods[i].key()).collect(),
         requests,
         price: round6(keep.first().map(|(p, _)| *p).unwrap_or(0.0)),
-        requirements: reqs.iter().map(RequirementOut::from).collect(),
+        requirements: reqs
+            .iter()
+            .flat_map(RequirementOut::from_requirement)
+            .collect(),
         labels: pool.pool.labels.clone(),
         taints: pool.pool.taints.clone(),
         startup_taints: pool.pool.startup_taints.clone(),
