@@ -12,8 +12,8 @@ pub enum KubeError {
         field: String,
         reason: String,
     },
-    /// A Kubernetes API call failed.
-    #[error("listing {kind}: {reason}")]
+    /// A Kubernetes API call failed; `kind` says what was being done (`listing Pod`).
+    #[error("{kind}: {reason}")]
     Api { kind: String, reason: String },
     /// Authenticating to the cluster failed.
     #[error("{0}")]

@@ -51,7 +51,7 @@ impl LeaseGuard {
 
 fn api_error(e: kube::Error) -> KubeError {
     KubeError::Api {
-        kind: "Lease".into(),
+        kind: "updating Lease".into(),
         reason: e.to_string(),
     }
 }

@@ -7,6 +7,7 @@ pub mod crds;
 pub mod dump;
 pub mod eks_token;
 pub mod error;
+pub mod executor;
 pub mod lease;
 pub mod snapshot;
 

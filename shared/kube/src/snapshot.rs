@@ -104,7 +104,7 @@ impl SnapshotReader {
                 params = params.continue_token(t);
             }
             let page = api.list(&params).await.map_err(|e| KubeError::Api {
-                kind: K::kind(&()).to_string(),
+                kind: format!("listing {}", K::kind(&())),
                 reason: e.to_string(),
             })?;
             items.extend(page.items);

@@ -3,7 +3,9 @@
 //!
 //! Leases (`coordination.k8s.io/v1`) can also be created, read and replaced, with the API
 //! server's optimistic concurrency: a create of an existing lease and a replace with a stale
-//! `resourceVersion` both answer 409 Conflict.
+//! `resourceVersion` both answer 409 Conflict. NodeClaims can be created (with `generateName`),
+//! and nodes read and replaced one by one, with the same `resourceVersion` checks; conflicts can
+//! be injected with `node_conflicts`.
 //!
 //! It does not emulate: watches, label or field selectors, `resourceVersion` on lists, writes to
 //! other kinds, patches, deletes, subresources (status, eviction), admission, or authentication.
@@ -67,6 +69,8 @@ pub struct State {
     pub requests: Vec<String>,
     /// The `Authorization` header of every request.
     pub authorizations: Vec<String>,
+    /// The next this-many node updates answer 409, as if another writer got there first.
+    pub node_conflicts: usize,
 }
 
 /// A running fake; the server task lives as long as the test's runtime.
@@ -182,6 +186,69 @@ fn lease(
     }
 }
 
+/// Creates NodeClaims and reads/replaces nodes.
+fn write(
+    state: &mut State,
+    method: &hyper::Method,
+    path: &str,
+    body: &[u8],
+) -> Option<Response<Full<Bytes>>> {
+    let mut object: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    if method == hyper::Method::POST && path == "/apis/karpenter.sh/v1/nodeclaims" {
+        let prefix = object["metadata"]["generateName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let name = format!("{prefix}{:05}", state.next_version);
+        object["metadata"]["name"] = json!(name);
+        object["metadata"]["resourceVersion"] = json!(state.next_version.to_string());
+        state.next_version += 1;
+        state
+            .objects
+            .entry(path.to_string())
+            .or_default()
+            .push(object.clone());
+        return Some(reply(StatusCode::CREATED, object));
+    }
+    let name = path.strip_prefix("/api/v1/nodes/")?.to_string();
+    let version = state.next_version;
+    let nodes = state
+        .objects
+        .entry("/api/v1/nodes".to_string())
+        .or_default();
+    let Some(index) = nodes
+        .iter()
+        .position(|n| n["metadata"]["name"] == json!(name))
+    else {
+        return Some(status(404, "NotFound", format!("nodes {name:?} not found")));
+    };
+    if nodes[index]["metadata"]["resourceVersion"].is_null() {
+        nodes[index]["metadata"]["resourceVersion"] = json!("1");
+    }
+    match method.as_str() {
+        "GET" => Some(reply(StatusCode::OK, nodes[index].clone())),
+        "PUT" => {
+            let stale = object["metadata"]["resourceVersion"]
+                != nodes[index]["metadata"]["resourceVersion"];
+            if stale {
+                return Some(status(409, "Conflict", format!("Operation cannot be fulfilled on nodes {name:?}: the object has been modified")));
+            }
+            if state.node_conflicts > 0 {
+                state.node_conflicts -= 1;
+                let nodes = state.objects.get_mut("/api/v1/nodes").unwrap();
+                nodes[index]["metadata"]["resourceVersion"] = json!(format!("{version}"));
+                state.next_version += 1;
+                return Some(status(409, "Conflict", format!("Operation cannot be fulfilled on nodes {name:?}: the object has been modified")));
+            }
+            object["metadata"]["resourceVersion"] = json!(version.to_string());
+            state.next_version += 1;
+            state.objects.get_mut("/api/v1/nodes").unwrap()[index] = object.clone();
+            Some(reply(StatusCode::OK, object))
+        }
+        _ => None,
+    }
+}
+
 async fn handle(
     state: Arc<Mutex<State>>,
     req: Request<Incoming>,
@@ -207,6 +274,9 @@ async fn handle(
     state.requests.push(format!("{method} {uri}"));
     state.authorizations.push(authorization);
     if let Some(response) = lease(&mut state, &method, &path, &body) {
+        return Ok(response);
+    }
+    if let Some(response) = write(&mut state, &method, &path, &body) {
         return Ok(response);
     }
     let Some((_, kind, api_version)) = COLLECTIONS.iter().find(|(p, _, _)| *p == path) else {

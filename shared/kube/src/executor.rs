@@ -1,0 +1,209 @@
+//! Applying the core's decisions to the cluster: NodeClaims built from the plan and created,
+//! nodes registered (labels and taints synced from their NodeClaim, `karpenter.sh/unregistered`
+//! removed, finalizer added) and cordoned with `karpenter.sh/disrupted:NoSchedule`. Updates are
+//! optimistic: a 409 Conflict re-reads the object and tries again, never overwrites.
+
+use std::collections::BTreeMap;
+
+use fleetwright_core::labels::{NODEPOOL, TAINT_DISRUPTED, TAINT_UNREGISTERED};
+use fleetwright_core::plan::NewNodeClaim;
+use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Api, PostParams};
+use kube::Client;
+use serde_json::Value;
+
+use crate::crds::{
+    self, NodeClaim, NodeClaimResources, NodeClassRef, NodePool,
+    NodeSelectorRequirementWithMinValues,
+};
+use crate::error::KubeError;
+
+/// The finalizer Karpenter and Fleetwright put on NodeClaims and nodes.
+pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
+/// Conflicting updates are retried this many times before giving up.
+pub const CONFLICT_RETRIES: usize = 5;
+
+fn api_error(kind: &str, e: kube::Error) -> KubeError {
+    KubeError::Api {
+        kind: kind.to_string(),
+        reason: e.to_string(),
+    }
+}
+
+/// The NodeClaim to create for one planned node of `pool`.
+pub fn nodeclaim_for(pool: &NodePool, planned: &NewNodeClaim) -> NodeClaim {
+    let pool_name = pool.metadata.name.clone().unwrap_or_default();
+    let template = &pool.spec.template;
+    let mut labels: BTreeMap<String, String> = template
+        .metadata
+        .as_ref()
+        .map(|m| m.labels.clone())
+        .unwrap_or_default();
+    labels.insert(NODEPOOL.to_string(), pool_name.clone());
+    for r in planned
+        .requirements
+        .iter()
+        .filter(|r| r.operator == "In" && r.values.len() == 1)
+    {
+        labels
+            .entry(r.key.clone())
+            .or_insert_with(|| r.values[0].clone());
+    }
+    let annotations = template
+        .metadata
+        .as_ref()
+        .map(|m| m.annotations.clone())
+        .filter(|a| !a.is_empty());
+    let owner = OwnerReference {
+        api_version: "karpenter.sh/v1".into(),
+        kind: "NodePool".into(),
+        name: pool_name.clone(),
+        uid: pool.metadata.uid.clone().unwrap_or_default(),
+        block_owner_deletion: Some(true),
+        controller: None,
+    };
+    let spec = crds::NodeClaimSpec {
+        node_class_ref: template.spec.node_class_ref.clone().or_else(|| {
+            Some(NodeClassRef {
+                group: "karpenter.k8s.aws".into(),
+                kind: "EC2NodeClass".into(),
+                name: planned.node_class.clone(),
+            })
+        }),
+        requirements: planned
+            .requirements
+            .iter()
+            .map(|r| NodeSelectorRequirementWithMinValues {
+                key: r.key.clone(),
+                operator: r.operator.clone(),
+                values: r.values.clone(),
+                min_values: r.min_values,
+            })
+            .collect(),
+        taints: template.spec.taints.clone(),
+        startup_taints: template.spec.startup_taints.clone(),
+        expire_after: template.spec.expire_after.clone(),
+        termination_grace_period: template.spec.termination_grace_period.clone(),
+        resources: Some(NodeClaimResources {
+            requests: planned
+                .requests
+                .to_map()
+                .into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect(),
+        }),
+        extra: BTreeMap::new(),
+    };
+    NodeClaim {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{pool_name}-")),
+            labels: Some(labels),
+            annotations,
+            owner_references: Some(vec![owner]),
+            finalizers: Some(vec![TERMINATION_FINALIZER.to_string()]),
+            ..Default::default()
+        },
+        spec,
+        status: None,
+    }
+}
+
+/// Creates a NodeClaim; the API server picks its name from `generateName`.
+pub async fn create_nodeclaim(client: Client, claim: &NodeClaim) -> Result<NodeClaim, KubeError> {
+    let api: Api<NodeClaim> = Api::all(client);
+    let created = api
+        .create(&PostParams::default(), claim)
+        .await
+        .map_err(|e| api_error("creating NodeClaim", e))?;
+    tracing::info!(
+        nodeclaim = created.metadata.name.as_deref().unwrap_or_default(),
+        "created nodeclaim"
+    );
+    Ok(created)
+}
+
+fn taint_key(t: &Taint) -> (&str, &str) {
+    (t.key.as_str(), t.effect.as_str())
+}
+
+/// The node after registration against its NodeClaim, or None when nothing changes.
+pub fn registered(node: &Node, claim: &NodeClaim) -> Option<Node> {
+    let mut out = node.clone();
+    let labels = out.metadata.labels.get_or_insert_with(Default::default);
+    for (k, v) in claim.metadata.labels.iter().flatten() {
+        labels.insert(k.clone(), v.clone());
+    }
+    labels.insert("karpenter.sh/registered".into(), "true".into());
+    let spec = out.spec.get_or_insert_with(Default::default);
+    let mut taints: Vec<Taint> = spec.taints.clone().unwrap_or_default();
+    taints.retain(|t| t.key != TAINT_UNREGISTERED);
+    for t in &claim.spec.taints {
+        let wanted = Taint {
+            key: t.key.clone(),
+            value: t.value.clone(),
+            effect: t.effect.clone(),
+            time_added: None,
+        };
+        if !taints.iter().any(|x| taint_key(x) == taint_key(&wanted)) {
+            taints.push(wanted);
+        }
+    }
+    spec.taints = (!taints.is_empty()).then_some(taints);
+    let finalizers = out.metadata.finalizers.get_or_insert_with(Vec::new);
+    if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
+        finalizers.push(TERMINATION_FINALIZER.to_string());
+    }
+    (out != *node).then_some(out)
+}
+
+/// The node with `karpenter.sh/disrupted:NoSchedule`, or None when it already has it.
+pub fn cordoned(node: &Node) -> Option<Node> {
+    let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
+    if taints
+        .into_iter()
+        .flatten()
+        .any(|t| t.key == TAINT_DISRUPTED && t.effect == "NoSchedule")
+    {
+        return None;
+    }
+    let mut out = node.clone();
+    let spec = out.spec.get_or_insert_with(Default::default);
+    spec.taints.get_or_insert_with(Vec::new).push(Taint {
+        key: TAINT_DISRUPTED.into(),
+        value: None,
+        effect: "NoSchedule".into(),
+        time_added: None,
+    });
+    Some(out)
+}
+
+/// Reads node `name`, applies `change` and writes it back; on 409 re-reads and tries again.
+/// Returns false when `change` had nothing to do.
+pub async fn update_node(
+    client: Client,
+    name: &str,
+    change: impl Fn(&Node) -> Option<Node>,
+) -> Result<bool, KubeError> {
+    let api: Api<Node> = Api::all(client);
+    for attempt in 0..=CONFLICT_RETRIES {
+        let current = api
+            .get(name)
+            .await
+            .map_err(|e| api_error("reading Node", e))?;
+        let Some(updated) = change(&current) else {
+            return Ok(false);
+        };
+        match api.replace(name, &PostParams::default(), &updated).await {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                tracing::debug!(node = name, attempt, "conflict updating node; re-reading");
+            }
+            Err(e) => return Err(api_error("updating Node", e)),
+        }
+    }
+    Err(KubeError::Api {
+        kind: "updating Node".into(),
+        reason: format!("{name}: still conflicting after {CONFLICT_RETRIES} retries"),
+    })
+}

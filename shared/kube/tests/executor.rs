@@ -1,0 +1,149 @@
+//! The executor against the HTTP-level fake API: a planned node becomes a NodeClaim with
+//! Karpenter's shape, registration syncs labels and taints onto the node, and a 409 conflict
+//! is retried by re-reading instead of overwriting.
+
+mod fake_api;
+
+use std::collections::BTreeMap;
+
+use fake_api::FakeApi;
+use fleetwright_core::{schedule, Catalog, ScheduleOptions};
+use fleetwright_kube::crds::{NodeClaim, NodePool};
+use fleetwright_kube::dump::typed;
+use fleetwright_kube::executor::{
+    cordoned, create_nodeclaim, nodeclaim_for, registered, update_node,
+};
+use k8s_openapi::api::core::v1::Node;
+use serde_json::json;
+
+fn pool() -> NodePool {
+    typed(
+        json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+               "metadata": {"name": "default", "uid": "pool-uid"},
+               "spec": {"template": {"metadata": {"labels": {"team": "web"}},
+                                     "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                                              "taints": [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}],
+                                              "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}],
+                                              "expireAfter": "720h"}}}}),
+        "NodePool",
+    )
+    .unwrap()
+}
+
+fn node(name: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Node",
+           "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+           "spec": {"providerID": "aws:///us-east-1a/i-0123456789abcdef0",
+                    "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]}})
+}
+
+#[tokio::test]
+async fn planned_node_becomes_a_nodeclaim_and_registration_syncs_the_node() {
+    let pool = pool();
+    let dump = format!(
+        "{}\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: web-0, namespace: shop}}\nspec:\n  tolerations: [{{key: dedicated, value: web, effect: NoSchedule}}]\n  containers: [{{name: c, resources: {{requests: {{cpu: 500m}}}}}}]\n",
+        serde_yaml::to_string(&pool).unwrap()
+    );
+    let snapshot = fleetwright_kube::snapshot_from_yaml(&dump, "test").unwrap();
+    let plan = schedule(&snapshot, Catalog::embedded(), &ScheduleOptions::default());
+    let claim = nodeclaim_for(&pool, &plan.nodeclaims[0]);
+
+    let mut objects = BTreeMap::new();
+    objects.insert("/api/v1/nodes".to_string(), vec![node("ip-10-0-1-1")]);
+    let api = FakeApi::start(objects).await;
+    let created: NodeClaim = create_nodeclaim(api.client(), &claim).await.unwrap();
+    let name = created.metadata.name.clone().unwrap();
+    assert!(name.starts_with("default-"), "{name}");
+    let meta = &created.metadata;
+    assert_eq!(
+        meta.finalizers.as_deref(),
+        Some(&["karpenter.sh/termination".to_string()][..])
+    );
+    assert_eq!(meta.owner_references.as_ref().unwrap()[0].uid, "pool-uid");
+    let labels = meta.labels.clone().unwrap();
+    assert_eq!(labels["karpenter.sh/nodepool"], "default");
+    assert_eq!(labels["team"], "web");
+    assert_eq!(labels["karpenter.sh/capacity-type"], "on-demand");
+    let spec = &created.spec;
+    assert!(spec
+        .requirements
+        .iter()
+        .any(|r| r.key == "node.kubernetes.io/instance-type" && !r.values.is_empty()));
+    assert_eq!(
+        spec.resources.as_ref().unwrap().requests["cpu"],
+        json!("500m")
+    );
+    assert_eq!(spec.expire_after.as_deref(), Some("720h"));
+    assert_eq!(spec.node_class_ref.as_ref().unwrap().name, "default");
+
+    // Registration: labels and taints land on the node, the unregistered taint goes, and a
+    // concurrent writer's 409 is retried by re-reading.
+    api.state.lock().unwrap().node_conflicts = 2;
+    let changed = update_node(api.client(), "ip-10-0-1-1", |n: &Node| {
+        registered(n, &created)
+    })
+    .await
+    .unwrap();
+    assert!(changed);
+    let stored = api.state.lock().unwrap().objects["/api/v1/nodes"][0].clone();
+    assert_eq!(
+        stored["metadata"]["labels"]["karpenter.sh/nodepool"],
+        "default"
+    );
+    assert_eq!(
+        stored["metadata"]["labels"]["kubernetes.io/hostname"],
+        "ip-10-0-1-1"
+    );
+    assert_eq!(
+        stored["metadata"]["finalizers"],
+        json!(["karpenter.sh/termination"])
+    );
+    let taints = stored["spec"]["taints"].as_array().unwrap();
+    assert!(taints.iter().any(|t| t["key"] == "dedicated"));
+    assert!(taints
+        .iter()
+        .all(|t| t["key"] != "karpenter.sh/unregistered"));
+    let puts = api
+        .requests_to("/api/v1/nodes/ip-10-0-1-1")
+        .iter()
+        .filter(|r| r.starts_with("PUT"))
+        .count();
+    assert_eq!(puts, 3, "two conflicts, then success");
+
+    // Idempotent: registering again changes nothing and writes nothing.
+    assert!(
+        !update_node(api.client(), "ip-10-0-1-1", |n: &Node| registered(
+            n, &created
+        ))
+        .await
+        .unwrap()
+    );
+    // Cordon adds karpenter.sh/disrupted:NoSchedule once.
+    assert!(update_node(api.client(), "ip-10-0-1-1", cordoned)
+        .await
+        .unwrap());
+    assert!(!update_node(api.client(), "ip-10-0-1-1", cordoned)
+        .await
+        .unwrap());
+    let stored = api.state.lock().unwrap().objects["/api/v1/nodes"][0].clone();
+    let disrupted = stored["spec"]["taints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["key"] == "karpenter.sh/disrupted")
+        .count();
+    assert_eq!(disrupted, 1);
+}
+
+#[tokio::test]
+async fn endless_conflicts_give_up_with_a_clear_error() {
+    let mut objects = BTreeMap::new();
+    objects.insert("/api/v1/nodes".to_string(), vec![node("n1")]);
+    let api = FakeApi::start(objects).await;
+    api.state.lock().unwrap().node_conflicts = 100;
+    let err = update_node(api.client(), "n1", cordoned)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("n1") && err.contains("conflict"), "{err}");
+}
