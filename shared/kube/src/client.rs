@@ -3,6 +3,10 @@
 //! endpoint and CA come from settings or `eks:DescribeCluster`. Outside Lambda the usual
 //! kubeconfig or in-cluster inference applies. The EKS case goes through kube's own kubeconfig
 //! loader, so the CA is parsed exactly as `kubectl` would parse it.
+//!
+//! kube's built-in retry of 429/503 responses is turned off: an invocation is short, a
+//! PodDisruptionBudget's 429 on an eviction must come back at once (the next tick retries it),
+//! and throttled calls are retried by the next tick as well.
 
 use kube::config::{
     AuthInfo, Cluster, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster,
@@ -57,15 +61,19 @@ pub async fn eks_client(endpoint: &EksEndpoint, token: &str) -> Result<Client, K
         current_context: Some("eks".into()),
         ..Default::default()
     };
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| fail(&e))?;
+    config.default_retry = false;
     Client::try_from(config).map_err(|e| fail(&e))
 }
 
 /// Kubeconfig or in-cluster inference (for the CLI and local runs).
 pub async fn inferred_client() -> Result<Client, KubeError> {
-    Client::try_default()
-        .await
-        .map_err(|e| KubeError::Auth(format!("no kubeconfig or in-cluster config: {e}")))
+    let fail = |e: &dyn std::fmt::Display| {
+        KubeError::Auth(format!("no usable kubeconfig or in-cluster config: {e}"))
+    };
+    let mut config = Config::infer().await.map_err(|e| fail(&e))?;
+    config.default_retry = false;
+    Client::try_from(config).map_err(|e| fail(&e))
 }

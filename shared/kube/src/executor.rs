@@ -1,15 +1,16 @@
 //! Applying the core's decisions to the cluster: NodeClaims built from the plan and created,
 //! nodes registered (labels and taints synced from their NodeClaim, `karpenter.sh/unregistered`
-//! removed, finalizer added) and cordoned with `karpenter.sh/disrupted:NoSchedule`. Updates are
-//! optimistic: a 409 Conflict re-reads the object and tries again, never overwrites.
+//! removed, finalizer added), cordoned with `karpenter.sh/disrupted:NoSchedule`, and drained
+//! through the Eviction API. Updates are optimistic: a 409 Conflict re-reads the object and
+//! tries again, never overwrites; a PodDisruptionBudget's 429 is never forced.
 
 use std::collections::BTreeMap;
 
 use fleetwright_core::labels::{NODEPOOL, TAINT_DISRUPTED, TAINT_UNREGISTERED};
 use fleetwright_core::plan::NewNodeClaim;
-use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Api, PostParams};
+use kube::api::{Api, EvictParams, PostParams};
 use kube::Client;
 use serde_json::Value;
 
@@ -206,4 +207,110 @@ pub async fn update_node(
         kind: "updating Node".into(),
         reason: format!("{name}: still conflicting after {CONFLICT_RETRIES} retries"),
     })
+}
+
+/// What one drain pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DrainOutcome {
+    /// `namespace/name` of pods whose eviction was accepted (or that were already gone).
+    pub evicted: Vec<String>,
+    /// Pods left in place this pass, with the reason (a PDB refusal is retried on a later pass).
+    pub blocked: Vec<(String, String)>,
+    /// Critical pods held back until the other pods are gone (Karpenter's drain order).
+    pub deferred: Vec<String>,
+}
+
+fn pod_key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+fn is_critical(pod: &Pod) -> bool {
+    matches!(
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.priority_class_name.as_deref()),
+        Some("system-cluster-critical") | Some("system-node-critical")
+    )
+}
+
+/// Pods a drain leaves alone: DaemonSet pods, mirror (static) pods and finished pods.
+fn skipped_by_drain(pod: &Pod) -> bool {
+    let owned_by_daemonset = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet");
+    let mirror = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    owned_by_daemonset || mirror || matches!(phase, Some("Succeeded") | Some("Failed"))
+}
+
+/// One drain pass over the pods of a cordoned node, through the Eviction API. Non-critical pods
+/// go first; critical ones only once no other pod is left to evict. A PodDisruptionBudget's 429
+/// leaves the pod for a later pass (never forced), and `karpenter.sh/do-not-disrupt` pods are
+/// never evicted.
+pub async fn drain(client: Client, pods: &[Pod]) -> Result<DrainOutcome, KubeError> {
+    let mut outcome = DrainOutcome::default();
+    let candidates: Vec<&Pod> = pods.iter().filter(|p| !skipped_by_drain(p)).collect();
+    let (critical, normal): (Vec<&Pod>, Vec<&Pod>) =
+        candidates.into_iter().partition(|p| is_critical(p));
+    for pod in normal {
+        evict(client.clone(), pod, &mut outcome).await?;
+    }
+    let others_left = !outcome.blocked.is_empty();
+    for pod in critical {
+        if others_left {
+            outcome.deferred.push(pod_key(pod));
+        } else {
+            evict(client.clone(), pod, &mut outcome).await?;
+        }
+    }
+    Ok(outcome)
+}
+
+async fn evict(client: Client, pod: &Pod, outcome: &mut DrainOutcome) -> Result<(), KubeError> {
+    let key = pod_key(pod);
+    let do_not_disrupt = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(fleetwright_core::labels::DO_NOT_DISRUPT))
+        .is_some_and(|v| v == "true");
+    if do_not_disrupt {
+        outcome
+            .blocked
+            .push((key, "annotated karpenter.sh/do-not-disrupt".into()));
+        return Ok(());
+    }
+    let api: Api<Pod> = Api::namespaced(
+        client,
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+    );
+    match api
+        .evict(
+            pod.metadata.name.as_deref().unwrap_or_default(),
+            &EvictParams::default(),
+        )
+        .await
+    {
+        Ok(_) => outcome.evicted.push(key),
+        Err(kube::Error::Api(e)) if e.code == 404 => outcome.evicted.push(key),
+        Err(kube::Error::Api(e)) if e.code == 429 => {
+            tracing::info!(pod = %key, "eviction refused by a PodDisruptionBudget; retrying on a later pass");
+            outcome
+                .blocked
+                .push((key, format!("PodDisruptionBudget: {}", e.message)));
+        }
+        Err(e) => return Err(api_error("evicting Pod", e)),
+    }
+    Ok(())
 }

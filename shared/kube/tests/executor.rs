@@ -147,3 +147,87 @@ async fn endless_conflicts_give_up_with_a_clear_error() {
         .to_string();
     assert!(err.contains("n1") && err.contains("conflict"), "{err}");
 }
+
+fn pod_json(name: &str, extra: serde_json::Value) -> k8s_openapi::api::core::v1::Pod {
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "shop"},
+                         "spec": {"nodeName": "n1", "containers": [{"name": "c"}]}, "status": {"phase": "Running"}});
+    if let Some(meta) = extra.get("metadata") {
+        for (k, v) in meta.as_object().unwrap() {
+            pod["metadata"][k] = v.clone();
+        }
+    }
+    if let Some(spec) = extra.get("spec") {
+        for (k, v) in spec.as_object().unwrap() {
+            pod["spec"][k] = v.clone();
+        }
+    }
+    serde_json::from_value(pod).unwrap()
+}
+
+#[tokio::test]
+async fn cordon_and_drain_leave_the_pdb_blocked_pod_and_evict_the_rest() {
+    use fleetwright_kube::executor::drain;
+    let mut objects = BTreeMap::new();
+    objects.insert("/api/v1/nodes".to_string(), vec![node("n1")]);
+    let api = FakeApi::start(objects).await;
+    api.state.lock().unwrap().pdb_blocked = vec!["shop/checkout-0".into()];
+    assert!(update_node(api.client(), "n1", cordoned).await.unwrap());
+    let pods = vec![
+        pod_json("web-0", json!({})),
+        pod_json("web-1", json!({})),
+        pod_json("checkout-0", json!({})),
+        pod_json(
+            "agent-x",
+            json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "u", "controller": true}]}}),
+        ),
+        pod_json(
+            "static-x",
+            json!({"metadata": {"annotations": {"kubernetes.io/config.mirror": "abc"}}}),
+        ),
+        pod_json(
+            "batch-0",
+            json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
+        ),
+    ];
+    let outcome = drain(api.client(), &pods).await.unwrap();
+    assert_eq!(outcome.evicted, vec!["shop/web-0", "shop/web-1"]);
+    let blocked: Vec<&str> = outcome.blocked.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(blocked, vec!["shop/checkout-0", "shop/batch-0"]);
+    assert!(
+        outcome.blocked[0].1.contains("disruption budget"),
+        "{:?}",
+        outcome.blocked
+    );
+    assert_eq!(
+        api.state.lock().unwrap().evicted,
+        vec!["shop/web-0", "shop/web-1"]
+    );
+    // DaemonSet and mirror pods were never sent to the Eviction API.
+    let evictions = api
+        .state
+        .lock()
+        .unwrap()
+        .requests
+        .iter()
+        .filter(|r| r.contains("/eviction"))
+        .count();
+    assert_eq!(evictions, 3, "web-0, web-1 and the refused checkout-0");
+}
+
+#[tokio::test]
+async fn critical_pods_wait_until_the_others_are_gone() {
+    use fleetwright_kube::executor::drain;
+    let api = FakeApi::start(BTreeMap::new()).await;
+    api.state.lock().unwrap().pdb_blocked = vec!["shop/web-0".into()];
+    let critical = pod_json(
+        "dns-0",
+        json!({"spec": {"priorityClassName": "system-cluster-critical"}}),
+    );
+    let pods = vec![pod_json("web-0", json!({})), critical.clone()];
+    let first = drain(api.client(), &pods).await.unwrap();
+    assert_eq!(first.deferred, vec!["shop/dns-0"]);
+    assert!(first.evicted.is_empty());
+    // Once the blocked pod is gone, the critical pod is evicted.
+    let second = drain(api.client(), &[critical]).await.unwrap();
+    assert_eq!(second.evicted, vec!["shop/dns-0"]);
+}

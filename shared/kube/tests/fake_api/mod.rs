@@ -5,10 +5,11 @@
 //! server's optimistic concurrency: a create of an existing lease and a replace with a stale
 //! `resourceVersion` both answer 409 Conflict. NodeClaims can be created (with `generateName`),
 //! and nodes read and replaced one by one, with the same `resourceVersion` checks; conflicts can
-//! be injected with `node_conflicts`.
+//! be injected with `node_conflicts`. Pod evictions are accepted, or refused with 429 for the
+//! pods listed in `pdb_blocked` (no real PodDisruptionBudget arithmetic).
 //!
 //! It does not emulate: watches, label or field selectors, `resourceVersion` on lists, writes to
-//! other kinds, patches, deletes, subresources (status, eviction), admission, or authentication.
+//! other kinds, patches, deletes, the status subresource, admission, or authentication.
 //! Unknown paths answer 404 with a `Status` body, as the API server does.
 #![allow(dead_code)]
 
@@ -71,6 +72,10 @@ pub struct State {
     pub authorizations: Vec<String>,
     /// The next this-many node updates answer 409, as if another writer got there first.
     pub node_conflicts: usize,
+    /// Pods (`namespace/name`) whose eviction a PodDisruptionBudget refuses with 429.
+    pub pdb_blocked: Vec<String>,
+    /// Pods (`namespace/name`) whose eviction was accepted.
+    pub evicted: Vec<String>,
 }
 
 /// A running fake; the server task lives as long as the test's runtime.
@@ -106,7 +111,8 @@ impl FakeApi {
     }
 
     pub fn client(&self) -> kube::Client {
-        let config = kube::Config::new(format!("http://{}", self.addr).parse().unwrap());
+        let mut config = kube::Config::new(format!("http://{}", self.addr).parse().unwrap());
+        config.default_retry = false;
         kube::Client::try_from(config).unwrap()
     }
 
@@ -186,7 +192,7 @@ fn lease(
     }
 }
 
-/// Creates NodeClaims and reads/replaces nodes.
+/// Creates NodeClaims, reads/replaces nodes, and accepts or refuses (429) pod evictions.
 fn write(
     state: &mut State,
     method: &hyper::Method,
@@ -194,6 +200,25 @@ fn write(
     body: &[u8],
 ) -> Option<Response<Full<Bytes>>> {
     let mut object: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    if let Some(rest) = path
+        .strip_prefix("/api/v1/namespaces/")
+        .and_then(|r| r.strip_suffix("/eviction"))
+    {
+        let (namespace, name) = rest.split_once("/pods/")?;
+        let key = format!("{namespace}/{name}");
+        if state.pdb_blocked.contains(&key) {
+            return Some(status(
+                429,
+                "TooManyRequests",
+                "Cannot evict pod as it would violate the pod's disruption budget.".into(),
+            ));
+        }
+        state.evicted.push(key);
+        return Some(reply(
+            StatusCode::CREATED,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}),
+        ));
+    }
     if method == hyper::Method::POST && path == "/apis/karpenter.sh/v1/nodeclaims" {
         let prefix = object["metadata"]["generateName"]
             .as_str()
