@@ -8,14 +8,15 @@ use std::collections::BTreeMap;
 
 use fleetwright_core::labels::{NODEPOOL, TAINT_DISRUPTED, TAINT_UNREGISTERED};
 use fleetwright_core::plan::NewNodeClaim;
-use k8s_openapi::api::core::v1::{Node, Pod, Taint};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Api, EvictParams, PostParams};
+use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference, Pod, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, EvictParams, PostParams};
 use kube::Client;
 use serde_json::Value;
 
 use crate::crds::{
-    self, NodeClaim, NodeClaimResources, NodeClassRef, NodePool,
+    self, Condition, NodeClaim, NodeClaimResources, NodeClaimStatus, NodeClassRef, NodePool,
     NodeSelectorRequirementWithMinValues,
 };
 use crate::error::KubeError;
@@ -312,5 +313,166 @@ async fn evict(client: Client, pod: &Pod, outcome: &mut DrainOutcome) -> Result<
         }
         Err(e) => return Err(api_error("evicting Pod", e)),
     }
+    Ok(())
+}
+
+/// A condition stamped at `now` (RFC 3339).
+pub fn condition(type_: &str, status: bool, reason: &str, now: &str) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: Some(reason.into()),
+        message: None,
+        last_transition_time: Some(now.into()),
+        observed_generation: None,
+    }
+}
+
+/// `status` with `c` set: replaces the condition of the same type, keeping its transition time
+/// when its status does not change. None when nothing changes.
+pub fn with_condition(status: &NodeClaimStatus, c: Condition) -> Option<NodeClaimStatus> {
+    let mut out = status.clone();
+    match out.conditions.iter_mut().find(|x| x.type_ == c.type_) {
+        Some(existing) if existing.status == c.status && existing.reason == c.reason => {
+            return None
+        }
+        Some(existing) => {
+            let keep = (existing.status == c.status)
+                .then(|| existing.last_transition_time.clone())
+                .flatten();
+            *existing = Condition {
+                last_transition_time: keep.or(c.last_transition_time.clone()),
+                ..c
+            };
+        }
+        None => out.conditions.push(c),
+    }
+    Some(out)
+}
+
+/// Writes a NodeClaim's status through the status subresource; on 409 re-reads and retries.
+pub async fn update_nodeclaim_status(
+    client: Client,
+    name: &str,
+    change: impl Fn(&NodeClaim) -> Option<NodeClaimStatus>,
+) -> Result<bool, KubeError> {
+    let api: Api<NodeClaim> = Api::all(client);
+    for attempt in 0..=CONFLICT_RETRIES {
+        let current = api
+            .get(name)
+            .await
+            .map_err(|e| api_error("reading NodeClaim", e))?;
+        let Some(status) = change(&current) else {
+            return Ok(false);
+        };
+        let updated = NodeClaim {
+            status: Some(status),
+            ..current
+        };
+        match api
+            .replace_status(name, &PostParams::default(), &updated)
+            .await
+        {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                tracing::debug!(
+                    nodeclaim = name,
+                    attempt,
+                    "conflict updating nodeclaim status; re-reading"
+                );
+            }
+            Err(e) => return Err(api_error("updating NodeClaim status", e)),
+        }
+    }
+    Err(KubeError::Api {
+        kind: "updating NodeClaim status".into(),
+        reason: format!("{name}: still conflicting after {CONFLICT_RETRIES} retries"),
+    })
+}
+
+/// Deletes a NodeClaim and removes its termination finalizer only once the instance is
+/// confirmed terminating, so the object outlives the capacity it tracks. Returns true when the
+/// object is gone.
+pub async fn delete_nodeclaim(
+    client: Client,
+    name: &str,
+    instance_terminating: bool,
+) -> Result<bool, KubeError> {
+    let api: Api<NodeClaim> = Api::all(client);
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(true),
+        Err(e) => return Err(api_error("deleting NodeClaim", e)),
+    }
+    if !instance_terminating {
+        return Ok(false);
+    }
+    for attempt in 0..=CONFLICT_RETRIES {
+        let Some(mut current) = api
+            .get_opt(name)
+            .await
+            .map_err(|e| api_error("reading NodeClaim", e))?
+        else {
+            return Ok(true);
+        };
+        let finalizers = current.metadata.finalizers.get_or_insert_with(Vec::new);
+        finalizers.retain(|f| f != TERMINATION_FINALIZER);
+        match api.replace(name, &PostParams::default(), &current).await {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                tracing::debug!(
+                    nodeclaim = name,
+                    attempt,
+                    "conflict removing finalizer; re-reading"
+                );
+            }
+            Err(e) => return Err(api_error("removing NodeClaim finalizer", e)),
+        }
+    }
+    Err(KubeError::Api {
+        kind: "removing NodeClaim finalizer".into(),
+        reason: format!("{name}: still conflicting after {CONFLICT_RETRIES} retries"),
+    })
+}
+
+/// Records a Kubernetes Event about `object` (reasons Karpenter users know: `Nominated`,
+/// `FailedScheduling`, `DisruptionBlocked`, `SpotInterrupted`, `Unconsolidatable`, …).
+pub async fn record_event(
+    client: Client,
+    object: &ObjectReference,
+    warning: bool,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) -> Result<(), KubeError> {
+    let namespace = object.namespace.clone().unwrap_or_else(|| "default".into());
+    let api: Api<Event> = Api::namespaced(client, &namespace);
+    let event = Event {
+        metadata: ObjectMeta {
+            generate_name: Some(format!(
+                "{}.",
+                object.name.as_deref().unwrap_or("fleetwright")
+            )),
+            namespace: Some(namespace),
+            ..Default::default()
+        },
+        involved_object: object.clone(),
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        type_: Some(if warning { "Warning" } else { "Normal" }.into()),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        count: Some(1),
+        source: Some(EventSource {
+            component: Some("fleetwright".into()),
+            host: None,
+        }),
+        reporting_component: Some("fleetwright".into()),
+        ..Default::default()
+    };
+    api.create(&PostParams::default(), &event)
+        .await
+        .map_err(|e| api_error("recording Event", e))?;
     Ok(())
 }

@@ -231,3 +231,109 @@ async fn critical_pods_wait_until_the_others_are_gone() {
     let second = drain(api.client(), &[critical]).await.unwrap();
     assert_eq!(second.evicted, vec!["shop/dns-0"]);
 }
+
+#[tokio::test]
+async fn status_conditions_delete_with_finalizer_and_events() {
+    use fleetwright_kube::executor::{
+        condition, delete_nodeclaim, record_event, update_nodeclaim_status, with_condition,
+    };
+    let api = FakeApi::start(BTreeMap::new()).await;
+    let planned = fleetwright_core::plan::NewNodeClaim {
+        nodepool: "default".into(),
+        instance_types: vec!["m5.large".into()],
+        capacity_types: vec!["spot".into()],
+        zones: vec!["us-east-1a".into()],
+        pods: vec!["shop/web-0".into()],
+        requests: fleetwright_core::Resources::new(500, 512 << 20),
+        price: 0.03,
+        requirements: vec![],
+        labels: Default::default(),
+        taints: vec![],
+        startup_taints: vec![],
+        node_class: "default".into(),
+    };
+    let created = create_nodeclaim(api.client(), &nodeclaim_for(&pool(), &planned))
+        .await
+        .unwrap();
+    let name = created.metadata.name.clone().unwrap();
+
+    // Launched, then Registered with providerID and nodeName; repeating is a no-op.
+    let launched = |c: &NodeClaim| {
+        let mut s = with_condition(
+            &c.status.clone().unwrap_or_default(),
+            condition("Launched", true, "Launched", "2026-11-22T10:00:00Z"),
+        )?;
+        s.provider_id = Some("aws:///us-east-1a/i-0abc".into());
+        Some(s)
+    };
+    assert!(update_nodeclaim_status(api.client(), &name, launched)
+        .await
+        .unwrap());
+    assert!(
+        !update_nodeclaim_status(api.client(), &name, |c: &NodeClaim| with_condition(
+            c.status.as_ref()?,
+            condition("Launched", true, "Launched", "later")
+        ))
+        .await
+        .unwrap()
+    );
+    let registered = |c: &NodeClaim| {
+        let mut s = with_condition(
+            c.status.as_ref()?,
+            condition("Registered", true, "Registered", "2026-11-22T10:01:00Z"),
+        )?;
+        s.node_name = Some("ip-10-0-1-1".into());
+        Some(s)
+    };
+    assert!(update_nodeclaim_status(api.client(), &name, registered)
+        .await
+        .unwrap());
+    let stored = api.state.lock().unwrap().objects["/apis/karpenter.sh/v1/nodeclaims"][0].clone();
+    assert_eq!(stored["status"]["providerID"], "aws:///us-east-1a/i-0abc");
+    assert_eq!(stored["status"]["nodeName"], "ip-10-0-1-1");
+    let types: Vec<&str> = stored["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["Launched", "Registered"]);
+    assert_eq!(
+        stored["status"]["conditions"][0]["lastTransitionTime"],
+        "2026-11-22T10:00:00Z"
+    );
+
+    // Deleting keeps the object while the instance is not yet confirmed terminating...
+    assert!(!delete_nodeclaim(api.client(), &name, false).await.unwrap());
+    let still = api.state.lock().unwrap().objects["/apis/karpenter.sh/v1/nodeclaims"].clone();
+    assert_eq!(still.len(), 1);
+    assert!(!still[0]["metadata"]["deletionTimestamp"].is_null());
+    // ...and the finalizer goes once it is.
+    assert!(delete_nodeclaim(api.client(), &name, true).await.unwrap());
+    assert!(api.state.lock().unwrap().objects["/apis/karpenter.sh/v1/nodeclaims"].is_empty());
+
+    // Events carry Karpenter's reasons.
+    let pod_ref = k8s_openapi::api::core::v1::ObjectReference {
+        kind: Some("Pod".into()),
+        namespace: Some("shop".into()),
+        name: Some("web-0".into()),
+        ..Default::default()
+    };
+    let now = k8s_openapi::jiff::Timestamp::from_second(1_795_000_000).unwrap();
+    record_event(
+        api.client(),
+        &pod_ref,
+        false,
+        "Nominated",
+        &format!("Pod should schedule on: nodeclaim/{name}"),
+        now,
+    )
+    .await
+    .unwrap();
+    let events = api.state.lock().unwrap().events.clone();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["reason"], "Nominated");
+    assert_eq!(events[0]["involvedObject"]["name"], "web-0");
+    assert_eq!(events[0]["type"], "Normal");
+    assert_eq!(events[0]["source"]["component"], "fleetwright");
+}

@@ -3,13 +3,15 @@
 //!
 //! Leases (`coordination.k8s.io/v1`) can also be created, read and replaced, with the API
 //! server's optimistic concurrency: a create of an existing lease and a replace with a stale
-//! `resourceVersion` both answer 409 Conflict. NodeClaims can be created (with `generateName`),
-//! and nodes read and replaced one by one, with the same `resourceVersion` checks; conflicts can
-//! be injected with `node_conflicts`. Pod evictions are accepted, or refused with 429 for the
+//! `resourceVersion` both answer 409 Conflict. NodeClaims can be created (with `generateName`);
+//! nodes and NodeClaims read, replaced (NodeClaims also through `/status`) and deleted one by one,
+//! with the same `resourceVersion` checks; a delete of an object with finalizers only sets its
+//! `deletionTimestamp`, and the object goes once its finalizers are removed. Node conflicts can be
+//! injected with `node_conflicts`. Events can be created. Pod evictions are accepted, or refused with 429 for the
 //! pods listed in `pdb_blocked` (no real PodDisruptionBudget arithmetic).
 //!
 //! It does not emulate: watches, label or field selectors, `resourceVersion` on lists, writes to
-//! other kinds, patches, deletes, the status subresource, admission, or authentication.
+//! other kinds, patches, admission, or authentication.
 //! Unknown paths answer 404 with a `Status` body, as the API server does.
 #![allow(dead_code)]
 
@@ -76,6 +78,8 @@ pub struct State {
     pub pdb_blocked: Vec<String>,
     /// Pods (`namespace/name`) whose eviction was accepted.
     pub evicted: Vec<String>,
+    /// Events recorded.
+    pub events: Vec<Value>,
 }
 
 /// A running fake; the server task lives as long as the test's runtime.
@@ -192,7 +196,8 @@ fn lease(
     }
 }
 
-/// Creates NodeClaims, reads/replaces nodes, and accepts or refuses (429) pod evictions.
+/// Creates NodeClaims and Events, reads/replaces/deletes nodes and NodeClaims (and NodeClaim
+/// status), and accepts or refuses (429) pod evictions.
 fn write(
     state: &mut State,
     method: &hyper::Method,
@@ -219,6 +224,13 @@ fn write(
             json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}),
         ));
     }
+    if method == hyper::Method::POST
+        && path.starts_with("/api/v1/namespaces/")
+        && path.ends_with("/events")
+    {
+        state.events.push(object.clone());
+        return Some(reply(StatusCode::CREATED, object));
+    }
     if method == hyper::Method::POST && path == "/apis/karpenter.sh/v1/nodeclaims" {
         let prefix = object["metadata"]["generateName"]
             .as_str()
@@ -235,43 +247,91 @@ fn write(
             .push(object.clone());
         return Some(reply(StatusCode::CREATED, object));
     }
-    let name = path.strip_prefix("/api/v1/nodes/")?.to_string();
+    let collection = ["/api/v1/nodes", "/apis/karpenter.sh/v1/nodeclaims"]
+        .into_iter()
+        .find(|c| path.starts_with(&format!("{c}/")))?;
+    let rest = &path[collection.len() + 1..];
+    let (name, subresource) = match rest.split_once('/') {
+        Some((n, sub)) => (n.to_string(), Some(sub.to_string())),
+        None => (rest.to_string(), None),
+    };
     let version = state.next_version;
-    let nodes = state
-        .objects
-        .entry("/api/v1/nodes".to_string())
-        .or_default();
-    let Some(index) = nodes
+    let is_node = collection == "/api/v1/nodes";
+    let inject_conflict = is_node && method == hyper::Method::PUT && state.node_conflicts > 0;
+    if inject_conflict {
+        state.node_conflicts -= 1;
+    }
+    let items = state.objects.entry(collection.to_string()).or_default();
+    let Some(index) = items
         .iter()
         .position(|n| n["metadata"]["name"] == json!(name))
     else {
-        return Some(status(404, "NotFound", format!("nodes {name:?} not found")));
+        return Some(status(404, "NotFound", format!("{name:?} not found")));
     };
-    if nodes[index]["metadata"]["resourceVersion"].is_null() {
-        nodes[index]["metadata"]["resourceVersion"] = json!("1");
+    if items[index]["metadata"]["resourceVersion"].is_null() {
+        items[index]["metadata"]["resourceVersion"] = json!("1");
     }
-    match method.as_str() {
-        "GET" => Some(reply(StatusCode::OK, nodes[index].clone())),
+    let conflict = || {
+        status(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {name:?}: the object has been modified"),
+        )
+    };
+    let response = match method.as_str() {
+        "GET" => reply(StatusCode::OK, items[index].clone()),
         "PUT" => {
-            let stale = object["metadata"]["resourceVersion"]
-                != nodes[index]["metadata"]["resourceVersion"];
-            if stale {
-                return Some(status(409, "Conflict", format!("Operation cannot be fulfilled on nodes {name:?}: the object has been modified")));
+            if object["metadata"]["resourceVersion"] != items[index]["metadata"]["resourceVersion"]
+            {
+                return Some(conflict());
             }
-            if state.node_conflicts > 0 {
-                state.node_conflicts -= 1;
-                let nodes = state.objects.get_mut("/api/v1/nodes").unwrap();
-                nodes[index]["metadata"]["resourceVersion"] = json!(format!("{version}"));
+            if inject_conflict {
+                items[index]["metadata"]["resourceVersion"] = json!(version.to_string());
                 state.next_version += 1;
-                return Some(status(409, "Conflict", format!("Operation cannot be fulfilled on nodes {name:?}: the object has been modified")));
+                return Some(conflict());
             }
-            object["metadata"]["resourceVersion"] = json!(version.to_string());
+            let mut stored = items[index].clone();
+            if subresource.as_deref() == Some("status") {
+                stored["status"] = object["status"].clone();
+            } else {
+                let status = stored["status"].clone();
+                let deleting = stored["metadata"]["deletionTimestamp"].clone();
+                stored = object;
+                stored["status"] = status;
+                if !deleting.is_null() {
+                    stored["metadata"]["deletionTimestamp"] = deleting;
+                }
+            }
+            stored["metadata"]["resourceVersion"] = json!(version.to_string());
             state.next_version += 1;
-            state.objects.get_mut("/api/v1/nodes").unwrap()[index] = object.clone();
-            Some(reply(StatusCode::OK, object))
+            let gone = !stored["metadata"]["deletionTimestamp"].is_null()
+                && stored["metadata"]["finalizers"]
+                    .as_array()
+                    .is_none_or(|f| f.is_empty());
+            if gone {
+                items.remove(index);
+            } else {
+                items[index] = stored.clone();
+            }
+            reply(StatusCode::OK, stored)
         }
-        _ => None,
-    }
+        "DELETE" => {
+            let has_finalizers = items[index]["metadata"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty());
+            if has_finalizers {
+                items[index]["metadata"]["deletionTimestamp"] = json!("2026-11-22T00:00:00Z");
+                items[index]["metadata"]["resourceVersion"] = json!(version.to_string());
+                state.next_version += 1;
+                reply(StatusCode::OK, items[index].clone())
+            } else {
+                let removed = items.remove(index);
+                reply(StatusCode::OK, removed)
+            }
+        }
+        _ => return None,
+    };
+    Some(response)
 }
 
 async fn handle(
