@@ -390,19 +390,45 @@ pub async fn update_nodeclaim_status(
     })
 }
 
-/// Deletes a NodeClaim and removes its termination finalizer only once the instance is
-/// confirmed terminating, so the object outlives the capacity it tracks. Returns true when the
-/// object is gone.
+/// Deletes a NodeClaim; see [`delete_guarded`].
 pub async fn delete_nodeclaim(
     client: Client,
     name: &str,
     instance_terminating: bool,
 ) -> Result<bool, KubeError> {
-    let api: Api<NodeClaim> = Api::all(client);
+    delete_guarded(
+        Api::<NodeClaim>::all(client),
+        "NodeClaim",
+        name,
+        instance_terminating,
+    )
+    .await
+}
+
+/// Deletes a Node; see [`delete_guarded`].
+pub async fn delete_node(
+    client: Client,
+    name: &str,
+    instance_terminating: bool,
+) -> Result<bool, KubeError> {
+    delete_guarded(Api::<Node>::all(client), "Node", name, instance_terminating).await
+}
+
+/// Deletes an object and removes its termination finalizer only once the instance is confirmed
+/// terminating, so the object outlives the capacity it tracks. Returns true when it is gone.
+async fn delete_guarded<K>(
+    api: Api<K>,
+    kind: &str,
+    name: &str,
+    instance_terminating: bool,
+) -> Result<bool, KubeError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
     match api.delete(name, &DeleteParams::default()).await {
         Ok(_) => {}
         Err(kube::Error::Api(e)) if e.code == 404 => return Ok(true),
-        Err(e) => return Err(api_error("deleting NodeClaim", e)),
+        Err(e) => return Err(api_error(&format!("deleting {kind}"), e)),
     }
     if !instance_terminating {
         return Ok(false);
@@ -411,27 +437,31 @@ pub async fn delete_nodeclaim(
         let Some(mut current) = api
             .get_opt(name)
             .await
-            .map_err(|e| api_error("reading NodeClaim", e))?
+            .map_err(|e| api_error(&format!("reading {kind}"), e))?
         else {
             return Ok(true);
         };
-        let finalizers = current.metadata.finalizers.get_or_insert_with(Vec::new);
-        finalizers.retain(|f| f != TERMINATION_FINALIZER);
+        current
+            .meta_mut()
+            .finalizers
+            .get_or_insert_with(Vec::new)
+            .retain(|f| f != TERMINATION_FINALIZER);
         match api.replace(name, &PostParams::default(), &current).await {
             Ok(_) => return Ok(true),
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(true),
             Err(kube::Error::Api(e)) if e.code == 409 => {
                 tracing::debug!(
-                    nodeclaim = name,
+                    kind,
+                    name,
                     attempt,
                     "conflict removing finalizer; re-reading"
                 );
             }
-            Err(e) => return Err(api_error("removing NodeClaim finalizer", e)),
+            Err(e) => return Err(api_error(&format!("removing {kind} finalizer"), e)),
         }
     }
     Err(KubeError::Api {
-        kind: "removing NodeClaim finalizer".into(),
+        kind: format!("removing {kind} finalizer"),
         reason: format!("{name}: still conflicting after {CONFLICT_RETRIES} retries"),
     })
 }

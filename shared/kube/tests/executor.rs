@@ -312,6 +312,32 @@ async fn status_conditions_delete_with_finalizer_and_events() {
     assert!(delete_nodeclaim(api.client(), &name, true).await.unwrap());
     assert!(api.state.lock().unwrap().objects["/apis/karpenter.sh/v1/nodeclaims"].is_empty());
 
+    // Nodes follow the same rule.
+    {
+        let mut st = api.state.lock().unwrap();
+        let mut n = node("ip-10-0-1-1");
+        n["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
+        st.objects.insert("/api/v1/nodes".into(), vec![n]);
+    }
+    assert!(
+        !fleetwright_kube::executor::delete_node(api.client(), "ip-10-0-1-1", false)
+            .await
+            .unwrap()
+    );
+    assert_eq!(api.state.lock().unwrap().objects["/api/v1/nodes"].len(), 1);
+    assert!(
+        fleetwright_kube::executor::delete_node(api.client(), "ip-10-0-1-1", true)
+            .await
+            .unwrap()
+    );
+    assert!(api.state.lock().unwrap().objects["/api/v1/nodes"].is_empty());
+    assert!(
+        fleetwright_kube::executor::delete_node(api.client(), "ip-10-0-1-1", true)
+            .await
+            .unwrap(),
+        "already gone is fine"
+    );
+
     // Events carry Karpenter's reasons.
     let pod_ref = k8s_openapi::api::core::v1::ObjectReference {
         kind: Some("Pod".into()),
