@@ -2,8 +2,10 @@
 //! paginated with `limit`/`continue`, then filtered to what scheduling should see (bound pods and
 //! truly pending ones) and converted into the core's snapshot.
 //!
-//! Lists are consistent reads (no `resourceVersion=0`): a stale watch-cache read of nodes or
-//! NodeClaims could launch capacity twice, so the cache is not used.
+//! Pods, nodes, NodeClaims, NodePools and EC2NodeClasses are consistent reads: a stale view of
+//! them could launch capacity twice. DaemonSets, PodDisruptionBudgets (the Eviction API enforces
+//! the live budget anyway), PVs and PVCs are read from the API server's watch cache
+//! (`resourceVersion=0`), where slight staleness is safe and the read is cheaper.
 
 use std::fmt::Debug;
 
@@ -18,6 +20,15 @@ use serde::de::DeserializeOwned;
 use crate::crds::{EC2NodeClass, NodeClaim, NodePool};
 use crate::dump::ClusterDump;
 use crate::error::KubeError;
+
+/// How fresh a list must be.
+#[derive(Clone, Copy, Debug)]
+enum Read {
+    /// From etcd, paginated.
+    Consistent,
+    /// From the watch cache (`resourceVersion=0`).
+    Cached,
+}
 
 /// Items per list page.
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -53,15 +64,15 @@ impl SnapshotReader {
     /// Every object, as a dump (pods already filtered to bound and pending ones).
     pub async fn read_dump(&self) -> Result<ClusterDump, KubeError> {
         let (pods, nodes, daemonsets, pdbs, pvcs, pvs, nodepools, nodeclasses, nodeclaims) = futures::try_join!(
-            self.list::<Pod>(),
-            self.list::<Node>(),
-            self.list::<DaemonSet>(),
-            self.list::<PodDisruptionBudget>(),
-            self.list::<PersistentVolumeClaim>(),
-            self.list::<PersistentVolume>(),
-            self.list::<NodePool>(),
-            self.list::<EC2NodeClass>(),
-            self.list::<NodeClaim>(),
+            self.list::<Pod>(Read::Consistent),
+            self.list::<Node>(Read::Consistent),
+            self.list::<DaemonSet>(Read::Cached),
+            self.list::<PodDisruptionBudget>(Read::Cached),
+            self.list::<PersistentVolumeClaim>(Read::Cached),
+            self.list::<PersistentVolume>(Read::Cached),
+            self.list::<NodePool>(Read::Consistent),
+            self.list::<EC2NodeClass>(Read::Consistent),
+            self.list::<NodeClaim>(Read::Consistent),
         )?;
         let total = pods.len();
         let pods: Vec<Pod> = pods.into_iter().filter(schedulable_view).collect();
@@ -91,7 +102,7 @@ impl SnapshotReader {
         crate::convert::snapshot_from_dump(&self.read_dump().await?)
     }
 
-    async fn list<K>(&self) -> Result<Vec<K>, KubeError>
+    async fn list<K>(&self, read: Read) -> Result<Vec<K>, KubeError>
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     {
@@ -99,7 +110,11 @@ impl SnapshotReader {
         let mut items = Vec::new();
         let mut token: Option<String> = None;
         loop {
-            let mut params = ListParams::default().limit(self.page_size);
+            let mut params = match read {
+                Read::Consistent => ListParams::default().limit(self.page_size),
+                // The watch cache serves the whole list at once; `limit` does not apply to it.
+                Read::Cached => ListParams::default().match_any(),
+            };
             if let Some(t) = &token {
                 params = params.continue_token(t);
             }

@@ -363,3 +363,20 @@ async fn status_conditions_delete_with_finalizer_and_events() {
     assert_eq!(events[0]["type"], "Normal");
     assert_eq!(events[0]["source"]["component"], "fleetwright");
 }
+
+#[tokio::test]
+async fn an_invalid_nodeclaim_is_refused_with_422_and_named() {
+    let api = FakeApi::start(BTreeMap::new()).await;
+    let mut claim: NodeClaim = typed(
+        json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {}, "spec": {}}),
+        "NodeClaim",
+    )
+    .unwrap();
+    claim.metadata.generate_name = None;
+    let err = create_nodeclaim(api.client(), &claim)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("creating NodeClaim"), "{err}");
+    assert!(err.contains("422") || err.contains("Invalid"), "{err}");
+}

@@ -106,16 +106,29 @@ async fn reads_500_pods_over_three_pages_and_converts() {
         1_000_000
     );
     assert_eq!(snapshot.node_classes["default"].kubelet.max_pods, Some(58));
-    // Every other kind was listed once (empty), with the page size.
+    // Consistent kinds are paginated; the cache-safe ones read the watch cache.
     for path in [
         "/api/v1/nodes",
-        "/apis/apps/v1/daemonsets",
         "/apis/karpenter.sh/v1/nodeclaims",
+        "/apis/karpenter.sh/v1/nodepools",
     ] {
         let reqs = api.requests_to(path);
         assert_eq!(reqs.len(), 1, "{path}: {reqs:?}");
-        assert!(reqs[0].contains("limit=200"));
+        assert!(
+            reqs[0].contains("limit=200") && !reqs[0].contains("resourceVersion=0"),
+            "{reqs:?}"
+        );
     }
+    for path in [
+        "/apis/apps/v1/daemonsets",
+        "/apis/policy/v1/poddisruptionbudgets",
+        "/api/v1/persistentvolumes",
+    ] {
+        let reqs = api.requests_to(path);
+        assert_eq!(reqs.len(), 1, "{path}: {reqs:?}");
+        assert!(reqs[0].contains("resourceVersion=0"), "{reqs:?}");
+    }
+    assert!(!api.requests_to("/api/v1/pods")[0].contains("resourceVersion=0"));
 }
 
 #[tokio::test]

@@ -7,7 +7,8 @@
 //! nodes and NodeClaims read, replaced (NodeClaims also through `/status`) and deleted one by one,
 //! with the same `resourceVersion` checks; a delete of an object with finalizers only sets its
 //! `deletionTimestamp`, and the object goes once its finalizers are removed. Node conflicts can be
-//! injected with `node_conflicts`. Events can be created. Pod evictions are accepted, or refused with 429 for the
+//! injected with `node_conflicts`. Events can be created. A NodeClaim with neither `name` nor
+//! `generateName` is refused with 422 Invalid. Pod evictions are accepted, or refused with 429 for the
 //! pods listed in `pdb_blocked` (no real PodDisruptionBudget arithmetic).
 //!
 //! It does not emulate: watches, label or field selectors, `resourceVersion` on lists, writes to
@@ -232,6 +233,11 @@ fn write(
         return Some(reply(StatusCode::CREATED, object));
     }
     if method == hyper::Method::POST && path == "/apis/karpenter.sh/v1/nodeclaims" {
+        let invalid =
+            object["metadata"]["name"].is_null() && object["metadata"]["generateName"].is_null();
+        if invalid {
+            return Some(status(422, "Invalid", "NodeClaim is invalid: metadata.name: Required value: name or generateName is required".into()));
+        }
         let prefix = object["metadata"]["generateName"]
             .as_str()
             .unwrap_or_default()
