@@ -188,24 +188,79 @@ pub async fn update_node(
     change: impl Fn(&Node) -> Option<Node>,
 ) -> Result<bool, KubeError> {
     let api: Api<Node> = Api::all(client);
+    update(&api, "Node", name, Write::Object, change)
+        .await?
+        .changed("Node", name)
+}
+
+/// Where [`update`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Write {
+    Object,
+    Status,
+}
+
+/// What [`update`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Update {
+    Changed,
+    Unchanged,
+    Gone,
+}
+
+impl Update {
+    /// Changed or not; an object that vanished is an error naming it.
+    fn changed(self, kind: &str, name: &str) -> Result<bool, KubeError> {
+        match self {
+            Update::Changed => Ok(true),
+            Update::Unchanged => Ok(false),
+            Update::Gone => Err(KubeError::Api {
+                kind: format!("updating {kind}"),
+                reason: format!("{name}: not found"),
+            }),
+        }
+    }
+}
+
+/// The optimistic update loop every write shares: read the object, apply `change`, write it
+/// back (or its status), and on 409 Conflict re-read and try again instead of overwriting.
+async fn update<K>(
+    api: &Api<K>,
+    kind: &str,
+    name: &str,
+    write: Write,
+    change: impl Fn(&K) -> Option<K>,
+) -> Result<Update, KubeError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let params = PostParams::default();
     for attempt in 0..=CONFLICT_RETRIES {
-        let current = api
-            .get(name)
+        let Some(current) = api
+            .get_opt(name)
             .await
-            .map_err(|e| api_error("reading Node", e))?;
-        let Some(updated) = change(&current) else {
-            return Ok(false);
+            .map_err(|e| api_error(&format!("reading {kind}"), e))?
+        else {
+            return Ok(Update::Gone);
         };
-        match api.replace(name, &PostParams::default(), &updated).await {
-            Ok(_) => return Ok(true),
+        let Some(updated) = change(&current) else {
+            return Ok(Update::Unchanged);
+        };
+        let result = match write {
+            Write::Object => api.replace(name, &params, &updated).await,
+            Write::Status => api.replace_status(name, &params, &updated).await,
+        };
+        match result {
+            Ok(_) => return Ok(Update::Changed),
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Update::Gone),
             Err(kube::Error::Api(e)) if e.code == 409 => {
-                tracing::debug!(node = name, attempt, "conflict updating node; re-reading");
+                tracing::debug!(kind, name, attempt, "conflict writing; re-reading");
             }
-            Err(e) => return Err(api_error("updating Node", e)),
+            Err(e) => return Err(api_error(&format!("updating {kind}"), e)),
         }
     }
     Err(KubeError::Api {
-        kind: "updating Node".into(),
+        kind: format!("updating {kind}"),
         reason: format!("{name}: still conflicting after {CONFLICT_RETRIES} retries"),
     })
 }
@@ -357,37 +412,15 @@ pub async fn update_nodeclaim_status(
     change: impl Fn(&NodeClaim) -> Option<NodeClaimStatus>,
 ) -> Result<bool, KubeError> {
     let api: Api<NodeClaim> = Api::all(client);
-    for attempt in 0..=CONFLICT_RETRIES {
-        let current = api
-            .get(name)
-            .await
-            .map_err(|e| api_error("reading NodeClaim", e))?;
-        let Some(status) = change(&current) else {
-            return Ok(false);
-        };
-        let updated = NodeClaim {
+    let with_status = |c: &NodeClaim| {
+        change(c).map(|status| NodeClaim {
             status: Some(status),
-            ..current
-        };
-        match api
-            .replace_status(name, &PostParams::default(), &updated)
-            .await
-        {
-            Ok(_) => return Ok(true),
-            Err(kube::Error::Api(e)) if e.code == 409 => {
-                tracing::debug!(
-                    nodeclaim = name,
-                    attempt,
-                    "conflict updating nodeclaim status; re-reading"
-                );
-            }
-            Err(e) => return Err(api_error("updating NodeClaim status", e)),
-        }
-    }
-    Err(KubeError::Api {
-        kind: "updating NodeClaim status".into(),
-        reason: format!("{name}: still conflicting after {CONFLICT_RETRIES} retries"),
-    })
+            ..c.clone()
+        })
+    };
+    update(&api, "NodeClaim status", name, Write::Status, with_status)
+        .await?
+        .changed("NodeClaim status", name)
 }
 
 /// Deletes a NodeClaim; see [`delete_guarded`].
@@ -433,37 +466,16 @@ where
     if !instance_terminating {
         return Ok(false);
     }
-    for attempt in 0..=CONFLICT_RETRIES {
-        let Some(mut current) = api
-            .get_opt(name)
-            .await
-            .map_err(|e| api_error(&format!("reading {kind}"), e))?
-        else {
-            return Ok(true);
-        };
-        current
-            .meta_mut()
+    let without_finalizer = |current: &K| {
+        let mut out = current.clone();
+        out.meta_mut()
             .finalizers
             .get_or_insert_with(Vec::new)
             .retain(|f| f != TERMINATION_FINALIZER);
-        match api.replace(name, &PostParams::default(), &current).await {
-            Ok(_) => return Ok(true),
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(true),
-            Err(kube::Error::Api(e)) if e.code == 409 => {
-                tracing::debug!(
-                    kind,
-                    name,
-                    attempt,
-                    "conflict removing finalizer; re-reading"
-                );
-            }
-            Err(e) => return Err(api_error(&format!("removing {kind} finalizer"), e)),
-        }
-    }
-    Err(KubeError::Api {
-        kind: format!("removing {kind} finalizer"),
-        reason: format!("{name}: still conflicting after {CONFLICT_RETRIES} retries"),
-    })
+        Some(out)
+    };
+    update(&api, kind, name, Write::Object, without_finalizer).await?;
+    Ok(true)
 }
 
 /// Records a Kubernetes Event about `object` (reasons Karpenter users know: `Nominated`,
