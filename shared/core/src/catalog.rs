@@ -36,7 +36,7 @@ struct DescribeInstanceTypes {
 }
 
 /// One entry of `DescribeInstanceTypes`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RawInstanceType {
     pub instance_type: String,
@@ -56,20 +56,20 @@ pub struct RawInstanceType {
     pub ebs_info: Option<RawEbs>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RawVCpu {
     pub default_v_cpus: i64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RawMemory {
     #[serde(rename = "SizeInMiB")]
     pub size_in_mib: i64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RawProcessor {
     #[serde(default)]
@@ -77,7 +77,7 @@ pub struct RawProcessor {
     pub manufacturer: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RawNetwork {
     pub maximum_network_interfaces: i64,
@@ -89,27 +89,27 @@ pub struct RawNetwork {
     pub efa_info: Option<RawEfa>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RawNetworkCard {
     pub maximum_network_interfaces: Option<i64>,
     pub baseline_bandwidth_in_gbps: Option<f64>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RawEfa {
     pub maximum_efa_interfaces: Option<i64>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RawGpuInfo {
     #[serde(default)]
     pub gpus: Vec<RawGpu>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RawGpu {
     pub name: String,
@@ -118,14 +118,14 @@ pub struct RawGpu {
     pub memory_info: Option<RawMemory>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RawAcceleratorInfo {
     #[serde(default)]
     pub accelerators: Vec<RawAccelerator>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RawAccelerator {
     pub name: String,
@@ -133,21 +133,21 @@ pub struct RawAccelerator {
     pub count: i64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RawNeuronInfo {
     #[serde(default)]
     pub neuron_devices: Vec<RawNeuronDevice>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RawNeuronDevice {
     pub name: String,
     pub count: i64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RawStorage {
     #[serde(rename = "TotalSizeInGB")]
@@ -155,14 +155,14 @@ pub struct RawStorage {
     pub nvme_support: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RawEbs {
     pub ebs_optimized_support: Option<String>,
     pub ebs_optimized_info: Option<RawEbsOptimized>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RawEbsOptimized {
     pub maximum_bandwidth_in_mbps: Option<i64>,
@@ -260,6 +260,9 @@ pub struct Catalog {
     pub unavailable: BTreeSet<(String, String, String)>,
     /// Pre-resolved types (synthetic catalogs for benchmarks and tests); used as they are.
     pub fixed: Option<Vec<InstanceType>>,
+    /// Spot price as a fraction of on-demand where no spot price is known: 0.35 for the embedded
+    /// catalog, 1.0 for a live catalog before its first spot-price refresh.
+    pub spot_fraction: f64,
 }
 
 impl Catalog {
@@ -279,19 +282,45 @@ impl Catalog {
                 e,
             )
         })?;
+        let offerings = offerings
+            .instance_type_offerings
+            .into_iter()
+            .map(|o| (o.instance_type, o.location));
+        Ok(Catalog::from_raw(
+            region,
+            types.instance_types,
+            offerings,
+            parse_prices(prices)?,
+        ))
+    }
+
+    /// Builds a catalog from instance facts already read (e.g. from the live EC2 API), with
+    /// `(instance type, zone)` offerings and on-demand prices.
+    pub fn from_raw(
+        region: &str,
+        raw: Vec<RawInstanceType>,
+        offerings: impl IntoIterator<Item = (String, String)>,
+        on_demand: BTreeMap<String, f64>,
+    ) -> Self {
         let mut zones: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for o in offerings.instance_type_offerings {
-            zones.entry(o.instance_type).or_default().insert(o.location);
+        for (instance_type, zone) in offerings {
+            zones.entry(instance_type).or_default().insert(zone);
         }
-        Ok(Catalog {
+        Catalog {
             region: region.to_string(),
-            raw: types.instance_types,
+            raw,
             zones,
-            on_demand: parse_prices(prices)?,
+            on_demand,
             spot: BTreeMap::new(),
             unavailable: BTreeSet::new(),
             fixed: None,
-        })
+            spot_fraction: DEFAULT_SPOT_PRICE_FRACTION,
+        }
+    }
+
+    /// The embedded on-demand price table (us-east-1; used as the fallback for other regions).
+    pub fn embedded_prices() -> BTreeMap<String, f64> {
+        Catalog::embedded().on_demand.clone()
     }
 
     /// A catalog of already resolved instance types (node-class settings do not change them).
@@ -304,6 +333,7 @@ impl Catalog {
             spot: BTreeMap::new(),
             unavailable: BTreeSet::new(),
             fixed: Some(types),
+            spot_fraction: DEFAULT_SPOT_PRICE_FRACTION,
         }
     }
 
@@ -326,7 +356,7 @@ impl Catalog {
             .or_else(|| {
                 self.on_demand
                     .get(instance_type)
-                    .map(|p| p * DEFAULT_SPOT_PRICE_FRACTION)
+                    .map(|p| p * self.spot_fraction)
             })
     }
 
@@ -364,7 +394,8 @@ impl Catalog {
         })
     }
 
-    fn offerings(&self, raw: &RawInstanceType) -> Vec<Offering> {
+    /// Every offering of a type: each zone it is offered in × each capacity type it supports.
+    pub fn offerings(&self, raw: &RawInstanceType) -> Vec<Offering> {
         let name = &raw.instance_type;
         let mut out = Vec::new();
         let Some(zones) = self.zones.get(name) else {
@@ -442,7 +473,8 @@ pub fn parse_prices(bytes: &[u8]) -> Result<BTreeMap<String, f64>, CoreError> {
     Ok(out)
 }
 
-fn architecture(raw: &RawInstanceType) -> Option<&'static str> {
+/// The Kubernetes architecture (`amd64`, `arm64`) of a type, None for others (i386, mac).
+pub fn architecture(raw: &RawInstanceType) -> Option<&'static str> {
     raw.processor_info
         .supported_architectures
         .iter()

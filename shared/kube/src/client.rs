@@ -26,8 +26,16 @@ pub struct EksEndpoint {
     pub certificate_authority_data: Option<String>,
 }
 
+/// Selects the process's TLS crypto provider (aws-lc-rs, the one the AWS SDK uses) before any
+/// TLS client is built, so it never depends on which crypto features other crates turn on.
+pub fn install_crypto_provider() {
+    // An error means a provider is already installed, which is just as good.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}
+
 /// A client for an EKS cluster authenticated with `token`.
 pub async fn eks_client(endpoint: &EksEndpoint, token: &str) -> Result<Client, KubeError> {
+    install_crypto_provider();
     let fail = |e: &dyn std::fmt::Display| {
         KubeError::Auth(format!("configuring the client for {}: {e}", endpoint.url))
     };
@@ -70,6 +78,7 @@ pub async fn eks_client(endpoint: &EksEndpoint, token: &str) -> Result<Client, K
 
 /// Kubeconfig or in-cluster inference (for the CLI and local runs).
 pub async fn inferred_client() -> Result<Client, KubeError> {
+    install_crypto_provider();
     let fail = |e: &dyn std::fmt::Display| {
         KubeError::Auth(format!("no usable kubeconfig or in-cluster config: {e}"))
     };

@@ -26,7 +26,7 @@ pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
 /// Conflicting updates are retried this many times before giving up.
 pub const CONFLICT_RETRIES: usize = 5;
 
-fn api_error(kind: &str, e: kube::Error) -> KubeError {
+pub(crate) fn api_error(kind: &str, e: kube::Error) -> KubeError {
     KubeError::Api {
         kind: kind.to_string(),
         reason: e.to_string(),
@@ -195,14 +195,14 @@ pub async fn update_node(
 
 /// Where [`update`] writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Write {
+pub(crate) enum Write {
     Object,
     Status,
 }
 
 /// What [`update`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Update {
+pub(crate) enum Update {
     Changed,
     Unchanged,
     Gone,
@@ -224,7 +224,7 @@ impl Update {
 
 /// The optimistic update loop every write shares: read the object, apply `change`, write it
 /// back (or its status), and on 409 Conflict re-read and try again instead of overwriting.
-async fn update<K>(
+pub(crate) async fn update<K>(
     api: &Api<K>,
     kind: &str,
     name: &str,

@@ -10,6 +10,7 @@ pub mod error;
 pub mod executor;
 pub mod lease;
 pub mod snapshot;
+pub mod state;
 
 pub use error::KubeError;
 

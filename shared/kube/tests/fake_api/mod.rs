@@ -1,7 +1,7 @@
 //! An HTTP-level fake of the Kubernetes API for tests: it serves the real list paths of the kinds
 //! Fleetwright reads, with `limit`/`continue` pagination, and records every request.
 //!
-//! Leases (`coordination.k8s.io/v1`) can also be created, read and replaced, with the API
+//! Leases (`coordination.k8s.io/v1`) and ConfigMaps can also be created, read and replaced, with the API
 //! server's optimistic concurrency: a create of an existing lease and a replace with a stale
 //! `resourceVersion` both answer 409 Conflict. NodeClaims can be created (with `generateName`);
 //! nodes and NodeClaims read, replaced (NodeClaims also through `/status`) and deleted one by one,
@@ -144,15 +144,23 @@ fn status(code: u16, reason: &str, message: String) -> Response<Full<Bytes>> {
     reply(StatusCode::from_u16(code).unwrap(), body)
 }
 
-/// Create, get and replace for leases, with 409 on conflicts.
+/// Create, get and replace for leases and ConfigMaps, with 409 on conflicts.
 fn lease(
     state: &mut State,
     method: &hyper::Method,
     path: &str,
     body: &[u8],
 ) -> Option<Response<Full<Bytes>>> {
-    let rest = path.strip_prefix("/apis/coordination.k8s.io/v1/namespaces/")?;
-    let (_namespace, tail) = rest.split_once("/leases")?;
+    let tail = [
+        ("/apis/coordination.k8s.io/v1/namespaces/", "/leases"),
+        ("/api/v1/namespaces/", "/configmaps"),
+    ]
+    .iter()
+    .find_map(|(prefix, collection)| {
+        let rest = path.strip_prefix(prefix)?;
+        let (_namespace, tail) = rest.split_once(collection)?;
+        (tail.is_empty() || tail.starts_with('/')).then_some(tail)
+    })?;
     let mut object: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     match (method.as_str(), tail.strip_prefix('/')) {
         ("POST", None) => {

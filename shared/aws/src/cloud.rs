@@ -1,0 +1,425 @@
+//! The narrow interface the runtime uses to reach the cloud ([`Cloud`]), and its EC2
+//! implementation ([`Ec2Cloud`]). The implementation keeps what a warm Lambda container may
+//! reuse: the catalog (TTL), spot prices (12 h), the cluster's facts, resolved node classes,
+//! ensured launch templates and unavailable offerings.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Duration, Utc};
+use fleetwright_core::labels::{CAPACITY_TYPE, NODEPOOL, TAINT_UNREGISTERED};
+use fleetwright_core::model::{Taint, TaintEffect};
+use fleetwright_core::Catalog;
+use fleetwright_kube::crds::EC2NodeClass;
+use tracing::{info, instrument, warn};
+
+use crate::ami::AmiFamily;
+use crate::catalog::{Cached, CATALOG_TTL};
+use crate::clients::AwsClients;
+use crate::cluster::ClusterInfo;
+use crate::error::AwsError;
+use crate::fleet::{self, LaunchRequest, Launched, Override};
+use crate::instances::{self, Instance, Termination};
+use crate::launch_template;
+use crate::nodeclass::{self, ParameterRoot, ResolvedNodeClass};
+use crate::pricing::{self, SpotPrices, SPOT_REFRESH};
+use crate::unavailable::{is_capacity_error, UnavailableOfferings};
+use crate::userdata::{self, NodeBootstrap};
+
+/// How long a resolved EC2NodeClass (subnets, security groups, AMIs) is reused.
+pub const NODECLASS_TTL: Duration = Duration::minutes(5);
+
+/// Everything the runtime asks of the cloud. Implemented by [`Ec2Cloud`] and by the simulator.
+pub trait Cloud: Send + Sync {
+    /// The instance catalog with current prices and unavailable offerings applied.
+    fn catalog(
+        &self,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Arc<Catalog>, AwsError>> + Send;
+
+    /// What an EC2NodeClass resolves to (subnets, security groups, AMIs, instance profile).
+    fn nodeclass(
+        &self,
+        nodeclass: &EC2NodeClass,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<ResolvedNodeClass, AwsError>> + Send;
+
+    /// Launches one instance for a NodeClaim. Idempotent: a NodeClaim that already has an
+    /// instance gets that instance back.
+    fn launch(
+        &self,
+        req: &LaunchRequest,
+        nodeclass: &EC2NodeClass,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Launched, AwsError>> + Send;
+
+    /// Terminates an instance this cluster launched; refuses any other.
+    fn terminate(
+        &self,
+        instance_id: &str,
+    ) -> impl Future<Output = Result<Termination, AwsError>> + Send;
+
+    /// Every live instance this cluster launched.
+    fn instances(&self) -> impl Future<Output = Result<Vec<Instance>, AwsError>> + Send;
+
+    /// Marks an offering unavailable (a spot interruption, say).
+    fn mark_unavailable(
+        &self,
+        capacity_type: &str,
+        instance_type: &str,
+        zone: &str,
+        now: DateTime<Utc>,
+    );
+
+    /// The unavailable offerings, for persisting.
+    fn unavailable(&self) -> UnavailableOfferings;
+
+    /// Merges persisted unavailable offerings (after a cold start).
+    fn restore_unavailable(&self, saved: &UnavailableOfferings);
+}
+
+#[derive(Debug)]
+struct Warm {
+    catalog: Cached<Catalog>,
+    spot: Option<(Arc<SpotPrices>, DateTime<Utc>)>,
+    cluster: Option<ClusterInfo>,
+    nodeclasses: HashMap<String, (String, ResolvedNodeClass, DateTime<Utc>)>,
+    templates: BTreeSet<String>,
+    unavailable: UnavailableOfferings,
+}
+
+/// The EC2 implementation of [`Cloud`].
+#[derive(Debug)]
+pub struct Ec2Cloud {
+    clients: AwsClients,
+    cluster: String,
+    on_demand: BTreeMap<String, f64>,
+    parameter_root: ParameterRoot,
+    warm: Mutex<Warm>,
+}
+
+impl Ec2Cloud {
+    /// A cloud for `cluster`, priced on-demand from the embedded table.
+    pub fn new(clients: AwsClients, cluster: &str) -> Self {
+        Ec2Cloud {
+            clients,
+            cluster: cluster.to_string(),
+            on_demand: Catalog::embedded_prices(),
+            parameter_root: ParameterRoot::default(),
+            warm: Mutex::new(Warm {
+                catalog: Cached::new(CATALOG_TTL),
+                spot: None,
+                cluster: None,
+                nodeclasses: HashMap::new(),
+                templates: BTreeSet::new(),
+                unavailable: UnavailableOfferings::default(),
+            }),
+        }
+    }
+
+    /// Uses these cluster facts instead of calling DescribeCluster (tests, local runs).
+    pub fn with_cluster_info(self, info: ClusterInfo) -> Self {
+        self.warm().cluster = Some(info);
+        self
+    }
+
+    /// Reads AMI alias parameters under a mirror root instead of the public `/aws/service/...`.
+    pub fn with_parameter_root(mut self, root: &str) -> Self {
+        self.parameter_root = ParameterRoot(root.to_string());
+        self
+    }
+
+    pub fn clients(&self) -> &AwsClients {
+        &self.clients
+    }
+
+    fn warm(&self) -> std::sync::MutexGuard<'_, Warm> {
+        self.warm.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn cluster_info(&self) -> Result<ClusterInfo, AwsError> {
+        if let Some(info) = self.warm().cluster.clone() {
+            return Ok(info);
+        }
+        let info = crate::cluster::describe(&self.clients.eks, &self.cluster).await?;
+        self.warm().cluster = Some(info.clone());
+        Ok(info)
+    }
+
+    async fn base_catalog(&self, now: DateTime<Utc>) -> Result<Arc<Catalog>, AwsError> {
+        if let Some(c) = self.warm().catalog.fresh(now) {
+            return Ok(c);
+        }
+        let catalog = crate::catalog::discover(
+            &self.clients.ec2,
+            &self.clients.region,
+            self.on_demand.clone(),
+        )
+        .await?;
+        Ok(self.warm().catalog.store(catalog, now))
+    }
+
+    async fn spot_prices(&self, now: DateTime<Utc>) -> Option<Arc<SpotPrices>> {
+        let cached = self.warm().spot.clone();
+        if let Some((prices, at)) = &cached {
+            if now - *at < SPOT_REFRESH {
+                return Some(prices.clone());
+            }
+        }
+        match pricing::spot_prices(&self.clients.ec2, now).await {
+            Ok(prices) => {
+                let prices = Arc::new(prices);
+                self.warm().spot = Some((prices.clone(), now));
+                Some(prices)
+            }
+            Err(e) => {
+                warn!(error = %e, "spot price refresh failed; keeping the previous prices");
+                cached.map(|(p, _)| p)
+            }
+        }
+    }
+
+    async fn ensure_template(
+        &self,
+        spec: &launch_template::LaunchTemplateSpec,
+    ) -> Result<String, AwsError> {
+        let name = spec.name(&self.cluster);
+        if self.warm().templates.contains(&name) {
+            return Ok(name);
+        }
+        let name = launch_template::ensure(&self.clients.ec2, &self.cluster, spec).await?;
+        self.warm().templates.insert(name.clone());
+        Ok(name)
+    }
+
+    /// One launch template per AMI among the overrides, each with the same user data.
+    async fn templates(
+        &self,
+        req: &LaunchRequest,
+        nodeclass: &EC2NodeClass,
+        resolved: &ResolvedNodeClass,
+        capacity_type: &str,
+        overrides: Vec<Override>,
+    ) -> Result<Vec<(String, Vec<Override>)>, AwsError> {
+        let cluster = self.cluster_info().await?;
+        let user_data = user_data(&cluster, req, nodeclass, resolved, capacity_type)?;
+        let mut by_image: BTreeMap<String, Vec<Override>> = BTreeMap::new();
+        for o in overrides {
+            by_image.entry(o.image_id.clone()).or_default().push(o);
+        }
+        let mut tags = nodeclass.spec.tags.clone();
+        tags.insert(
+            format!("kubernetes.io/cluster/{}", self.cluster),
+            "owned".into(),
+        );
+        tags.insert("karpenter.k8s.aws/cluster".into(), self.cluster.clone());
+        tags.insert(
+            "karpenter.k8s.aws/ec2nodeclass".into(),
+            resolved.name.clone(),
+        );
+        let mut out = Vec::new();
+        for (image, list) in by_image {
+            let spec = launch_template::spec(
+                &nodeclass.spec,
+                resolved,
+                &image,
+                user_data.clone(),
+                tags.clone(),
+            )?;
+            out.push((self.ensure_template(&spec).await?, list));
+        }
+        Ok(out)
+    }
+
+    fn record_fleet_errors(
+        &self,
+        errors: &[fleet::FleetError],
+        capacity_type: &str,
+        overrides: &[(String, Vec<Override>)],
+        now: DateTime<Utc>,
+    ) {
+        let mut warm = self.warm();
+        for e in errors.iter().filter(|e| is_capacity_error(&e.code)) {
+            let Some(instance_type) = &e.instance_type else {
+                continue;
+            };
+            let zones: Vec<String> = match &e.zone {
+                Some(z) => vec![z.clone()],
+                None => overrides
+                    .iter()
+                    .flat_map(|(_, l)| l.iter())
+                    .filter(|o| &o.instance_type == instance_type)
+                    .map(|o| o.zone.clone())
+                    .collect(),
+            };
+            for zone in zones {
+                warm.unavailable
+                    .mark(capacity_type, instance_type, &zone, now);
+            }
+        }
+    }
+}
+
+/// The family's user data for a NodeClaim's labels and taints.
+fn user_data(
+    cluster: &ClusterInfo,
+    req: &LaunchRequest,
+    nodeclass: &EC2NodeClass,
+    resolved: &ResolvedNodeClass,
+    capacity_type: &str,
+) -> Result<String, AwsError> {
+    let mut labels = req.labels.clone();
+    labels.insert(NODEPOOL.into(), req.nodepool.clone());
+    labels.insert(CAPACITY_TYPE.into(), capacity_type.into());
+    let mut taints: Vec<Taint> = req
+        .taints
+        .iter()
+        .chain(&req.startup_taints)
+        .cloned()
+        .collect();
+    taints.push(Taint {
+        key: TAINT_UNREGISTERED.into(),
+        value: String::new(),
+        effect: TaintEffect::NoExecute,
+    });
+    taints.dedup();
+    let bootstrap = NodeBootstrap {
+        cluster,
+        labels: &labels,
+        taints: &taints,
+        kubelet: nodeclass.spec.kubelet.as_ref(),
+        custom: nodeclass.spec.user_data.as_deref(),
+    };
+    let text = match resolved.family {
+        AmiFamily::AL2023 => userdata::al2023(&bootstrap),
+        AmiFamily::AL2 => userdata::al2(&bootstrap),
+        AmiFamily::Bottlerocket => userdata::bottlerocket(&bootstrap),
+        AmiFamily::Custom => Ok(nodeclass.spec.user_data.clone().unwrap_or_default()),
+    };
+    text.map_err(|e| AwsError::nodeclass(&resolved.name, "userData", e.0))
+}
+
+fn spec_key(nodeclass: &EC2NodeClass) -> String {
+    serde_json::to_string(&nodeclass.spec).unwrap_or_default()
+}
+
+impl Cloud for Ec2Cloud {
+    async fn catalog(&self, now: DateTime<Utc>) -> Result<Arc<Catalog>, AwsError> {
+        let base = self.base_catalog(now).await?;
+        let spot = self.spot_prices(now).await;
+        let mut catalog = (*base).clone();
+        if let Some(prices) = spot {
+            pricing::apply_spot_prices(&mut catalog, &prices);
+            catalog.spot_fraction = 1.0;
+        }
+        self.warm().unavailable.apply(&mut catalog, now);
+        Ok(Arc::new(catalog))
+    }
+
+    async fn nodeclass(
+        &self,
+        nodeclass: &EC2NodeClass,
+        now: DateTime<Utc>,
+    ) -> Result<ResolvedNodeClass, AwsError> {
+        let name = nodeclass.metadata.name.clone().unwrap_or_default();
+        let key = spec_key(nodeclass);
+        if let Some((k, resolved, at)) = self.warm().nodeclasses.get(&name) {
+            if *k == key && now - *at < NODECLASS_TTL {
+                return Ok(resolved.clone());
+            }
+        }
+        let cluster = self.cluster_info().await?;
+        let resolved = nodeclass::resolve(
+            &self.clients,
+            &cluster,
+            &name,
+            &nodeclass.spec,
+            &self.parameter_root,
+        )
+        .await?;
+        self.warm()
+            .nodeclasses
+            .insert(name, (key, resolved.clone(), now));
+        Ok(resolved)
+    }
+
+    #[instrument(skip_all, fields(nodeclaim = %req.nodeclaim, nodepool = %req.nodepool))]
+    async fn launch(
+        &self,
+        req: &LaunchRequest,
+        nodeclass: &EC2NodeClass,
+        now: DateTime<Utc>,
+    ) -> Result<Launched, AwsError> {
+        if let Some(existing) =
+            instances::find_for_nodeclaim(&self.clients.ec2, &self.cluster, &req.nodeclaim).await?
+        {
+            info!(instance_id = %existing.id, "nodeclaim already has an instance; not launching another");
+            return Ok(existing.launched());
+        }
+        let catalog = self.catalog(now).await?;
+        let resolved = self.nodeclass(nodeclass, now).await?;
+        let launch_error = |reason: String| AwsError::Launch {
+            nodeclaim: req.nodeclaim.clone(),
+            reason,
+        };
+        let capacity_type = fleet::capacity_type(req, &catalog).ok_or_else(|| {
+            launch_error(format!(
+                "no available offering for instance types {:?} (capacity types {:?}, zones {:?})",
+                req.instance_types, req.capacity_types, req.zones
+            ))
+        })?;
+        let overrides = fleet::overrides(
+            req,
+            &catalog,
+            capacity_type,
+            &resolved.best_subnets(),
+            &resolved.amis,
+        );
+        if overrides.is_empty() {
+            return Err(launch_error(format!(
+                "no {capacity_type} option has both an AMI for its architecture and a subnet in an allowed zone"
+            )));
+        }
+        let templates = self
+            .templates(req, nodeclass, &resolved, capacity_type, overrides)
+            .await?;
+        let tags = fleet::instance_tags(&self.cluster, req, &nodeclass.spec.tags);
+        let (launched, errors) =
+            fleet::create(&self.clients.ec2, req, capacity_type, &templates, &tags).await?;
+        self.record_fleet_errors(&errors, capacity_type, &templates, now);
+        launched.ok_or_else(|| AwsError::NothingLaunched {
+            nodeclaim: req.nodeclaim.clone(),
+            capacity_type: capacity_type.to_string(),
+            errors,
+        })
+    }
+
+    async fn terminate(&self, instance_id: &str) -> Result<Termination, AwsError> {
+        instances::terminate(&self.clients.ec2, &self.cluster, instance_id).await
+    }
+
+    async fn instances(&self) -> Result<Vec<Instance>, AwsError> {
+        instances::list_owned(&self.clients.ec2, &self.cluster).await
+    }
+
+    fn mark_unavailable(
+        &self,
+        capacity_type: &str,
+        instance_type: &str,
+        zone: &str,
+        now: DateTime<Utc>,
+    ) {
+        self.warm()
+            .unavailable
+            .mark(capacity_type, instance_type, zone, now);
+    }
+
+    fn unavailable(&self) -> UnavailableOfferings {
+        self.warm().unavailable.clone()
+    }
+
+    fn restore_unavailable(&self, saved: &UnavailableOfferings) {
+        self.warm().unavailable.merge(saved);
+    }
+}

@@ -1,0 +1,75 @@
+//! Instance profiles for an EC2NodeClass `role`: one profile per (cluster, role), named from a
+//! hash so it is found again, created on first use and tagged as owned by the cluster.
+
+use sha2::{Digest, Sha256};
+use tracing::{info, instrument};
+
+use crate::error::AwsError;
+
+/// The profile name for a role: `fleetwright_<cluster>_<hash>` (IAM allows 128 characters).
+pub fn profile_name(cluster: &str, role: &str) -> String {
+    let hash = hex(&Sha256::digest(format!("{cluster}/{role}").as_bytes()))[..16].to_string();
+    let cluster: String = cluster.chars().take(80).collect();
+    format!("fleetwright_{cluster}_{hash}")
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Returns the profile for `role`, creating it (with the role added) when it does not exist.
+#[instrument(skip(iam))]
+pub async fn ensure(
+    iam: &aws_sdk_iam::Client,
+    cluster: &str,
+    role: &str,
+) -> Result<String, AwsError> {
+    let name = profile_name(cluster, role);
+    let existing = iam
+        .get_instance_profile()
+        .instance_profile_name(&name)
+        .send()
+        .await;
+    match existing {
+        Ok(out) => {
+            let has_role = out
+                .instance_profile()
+                .is_some_and(|p| p.roles().iter().any(|r| r.role_name() == role));
+            if !has_role {
+                add_role(iam, &name, role).await?;
+            }
+            return Ok(name);
+        }
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_no_such_entity_exception()) => {}
+        Err(e) => return Err(AwsError::api("GetInstanceProfile", e)),
+    }
+    let tag = |k: &str, v: &str| {
+        aws_sdk_iam::types::Tag::builder()
+            .key(k)
+            .value(v)
+            .build()
+            .expect("key and value are set")
+    };
+    iam.create_instance_profile()
+        .instance_profile_name(&name)
+        .tags(tag(&format!("kubernetes.io/cluster/{cluster}"), "owned"))
+        .tags(tag("karpenter.k8s.aws/cluster", cluster))
+        .send()
+        .await
+        .map_err(|e| AwsError::api("CreateInstanceProfile", e))?;
+    add_role(iam, &name, role).await?;
+    info!(instance_profile = %name, role, "created instance profile");
+    Ok(name)
+}
+
+async fn add_role(iam: &aws_sdk_iam::Client, profile: &str, role: &str) -> Result<(), AwsError> {
+    iam.add_role_to_instance_profile()
+        .instance_profile_name(profile)
+        .role_name(role)
+        .send()
+        .await
+        .map_err(|e| AwsError::api("AddRoleToInstanceProfile", e))?;
+    Ok(())
+}

@@ -1,0 +1,23 @@
+//! fleetwright-aws: the only part of Fleetwright that talks to AWS. Live catalog and spot prices,
+//! EC2NodeClass discovery (subnets, security groups, AMIs, instance profiles), launch templates
+//! and user data, CreateFleet, and guarded termination, behind the narrow [`Cloud`] trait.
+
+pub mod ami;
+pub mod catalog;
+pub mod clients;
+pub mod cloud;
+pub mod cluster;
+pub mod error;
+pub mod fleet;
+pub mod instance_profile;
+pub mod instances;
+pub mod launch_template;
+pub mod nodeclass;
+pub mod pricing;
+pub mod unavailable;
+pub mod userdata;
+
+pub use clients::AwsClients;
+pub use cloud::{Cloud, Ec2Cloud};
+pub use error::AwsError;
+pub use fleet::{LaunchRequest, Launched};

@@ -1,0 +1,368 @@
+//! Discovery for an EC2NodeClass (v1): subnets, security groups and AMIs from their selector
+//! terms (terms are ORed, the fields of one term ANDed), and the instance profile from `role` or
+//! `instanceProfile`.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_ec2::types::Filter;
+use fleetwright_kube::crds::{EC2NodeClassSpec, SelectorTerm};
+use serde::{Deserialize, Serialize};
+use tracing::{debug, instrument};
+
+use crate::ami::{self, Ami, AmiFamily};
+use crate::clients::AwsClients;
+use crate::cluster::ClusterInfo;
+use crate::error::AwsError;
+
+/// A subnet a node can launch into.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subnet {
+    pub id: String,
+    pub zone: String,
+    pub available_ips: i32,
+}
+
+/// What an EC2NodeClass resolves to right now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResolvedNodeClass {
+    pub name: String,
+    pub family: AmiFamily,
+    pub subnets: Vec<Subnet>,
+    pub security_groups: Vec<String>,
+    pub amis: Vec<Ami>,
+    pub instance_profile: String,
+}
+
+impl ResolvedNodeClass {
+    /// The subnet with the most free addresses in each zone.
+    pub fn best_subnets(&self) -> BTreeMap<&str, &Subnet> {
+        let mut best: BTreeMap<&str, &Subnet> = BTreeMap::new();
+        for s in &self.subnets {
+            let keep = best
+                .get(s.zone.as_str())
+                .is_some_and(|b| (b.available_ips, &s.id) >= (s.available_ips, &b.id));
+            if !keep {
+                best.insert(&s.zone, s);
+            }
+        }
+        best
+    }
+}
+
+/// Where the AWS public SSM parameters are read from: the public root (`""`) by default, or a
+/// mirror such as `/mirror` holding copies under `/mirror/aws/service/...` (for accounts that pin
+/// approved AMIs, and for tests, since local AWS emulators reserve `/aws/`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ParameterRoot(pub String);
+
+/// Resolves every selector of an EC2NodeClass.
+#[instrument(skip(clients, cluster, spec, root), fields(cluster = %cluster.name))]
+pub async fn resolve(
+    clients: &AwsClients,
+    cluster: &ClusterInfo,
+    name: &str,
+    spec: &EC2NodeClassSpec,
+    root: &ParameterRoot,
+) -> Result<ResolvedNodeClass, AwsError> {
+    let subnets = subnets(&clients.ec2, name, &spec.subnet_selector_terms).await?;
+    let security_groups =
+        security_groups(&clients.ec2, name, &spec.security_group_selector_terms).await?;
+    let (family, amis) = amis(clients, cluster, name, spec, root).await?;
+    let instance_profile = match (&spec.instance_profile, &spec.role) {
+        (Some(profile), _) => profile.clone(),
+        (None, Some(role)) => {
+            crate::instance_profile::ensure(&clients.iam, &cluster.name, role).await?
+        }
+        (None, None) => {
+            return Err(AwsError::nodeclass(
+                name,
+                "role",
+                "one of role or instanceProfile is required",
+            ))
+        }
+    };
+    debug!(
+        subnets = subnets.len(),
+        security_groups = security_groups.len(),
+        amis = amis.len(),
+        "resolved nodeclass"
+    );
+    Ok(ResolvedNodeClass {
+        name: name.to_string(),
+        family,
+        subnets,
+        security_groups,
+        amis,
+        instance_profile,
+    })
+}
+
+/// Filters for the tag part of a selector term: `*` matches any value.
+fn tag_filters(tags: &BTreeMap<String, String>) -> Vec<Filter> {
+    tags.iter()
+        .map(|(k, v)| {
+            if v == "*" {
+                Filter::builder().name("tag-key").values(k).build()
+            } else {
+                Filter::builder().name(format!("tag:{k}")).values(v).build()
+            }
+        })
+        .collect()
+}
+
+fn term_is_empty(t: &SelectorTerm) -> bool {
+    t.tags.is_empty() && t.id.is_none() && t.name.is_none()
+}
+
+async fn subnets(
+    ec2: &aws_sdk_ec2::Client,
+    nodeclass: &str,
+    terms: &[SelectorTerm],
+) -> Result<Vec<Subnet>, AwsError> {
+    check_terms(nodeclass, "subnetSelectorTerms", terms)?;
+    let mut found: BTreeMap<String, Subnet> = BTreeMap::new();
+    for term in terms {
+        let mut filters = tag_filters(&term.tags);
+        if let Some(id) = &term.id {
+            filters.push(Filter::builder().name("subnet-id").values(id).build());
+        }
+        filters.push(Filter::builder().name("state").values("available").build());
+        let mut pages = ec2
+            .describe_subnets()
+            .set_filters(Some(filters))
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| AwsError::api("DescribeSubnets", e))?;
+            for s in page.subnets() {
+                if let (Some(id), Some(zone)) = (s.subnet_id(), s.availability_zone()) {
+                    found.insert(
+                        id.to_string(),
+                        Subnet {
+                            id: id.to_string(),
+                            zone: zone.to_string(),
+                            available_ips: s.available_ip_address_count().unwrap_or(0),
+                        },
+                    );
+                }
+            }
+        }
+    }
+    non_empty(
+        nodeclass,
+        "subnetSelectorTerms",
+        found.into_values().collect(),
+    )
+}
+
+async fn security_groups(
+    ec2: &aws_sdk_ec2::Client,
+    nodeclass: &str,
+    terms: &[SelectorTerm],
+) -> Result<Vec<String>, AwsError> {
+    check_terms(nodeclass, "securityGroupSelectorTerms", terms)?;
+    let mut found = std::collections::BTreeSet::new();
+    for term in terms {
+        let mut filters = tag_filters(&term.tags);
+        if let Some(id) = &term.id {
+            filters.push(Filter::builder().name("group-id").values(id).build());
+        }
+        if let Some(name) = &term.name {
+            filters.push(Filter::builder().name("group-name").values(name).build());
+        }
+        let mut pages = ec2
+            .describe_security_groups()
+            .set_filters(Some(filters))
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| AwsError::api("DescribeSecurityGroups", e))?;
+            found.extend(
+                page.security_groups()
+                    .iter()
+                    .filter_map(|g| g.group_id().map(str::to_string)),
+            );
+        }
+    }
+    non_empty(
+        nodeclass,
+        "securityGroupSelectorTerms",
+        found.into_iter().collect(),
+    )
+}
+
+fn check_terms(nodeclass: &str, field: &str, terms: &[SelectorTerm]) -> Result<(), AwsError> {
+    if terms.is_empty() {
+        return Err(AwsError::nodeclass(
+            nodeclass,
+            field,
+            "at least one term is required",
+        ));
+    }
+    if let Some(i) = terms.iter().position(term_is_empty) {
+        return Err(AwsError::nodeclass(
+            nodeclass,
+            &format!("{field}[{i}]"),
+            "a term needs tags, id or name",
+        ));
+    }
+    Ok(())
+}
+
+fn non_empty<T>(nodeclass: &str, field: &str, found: Vec<T>) -> Result<Vec<T>, AwsError> {
+    if found.is_empty() {
+        return Err(AwsError::nodeclass(
+            nodeclass,
+            field,
+            "no resources match the selector terms",
+        ));
+    }
+    Ok(found)
+}
+
+async fn amis(
+    clients: &AwsClients,
+    cluster: &ClusterInfo,
+    nodeclass: &str,
+    spec: &EC2NodeClassSpec,
+    root: &ParameterRoot,
+) -> Result<(AmiFamily, Vec<Ami>), AwsError> {
+    let terms = &spec.ami_selector_terms;
+    if terms.is_empty() {
+        return Err(AwsError::nodeclass(
+            nodeclass,
+            "amiSelectorTerms",
+            "at least one term is required",
+        ));
+    }
+    if let Some(alias) = terms.iter().find_map(|t| t.alias.as_deref()) {
+        if terms.len() > 1 {
+            return Err(AwsError::nodeclass(
+                nodeclass,
+                "amiSelectorTerms",
+                "an alias term cannot be combined with other terms",
+            ));
+        }
+        let (family, mut params) = ami::alias_parameters(alias, &cluster.kubernetes_version)
+            .map_err(|e| AwsError::nodeclass(nodeclass, "amiSelectorTerms[0].alias", e))?;
+        for p in &mut params {
+            p.path = format!("{}{}", root.0.trim_end_matches('/'), p.path);
+        }
+        let amis = alias_amis(&clients.ssm, &params).await?;
+        return Ok((
+            family,
+            non_empty(nodeclass, "amiSelectorTerms[0].alias", amis)?,
+        ));
+    }
+    let family = spec
+        .ami_family
+        .as_deref()
+        .and_then(AmiFamily::parse)
+        .ok_or_else(|| {
+            AwsError::nodeclass(
+                nodeclass,
+                "amiFamily",
+                "must be AL2023, AL2, Bottlerocket or Custom when amiSelectorTerms has no alias",
+            )
+        })?;
+    let mut amis = Vec::new();
+    for (i, term) in terms.iter().enumerate() {
+        amis.extend(term_amis(clients, nodeclass, i, term).await?);
+    }
+    amis.sort_by(|a, b| a.id.cmp(&b.id));
+    amis.dedup_by(|a, b| a.id == b.id);
+    Ok((family, non_empty(nodeclass, "amiSelectorTerms", amis)?))
+}
+
+/// Reads the alias's SSM parameters (10 per call); parameters that do not exist (no neuron AMI
+/// for arm64, say) are skipped.
+async fn alias_amis(
+    ssm: &aws_sdk_ssm::Client,
+    params: &[ami::AliasParameter],
+) -> Result<Vec<Ami>, AwsError> {
+    let mut out = Vec::new();
+    for chunk in params.chunks(10) {
+        let resp = ssm
+            .get_parameters()
+            .set_names(Some(chunk.iter().map(|p| p.path.clone()).collect()))
+            .send()
+            .await
+            .map_err(|e| AwsError::api("GetParameters", e))?;
+        for p in resp.parameters() {
+            let Some(param) = chunk.iter().find(|c| Some(c.path.as_str()) == p.name()) else {
+                continue;
+            };
+            if let Some(id) = p.value() {
+                out.push(Ami {
+                    id: id.to_string(),
+                    arch: param.arch.to_string(),
+                    variant: Some(param.variant),
+                    created: p.last_modified_date().map(|d| d.to_string()),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+async fn term_amis(
+    clients: &AwsClients,
+    nodeclass: &str,
+    index: usize,
+    term: &SelectorTerm,
+) -> Result<Vec<Ami>, AwsError> {
+    let mut request = clients.ec2.describe_images();
+    let mut filters = tag_filters(&term.tags);
+    let mut id = term.id.clone();
+    if let Some(parameter) = &term.ssm_parameter {
+        let resp = clients
+            .ssm
+            .get_parameter()
+            .name(parameter)
+            .send()
+            .await
+            .map_err(|e| AwsError::api("GetParameter", e))?;
+        id = resp.parameter().and_then(|p| p.value()).map(str::to_string);
+    }
+    if let Some(id) = &id {
+        filters.push(Filter::builder().name("image-id").values(id).build());
+    }
+    if let Some(name) = &term.name {
+        filters.push(Filter::builder().name("name").values(name).build());
+        request = match &term.owner {
+            Some(owner) => request.owners(owner),
+            None => request.owners("self").owners("amazon"),
+        };
+    } else if let Some(owner) = &term.owner {
+        request = request.owners(owner);
+    }
+    if filters.is_empty() {
+        return Err(AwsError::nodeclass(
+            nodeclass,
+            &format!("amiSelectorTerms[{index}]"),
+            "a term needs alias, id, name, tags or ssmParameter",
+        ));
+    }
+    let resp = request
+        .set_filters(Some(filters))
+        .send()
+        .await
+        .map_err(|e| AwsError::api("DescribeImages", e))?;
+    Ok(resp
+        .images()
+        .iter()
+        .filter_map(|i| {
+            let arch = match i.architecture()?.as_str() {
+                "x86_64" => "amd64",
+                "arm64" => "arm64",
+                _ => return None,
+            };
+            Some(Ami {
+                id: i.image_id()?.to_string(),
+                arch: arch.to_string(),
+                variant: None,
+                created: i.creation_date().map(str::to_string),
+            })
+        })
+        .collect())
+}

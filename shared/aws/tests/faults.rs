@@ -1,0 +1,252 @@
+//! Fault injection: the SDK's HTTP client answers chosen actions with AWS-shaped errors or
+//! documents (capacity errors, throttling, spot prices) and passes the rest to moto.
+
+mod support;
+
+use chrono::Utc;
+use fleetwright_aws::cloud::{Cloud, Ec2Cloud};
+use fleetwright_aws::{AwsClients, AwsError, LaunchRequest};
+use fleetwright_core::{schedule, ScheduleOptions};
+use support::*;
+
+const SNAPSHOT: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: karpenter.sh/v1
+  kind: NodePool
+  metadata: {name: default}
+  spec:
+    template:
+      spec:
+        nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+        requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: ["m5.large"]}
+        - {key: topology.kubernetes.io/zone, operator: In, values: ["us-east-1a", "us-east-1b"]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: ["spot", "on-demand"]}
+- apiVersion: karpenter.k8s.aws/v1
+  kind: EC2NodeClass
+  metadata: {name: default}
+  spec:
+    amiSelectorTerms: [{alias: al2023@latest}]
+    role: node-role
+    subnetSelectorTerms: [{tags: {karpenter.sh/discovery: ice}}]
+    securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: ice}}]
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: web-1, namespace: default}
+  spec:
+    containers:
+    - name: web
+      image: nginx
+      resources: {requests: {cpu: "1"}}
+  status:
+    phase: Pending
+    conditions:
+    - {type: PodScheduled, status: "False", reason: Unschedulable}
+"#;
+
+fn spot_history(entries: &[(&str, &str, &str)]) -> String {
+    let items: String = entries
+        .iter()
+        .map(|(t, zone, price)| {
+            format!("<item><instanceType>{t}</instanceType><productDescription>Linux/UNIX</productDescription><spotPrice>{price}</spotPrice><timestamp>2026-11-22T10:00:00.000Z</timestamp><availabilityZone>{zone}</availabilityZone></item>")
+        })
+        .collect();
+    format!("<DescribeSpotPriceHistoryResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>r-1</requestId><spotPriceHistorySet>{items}</spotPriceHistorySet></DescribeSpotPriceHistoryResponse>")
+}
+
+fn fleet_errors(errors: &[(&str, &str, &str)]) -> String {
+    let items: String = errors
+        .iter()
+        .map(|(t, zone, code)| {
+            format!("<item><launchTemplateAndOverrides><launchTemplateSpecification><launchTemplateName>lt</launchTemplateName><version>1</version></launchTemplateSpecification><overrides><instanceType>{t}</instanceType><availabilityZone>{zone}</availabilityZone></overrides></launchTemplateAndOverrides><lifecycle>spot</lifecycle><errorCode>{code}</errorCode><errorMessage>There is no Spot capacity available that matches your request.</errorMessage></item>")
+        })
+        .collect();
+    format!("<CreateFleetResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>r-2</requestId><fleetId>fleet-0123456789abcdef0</fleetId><errorSet>{items}</errorSet><fleetInstanceSet/></CreateFleetResponse>")
+}
+
+fn request(nodeclaim: &str) -> LaunchRequest {
+    LaunchRequest {
+        nodeclaim: nodeclaim.into(),
+        nodepool: "default".into(),
+        nodeclass: "default".into(),
+        instance_types: vec!["m5.large".into()],
+        capacity_types: Vec::new(),
+        zones: vec!["us-east-1a".into(), "us-east-1b".into()],
+        labels: Default::default(),
+        taints: Vec::new(),
+        startup_taints: Vec::new(),
+    }
+}
+
+#[tokio::test]
+async fn insufficient_capacity_marks_the_offering_unavailable_and_the_next_plan_avoids_it() {
+    let faults = FaultInjector::default();
+    let clients = AwsClients::new(&sdk_config(Some(faults.client())));
+    let fx = Fixture::new(&clients, "ice").await;
+    let cloud = Ec2Cloud::new(clients, "ice")
+        .with_cluster_info(fx.cluster_info())
+        .with_parameter_root(PARAMETER_ROOT);
+    faults.inject(
+        "DescribeSpotPriceHistory",
+        200,
+        &spot_history(&[
+            ("m5.large", "us-east-1a", "0.030000"),
+            ("m5.large", "us-east-1b", "0.031000"),
+        ]),
+        1,
+    );
+    let snapshot = fleetwright_kube::snapshot_from_yaml(SNAPSHOT, "ice.yaml").unwrap();
+    let now = Utc::now();
+
+    let before = schedule(
+        &snapshot,
+        &cloud.catalog(now).await.unwrap(),
+        &ScheduleOptions::default(),
+    );
+    assert!(
+        (before.cost.hourly - 0.030).abs() < 1e-9,
+        "spot at the injected price: {}",
+        before.cost.hourly
+    );
+
+    faults.inject(
+        "CreateFleet",
+        200,
+        &fleet_errors(&[
+            ("m5.large", "us-east-1a", "InsufficientInstanceCapacity"),
+            ("m5.large", "us-east-1b", "InsufficientInstanceCapacity"),
+        ]),
+        1,
+    );
+    let err = cloud
+        .launch(&request("default-ice"), &fx.nodeclass("default"), now)
+        .await
+        .unwrap_err();
+    let AwsError::NothingLaunched {
+        errors,
+        capacity_type,
+        ..
+    } = &err
+    else {
+        panic!("expected NothingLaunched, got {err}");
+    };
+    assert_eq!(capacity_type, "spot");
+    assert_eq!(errors.len(), 2);
+    assert!(
+        err.to_string()
+            .contains("m5.large/us-east-1a: InsufficientInstanceCapacity"),
+        "{err}"
+    );
+    for zone in ["us-east-1a", "us-east-1b"] {
+        assert!(cloud
+            .unavailable()
+            .is_unavailable("spot", "m5.large", zone, now));
+        assert!(!cloud
+            .unavailable()
+            .is_unavailable("on-demand", "m5.large", zone, now));
+    }
+
+    // The next plan prices the pod on on-demand, and the next launch falls back to it.
+    let after = schedule(
+        &snapshot,
+        &cloud.catalog(now).await.unwrap(),
+        &ScheduleOptions::default(),
+    );
+    let on_demand = fleetwright_core::Catalog::embedded_prices()["m5.large"];
+    assert!(
+        (after.cost.hourly - on_demand).abs() < 1e-9,
+        "{}",
+        after.cost.hourly
+    );
+    let launched = cloud
+        .launch(&request("default-ice"), &fx.nodeclass("default"), now)
+        .await
+        .unwrap();
+    assert_eq!(launched.capacity_type, "on-demand");
+    let fleets = faults.requests("CreateFleet");
+    assert_eq!(fleets.len(), 2);
+    assert!(
+        fleets[1].contains("DefaultTargetCapacityType=on-demand"),
+        "{}",
+        fleets[1]
+    );
+
+    // A cold start that restores the persisted state avoids the offering too.
+    let saved = serde_json::to_string(&cloud.unavailable()).unwrap();
+    let cold = Ec2Cloud::new(AwsClients::new(&sdk_config(None)), "ice")
+        .with_cluster_info(fx.cluster_info())
+        .with_parameter_root(PARAMETER_ROOT);
+    cold.restore_unavailable(&serde_json::from_str(&saved).unwrap());
+    let catalog = cold.catalog(now).await.unwrap();
+    assert!(catalog
+        .unavailable
+        .contains(&("spot".into(), "m5.large".into(), "us-east-1a".into())));
+    // Three minutes later it is available again.
+    let later = now + chrono::Duration::minutes(3);
+    assert!(cold.catalog(later).await.unwrap().unavailable.is_empty());
+}
+
+#[tokio::test]
+async fn throttling_is_retried_with_backoff() {
+    let faults = FaultInjector::default();
+    let clients = AwsClients::new(&sdk_config(Some(faults.client())));
+    let cloud = Ec2Cloud::new(clients, "throttled");
+    faults.inject(
+        "DescribeInstances",
+        503,
+        &ec2_error("RequestLimitExceeded", "Request limit exceeded."),
+        2,
+    );
+    let instances = cloud.instances().await.unwrap();
+    assert!(instances.is_empty());
+    assert_eq!(
+        faults.requests("DescribeInstances").len(),
+        3,
+        "two throttled attempts, then success"
+    );
+
+    faults.inject(
+        "DescribeInstances",
+        500,
+        &ec2_error("InternalError", "An internal error has occurred"),
+        9,
+    );
+    let err = cloud.instances().await.unwrap_err();
+    assert_eq!(err.code(), Some("InternalError"));
+    assert_eq!(
+        faults.requests("DescribeInstances").len(),
+        3 + fleetwright_aws::clients::MAX_ATTEMPTS as usize,
+        "5xx retried up to the attempt limit"
+    );
+}
+
+#[tokio::test]
+async fn spot_prices_come_from_the_price_history_newest_first() {
+    let faults = FaultInjector::default();
+    let cloud = Ec2Cloud::new(
+        AwsClients::new(&sdk_config(Some(faults.client()))),
+        "prices",
+    );
+    let body = spot_history(&[
+        ("c5.large", "us-east-1a", "0.040000"),
+        ("c5.large", "us-east-1c", "0.041000"),
+    ]);
+    faults.inject("DescribeSpotPriceHistory", 200, &body, 1);
+    let now = Utc::now();
+    let catalog = cloud.catalog(now).await.unwrap();
+    assert_eq!(catalog.spot_price("c5.large", "us-east-1a"), Some(0.04));
+    assert_eq!(catalog.spot_price("c5.large", "us-east-1c"), Some(0.041));
+    let request = &faults.requests("DescribeSpotPriceHistory")[0];
+    assert!(
+        request.contains("Linux%2FUNIX") && request.contains("Amazon%20VPC"),
+        "{request}"
+    );
+    // Warm containers reuse the prices for 12 hours.
+    cloud
+        .catalog(now + chrono::Duration::hours(11))
+        .await
+        .unwrap();
+    assert_eq!(faults.requests("DescribeSpotPriceHistory").len(), 1);
+}

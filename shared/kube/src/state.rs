@@ -1,0 +1,111 @@
+//! Small pieces of state Fleetwright keeps in the cluster between invocations (unavailable
+//! offerings, pending consolidation decisions): JSON values under keys of one ConfigMap, so a cold
+//! Lambda start picks up where the last invocation left off.
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{ObjectMeta, PostParams};
+use kube::{Api, Client};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tracing::debug;
+
+use crate::executor::{api_error, update, Update, Write};
+use crate::KubeError;
+
+/// The ConfigMap Fleetwright keeps its state in.
+pub const STATE_CONFIGMAP: &str = "fleetwright-state";
+
+/// Reads the value under `key`, or None when the ConfigMap or the key does not exist.
+pub async fn load<T: DeserializeOwned>(
+    client: Client,
+    namespace: &str,
+    key: &str,
+) -> Result<Option<T>, KubeError> {
+    let api: Api<ConfigMap> = Api::namespaced(client, namespace);
+    let Some(map) = api
+        .get_opt(STATE_CONFIGMAP)
+        .await
+        .map_err(|e| api_error("reading ConfigMap", e))?
+    else {
+        return Ok(None);
+    };
+    let Some(text) = map.data.as_ref().and_then(|d| d.get(key)) else {
+        return Ok(None);
+    };
+    serde_json::from_str(text).map(Some).map_err(|e| {
+        KubeError::field(
+            format!("ConfigMap {namespace}/{STATE_CONFIGMAP}"),
+            format!("data.{key}"),
+            e,
+        )
+    })
+}
+
+/// Writes the value under `key`, creating the ConfigMap when needed; conflicting writers are
+/// retried by re-reading.
+pub async fn store<T: Serialize>(
+    client: Client,
+    namespace: &str,
+    key: &str,
+    value: &T,
+) -> Result<(), KubeError> {
+    let text = serde_json::to_string(value).map_err(|e| {
+        KubeError::field(
+            format!("ConfigMap {namespace}/{STATE_CONFIGMAP}"),
+            format!("data.{key}"),
+            e,
+        )
+    })?;
+    let api: Api<ConfigMap> = Api::namespaced(client, namespace);
+    for _ in 0..2 {
+        let changed = update(
+            &api,
+            "ConfigMap",
+            STATE_CONFIGMAP,
+            Write::Object,
+            |current| {
+                let data = current.data.clone().unwrap_or_default();
+                if data.get(key) == Some(&text) {
+                    return None;
+                }
+                let mut next = current.clone();
+                next.data
+                    .get_or_insert_with(Default::default)
+                    .insert(key.to_string(), text.clone());
+                Some(next)
+            },
+        )
+        .await?;
+        if changed != Update::Gone {
+            return Ok(());
+        }
+        let map = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(STATE_CONFIGMAP.to_string()),
+                namespace: Some(namespace.to_string()),
+                labels: Some(
+                    [(
+                        "app.kubernetes.io/managed-by".to_string(),
+                        "fleetwright".to_string(),
+                    )]
+                    .into(),
+                ),
+                ..Default::default()
+            },
+            data: Some([(key.to_string(), text.clone())].into()),
+            ..Default::default()
+        };
+        match api.create(&PostParams::default(), &map).await {
+            Ok(_) => {
+                debug!(namespace, key, "created state ConfigMap");
+                return Ok(());
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => return Err(api_error("creating ConfigMap", e)),
+        }
+    }
+    Err(KubeError::Api {
+        kind: "writing ConfigMap".into(),
+        reason: format!("{namespace}/{STATE_CONFIGMAP}: created and deleted concurrently"),
+    })
+}
