@@ -423,3 +423,59 @@ impl Cloud for Ec2Cloud {
         self.warm().unavailable.merge(saved);
     }
 }
+
+/// A shared cloud (one per warm container, used by every invocation) is a cloud too.
+impl<T: Cloud> Cloud for Arc<T> {
+    fn catalog(
+        &self,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Arc<Catalog>, AwsError>> + Send {
+        (**self).catalog(now)
+    }
+
+    fn nodeclass(
+        &self,
+        nodeclass: &EC2NodeClass,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<ResolvedNodeClass, AwsError>> + Send {
+        (**self).nodeclass(nodeclass, now)
+    }
+
+    fn launch(
+        &self,
+        req: &LaunchRequest,
+        nodeclass: &EC2NodeClass,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Launched, AwsError>> + Send {
+        (**self).launch(req, nodeclass, now)
+    }
+
+    fn terminate(
+        &self,
+        instance_id: &str,
+    ) -> impl Future<Output = Result<Termination, AwsError>> + Send {
+        (**self).terminate(instance_id)
+    }
+
+    fn instances(&self) -> impl Future<Output = Result<Vec<Instance>, AwsError>> + Send {
+        (**self).instances()
+    }
+
+    fn mark_unavailable(
+        &self,
+        capacity_type: &str,
+        instance_type: &str,
+        zone: &str,
+        now: DateTime<Utc>,
+    ) {
+        (**self).mark_unavailable(capacity_type, instance_type, zone, now)
+    }
+
+    fn unavailable(&self) -> UnavailableOfferings {
+        (**self).unavailable()
+    }
+
+    fn restore_unavailable(&self, saved: &UnavailableOfferings) {
+        (**self).restore_unavailable(saved)
+    }
+}

@@ -406,6 +406,19 @@ pub fn with_condition(status: &NodeClaimStatus, c: Condition) -> Option<NodeClai
 }
 
 /// Writes a NodeClaim's status through the status subresource; on 409 re-reads and retries.
+/// Reads NodeClaim `name`, applies `change` (labels, annotations, spec) and writes it back;
+/// on 409 re-reads and tries again. Returns false when `change` had nothing to do.
+pub async fn update_nodeclaim(
+    client: Client,
+    name: &str,
+    change: impl Fn(&NodeClaim) -> Option<NodeClaim>,
+) -> Result<bool, KubeError> {
+    let api: Api<NodeClaim> = Api::all(client);
+    update(&api, "NodeClaim", name, Write::Object, change)
+        .await?
+        .changed("NodeClaim", name)
+}
+
 pub async fn update_nodeclaim_status(
     client: Client,
     name: &str,

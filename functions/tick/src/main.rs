@@ -1,0 +1,42 @@
+//! The tick Lambda function: every minute (EventBridge schedule) and on each nudge (`Pending
+//! Pod`, `Capacity Needed`), one reconcile of the cluster. The logic is `fleetwright_runtime::tick`.
+
+use std::sync::Arc;
+
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use fleetwright_runtime::connect::Clients;
+use fleetwright_runtime::tick::{Tick, TickSummary};
+use lambda_runtime::{service_fn, Error, LambdaEvent};
+use serde_json::Value;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    fleetwright_runtime::connect::init_tracing();
+    let clients = Arc::new(Clients::from_env().await?);
+    let cloud = Arc::new(clients.cloud());
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<EventBridgeEvent<Value>>| {
+            let (clients, cloud) = (clients.clone(), cloud.clone());
+            async move { handle(&clients, cloud, event).await }
+        },
+    ))
+    .await
+}
+
+async fn handle(
+    clients: &Clients,
+    cloud: Arc<fleetwright_aws::Ec2Cloud>,
+    event: LambdaEvent<EventBridgeEvent<Value>>,
+) -> Result<TickSummary, Error> {
+    tracing::info!(trigger = %event.payload.detail_type, source = %event.payload.source, "tick");
+    let kube = clients.kube().await?;
+    let tick = Tick::new(cloud, kube, clients.settings.clone());
+    let now = chrono::Utc::now();
+    let summary = tick.run(now, &event.context.request_id).await?;
+    summary.metrics.emit(
+        &clients.settings.cluster_name,
+        now.timestamp_millis(),
+        &mut std::io::stdout().lock(),
+    )?;
+    Ok(summary)
+}

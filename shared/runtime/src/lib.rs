@@ -1,0 +1,16 @@
+//! fleetwright-runtime: the use cases behind the three Lambda functions. Each reads the truth
+//! (Kubernetes API, EC2), asks the core what to do, and applies it through the adapters:
+//! [`tick::Tick`], [`interruption::Interruption`] and [`webhook::Webhook`]. Settings come from the
+//! environment once per container ([`settings::Settings`]); [`connect`] builds the clients.
+
+pub mod connect;
+pub mod error;
+pub mod interruption;
+pub mod metrics;
+pub mod nudge;
+pub mod settings;
+pub mod tick;
+pub mod webhook;
+
+pub use error::RuntimeError;
+pub use settings::Settings;

@@ -1,0 +1,192 @@
+//! Settings, read once from the environment at cold start and validated; a bad value fails
+//! initialisation with a message naming the variable. The README's settings table documents them.
+
+use std::time::Duration;
+
+use crate::error::RuntimeError;
+
+/// What a rebalance recommendation does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RebalanceAction {
+    /// Record a Kubernetes Event only (Karpenter's behaviour).
+    Event,
+    /// Cordon and drain (aws-node-termination-handler's behaviour).
+    Drain,
+}
+
+/// How the functions reach the Kubernetes API.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KubeApi {
+    /// The EKS endpoint and CA from `eks:DescribeCluster`, with an IAM token.
+    Eks,
+    /// A given EKS endpoint and CA (skips DescribeCluster), with an IAM token.
+    Endpoint { url: String, ca: Option<String> },
+    /// A plain URL with no authentication: local stacks and tests only.
+    Plain { url: String },
+}
+
+/// Every setting of the three functions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub cluster_name: String,
+    /// Namespace of the tick Lease and the state ConfigMap.
+    pub namespace: String,
+    pub lease_name: String,
+    pub lease_duration: Duration,
+    /// Plan and log, but create, launch, drain and terminate nothing.
+    pub dry_run: bool,
+    pub rebalance: RebalanceAction,
+    /// The webhook answers only on `/admit/<token>` when set.
+    pub webhook_token: Option<String>,
+    /// The EventBridge bus nudges are put on.
+    pub event_bus: String,
+    pub kube_api: KubeApi,
+    /// A mirror root for the EKS AMI SSM parameters (empty: the public ones).
+    pub ssm_parameter_root: String,
+}
+
+fn parse_bool(name: &str, value: Option<String>) -> Result<bool, RuntimeError> {
+    match value.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None | Some("") | Some("false") | Some("0") | Some("no") => Ok(false),
+        Some("true") | Some("1") | Some("yes") => Ok(true),
+        Some(other) => Err(RuntimeError::setting(
+            name,
+            format!("{other:?} is not true or false"),
+        )),
+    }
+}
+
+impl Settings {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, RuntimeError> {
+        Settings::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads settings through `get` (the environment, or a map in tests).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, RuntimeError> {
+        let non_empty = |name: &str| get(name).filter(|v| !v.trim().is_empty());
+        let cluster_name = non_empty("FLEETWRIGHT_CLUSTER_NAME")
+            .ok_or_else(|| RuntimeError::setting("FLEETWRIGHT_CLUSTER_NAME", "is required"))?;
+        let lease_seconds = match non_empty("FLEETWRIGHT_LEASE_SECONDS") {
+            None => 120,
+            Some(v) => v
+                .parse::<u64>()
+                .ok()
+                .filter(|s| (10..=900).contains(s))
+                .ok_or_else(|| {
+                    RuntimeError::setting(
+                        "FLEETWRIGHT_LEASE_SECONDS",
+                        format!("{v:?} is not a number of seconds in 10..=900"),
+                    )
+                })?,
+        };
+        let rebalance = match non_empty("FLEETWRIGHT_REBALANCE").as_deref() {
+            None | Some("event") => RebalanceAction::Event,
+            Some("drain") => RebalanceAction::Drain,
+            Some(other) => {
+                return Err(RuntimeError::setting(
+                    "FLEETWRIGHT_REBALANCE",
+                    format!("{other:?} is not event or drain"),
+                ))
+            }
+        };
+        let kube_api = match (
+            non_empty("FLEETWRIGHT_KUBE_API_URL"),
+            non_empty("FLEETWRIGHT_CLUSTER_ENDPOINT"),
+        ) {
+            (Some(url), _) => {
+                if !url.starts_with("http://127.0.0.1") && !url.starts_with("http://localhost") {
+                    return Err(RuntimeError::setting(
+                        "FLEETWRIGHT_KUBE_API_URL",
+                        "unauthenticated access is only for local stacks (http://127.0.0.1:PORT)",
+                    ));
+                }
+                KubeApi::Plain { url }
+            }
+            (None, Some(url)) => {
+                if !url.starts_with("https://") {
+                    return Err(RuntimeError::setting(
+                        "FLEETWRIGHT_CLUSTER_ENDPOINT",
+                        "must be an https:// URL",
+                    ));
+                }
+                KubeApi::Endpoint {
+                    url,
+                    ca: non_empty("FLEETWRIGHT_CLUSTER_CA"),
+                }
+            }
+            (None, None) => KubeApi::Eks,
+        };
+        let webhook_token = non_empty("FLEETWRIGHT_WEBHOOK_TOKEN");
+        if let Some(t) = &webhook_token {
+            if t.len() < 16
+                || !t
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(RuntimeError::setting(
+                    "FLEETWRIGHT_WEBHOOK_TOKEN",
+                    "must be at least 16 characters of [A-Za-z0-9_-]",
+                ));
+            }
+        }
+        Ok(Settings {
+            cluster_name,
+            namespace: non_empty("FLEETWRIGHT_NAMESPACE").unwrap_or_else(|| "karpenter".into()),
+            lease_name: non_empty("FLEETWRIGHT_LEASE_NAME")
+                .unwrap_or_else(|| "fleetwright-tick".into()),
+            lease_duration: Duration::from_secs(lease_seconds),
+            dry_run: parse_bool("FLEETWRIGHT_DRY_RUN", get("FLEETWRIGHT_DRY_RUN"))?,
+            rebalance,
+            webhook_token,
+            event_bus: non_empty("FLEETWRIGHT_EVENT_BUS").unwrap_or_else(|| "default".into()),
+            kube_api,
+            ssm_parameter_root: non_empty("FLEETWRIGHT_SSM_PARAMETER_ROOT").unwrap_or_default(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn settings(pairs: &[(&str, &str)]) -> Result<Settings, RuntimeError> {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Settings::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_need_only_the_cluster_name() {
+        let s = settings(&[("FLEETWRIGHT_CLUSTER_NAME", "dev")]).unwrap();
+        assert_eq!(s.namespace, "karpenter");
+        assert_eq!(s.lease_duration, Duration::from_secs(120));
+        assert_eq!(s.rebalance, RebalanceAction::Event);
+        assert_eq!(s.kube_api, KubeApi::Eks);
+        assert!(!s.dry_run);
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        let err = |pairs: &[(&str, &str)]| settings(pairs).unwrap_err().to_string();
+        assert!(err(&[]).starts_with("setting FLEETWRIGHT_CLUSTER_NAME"));
+        let base = ("FLEETWRIGHT_CLUSTER_NAME", "dev");
+        assert!(err(&[base, ("FLEETWRIGHT_DRY_RUN", "perhaps")])
+            .starts_with("setting FLEETWRIGHT_DRY_RUN"));
+        assert!(err(&[base, ("FLEETWRIGHT_REBALANCE", "ignore")])
+            .starts_with("setting FLEETWRIGHT_REBALANCE"));
+        assert!(err(&[base, ("FLEETWRIGHT_LEASE_SECONDS", "5")])
+            .starts_with("setting FLEETWRIGHT_LEASE_SECONDS"));
+        assert!(err(&[base, ("FLEETWRIGHT_WEBHOOK_TOKEN", "short")])
+            .starts_with("setting FLEETWRIGHT_WEBHOOK_TOKEN"));
+        assert!(
+            err(&[base, ("FLEETWRIGHT_KUBE_API_URL", "http://10.0.0.1:80")])
+                .starts_with("setting FLEETWRIGHT_KUBE_API_URL")
+        );
+        assert!(err(&[base, ("FLEETWRIGHT_CLUSTER_ENDPOINT", "http://x")])
+            .starts_with("setting FLEETWRIGHT_CLUSTER_ENDPOINT"));
+    }
+}

@@ -1,0 +1,467 @@
+//! The use cases end to end against moto (EC2, SSM, EventBridge, SQS) and the HTTP-level
+//! Kubernetes API fake: a pending pod becomes a NodeClaim and a tagged instance, a spot warning
+//! becomes a cordoned, drained node and a terminated instance, an SQS batch fails only its poison
+//! message, and the webhook admits and nudges exactly once.
+
+mod common;
+#[path = "../../kube/tests/fake_api/mod.rs"]
+mod fake_api;
+#[path = "../../aws/tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use aws_lambda_events::event::sqs::SqsEvent;
+use chrono::Utc;
+use common::*;
+use fake_api::FakeApi;
+use fleetwright_aws::cloud::Cloud;
+use fleetwright_aws::{Ec2Cloud, LaunchRequest};
+use fleetwright_runtime::interruption::Interruption;
+use fleetwright_runtime::metrics::{self, Metrics};
+use fleetwright_runtime::nudge::{EventBridgeNudge, CAPACITY_NEEDED};
+use fleetwright_runtime::tick::Tick;
+use fleetwright_runtime::webhook::Webhook;
+use serde_json::{json, Value};
+use support::{clients, sdk_config, Fixture, PARAMETER_ROOT};
+
+const NODEPOOLS: &str = "/apis/karpenter.sh/v1/nodepools";
+const NODECLASSES: &str = "/apis/karpenter.k8s.aws/v1/ec2nodeclasses";
+const NODECLAIMS: &str = "/apis/karpenter.sh/v1/nodeclaims";
+const PODS: &str = "/api/v1/pods";
+const NODES: &str = "/api/v1/nodes";
+
+async fn cloud(cluster: &str) -> (Arc<Ec2Cloud>, Fixture) {
+    let aws = clients();
+    let fx = Fixture::new(&aws, cluster).await;
+    let cloud = Ec2Cloud::new(aws, cluster)
+        .with_cluster_info(fx.cluster_info())
+        .with_parameter_root(PARAMETER_ROOT);
+    (Arc::new(cloud), fx)
+}
+
+fn nodepool() -> Value {
+    json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default", "uid": "np-1"},
+        "spec": {"template": {"spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "c5.large"]},
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a", "us-east-1b"]}]}}}})
+}
+
+fn pod(name: &str, node: Option<&str>, owner: &str) -> Value {
+    let mut p = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"),
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner, "name": "owner", "uid": "o-1", "controller": true}]},
+        "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}});
+    if let Some(node) = node {
+        p["spec"]["nodeName"] = json!(node);
+        p["status"] = json!({"phase": "Running"});
+    }
+    p
+}
+
+fn objects(pairs: Vec<(&str, Vec<Value>)>) -> BTreeMap<String, Vec<Value>> {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+fn stored(api: &FakeApi, path: &str) -> Vec<Value> {
+    api.state
+        .lock()
+        .unwrap()
+        .objects
+        .get(path)
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_pending_pod_becomes_a_nodeclaim_and_a_tagged_instance_then_registers() {
+    let (cloud, fx) = cloud("tick-e2e").await;
+    let api = FakeApi::start(objects(vec![
+        (NODEPOOLS, vec![nodepool()]),
+        (
+            NODECLASSES,
+            vec![serde_json::to_value(fx.nodeclass("default")).unwrap()],
+        ),
+        (PODS, vec![pod("web-1", None, "ReplicaSet")]),
+    ]))
+    .await;
+    let tick = Tick::new(cloud.clone(), api.client(), settings(&fx.cluster));
+    let summary = tick.run(Utc::now(), "invocation-1").await.unwrap();
+    assert_eq!(summary.pending_pods, 1);
+    assert_eq!(summary.nodeclaims_created.len(), 1, "{summary:?}");
+    assert_eq!(summary.launched.len(), 1, "{summary:?}");
+    assert_eq!(summary.metrics.get(metrics::NODECLAIMS_CREATED), 1.0);
+    let name = &summary.nodeclaims_created[0];
+    let launched = &summary.launched[0];
+
+    let claim = stored(&api, NODECLAIMS)
+        .into_iter()
+        .find(|c| c["metadata"]["name"] == json!(name))
+        .unwrap();
+    let provider = format!("aws:///{}/{}", launched.zone, launched.instance_id);
+    assert_eq!(claim["status"]["providerID"], json!(provider));
+    assert_eq!(
+        claim["metadata"]["labels"]["node.kubernetes.io/instance-type"],
+        json!(launched.instance_type)
+    );
+    let instance = cloud
+        .instances()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|i| i.id == launched.instance_id)
+        .unwrap();
+    assert_eq!(instance.nodeclaim(), Some(name.as_str()));
+    assert_eq!(instance.tags["karpenter.sh/nodepool"], "default");
+
+    // The node joins; the next tick registers it and plans nothing new for the same pod.
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "ip-10-20-0-5.ec2.internal", "labels": {}},
+        "spec": {"providerID": provider, "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]},
+        "status": {"allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"}}});
+    api.state
+        .lock()
+        .unwrap()
+        .objects
+        .insert(NODES.into(), vec![node]);
+    let again = Tick::new(cloud.clone(), api.client(), settings(&fx.cluster))
+        .run(Utc::now(), "invocation-2")
+        .await
+        .unwrap();
+    assert_eq!(again.registered, vec![name.clone()]);
+    assert!(
+        again.nodeclaims_created.is_empty(),
+        "the in-flight NodeClaim already covers the pod: {again:?}"
+    );
+    let node = &stored(&api, NODES)[0];
+    assert!(
+        node["spec"]["taints"].is_null(),
+        "unregistered taint removed: {node}"
+    );
+    assert_eq!(
+        node["metadata"]["labels"]["karpenter.sh/nodepool"],
+        "default"
+    );
+    // Once the node is Ready, the third tick marks the NodeClaim Initialized.
+    {
+        let mut state = api.state.lock().unwrap();
+        let nodes = state.objects.get_mut(NODES).unwrap();
+        nodes[0]["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
+    }
+    let third = Tick::new(cloud.clone(), api.client(), settings(&fx.cluster))
+        .run(Utc::now(), "invocation-3")
+        .await
+        .unwrap();
+    assert_eq!(third.initialized, vec![name.clone()]);
+    let claim = stored(&api, NODECLAIMS)
+        .into_iter()
+        .find(|c| c["metadata"]["name"] == json!(name))
+        .unwrap();
+    let conditions: Vec<&str> = claim["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "True")
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(conditions, vec!["Launched", "Registered", "Initialized"]);
+    let requests = api.state.lock().unwrap().requests.clone();
+    let lease_reads = requests
+        .iter()
+        .filter(|r| {
+            r.starts_with(
+                "GET /apis/coordination.k8s.io/v1/namespaces/karpenter/leases/fleetwright-tick",
+            )
+        })
+        .count();
+    assert_eq!(lease_reads, 3, "each tick takes the lease");
+}
+
+/// A launched spot instance with its NodeClaim, node and two pods (one DaemonSet pod) in the fake.
+async fn interrupted_cluster(cluster: &str) -> (Arc<Ec2Cloud>, FakeApi, String) {
+    let (cloud, fx) = cloud(cluster).await;
+    let request = LaunchRequest {
+        nodeclaim: "default-spot".into(),
+        nodepool: "default".into(),
+        nodeclass: "default".into(),
+        instance_types: vec!["m5.large".into()],
+        capacity_types: vec!["spot".into()],
+        zones: vec!["us-east-1a".into()],
+        labels: Default::default(),
+        taints: Vec::new(),
+        startup_taints: Vec::new(),
+    };
+    let launched = cloud
+        .launch(&request, &fx.nodeclass("default"), Utc::now())
+        .await
+        .unwrap();
+    let claim = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "default-spot", "uid": "nc-1", "finalizers": ["karpenter.sh/termination"],
+            "labels": {"karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": "m5.large",
+                       "topology.kubernetes.io/zone": "us-east-1a", "karpenter.sh/capacity-type": "spot"}},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                 "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}]},
+        "status": {"providerID": launched.provider_id(), "nodeName": "node-1"}});
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1", "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {"providerID": launched.provider_id()}});
+    let api = FakeApi::start(objects(vec![
+        (NODEPOOLS, vec![nodepool()]),
+        (
+            NODECLASSES,
+            vec![serde_json::to_value(fx.nodeclass("default")).unwrap()],
+        ),
+        (NODECLAIMS, vec![claim]),
+        (NODES, vec![node]),
+        (
+            PODS,
+            vec![
+                pod("web-1", Some("node-1"), "ReplicaSet"),
+                pod("agent", Some("node-1"), "DaemonSet"),
+            ],
+        ),
+    ]))
+    .await;
+    (cloud, api, launched.instance_id)
+}
+
+async fn instance_state(cloud: &Ec2Cloud, id: &str) -> String {
+    let out = cloud
+        .clients()
+        .ec2
+        .describe_instances()
+        .instance_ids(id)
+        .send()
+        .await
+        .unwrap();
+    out.reservations()[0].instances()[0]
+        .state()
+        .unwrap()
+        .name()
+        .unwrap()
+        .as_str()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_spot_warning_cordons_drains_and_terminates() {
+    let (cloud, api, instance) = interrupted_cluster("spot-e2e").await;
+    let nudges = Recorder::default();
+    let use_case = Interruption::new(
+        cloud.clone(),
+        api.client(),
+        nudges.clone(),
+        settings("spot-e2e"),
+    );
+    let event: EventBridgeEvent<Value> =
+        serde_json::from_value(event_json("spot-interruption.json", &instance)).unwrap();
+    let mut metrics = Metrics::default();
+    let outcomes = use_case
+        .handle_event(&event, Utc::now(), &mut metrics)
+        .await
+        .unwrap();
+    assert_eq!(outcomes.len(), 1);
+    let node = &stored(&api, NODES)[0];
+    let taints = node["spec"]["taints"].as_array().unwrap();
+    assert!(taints
+        .iter()
+        .any(|t| t["key"] == "karpenter.sh/disrupted" && t["effect"] == "NoSchedule"));
+    assert_eq!(
+        api.state.lock().unwrap().evicted,
+        vec!["default/web-1"],
+        "the DaemonSet pod stays"
+    );
+    assert!(
+        ["shutting-down", "terminated"].contains(&instance_state(&cloud, &instance).await.as_str())
+    );
+    assert!(
+        stored(&api, NODECLAIMS).is_empty(),
+        "the NodeClaim is deleted once the instance is terminating"
+    );
+    assert!(cloud
+        .unavailable()
+        .is_unavailable("spot", "m5.large", "us-east-1a", Utc::now()));
+    assert_eq!(nudges.0.lock().unwrap()[0].0, CAPACITY_NEEDED);
+    assert!(
+        !api.state.lock().unwrap().events.is_empty(),
+        "a SpotInterrupted event is recorded"
+    );
+}
+
+#[tokio::test]
+async fn an_sqs_batch_fails_only_its_poison_message_and_drains_once() {
+    let (cloud, api, instance) = interrupted_cluster("sqs-e2e").await;
+    let nudges = Recorder::default();
+    let use_case = Interruption::new(
+        cloud.clone(),
+        api.client(),
+        nudges.clone(),
+        settings("sqs-e2e"),
+    );
+    let mut batch = event_json("sqs-batch.json", &instance);
+    let valid = batch["Records"][0].clone();
+    let mut poison = valid.clone();
+    poison["messageId"] = json!("poison-1");
+    poison["body"] = json!("{\"this is\": not an event");
+    let mut duplicate = valid.clone();
+    duplicate["messageId"] = json!("duplicate-1");
+    batch["Records"] = json!([valid, poison, duplicate]);
+    let batch: SqsEvent = serde_json::from_value(batch).unwrap();
+    let response = use_case
+        .handle_sqs(batch, Utc::now(), &mut Metrics::default())
+        .await;
+    let failed: Vec<&str> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(failed, vec!["poison-1"]);
+    assert_eq!(
+        api.state.lock().unwrap().evicted,
+        vec!["default/web-1"],
+        "drained once"
+    );
+    assert_eq!(nudges.count(), 1, "the duplicate does nothing");
+    assert!(
+        ["shutting-down", "terminated"].contains(&instance_state(&cloud, &instance).await.as_str())
+    );
+}
+
+#[tokio::test]
+async fn the_webhook_admits_and_puts_exactly_one_pending_pod_event() {
+    let aws = clients();
+    let queue = aws
+        .sqs
+        .create_queue()
+        .queue_name("webhook-nudges")
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_string();
+    let arn = aws
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&queue)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap()
+        .attributes()
+        .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
+        .clone();
+    let events = aws_sdk_eventbridge::Client::new(&sdk_config(None));
+    events
+        .put_rule()
+        .name("fleetwright-nudges")
+        .event_pattern(r#"{"source":["fleetwright"]}"#)
+        .send()
+        .await
+        .unwrap();
+    events
+        .put_targets()
+        .rule("fleetwright-nudges")
+        .targets(
+            aws_sdk_eventbridge::types::Target::builder()
+                .id("tick")
+                .arn(arn)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let webhook = Webhook::new(
+        EventBridgeNudge {
+            client: events,
+            bus: "default".into(),
+        },
+        None,
+    );
+
+    let request: Value = serde_json::from_str(&event_text("webhook-admission.json")).unwrap();
+    use base64::Engine;
+    let body = base64::engine::general_purpose::STANDARD
+        .decode(request["body"].as_str().unwrap())
+        .unwrap();
+    let now = Utc::now();
+    for _ in 0..3 {
+        let answer = webhook.handle("/admit", &body, now).await;
+        assert_eq!(answer.status, 200);
+        assert_eq!(answer.body["response"]["allowed"], true);
+        assert_eq!(
+            answer.body["response"]["uid"],
+            "705ab4f5-6393-11e8-b7cc-42010a800002"
+        );
+        assert!(answer.body["response"]["patch"].is_null(), "never mutates");
+    }
+    let mut bound: Value = serde_json::from_slice(&body).unwrap();
+    bound["request"]["object"]["spec"]["nodeName"] = json!("node-1");
+    let later = now + chrono::Duration::seconds(5);
+    assert_eq!(
+        webhook
+            .handle("/admit", bound.to_string().as_bytes(), later)
+            .await
+            .status,
+        200
+    );
+
+    let received = aws
+        .sqs
+        .receive_message()
+        .queue_url(&queue)
+        .max_number_of_messages(10)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap();
+    let messages = received.messages();
+    assert_eq!(
+        messages.len(),
+        1,
+        "bursts coalesce and bound pods are not nudged"
+    );
+    let event: Value = serde_json::from_str(messages[0].body().unwrap()).unwrap();
+    assert_eq!(event["detail-type"], "Pending Pod");
+    assert_eq!(event["detail"]["name"], "inflate-5db4558c8-00000");
+}
+
+#[tokio::test]
+async fn the_webhook_refuses_garbage_oversized_bodies_and_a_wrong_token() {
+    let nudges = Recorder::default();
+    let webhook = Webhook::new(nudges.clone(), Some("s3cr3t-token-0123456789".into()));
+    let now = Utc::now();
+    let ok_path = "/admit/s3cr3t-token-0123456789";
+    assert_eq!(webhook.handle(ok_path, b"not json", now).await.status, 400);
+    assert_eq!(
+        webhook
+            .handle(ok_path, br#"{"kind": "Pod"}"#, now)
+            .await
+            .status,
+        400
+    );
+    assert_eq!(
+        webhook
+            .handle(ok_path, &vec![b' '; (1 << 20) + 1], now)
+            .await
+            .status,
+        400
+    );
+    let body = event_text("webhook-admission.json");
+    assert_eq!(
+        webhook
+            .handle("/admit/wrong", body.as_bytes(), now)
+            .await
+            .status,
+        403
+    );
+    assert_eq!(
+        webhook.handle("/admit", body.as_bytes(), now).await.status,
+        403
+    );
+    assert_eq!(nudges.count(), 0);
+}
