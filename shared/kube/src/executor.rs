@@ -294,7 +294,9 @@ fn is_critical(pod: &Pod) -> bool {
 }
 
 /// Pods a drain leaves alone: DaemonSet pods, mirror (static) pods and finished pods.
-fn skipped_by_drain(pod: &Pod) -> bool {
+/// Pods a drain never sends to the Eviction API: DaemonSet and mirror pods, and pods annotated
+/// `karpenter.sh/do-not-disrupt`.
+pub fn skipped_by_drain(pod: &Pod) -> bool {
     let owned_by_daemonset = pod
         .metadata
         .owner_references

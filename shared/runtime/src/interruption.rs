@@ -113,7 +113,49 @@ pub fn parse(event: &EventBridgeEvent<Value>) -> Result<Option<Message>, String>
     }))
 }
 
-/// What handling one instance did.
+/// One step of handling an interrupted instance, as data: decided by [`decide`] (pure), then
+/// executed in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(
+    tag = "action",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum Action {
+    /// Nothing to do for this instance, and why.
+    Ignore {
+        reason: String,
+    },
+    /// A Kubernetes Event on the NodeClaim.
+    RecordEvent {
+        nodeclaim: String,
+        reason: String,
+        message: String,
+    },
+    /// Taint the node `karpenter.sh/disrupted:NoSchedule`.
+    Cordon {
+        node: String,
+    },
+    /// Evict these pods (`namespace/name`) through the Eviction API.
+    Drain {
+        node: String,
+        pods: Vec<String>,
+    },
+    /// Avoid this offering for a while.
+    MarkUnavailable {
+        capacity_type: String,
+        instance_type: String,
+        zone: String,
+    },
+    Terminate {
+        instance_id: String,
+    },
+    DeleteNodeClaim {
+        nodeclaim: String,
+    },
+}
+
+/// What handling one instance decided.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InstanceOutcome {
@@ -122,7 +164,124 @@ pub struct InstanceOutcome {
     pub nodeclaim: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
-    pub actions: Vec<String>,
+    pub actions: Vec<Action>,
+}
+
+/// The Event Karpenter records for each kind.
+fn event_for(kind: &Kind) -> (&'static str, String) {
+    match kind {
+        Kind::SpotInterruption => (
+            "SpotInterrupted",
+            "Spot interruption warning was triggered".into(),
+        ),
+        Kind::RebalanceRecommendation => (
+            "SpotRebalanceRecommendation",
+            "Spot rebalance recommendation was triggered".into(),
+        ),
+        Kind::StateChange(state) => ("InstanceStateChange", format!("Instance is {state}")),
+        Kind::ScheduledChange => (
+            "InstanceScheduledChange",
+            "An AWS Health scheduled change was triggered".into(),
+        ),
+        Kind::CapacityReservationInterruption => (
+            "CapacityReservationInterrupted",
+            "Capacity reservation interruption warning was triggered".into(),
+        ),
+    }
+}
+
+fn pod_key(p: &k8s_openapi::api::core::v1::Pod) -> String {
+    format!(
+        "{}/{}",
+        p.metadata.namespace.as_deref().unwrap_or("default"),
+        p.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// Decides what to do for every instance of a message, from the cluster as read. Pure: the same
+/// dump and message always give the same actions. A node already cordoned for disruption is not
+/// drained again and a NodeClaim already deleting is not terminated again, so duplicates are no-ops.
+pub fn decide(
+    dump: &ClusterDump,
+    message: &Message,
+    rebalance: RebalanceAction,
+) -> Vec<InstanceOutcome> {
+    message
+        .instance_ids
+        .iter()
+        .map(|id| match claim_for(dump, id) {
+            None => InstanceOutcome {
+                instance_id: id.clone(),
+                actions: vec![Action::Ignore {
+                    reason: "no NodeClaim of this cluster has this instance".into(),
+                }],
+                ..Default::default()
+            },
+            Some(claim) => decide_for(dump, claim, id, &message.kind, rebalance),
+        })
+        .collect()
+}
+
+fn decide_for(
+    dump: &ClusterDump,
+    claim: &NodeClaim,
+    instance_id: &str,
+    kind: &Kind,
+    rebalance: RebalanceAction,
+) -> InstanceOutcome {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let node_name = claim.status.as_ref().and_then(|s| s.node_name.clone());
+    let (reason, text) = event_for(kind);
+    let mut actions = vec![Action::RecordEvent {
+        nodeclaim: name.clone(),
+        reason: reason.into(),
+        message: text,
+    }];
+    let drain = *kind != Kind::RebalanceRecommendation || rebalance == RebalanceAction::Drain;
+    let node = node_name.as_deref().and_then(|n| {
+        dump.nodes
+            .iter()
+            .find(|x| x.metadata.name.as_deref() == Some(n))
+    });
+    if let Some(node) = node.filter(|n| drain && !is_cordoned(n)) {
+        let node = node.metadata.name.clone().unwrap_or_default();
+        let pods = dump
+            .pods
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()))
+            .filter(|p| !executor::skipped_by_drain(p))
+            .map(pod_key)
+            .collect();
+        actions.push(Action::Cordon { node: node.clone() });
+        actions.push(Action::Drain { node, pods });
+    }
+    if *kind == Kind::SpotInterruption {
+        let labels = claim.metadata.labels.clone().unwrap_or_default();
+        if let (Some(t), Some(z)) = (labels.get(INSTANCE_TYPE), labels.get(ZONE)) {
+            actions.push(Action::MarkUnavailable {
+                capacity_type: labels
+                    .get(CAPACITY_TYPE)
+                    .cloned()
+                    .unwrap_or_else(|| "spot".into()),
+                instance_type: t.clone(),
+                zone: z.clone(),
+            });
+        }
+        if claim.metadata.deletion_timestamp.is_none() {
+            actions.push(Action::Terminate {
+                instance_id: instance_id.to_string(),
+            });
+            actions.push(Action::DeleteNodeClaim {
+                nodeclaim: name.clone(),
+            });
+        }
+    }
+    InstanceOutcome {
+        instance_id: instance_id.to_string(),
+        nodeclaim: Some(name),
+        node: node_name,
+        actions,
+    }
 }
 
 /// The interruption use case.
@@ -211,7 +370,7 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
             .map_err(|e| e.to_string())
     }
 
-    /// Acts on a parsed message.
+    /// Decides and executes the actions for a parsed message (in dry-run, decides only).
     pub async fn handle(
         &self,
         message: &Message,
@@ -219,24 +378,19 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
         metrics: &mut Metrics,
     ) -> Result<Vec<InstanceOutcome>, RuntimeError> {
         let dump = SnapshotReader::new(self.kube.clone()).read_dump().await?;
-        let mut outcomes = Vec::new();
-        let mut drained = false;
-        for id in &message.instance_ids {
-            let Some(claim) = claim_for(&dump, id) else {
-                info!(instance_id = %id, kind = ?message.kind, "ignoring an instance this cluster does not own");
-                outcomes.push(InstanceOutcome {
-                    instance_id: id.clone(),
-                    actions: vec!["ignored: not owned by this cluster".into()],
-                    ..Default::default()
-                });
-                continue;
-            };
-            let outcome = self.act(&dump, claim, message, now).await?;
-            drained |= outcome.actions.iter().any(|a| a.starts_with("drain"));
-            metrics.add(metrics::INTERRUPTION_ACTIONS, outcome.actions.len() as f64);
-            outcomes.push(outcome);
+        let outcomes = decide(&dump, message, self.settings.rebalance);
+        if self.settings.dry_run {
+            return Ok(outcomes);
         }
-        if drained && !self.settings.dry_run {
+        let mut drained = false;
+        for outcome in &outcomes {
+            for action in &outcome.actions {
+                self.execute(&dump, action, now).await?;
+                drained |= matches!(action, Action::Drain { .. });
+            }
+            metrics.add(metrics::INTERRUPTION_ACTIONS, outcome.actions.len() as f64);
+        }
+        if drained {
             let detail =
                 json!({"reason": format!("{:?}", message.kind), "instances": message.instance_ids});
             if let Err(e) = self.nudge.nudge(CAPACITY_NEEDED, detail).await {
@@ -246,170 +400,91 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
         Ok(outcomes)
     }
 
-    async fn act(
+    async fn execute(
         &self,
         dump: &ClusterDump,
-        claim: &NodeClaim,
-        message: &Message,
-        now: DateTime<Utc>,
-    ) -> Result<InstanceOutcome, RuntimeError> {
-        let name = claim.metadata.name.clone().unwrap_or_default();
-        let node_name = claim.status.as_ref().and_then(|s| s.node_name.clone());
-        let node = node_name.as_deref().and_then(|n| {
-            dump.nodes
-                .iter()
-                .find(|x| x.metadata.name.as_deref() == Some(n))
-        });
-        let mut outcome = InstanceOutcome {
-            instance_id: message
-                .instance_ids
-                .iter()
-                .find(|i| {
-                    claim_for(dump, i).is_some_and(|c| c.metadata.name == claim.metadata.name)
-                })
-                .cloned()
-                .unwrap_or_default(),
-            nodeclaim: Some(name.clone()),
-            node: node_name.clone(),
-            actions: Vec::new(),
-        };
-        let drain = match message.kind {
-            Kind::RebalanceRecommendation => self.settings.rebalance == RebalanceAction::Drain,
-            _ => true,
-        };
-        self.record(claim, &message.kind, now).await;
-        outcome.actions.push("event".into());
-        if !drain {
-            return Ok(outcome);
-        }
-        if let Some(node) = node {
-            self.cordon_and_drain(dump, node, &mut outcome).await?;
-        }
-        if message.kind == Kind::SpotInterruption {
-            self.retire_spot(claim, &mut outcome, now).await?;
-        }
-        Ok(outcome)
-    }
-
-    async fn record(&self, claim: &NodeClaim, kind: &Kind, now: DateTime<Utc>) {
-        let reference = ObjectReference {
-            api_version: Some("karpenter.sh/v1".into()),
-            kind: Some("NodeClaim".into()),
-            name: claim.metadata.name.clone(),
-            uid: claim.metadata.uid.clone(),
-            ..Default::default()
-        };
-        let (reason, text) = match kind {
-            Kind::SpotInterruption => (
-                "SpotInterrupted",
-                "Spot interruption warning was triggered".to_string(),
-            ),
-            Kind::RebalanceRecommendation => (
-                "SpotRebalanceRecommendation",
-                "Spot rebalance recommendation was triggered".to_string(),
-            ),
-            Kind::StateChange(state) => ("InstanceStateChange", format!("Instance is {state}")),
-            Kind::ScheduledChange => (
-                "InstanceScheduledChange",
-                "An AWS Health scheduled change was triggered".to_string(),
-            ),
-            Kind::CapacityReservationInterruption => (
-                "CapacityReservationInterrupted",
-                "Capacity reservation interruption warning was triggered".to_string(),
-            ),
-        };
-        if self.settings.dry_run {
-            return;
-        }
-        let stamp = Timestamp::from_second(now.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH);
-        if let Err(e) =
-            executor::record_event(self.kube.clone(), &reference, true, reason, &text, stamp).await
-        {
-            warn!(error = %e, "could not record the event");
-        }
-    }
-
-    async fn cordon_and_drain(
-        &self,
-        dump: &ClusterDump,
-        node: &Node,
-        outcome: &mut InstanceOutcome,
-    ) -> Result<(), RuntimeError> {
-        let node_name = node.metadata.name.clone().unwrap_or_default();
-        if is_cordoned(node) {
-            info!(node = %node_name, "node is already cordoned for disruption; not draining again");
-            outcome.actions.push("already cordoned".into());
-            return Ok(());
-        }
-        outcome.actions.push("cordon".into());
-        let pods: Vec<_> = dump
-            .pods
-            .iter()
-            .filter(|p| {
-                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node_name.as_str())
-            })
-            .cloned()
-            .collect();
-        if self.settings.dry_run {
-            outcome.actions.push(format!("drain {} pod(s)", pods.len()));
-            return Ok(());
-        }
-        executor::update_node(self.kube.clone(), &node_name, executor::cordoned).await?;
-        let drained = executor::drain(self.kube.clone(), &pods).await?;
-        info!(node = %node_name, evicted = drained.evicted.len(), blocked = drained.blocked.len(), "cordoned and draining node");
-        outcome.actions.push(format!(
-            "drain: {} evicted, {} blocked by PodDisruptionBudgets",
-            drained.evicted.len(),
-            drained.blocked.len()
-        ));
-        Ok(())
-    }
-
-    /// A spot warning: the offering is unavailable for a while, the instance is terminated and its
-    /// NodeClaim deleted (once; a NodeClaim already deleting is left to the tick).
-    async fn retire_spot(
-        &self,
-        claim: &NodeClaim,
-        outcome: &mut InstanceOutcome,
+        action: &Action,
         now: DateTime<Utc>,
     ) -> Result<(), RuntimeError> {
-        let labels = claim.metadata.labels.clone().unwrap_or_default();
-        if let (Some(t), Some(z)) = (labels.get(INSTANCE_TYPE), labels.get(ZONE)) {
-            let capacity = labels
-                .get(CAPACITY_TYPE)
-                .map(String::as_str)
-                .unwrap_or("spot");
-            self.cloud.mark_unavailable(capacity, t, z, now);
-            outcome
-                .actions
-                .push(format!("mark {capacity}/{t}/{z} unavailable"));
-            if !self.settings.dry_run {
+        match action {
+            Action::Ignore { reason } => {
+                info!(%reason, "ignoring an instance this cluster does not own")
+            }
+            Action::RecordEvent {
+                nodeclaim,
+                reason,
+                message,
+            } => self.record(dump, nodeclaim, reason, message, now).await,
+            Action::Cordon { node } => {
+                executor::update_node(self.kube.clone(), node, executor::cordoned).await?;
+            }
+            Action::Drain { node, pods } => {
+                let pods: Vec<_> = dump
+                    .pods
+                    .iter()
+                    .filter(|p| pods.contains(&pod_key(p)))
+                    .cloned()
+                    .collect();
+                let drained = executor::drain(self.kube.clone(), &pods).await?;
+                info!(%node, evicted = drained.evicted.len(), blocked = drained.blocked.len(), "cordoned and draining node");
+            }
+            Action::MarkUnavailable {
+                capacity_type,
+                instance_type,
+                zone,
+            } => {
+                self.cloud
+                    .mark_unavailable(capacity_type, instance_type, zone, now);
+                let saved = self.cloud.unavailable();
                 if let Err(e) = state::store(
                     self.kube.clone(),
                     &self.settings.namespace,
                     UNAVAILABLE_KEY,
-                    &self.cloud.unavailable(),
+                    &saved,
                 )
                 .await
                 {
                     warn!(error = %e, "could not persist the unavailable offering");
                 }
             }
+            Action::Terminate { instance_id } => {
+                self.cloud.terminate(instance_id).await?;
+                info!(%instance_id, "terminated interrupted instance");
+            }
+            Action::DeleteNodeClaim { nodeclaim } => {
+                executor::delete_nodeclaim(self.kube.clone(), nodeclaim, true).await?;
+            }
         }
-        if claim.metadata.deletion_timestamp.is_some() {
-            outcome.actions.push("already deleting".into());
-            return Ok(());
-        }
-        outcome.actions.push("terminate".into());
-        outcome.actions.push("delete nodeclaim".into());
-        if self.settings.dry_run {
-            return Ok(());
-        }
-        self.cloud.terminate(&outcome.instance_id).await?;
-        let name = claim.metadata.name.clone().unwrap_or_default();
-        executor::delete_nodeclaim(self.kube.clone(), &name, true).await?;
-        info!(nodeclaim = %name, instance_id = %outcome.instance_id, "terminated interrupted spot instance");
         Ok(())
+    }
+
+    async fn record(
+        &self,
+        dump: &ClusterDump,
+        nodeclaim: &str,
+        reason: &str,
+        message: &str,
+        now: DateTime<Utc>,
+    ) {
+        let uid = dump
+            .nodeclaims
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(nodeclaim))
+            .and_then(|c| c.metadata.uid.clone());
+        let reference = ObjectReference {
+            api_version: Some("karpenter.sh/v1".into()),
+            kind: Some("NodeClaim".into()),
+            name: Some(nodeclaim.to_string()),
+            uid,
+            ..Default::default()
+        };
+        let stamp = Timestamp::from_second(now.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH);
+        if let Err(e) =
+            executor::record_event(self.kube.clone(), &reference, true, reason, message, stamp)
+                .await
+        {
+            warn!(error = %e, "could not record the event");
+        }
     }
 }
 
@@ -475,5 +550,148 @@ mod tests {
         assert!(err.contains("detail.instance-id"), "{err}");
         let err = parse(&event("aws.s3", "Object Created", json!({}))).unwrap_err();
         assert!(err.contains("unsupported event"), "{err}");
+    }
+
+    fn dump(cordoned: bool, deleting: bool) -> ClusterDump {
+        let taints = if cordoned {
+            r#"taints: [{key: karpenter.sh/disrupted, effect: NoSchedule}]"#
+        } else {
+            "{}"
+        };
+        let deletion = if deleting {
+            "deletionTimestamp: \"2026-11-22T10:00:00Z\""
+        } else {
+            ""
+        };
+        let yaml = format!(
+            r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: karpenter.sh/v1
+  kind: NodeClaim
+  metadata:
+    name: default-a
+    {deletion}
+    labels: {{karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m5.large, topology.kubernetes.io/zone: us-east-1a, karpenter.sh/capacity-type: spot}}
+  spec:
+    nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+    requirements: []
+  status: {{providerID: "aws:///us-east-1a/i-1", nodeName: node-a}}
+- apiVersion: v1
+  kind: Node
+  metadata: {{name: node-a}}
+  spec:
+    {spec}
+- apiVersion: v1
+  kind: Pod
+  metadata: {{name: web, namespace: shop}}
+  spec: {{nodeName: node-a, containers: [{{name: c, image: nginx}}]}}
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: agent
+    namespace: kube-system
+    ownerReferences: [{{apiVersion: apps/v1, kind: DaemonSet, name: agent, uid: d-1, controller: true}}]
+  spec: {{nodeName: node-a, containers: [{{name: c, image: agent}}]}}
+"#,
+            spec = if cordoned {
+                taints.to_string()
+            } else {
+                "{}".to_string()
+            }
+        );
+        fleetwright_kube::dump::parse(&yaml, "test.yaml").unwrap()
+    }
+
+    fn message(kind: Kind, ids: &[&str]) -> Message {
+        Message {
+            id: "m".into(),
+            kind,
+            instance_ids: ids.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_spot_warning_decides_cordon_drain_unavailable_terminate_delete() {
+        let out = decide(
+            &dump(false, false),
+            &message(Kind::SpotInterruption, &["i-1", "i-other"]),
+            RebalanceAction::Event,
+        );
+        let kinds: Vec<String> = out[0]
+            .actions
+            .iter()
+            .map(|a| {
+                serde_json::to_value(a).unwrap()["action"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "recordEvent",
+                "cordon",
+                "drain",
+                "markUnavailable",
+                "terminate",
+                "deleteNodeClaim"
+            ]
+        );
+        assert!(
+            out[0].actions.contains(&Action::Drain {
+                node: "node-a".into(),
+                pods: vec!["shop/web".into()]
+            }),
+            "DaemonSet pods are not drained"
+        );
+        assert!(
+            matches!(&out[1].actions[..], [Action::Ignore { .. }]),
+            "instances of other clusters are ignored"
+        );
+    }
+
+    #[test]
+    fn duplicates_and_rebalances_decide_no_disruption() {
+        let again = decide(
+            &dump(true, true),
+            &message(Kind::SpotInterruption, &["i-1"]),
+            RebalanceAction::Event,
+        );
+        assert!(
+            again[0].actions.iter().all(|a| matches!(
+                a,
+                Action::RecordEvent { .. } | Action::MarkUnavailable { .. }
+            )),
+            "{:?}",
+            again[0].actions
+        );
+        let rebalance = decide(
+            &dump(false, false),
+            &message(Kind::RebalanceRecommendation, &["i-1"]),
+            RebalanceAction::Event,
+        );
+        assert!(matches!(
+            &rebalance[0].actions[..],
+            [Action::RecordEvent { .. }]
+        ));
+        let drain = decide(
+            &dump(false, false),
+            &message(Kind::RebalanceRecommendation, &["i-1"]),
+            RebalanceAction::Drain,
+        );
+        assert!(drain[0]
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Drain { .. })));
+        assert!(
+            !drain[0]
+                .actions
+                .iter()
+                .any(|a| matches!(a, Action::Terminate { .. })),
+            "only spot warnings terminate"
+        );
     }
 }
