@@ -28,6 +28,16 @@ pub struct ClusterDump {
     pub skipped: Vec<(String, usize)>,
 }
 
+impl ClusterDump {
+    /// The node a NodeClaim's status names, when it exists.
+    pub fn node_of(&self, claim: &NodeClaim) -> Option<&Node> {
+        let name = claim.status.as_ref()?.node_name.as_deref()?;
+        self.nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))
+    }
+}
+
 /// Parses a dump. `source` names the input in errors.
 pub fn parse(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
     let mut dump = ClusterDump::default();

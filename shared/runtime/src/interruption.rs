@@ -238,11 +238,7 @@ fn decide_for(
         message: text,
     }];
     let drain = *kind != Kind::RebalanceRecommendation || rebalance == RebalanceAction::Drain;
-    let node = node_name.as_deref().and_then(|n| {
-        dump.nodes
-            .iter()
-            .find(|x| x.metadata.name.as_deref() == Some(n))
-    });
+    let node = dump.node_of(claim);
     if let Some(node) = node.filter(|n| drain && !is_cordoned(n)) {
         let node = node.metadata.name.clone().unwrap_or_default();
         let pods = dump

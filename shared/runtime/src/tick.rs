@@ -450,14 +450,10 @@ impl<C: Cloud> Tick<C> {
             .iter()
             .filter(|c| has_condition(c, "Registered") && !has_condition(c, "Initialized"))
         {
-            let node_name = claim.status.as_ref().and_then(|s| s.node_name.as_deref());
-            let Some(node) = node_name.and_then(|n| {
-                dump.nodes
-                    .iter()
-                    .find(|x| x.metadata.name.as_deref() == Some(n))
-            }) else {
+            let Some(node) = dump.node_of(claim) else {
                 continue;
             };
+            let node_name = node.metadata.name.as_deref();
             if !node_initialized(node, claim) {
                 continue;
             }
@@ -519,12 +515,7 @@ impl<C: Cloud> Tick<C> {
             .filter(|c| c.metadata.deletion_timestamp.is_some())
         {
             self.terminate_claim(claim, summary).await?;
-            let node = claim.status.as_ref().and_then(|s| s.node_name.as_deref());
-            if let Some(node) = node.filter(|n| {
-                dump.nodes
-                    .iter()
-                    .any(|x| x.metadata.name.as_deref() == Some(*n))
-            }) {
+            if let Some(node) = dump.node_of(claim).and_then(|n| n.metadata.name.as_deref()) {
                 executor::delete_node(self.kube.clone(), node, true).await?;
             }
         }
