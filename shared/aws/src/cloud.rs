@@ -87,6 +87,33 @@ struct Warm {
     nodeclasses: HashMap<String, (String, ResolvedNodeClass, DateTime<Utc>)>,
     templates: BTreeSet<String>,
     unavailable: UnavailableOfferings,
+    /// The last catalog handed out, and what it was composed from; reused while those are the
+    /// same, so the launches of one tick do not each copy the whole catalog.
+    composed: Option<Composed>,
+}
+
+#[derive(Debug)]
+struct Composed {
+    base: Arc<Catalog>,
+    spot: Option<Arc<SpotPrices>>,
+    unavailable: BTreeSet<crate::unavailable::OfferingKey>,
+    catalog: Arc<Catalog>,
+}
+
+impl Composed {
+    fn matches(
+        &self,
+        base: &Arc<Catalog>,
+        spot: &Option<Arc<SpotPrices>>,
+        unavailable: &BTreeSet<crate::unavailable::OfferingKey>,
+    ) -> bool {
+        let same_spot = match (&self.spot, spot) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        Arc::ptr_eq(&self.base, base) && same_spot && &self.unavailable == unavailable
+    }
 }
 
 /// The EC2 implementation of [`Cloud`].
@@ -114,6 +141,7 @@ impl Ec2Cloud {
                 nodeclasses: HashMap::new(),
                 templates: BTreeSet::new(),
                 unavailable: UnavailableOfferings::default(),
+                composed: None,
             }),
         }
     }
@@ -308,13 +336,29 @@ impl Cloud for Ec2Cloud {
     async fn catalog(&self, now: DateTime<Utc>) -> Result<Arc<Catalog>, AwsError> {
         let base = self.base_catalog(now).await?;
         let spot = self.spot_prices(now).await;
+        let mut warm = self.warm();
+        let unavailable = warm.unavailable.active(now);
+        if let Some(c) = warm
+            .composed
+            .as_ref()
+            .filter(|c| c.matches(&base, &spot, &unavailable))
+        {
+            return Ok(c.catalog.clone());
+        }
         let mut catalog = (*base).clone();
-        if let Some(prices) = spot {
-            pricing::apply_spot_prices(&mut catalog, &prices);
+        if let Some(prices) = &spot {
+            pricing::apply_spot_prices(&mut catalog, prices);
             catalog.spot_fraction = 1.0;
         }
-        self.warm().unavailable.apply(&mut catalog, now);
-        Ok(Arc::new(catalog))
+        catalog.unavailable = unavailable.clone();
+        let catalog = Arc::new(catalog);
+        warm.composed = Some(Composed {
+            base,
+            spot,
+            unavailable,
+            catalog: catalog.clone(),
+        });
+        Ok(catalog)
     }
 
     async fn nodeclass(

@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Duration, Utc};
-use fleetwright_core::Catalog;
 use serde::{Deserialize, Serialize};
 
 /// How long a failed offering is avoided.
@@ -98,11 +97,6 @@ impl UnavailableOfferings {
 
     pub fn is_empty(&self) -> bool {
         self.until.is_empty()
-    }
-
-    /// Marks the catalog's offerings that are unavailable at `now`.
-    pub fn apply(&self, catalog: &mut Catalog, now: DateTime<Utc>) {
-        catalog.unavailable = self.active(now);
     }
 }
 

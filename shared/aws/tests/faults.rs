@@ -250,3 +250,21 @@ async fn spot_prices_come_from_the_price_history_newest_first() {
         .unwrap();
     assert_eq!(faults.requests("DescribeSpotPriceHistory").len(), 1);
 }
+
+#[tokio::test]
+async fn launches_of_one_tick_share_one_catalog_until_something_changes() {
+    let cloud = Ec2Cloud::new(AwsClients::new(&sdk_config(None)), "shared-catalog");
+    let now = Utc::now();
+    let first = cloud.catalog(now).await.unwrap();
+    let second = cloud.catalog(now).await.unwrap();
+    assert!(
+        std::sync::Arc::ptr_eq(&first, &second),
+        "an unchanged catalog is not copied again"
+    );
+    cloud.mark_unavailable("spot", "m5.large", "us-east-1a", now);
+    let third = cloud.catalog(now).await.unwrap();
+    assert!(!std::sync::Arc::ptr_eq(&first, &third));
+    assert!(third
+        .unavailable
+        .contains(&("spot".into(), "m5.large".into(), "us-east-1a".into())));
+}

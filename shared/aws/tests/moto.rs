@@ -39,17 +39,7 @@ async fn cloud_for(cluster: &str) -> (Ec2Cloud, Fixture) {
 }
 
 async fn describe(cloud: &Ec2Cloud, id: &str) -> aws_sdk_ec2::types::Instance {
-    cloud
-        .clients()
-        .ec2
-        .describe_instances()
-        .instance_ids(id)
-        .send()
-        .await
-        .unwrap()
-        .reservations()[0]
-        .instances()[0]
-        .clone()
+    describe_instance(&cloud.clients().ec2, id).await
 }
 
 fn tag<'a>(i: &'a aws_sdk_ec2::types::Instance, key: &str) -> Option<&'a str> {

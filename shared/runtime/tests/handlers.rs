@@ -229,15 +229,8 @@ async fn interrupted_cluster(cluster: &str) -> (Arc<Ec2Cloud>, FakeApi, String) 
 }
 
 async fn instance_state(cloud: &Ec2Cloud, id: &str) -> String {
-    let out = cloud
-        .clients()
-        .ec2
-        .describe_instances()
-        .instance_ids(id)
-        .send()
-        .await
-        .unwrap();
-    out.reservations()[0].instances()[0]
+    let instance = support::describe_instance(&cloud.clients().ec2, id).await;
+    instance
         .state()
         .unwrap()
         .name()

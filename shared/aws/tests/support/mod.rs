@@ -64,6 +64,20 @@ pub fn clients() -> AwsClients {
     AwsClients::new(&sdk_config(None))
 }
 
+/// One instance as DescribeInstances returns it.
+pub async fn describe_instance(
+    ec2: &aws_sdk_ec2::Client,
+    id: &str,
+) -> aws_sdk_ec2::types::Instance {
+    let out = ec2
+        .describe_instances()
+        .instance_ids(id)
+        .send()
+        .await
+        .expect("DescribeInstances");
+    out.reservations()[0].instances()[0].clone()
+}
+
 // ---- fault injection ----
 
 /// An answer the injector gives instead of moto.
