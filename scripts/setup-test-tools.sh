@@ -11,3 +11,14 @@ if ! .venv-moto/bin/moto_server --help >/dev/null 2>&1; then
     python3 -m venv .venv-moto
     .venv-moto/bin/pip install --quiet --disable-pip-version-check "moto[server]==${MOTO_VERSION}"
 fi
+
+# cargo-lambda (the local Lambda emulator `cargo lambda watch`/`invoke`, and `cargo lambda build`)
+# with zig as its cross linker, both from PyPI. `cargo lambda` finds zig through
+# `python3 -m ziglang`, so callers put .venv-lambda/bin first on PATH.
+CARGO_LAMBDA_VERSION="${CARGO_LAMBDA_VERSION:-1.9.*}"
+if ! .venv-lambda/bin/cargo-lambda lambda --version >/dev/null 2>&1; then
+    echo "== installing cargo-lambda and ziglang into .venv-lambda"
+    python3 -m venv .venv-lambda
+    .venv-lambda/bin/pip install --quiet --disable-pip-version-check \
+        "cargo-lambda==${CARGO_LAMBDA_VERSION}" ziglang
+fi

@@ -3,6 +3,8 @@
 mod bench;
 mod catalog_args;
 mod plan;
+mod queue;
+mod replay;
 
 use clap::{Parser, Subcommand};
 
@@ -20,6 +22,9 @@ enum Command {
     Plan(plan::PlanArgs),
     /// Measure scheduling throughput (pods/s), cost against the LP bound, and peak memory.
     Bench(bench::BenchArgs),
+    /// Print, as JSON, what the interruption or webhook function would do with an event against
+    /// a cluster dump (a dry run for debugging DLQ messages).
+    ReplayEvent(replay::ReplayArgs),
     /// Print the NodePool, NodeClaim and EC2NodeClass CRDs as YAML (for `kubectl apply -f -`).
     Crds,
 }
@@ -47,6 +52,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Plan(args) => plan::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::ReplayEvent(args) => replay::run(args),
         Command::Crds => print_crds(),
     };
     match result {

@@ -1,6 +1,7 @@
 //! fleetwright-kube: the Kubernetes side of Fleetwright. Karpenter's v1 custom resources, cluster
 //! dumps, EKS IAM tokens, and the conversion of Kubernetes objects into the core's snapshot model.
 
+pub mod admission;
 pub mod client;
 pub mod convert;
 pub mod crds;
@@ -8,6 +9,7 @@ pub mod dump;
 pub mod eks_token;
 pub mod error;
 pub mod executor;
+pub mod interruption;
 pub mod lease;
 pub mod snapshot;
 pub mod state;

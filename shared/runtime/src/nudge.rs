@@ -12,7 +12,7 @@ use crate::error::RuntimeError;
 
 /// The event source of every nudge.
 pub const SOURCE: &str = "fleetwright";
-pub const PENDING_POD: &str = "Pending Pod";
+pub use fleetwright_kube::admission::PENDING_POD;
 pub const CAPACITY_NEEDED: &str = "Capacity Needed";
 
 /// Something that can wake the tick function.

@@ -5,14 +5,7 @@ use std::time::Duration;
 
 use crate::error::RuntimeError;
 
-/// What a rebalance recommendation does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RebalanceAction {
-    /// Record a Kubernetes Event only (Karpenter's behaviour).
-    Event,
-    /// Cordon and drain (aws-node-termination-handler's behaviour).
-    Drain,
-}
+pub use fleetwright_kube::interruption::RebalanceAction;
 
 /// How the functions reach the Kubernetes API.
 #[derive(Clone, Debug, PartialEq, Eq)]

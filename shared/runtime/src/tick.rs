@@ -14,6 +14,7 @@ use fleetwright_core::{schedule, ScheduleOptions};
 use fleetwright_kube::crds::{NodeClaim, NodeClaimStatus};
 use fleetwright_kube::dump::ClusterDump;
 use fleetwright_kube::executor;
+pub use fleetwright_kube::interruption::instance_id;
 use fleetwright_kube::snapshot::SnapshotReader;
 use fleetwright_kube::{convert, lease, state};
 use k8s_openapi::api::core::v1::Node;
@@ -77,14 +78,6 @@ fn jiff(now: DateTime<Utc>) -> Timestamp {
 
 fn name_of(claim: &NodeClaim) -> String {
     claim.metadata.name.clone().unwrap_or_default()
-}
-
-/// The instance id of a provider id `aws:///zone/i-…`.
-pub fn instance_id(provider_id: &str) -> Option<&str> {
-    provider_id
-        .rsplit('/')
-        .next()
-        .filter(|id| id.starts_with("i-"))
 }
 
 fn provider_id(claim: &NodeClaim) -> Option<&str> {

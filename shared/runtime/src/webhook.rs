@@ -6,15 +6,13 @@
 use std::sync::Mutex;
 
 use chrono::{DateTime, Duration, Utc};
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
-use kube::core::DynamicObject;
+use fleetwright_kube::admission;
+pub use fleetwright_kube::admission::MAX_BODY;
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
 use crate::nudge::{Nudge, PENDING_POD};
 
-/// Bodies above this are refused.
-pub const MAX_BODY: usize = 1 << 20;
 /// At most one nudge per this interval per container.
 pub const COALESCE: Duration = Duration::seconds(1);
 
@@ -39,18 +37,6 @@ pub struct Webhook<N> {
     /// When set, only `/admit/<token>` is served.
     pub token: Option<String>,
     last_nudge: Mutex<Option<DateTime<Utc>>>,
-}
-
-/// Whether the request is a pod created without a node (the only case worth a nudge).
-fn is_unscheduled_pod_create(req: &AdmissionRequest<DynamicObject>) -> bool {
-    let pod = req.kind.group.is_empty() && req.kind.kind == "Pod";
-    let node = req
-        .object
-        .as_ref()
-        .and_then(|o| o.data.pointer("/spec/nodeName"))
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty());
-    pod && req.operation == Operation::Create && node.is_none()
 }
 
 impl<N: Nudge> Webhook<N> {
@@ -86,38 +72,25 @@ impl<N: Nudge> Webhook<N> {
         if !self.path_allowed(path) {
             return refuse(403, "forbidden");
         }
-        if body.len() > MAX_BODY {
-            return refuse(400, "body is larger than 1 MiB");
-        }
-        let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
+        let request = match admission::read_request(body) {
             Ok(r) => r,
-            Err(e) => {
-                return refuse(
-                    400,
-                    &format!("not an admission.k8s.io/v1 AdmissionReview: {e}"),
-                )
-            }
+            Err(reason) => return refuse(400, &reason),
         };
-        let request: AdmissionRequest<DynamicObject> = match review.try_into() {
-            Ok(r) => r,
-            Err(e) => return refuse(400, &format!("AdmissionReview has no request: {e}")),
-        };
-        if is_unscheduled_pod_create(&request) && self.take_nudge_slot(now) {
-            let detail =
-                json!({"namespace": request.namespace, "name": request.name, "uid": request.uid});
-            match self.nudge.nudge(PENDING_POD, detail).await {
-                Ok(()) => {
-                    info!(namespace = ?request.namespace, name = %request.name, "nudged tick for a pending pod")
-                }
-                Err(e) => {
-                    warn!(error = %e, "could not nudge tick; the scheduled tick will pick the pod up")
+        if let Some(detail) = admission::pending_pod(&request) {
+            if self.take_nudge_slot(now) {
+                match self.nudge.nudge(PENDING_POD, detail).await {
+                    Ok(()) => {
+                        info!(namespace = ?request.namespace, name = %request.name, "nudged tick for a pending pod")
+                    }
+                    Err(e) => {
+                        warn!(error = %e, "could not nudge tick; the scheduled tick will pick the pod up")
+                    }
                 }
             }
         }
-        let review = AdmissionResponse::from(&request).into_review();
         HttpAnswer {
             status: 200,
-            body: serde_json::to_value(review).unwrap_or(Value::Null),
+            body: admission::allow(&request),
         }
     }
 }

@@ -1,0 +1,98 @@
+//! Admission reviews, decided without I/O: reading an `admission.k8s.io/v1` AdmissionReview,
+//! the always-allowing answer that echoes its `uid`, and whether the request is a pod created
+//! without a node (the only case worth nudging tick for). The webhook function and
+//! `fleetwright replay-event` both use these.
+
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::DynamicObject;
+use serde_json::{json, Value};
+
+/// The EventBridge detail-type of the nudge for a pending pod.
+pub const PENDING_POD: &str = "Pending Pod";
+
+/// Bodies above this are refused.
+pub const MAX_BODY: usize = 1 << 20;
+
+/// Reads a review's request; the error says why the body is not one.
+pub fn read_request(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, String> {
+    if body.len() > MAX_BODY {
+        return Err("body is larger than 1 MiB".into());
+    }
+    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)
+        .map_err(|e| format!("not an admission.k8s.io/v1 AdmissionReview: {e}"))?;
+    review
+        .try_into()
+        .map_err(|e| format!("AdmissionReview has no request: {e}"))
+}
+
+/// The answer: always allowed, never patched, with the request's `uid`.
+pub fn allow(request: &AdmissionRequest<DynamicObject>) -> Value {
+    serde_json::to_value(AdmissionResponse::from(request).into_review()).unwrap_or(Value::Null)
+}
+
+/// For a pod created without `spec.nodeName`, the detail of the `Pending Pod` nudge: namespace,
+/// name and uid only.
+pub fn pending_pod(request: &AdmissionRequest<DynamicObject>) -> Option<Value> {
+    let pod = request.kind.group.is_empty() && request.kind.kind == "Pod";
+    let node = request
+        .object
+        .as_ref()
+        .and_then(|o| o.data.pointer("/spec/nodeName"))
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty());
+    (pod && request.operation == Operation::Create && node.is_none())
+        .then(|| json!({"namespace": request.namespace, "name": request.name, "uid": request.uid}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn review(operation: &str, kind: &str, spec: Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u-1", "kind": {"group": "", "version": "v1", "kind": kind},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "name": "web", "namespace": "shop", "operation": operation,
+                "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
+                "object": {"apiVersion": "v1", "kind": kind, "metadata": {"name": "web", "namespace": "shop"}, "spec": spec},
+                "dryRun": false}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_unscheduled_pod_create_is_a_pending_pod_and_is_allowed() {
+        let request = read_request(&review("CREATE", "Pod", json!({"containers": []}))).unwrap();
+        assert_eq!(
+            pending_pod(&request),
+            Some(json!({"namespace": "shop", "name": "web", "uid": "u-1"}))
+        );
+        let answer = allow(&request);
+        assert_eq!(answer["response"]["allowed"], true);
+        assert_eq!(answer["response"]["uid"], "u-1");
+        assert!(answer["response"].get("patch").is_none());
+    }
+
+    #[test]
+    fn bound_pods_updates_and_other_kinds_are_not_pending_pods() {
+        let bound = review("CREATE", "Pod", json!({"nodeName": "node-a"}));
+        let update = review("UPDATE", "Pod", json!({}));
+        let other = review("CREATE", "ConfigMap", json!({}));
+        for body in [bound, update, other] {
+            assert_eq!(pending_pod(&read_request(&body).unwrap()), None);
+        }
+    }
+
+    #[test]
+    fn garbage_and_oversized_bodies_are_refused_with_a_reason() {
+        assert!(read_request(b"garbage")
+            .unwrap_err()
+            .contains("AdmissionReview"));
+        let err =
+            read_request(br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}"#)
+                .unwrap_err();
+        assert!(err.contains("no request"), "{err}");
+        assert!(read_request(&vec![b' '; MAX_BODY + 1])
+            .unwrap_err()
+            .contains("1 MiB"));
+    }
+}

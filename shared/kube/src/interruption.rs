@@ -1,0 +1,538 @@
+//! Interruption decisions, as data: EC2 and AWS Health events parsed into a [`Message`], and
+//! [`decide`], a pure function from a cluster dump and a message to the [`Action`]s that handle
+//! each instance. The interruption function executes them; `fleetwright replay-event` prints them.
+//! Nothing here talks to an API.
+
+use fleetwright_core::labels::{CAPACITY_TYPE, INSTANCE_TYPE, TAINT_DISRUPTED, ZONE};
+use k8s_openapi::api::core::v1::Node;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::crds::NodeClaim;
+use crate::dump::ClusterDump;
+use crate::executor;
+
+/// What a rebalance recommendation does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RebalanceAction {
+    /// Record a Kubernetes Event only (Karpenter's behaviour).
+    #[default]
+    Event,
+    /// Cordon and drain (aws-node-termination-handler's behaviour).
+    Drain,
+}
+
+/// The instance id at the end of an AWS provider ID (`aws:///us-east-1a/i-0abc`).
+pub fn instance_id(provider_id: &str) -> Option<&str> {
+    provider_id
+        .rsplit('/')
+        .next()
+        .filter(|id| id.starts_with("i-"))
+}
+
+/// The envelope fields of an EventBridge event that decide what it is.
+#[derive(Clone, Copy, Debug)]
+pub struct Envelope<'a> {
+    pub id: &'a str,
+    pub source: &'a str,
+    pub detail_type: &'a str,
+    pub detail: &'a Value,
+}
+
+/// What an event asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum Kind {
+    SpotInterruption,
+    RebalanceRecommendation,
+    StateChange(String),
+    ScheduledChange,
+    CapacityReservationInterruption,
+}
+
+impl Kind {
+    /// A short camelCase name (`spotInterruption`, `stateChange`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kind::SpotInterruption => "spotInterruption",
+            Kind::RebalanceRecommendation => "rebalanceRecommendation",
+            Kind::StateChange(_) => "stateChange",
+            Kind::ScheduledChange => "scheduledChange",
+            Kind::CapacityReservationInterruption => "capacityReservationInterruption",
+        }
+    }
+}
+
+/// A parsed interruption message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Message {
+    pub id: String,
+    pub kind: Kind,
+    pub instance_ids: Vec<String>,
+}
+
+/// The EC2 states that mean the instance is going away.
+const STOPPING_STATES: [&str; 4] = ["stopping", "stopped", "shutting-down", "terminated"];
+
+fn detail_instance(detail: &Value) -> Option<String> {
+    detail
+        .get("instance-id")
+        .or_else(|| detail.get("instanceId"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// Parses an EventBridge event into a message. Unknown kinds and malformed details are errors
+/// that name what is missing.
+pub fn parse(event: Envelope<'_>) -> Result<Option<Message>, String> {
+    let detail = event.detail;
+    let one = || {
+        detail_instance(detail)
+            .map(|i| vec![i])
+            .ok_or_else(|| format!("{}: detail.instance-id is missing", event.detail_type))
+    };
+    let kind_and_instances = match (event.source, event.detail_type) {
+        ("aws.ec2", "EC2 Spot Instance Interruption Warning") => (Kind::SpotInterruption, one()?),
+        ("aws.ec2", "EC2 Instance Rebalance Recommendation") => {
+            (Kind::RebalanceRecommendation, one()?)
+        }
+        ("aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning") => {
+            (Kind::CapacityReservationInterruption, one()?)
+        }
+        ("aws.ec2", "EC2 Instance State-change Notification") => {
+            let state = detail
+                .get("state")
+                .and_then(Value::as_str)
+                .ok_or("EC2 Instance State-change Notification: detail.state is missing")?;
+            if !STOPPING_STATES.contains(&state) {
+                return Ok(None);
+            }
+            (Kind::StateChange(state.to_string()), one()?)
+        }
+        ("aws.health", "AWS Health Event") => {
+            let service = detail.get("service").and_then(Value::as_str);
+            let category = detail.get("eventTypeCategory").and_then(Value::as_str);
+            if service != Some("EC2") || category != Some("scheduledChange") {
+                return Ok(None);
+            }
+            let ids: Vec<String> = detail
+                .get("affectedEntities")
+                .and_then(Value::as_array)
+                .ok_or("AWS Health Event: detail.affectedEntities is missing")?
+                .iter()
+                .filter_map(|e| e.get("entityValue").and_then(Value::as_str))
+                .filter(|v| v.starts_with("i-"))
+                .map(str::to_string)
+                .collect();
+            (Kind::ScheduledChange, ids)
+        }
+        (source, detail_type) => {
+            return Err(format!(
+                "unsupported event: source {source:?}, detail-type {detail_type:?}"
+            ))
+        }
+    };
+    Ok(Some(Message {
+        id: event.id.to_string(),
+        kind: kind_and_instances.0,
+        instance_ids: kind_and_instances.1,
+    }))
+}
+
+/// One step of handling an interrupted instance, as data: decided by [`decide`] (pure), then
+/// executed in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(
+    tag = "action",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum Action {
+    /// Nothing to do for this instance, and why.
+    Ignore {
+        reason: String,
+    },
+    /// A Kubernetes Event on the NodeClaim.
+    RecordEvent {
+        nodeclaim: String,
+        reason: String,
+        message: String,
+    },
+    /// Taint the node `karpenter.sh/disrupted:NoSchedule`.
+    Cordon {
+        node: String,
+    },
+    /// Evict these pods (`namespace/name`) through the Eviction API.
+    Drain {
+        node: String,
+        pods: Vec<String>,
+    },
+    /// Avoid this offering for a while.
+    MarkUnavailable {
+        capacity_type: String,
+        instance_type: String,
+        zone: String,
+    },
+    Terminate {
+        instance_id: String,
+    },
+    DeleteNodeClaim {
+        nodeclaim: String,
+    },
+}
+
+/// What handling one instance decided.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceOutcome {
+    pub instance_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodeclaim: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub actions: Vec<Action>,
+}
+
+/// The Event Karpenter records for each kind.
+fn event_for(kind: &Kind) -> (&'static str, String) {
+    match kind {
+        Kind::SpotInterruption => (
+            "SpotInterrupted",
+            "Spot interruption warning was triggered".into(),
+        ),
+        Kind::RebalanceRecommendation => (
+            "SpotRebalanceRecommendation",
+            "Spot rebalance recommendation was triggered".into(),
+        ),
+        Kind::StateChange(state) => ("InstanceStateChange", format!("Instance is {state}")),
+        Kind::ScheduledChange => (
+            "InstanceScheduledChange",
+            "An AWS Health scheduled change was triggered".into(),
+        ),
+        Kind::CapacityReservationInterruption => (
+            "CapacityReservationInterrupted",
+            "Capacity reservation interruption warning was triggered".into(),
+        ),
+    }
+}
+
+/// `namespace/name` of a pod.
+pub fn pod_key(p: &k8s_openapi::api::core::v1::Pod) -> String {
+    format!(
+        "{}/{}",
+        p.metadata.namespace.as_deref().unwrap_or("default"),
+        p.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// Decides what to do for every instance of a message, from the cluster as read. Pure: the same
+/// dump and message always give the same actions. A node already cordoned for disruption is not
+/// drained again and a NodeClaim already deleting is not terminated again, so duplicates are no-ops.
+pub fn decide(
+    dump: &ClusterDump,
+    message: &Message,
+    rebalance: RebalanceAction,
+) -> Vec<InstanceOutcome> {
+    message
+        .instance_ids
+        .iter()
+        .map(|id| match claim_for(dump, id) {
+            None => InstanceOutcome {
+                instance_id: id.clone(),
+                actions: vec![Action::Ignore {
+                    reason: format!("no NodeClaim of this cluster has instance {id}"),
+                }],
+                ..Default::default()
+            },
+            Some(claim) => decide_for(dump, claim, id, &message.kind, rebalance),
+        })
+        .collect()
+}
+
+fn decide_for(
+    dump: &ClusterDump,
+    claim: &NodeClaim,
+    instance_id: &str,
+    kind: &Kind,
+    rebalance: RebalanceAction,
+) -> InstanceOutcome {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let node_name = claim.status.as_ref().and_then(|s| s.node_name.clone());
+    let (reason, text) = event_for(kind);
+    let mut actions = vec![Action::RecordEvent {
+        nodeclaim: name.clone(),
+        reason: reason.into(),
+        message: text,
+    }];
+    let drain = *kind != Kind::RebalanceRecommendation || rebalance == RebalanceAction::Drain;
+    let node = dump.node_of(claim);
+    if let Some(node) = node.filter(|n| drain && !is_cordoned(n)) {
+        let node = node.metadata.name.clone().unwrap_or_default();
+        let pods = dump
+            .pods
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()))
+            .filter(|p| !executor::skipped_by_drain(p))
+            .map(pod_key)
+            .collect();
+        actions.push(Action::Cordon { node: node.clone() });
+        actions.push(Action::Drain { node, pods });
+    }
+    if *kind == Kind::SpotInterruption {
+        let labels = claim.metadata.labels.clone().unwrap_or_default();
+        if let (Some(t), Some(z)) = (labels.get(INSTANCE_TYPE), labels.get(ZONE)) {
+            actions.push(Action::MarkUnavailable {
+                capacity_type: labels
+                    .get(CAPACITY_TYPE)
+                    .cloned()
+                    .unwrap_or_else(|| "spot".into()),
+                instance_type: t.clone(),
+                zone: z.clone(),
+            });
+        }
+        if claim.metadata.deletion_timestamp.is_none() {
+            actions.push(Action::Terminate {
+                instance_id: instance_id.to_string(),
+            });
+            actions.push(Action::DeleteNodeClaim {
+                nodeclaim: name.clone(),
+            });
+        }
+    }
+    InstanceOutcome {
+        instance_id: instance_id.to_string(),
+        nodeclaim: Some(name),
+        node: node_name,
+        actions,
+    }
+}
+
+fn claim_for<'a>(dump: &'a ClusterDump, instance: &str) -> Option<&'a NodeClaim> {
+    dump.nodeclaims.iter().find(|c| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .and_then(instance_id)
+            == Some(instance)
+    })
+}
+
+fn is_cordoned(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == TAINT_DISRUPTED))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use serde_json::json;
+
+    fn event(source: &str, detail_type: &str, detail: Value) -> Result<Option<Message>, String> {
+        parse(Envelope {
+            id: "e-1",
+            source,
+            detail_type,
+            detail: &detail,
+        })
+    }
+
+    #[test]
+    fn every_kind_is_recognised() {
+        let spot = (event(
+            "aws.ec2",
+            "EC2 Spot Instance Interruption Warning",
+            json!({"instance-id": "i-1", "instance-action": "terminate"}),
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (spot.kind, spot.instance_ids),
+            (Kind::SpotInterruption, vec!["i-1".to_string()])
+        );
+        let stopping = (event(
+            "aws.ec2",
+            "EC2 Instance State-change Notification",
+            json!({"instance-id": "i-2", "state": "stopping"}),
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(stopping.kind, Kind::StateChange("stopping".into()));
+        assert!((event(
+            "aws.ec2",
+            "EC2 Instance State-change Notification",
+            json!({"instance-id": "i-2", "state": "running"})
+        ))
+        .unwrap()
+        .is_none());
+        let health = (event("aws.health", "AWS Health Event", json!({"service": "EC2", "eventTypeCategory": "scheduledChange", "affectedEntities": [{"entityValue": "i-3"}, {"entityValue": "i-4"}]}))).unwrap().unwrap();
+        assert_eq!(health.instance_ids, vec!["i-3", "i-4"]);
+        assert!((event("aws.health", "AWS Health Event", json!({"service": "RDS", "eventTypeCategory": "scheduledChange", "affectedEntities": []}))).unwrap().is_none());
+        let cr = (event(
+            "aws.ec2",
+            "EC2 Capacity Reservation Instance Interruption Warning",
+            json!({"instance-id": "i-5"}),
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(cr.kind, Kind::CapacityReservationInterruption);
+    }
+
+    #[test]
+    fn malformed_events_say_what_is_missing() {
+        let err = (event(
+            "aws.ec2",
+            "EC2 Spot Instance Interruption Warning",
+            json!({}),
+        ))
+        .unwrap_err();
+        assert!(err.contains("detail.instance-id"), "{err}");
+        let err = (event("aws.s3", "Object Created", json!({}))).unwrap_err();
+        assert!(err.contains("unsupported event"), "{err}");
+    }
+
+    fn dump(cordoned: bool, deleting: bool) -> ClusterDump {
+        let taints = if cordoned {
+            r#"taints: [{key: karpenter.sh/disrupted, effect: NoSchedule}]"#
+        } else {
+            "{}"
+        };
+        let deletion = if deleting {
+            "deletionTimestamp: \"2026-11-22T10:00:00Z\""
+        } else {
+            ""
+        };
+        let yaml = format!(
+            r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: karpenter.sh/v1
+  kind: NodeClaim
+  metadata:
+    name: default-a
+    {deletion}
+    labels: {{karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m5.large, topology.kubernetes.io/zone: us-east-1a, karpenter.sh/capacity-type: spot}}
+  spec:
+    nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+    requirements: []
+  status: {{providerID: "aws:///us-east-1a/i-1", nodeName: node-a}}
+- apiVersion: v1
+  kind: Node
+  metadata: {{name: node-a}}
+  spec:
+    {spec}
+- apiVersion: v1
+  kind: Pod
+  metadata: {{name: web, namespace: shop}}
+  spec: {{nodeName: node-a, containers: [{{name: c, image: nginx}}]}}
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: agent
+    namespace: kube-system
+    ownerReferences: [{{apiVersion: apps/v1, kind: DaemonSet, name: agent, uid: d-1, controller: true}}]
+  spec: {{nodeName: node-a, containers: [{{name: c, image: agent}}]}}
+"#,
+            spec = if cordoned {
+                taints.to_string()
+            } else {
+                "{}".to_string()
+            }
+        );
+        crate::dump::parse(&yaml, "test.yaml").unwrap()
+    }
+
+    fn message(kind: Kind, ids: &[&str]) -> Message {
+        Message {
+            id: "m".into(),
+            kind,
+            instance_ids: ids.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_spot_warning_decides_cordon_drain_unavailable_terminate_delete() {
+        let out = decide(
+            &dump(false, false),
+            &message(Kind::SpotInterruption, &["i-1", "i-other"]),
+            RebalanceAction::Event,
+        );
+        let kinds: Vec<String> = out[0]
+            .actions
+            .iter()
+            .map(|a| {
+                serde_json::to_value(a).unwrap()["action"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "recordEvent",
+                "cordon",
+                "drain",
+                "markUnavailable",
+                "terminate",
+                "deleteNodeClaim"
+            ]
+        );
+        assert!(
+            out[0].actions.contains(&Action::Drain {
+                node: "node-a".into(),
+                pods: vec!["shop/web".into()]
+            }),
+            "DaemonSet pods are not drained"
+        );
+        assert!(
+            matches!(&out[1].actions[..], [Action::Ignore { .. }]),
+            "instances of other clusters are ignored"
+        );
+    }
+
+    #[test]
+    fn duplicates_and_rebalances_decide_no_disruption() {
+        let again = decide(
+            &dump(true, true),
+            &message(Kind::SpotInterruption, &["i-1"]),
+            RebalanceAction::Event,
+        );
+        assert!(
+            again[0].actions.iter().all(|a| matches!(
+                a,
+                Action::RecordEvent { .. } | Action::MarkUnavailable { .. }
+            )),
+            "{:?}",
+            again[0].actions
+        );
+        let rebalance = decide(
+            &dump(false, false),
+            &message(Kind::RebalanceRecommendation, &["i-1"]),
+            RebalanceAction::Event,
+        );
+        assert!(matches!(
+            &rebalance[0].actions[..],
+            [Action::RecordEvent { .. }]
+        ));
+        let drain = decide(
+            &dump(false, false),
+            &message(Kind::RebalanceRecommendation, &["i-1"]),
+            RebalanceAction::Drain,
+        );
+        assert!(drain[0]
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Drain { .. })));
+        assert!(
+            !drain[0]
+                .actions
+                .iter()
+                .any(|a| matches!(a, Action::Terminate { .. })),
+            "only spot warnings terminate"
+        );
+    }
+}
