@@ -37,3 +37,6 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 echo "== cargo test --workspace --all-targets"
 cargo test --workspace --all-targets
+
+echo "== scripts/e2e.sh (the local stack: moto, cargo lambda watch, the Kubernetes API fake)"
+scripts/e2e.sh

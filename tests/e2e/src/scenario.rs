@@ -71,7 +71,10 @@ fn admission_answer(response: &Value) -> anyhow::Result<(u64, Value)> {
     Ok((status, body))
 }
 
-async fn instance_state(stack: &Stack, id: &str) -> anyhow::Result<(String, Vec<(String, String)>)> {
+async fn instance_state(
+    stack: &Stack,
+    id: &str,
+) -> anyhow::Result<(String, Vec<(String, String)>)> {
     let out = stack
         .aws
         .ec2
@@ -136,17 +139,32 @@ async fn admit_and_launch(stack: &Stack) -> anyhow::Result<Vec<Value>> {
     step("tick, triggered by the delivered Pending Pod event, launches");
     let summary = stack.invoke("tick", &nudges[0]).await?;
     let launched = summary["launched"].as_array().cloned().unwrap_or_default();
-    ensure!(launched.len() == 2, "two 1.5-CPU pods need two nodes: {summary}");
+    ensure!(
+        launched.len() == 2,
+        "two 1.5-CPU pods need two nodes: {summary}"
+    );
     let claims = stack.stored(NODECLAIMS);
     ensure!(claims.len() == 2, "NodeClaims: {:?}", names(&claims));
     for l in &launched {
         let id = l["instanceId"].as_str().unwrap_or_default();
         let (state, tags) = instance_state(stack, id).await?;
         ensure!(state == "running" || state == "pending", "{id} is {state}");
-        let owned = (format!("kubernetes.io/cluster/{}", stack.cluster), "owned".to_string());
-        ensure!(tags.contains(&owned), "{id} lacks the cluster tag: {tags:?}");
-        let claim = ("karpenter.sh/nodeclaim".to_string(), l["nodeclaim"].as_str().unwrap_or_default().to_string());
-        ensure!(tags.contains(&claim), "{id} lacks its NodeClaim tag: {tags:?}");
+        let owned = (
+            format!("kubernetes.io/cluster/{}", stack.cluster),
+            "owned".to_string(),
+        );
+        ensure!(
+            tags.contains(&owned),
+            "{id} lacks the cluster tag: {tags:?}"
+        );
+        let claim = (
+            "karpenter.sh/nodeclaim".to_string(),
+            l["nodeclaim"].as_str().unwrap_or_default().to_string(),
+        );
+        ensure!(
+            tags.contains(&claim),
+            "{id} lacks its NodeClaim tag: {tags:?}"
+        );
     }
     Ok(launched)
 }
@@ -166,12 +184,15 @@ fn join(stack: &Stack, launched: &[Value]) -> Vec<(String, String, String)> {
             .unwrap_or_default();
         let mut labels = claim["metadata"]["labels"].clone();
         labels["kubernetes.io/hostname"] = json!(node);
-        stack.put(NODES, json!({"apiVersion": "v1", "kind": "Node",
+        stack.put(
+            NODES,
+            json!({"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": node, "uid": format!("uid-{node}"), "labels": labels},
             "spec": {"providerID": format!("aws:///{zone}/{id}")},
             "status": {"capacity": {"cpu": "2", "memory": "7934Mi", "pods": "29"},
                 "allocatable": {"cpu": "1930m", "memory": "7244Mi", "pods": "29"},
-                "conditions": [{"type": "Ready", "status": "True"}]}}));
+                "conditions": [{"type": "Ready", "status": "True"}]}}),
+        );
         let mut bound = pod.clone();
         bound["spec"]["nodeName"] = json!(node);
         bound["status"] = json!({"phase": "Running"});
@@ -228,7 +249,10 @@ pub async fn check(stack: &Stack) -> anyhow::Result<()> {
     let (a_id, a_node, a_pod) = &joined[0];
     step("a spot warning (events/spot-interruption.json) cordons, drains and terminates");
     let answer = stack
-        .invoke("interruption", &event_for("events/spot-interruption.json", a_id)?)
+        .invoke(
+            "interruption",
+            &event_for("events/spot-interruption.json", a_id)?,
+        )
         .await?;
     ensure!(tainted(stack, a_node), "{a_node} not cordoned: {answer}");
     ensure!(stack.evicted().contains(a_pod), "{a_pod} not evicted");

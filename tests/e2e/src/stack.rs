@@ -131,7 +131,9 @@ impl Stack {
             .output();
         let out = tokio::time::timeout(INVOKE_TIMEOUT, run)
             .await
-            .with_context(|| format!("{name} did not answer within {INVOKE_TIMEOUT:?}; see its log"))?
+            .with_context(|| {
+                format!("{name} did not answer within {INVOKE_TIMEOUT:?}; see its log")
+            })?
             .context("running cargo lambda invoke")?;
         if !out.status.success() {
             bail!(
@@ -191,7 +193,12 @@ impl Stack {
     /// scheduler, a ReplicaSet) would.
     pub fn put(&self, path: &str, object: Value) {
         let mut state = self.fake.state.lock().unwrap_or_else(|p| p.into_inner());
-        let key = |o: &Value| (o["metadata"]["namespace"].clone(), o["metadata"]["name"].clone());
+        let key = |o: &Value| {
+            (
+                o["metadata"]["namespace"].clone(),
+                o["metadata"]["name"].clone(),
+            )
+        };
         let list = state.objects.entry(path.to_string()).or_default();
         list.retain(|o| key(o) != key(&object));
         list.push(object);
@@ -237,7 +244,10 @@ async fn seed_aws(aws: &AwsClients, fx: &Fixture, cluster: &str) -> anyhow::Resu
         .send()
         .await?
         .attributes
-        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn).cloned())
+        .and_then(|a| {
+            a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+                .cloned()
+        })
         .context("GetQueueAttributes answered no QueueArn")?;
     let events = aws_sdk_eventbridge::Client::new(&config);
     let rule = format!("{cluster}-nudges");

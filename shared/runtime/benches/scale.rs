@@ -1,0 +1,319 @@
+//! Scale benchmark: one tick (lease, read, plan; dry run, so execution is a no-op) over a
+//! synthetic cluster served by the HTTP Kubernetes API fake, which runs in a child process so
+//! the figures are the tick's own. Prints wall time and the tick process's peak RSS.
+//!
+//! `cargo bench -p fleetwright-runtime --bench scale` runs 5,000 nodes and 50,000 pods (the
+//! issue's target: under 5 s and 512 MB). Under `cargo test` it runs a small cluster as a check
+//! that the benchmark works and the tick plans the pending pods.
+
+#[path = "../../kube/tests/fake_api/mod.rs"]
+mod fake_api;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use fleetwright_aws::cloud::Cloud;
+use fleetwright_aws::instances::{Instance, Termination};
+use fleetwright_aws::nodeclass::ResolvedNodeClass;
+use fleetwright_aws::unavailable::UnavailableOfferings;
+use fleetwright_aws::{AwsError, LaunchRequest, Launched};
+use fleetwright_core::Catalog;
+use fleetwright_kube::crds::EC2NodeClass;
+use fleetwright_runtime::settings::Settings;
+use fleetwright_runtime::tick::Tick;
+use serde_json::{json, Value};
+
+const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
+
+/// The embedded us-east-1 catalog and no instances: enough for a dry-run tick.
+struct StaticCloud;
+
+fn dry_run_only(operation: &'static str) -> AwsError {
+    AwsError::Api {
+        operation,
+        code: "DryRun".into(),
+        message: "the scale benchmark never calls the cloud".into(),
+    }
+}
+
+impl Cloud for StaticCloud {
+    async fn catalog(&self, _now: DateTime<Utc>) -> Result<Arc<Catalog>, AwsError> {
+        Ok(Arc::new(Catalog::embedded().clone()))
+    }
+    async fn nodeclass(
+        &self,
+        _nodeclass: &EC2NodeClass,
+        _now: DateTime<Utc>,
+    ) -> Result<ResolvedNodeClass, AwsError> {
+        Err(dry_run_only("ResolveNodeClass"))
+    }
+    async fn launch(
+        &self,
+        _req: &LaunchRequest,
+        _nodeclass: &EC2NodeClass,
+        _now: DateTime<Utc>,
+    ) -> Result<Launched, AwsError> {
+        Err(dry_run_only("CreateFleet"))
+    }
+    async fn terminate(&self, _instance_id: &str) -> Result<Termination, AwsError> {
+        Err(dry_run_only("TerminateInstances"))
+    }
+    async fn instances(&self) -> Result<Vec<Instance>, AwsError> {
+        Ok(Vec::new())
+    }
+    fn mark_unavailable(&self, _: &str, _: &str, _: &str, _: DateTime<Utc>) {}
+    fn unavailable(&self) -> UnavailableOfferings {
+        UnavailableOfferings::default()
+    }
+    fn restore_unavailable(&self, _saved: &UnavailableOfferings) {}
+}
+
+/// The cluster's shape.
+#[derive(Clone, Copy)]
+struct Shape {
+    nodes: usize,
+    pods: usize,
+    pending: usize,
+}
+
+fn node(i: usize) -> (Value, Value) {
+    let name = format!(
+        "ip-10-{}-{}-{}.ec2.internal",
+        i / 65536,
+        (i / 256) % 256,
+        i % 256
+    );
+    let zone = ZONES[i % ZONES.len()];
+    let id = format!("i-{i:017x}");
+    let claim_name = format!("default-{i:06}");
+    let labels = json!({"karpenter.sh/nodepool": "default", "karpenter.sh/capacity-type": "on-demand",
+        "node.kubernetes.io/instance-type": "m5.2xlarge", "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
+        "topology.kubernetes.io/zone": zone, "kubernetes.io/hostname": name, "karpenter.sh/registered": "true",
+        "karpenter.sh/initialized": "true"});
+    let node = json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "uid": format!("node-{i}"), "labels": labels},
+        "spec": {"providerID": format!("aws:///{zone}/{id}")},
+        "status": {"capacity": {"cpu": "8", "memory": "32386524Ki", "pods": "58"},
+            "allocatable": {"cpu": "7910m", "memory": "31482844Ki", "pods": "58"},
+            "conditions": [{"type": "Ready", "status": "True"}]}});
+    let condition = |t: &str| json!({"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": "2026-11-22T09:00:00Z"});
+    let claim = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": claim_name, "uid": format!("claim-{i}"), "labels": labels,
+            "finalizers": ["karpenter.sh/termination"], "creationTimestamp": "2026-11-22T09:00:00Z"},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.2xlarge"]}]},
+        "status": {"providerID": format!("aws:///{zone}/{id}"), "nodeName": name,
+            "capacity": {"cpu": "8", "memory": "32386524Ki", "pods": "58"},
+            "allocatable": {"cpu": "7910m", "memory": "31482844Ki", "pods": "58"},
+            "conditions": [condition("Launched"), condition("Registered"), condition("Initialized"), condition("Ready")]}});
+    (node, claim)
+}
+
+fn pod(name: &str, owner: (&str, &str), node: Option<&str>, cpu: &str, memory: &str) -> Value {
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "apps", "uid": format!("uid-{name}"),
+            "labels": {"app": owner.1, "pod-template-hash": "5db4558c8"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner.0, "name": owner.1, "uid": format!("uid-{}", owner.1), "controller": true}]},
+        "spec": {"containers": [{"name": "app", "image": "public.ecr.aws/docker/library/nginx:1.27",
+            "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}});
+    if let Some(node) = node {
+        pod["spec"]["nodeName"] = json!(node);
+        pod["status"] =
+            json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
+    }
+    pod
+}
+
+/// Per node: two DaemonSet pods and 900m/3Gi app pods until the pod count is reached; then the
+/// pending pods (2 CPU, 4Gi), which no node has room for.
+fn cluster(shape: Shape) -> BTreeMap<String, Vec<Value>> {
+    let mut nodes = Vec::with_capacity(shape.nodes);
+    let mut claims = Vec::with_capacity(shape.nodes);
+    let mut pods = Vec::with_capacity(shape.pods);
+    let bound = shape.pods - shape.pending;
+    for i in 0..shape.nodes {
+        let (n, c) = node(i);
+        let name = n["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        for ds in ["aws-node", "kube-proxy"] {
+            pods.push(pod(
+                &format!("{ds}-{i}"),
+                ("DaemonSet", ds),
+                Some(&name),
+                "50m",
+                "64Mi",
+            ));
+        }
+        nodes.push(n);
+        claims.push(c);
+    }
+    let mut i = 0;
+    while pods.len() < bound {
+        let node = nodes[i % shape.nodes]["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        pods.push(pod(
+            &format!("web-{i}"),
+            ("ReplicaSet", "web-5db4558c8"),
+            Some(&node),
+            "900m",
+            "3Gi",
+        ));
+        i += 1;
+    }
+    for p in 0..shape.pending {
+        pods.push(pod(
+            &format!("batch-{p}"),
+            ("ReplicaSet", "batch-7c9f8d6b5"),
+            None,
+            "2",
+            "4Gi",
+        ));
+    }
+    let daemonsets = ["aws-node", "kube-proxy"].map(|ds| json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": ds, "namespace": "kube-system", "uid": format!("uid-{ds}")},
+        "spec": {"selector": {"matchLabels": {"app": ds}}, "template": {"metadata": {"labels": {"app": ds}},
+            "spec": {"containers": [{"name": ds, "image": ds, "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}]}}}}));
+    let nodepool = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default", "uid": "np-1"},
+        "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
+                {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["4"]}]}}}});
+    let nodeclass = json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+        "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}], "role": "KarpenterNodeRole-scale",
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "scale"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "scale"}}]}});
+    [
+        ("/api/v1/nodes", nodes),
+        ("/apis/karpenter.sh/v1/nodeclaims", claims),
+        ("/api/v1/pods", pods),
+        ("/apis/apps/v1/daemonsets", daemonsets.to_vec()),
+        ("/apis/karpenter.sh/v1/nodepools", vec![nodepool]),
+        ("/apis/karpenter.k8s.aws/v1/ec2nodeclasses", vec![nodeclass]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// The child process: serves the cluster and prints its address; stops when stdin closes.
+fn serve(shape: Shape) {
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let fake = fake_api::FakeApi::start(cluster(shape)).await;
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "{}", fake.addr);
+        let _ = out.flush();
+        tokio::task::spawn_blocking(|| std::io::stdin().lines().count())
+            .await
+            .ok();
+    });
+}
+
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn run(shape: Shape) {
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let mut child = Command::new(exe)
+        .args([
+            "--serve-fake",
+            &shape.nodes.to_string(),
+            &shape.pods.to_string(),
+            &shape.pending.to_string(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the API fake");
+    let mut addr = String::new();
+    BufReader::new(child.stdout.take().expect("piped"))
+        .read_line(&mut addr)
+        .expect("the fake's address");
+    let url = format!("http://{}", addr.trim());
+    let settings = Settings::from_lookup(|name| match name {
+        "FLEETWRIGHT_CLUSTER_NAME" => Some("scale".into()),
+        "FLEETWRIGHT_KUBE_API_URL" => Some(url.clone()),
+        "FLEETWRIGHT_DRY_RUN" => Some("true".into()),
+        _ => None,
+    })
+    .expect("valid settings");
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let summary = runtime.block_on(async {
+        let mut config = kube::Config::new(url.parse().expect("a URL"));
+        config.default_retry = false;
+        let kube = kube::Client::try_from(config).expect("a client");
+        let tick = Tick::new(StaticCloud, kube, settings);
+        let start = Instant::now();
+        let summary = tick.run(Utc::now(), "scale-bench").await.expect("the tick");
+        (summary, start.elapsed())
+    });
+    drop(child.stdin.take());
+    let _ = child.wait();
+    let (summary, elapsed) = summary;
+    assert_eq!(
+        summary.pending_pods, shape.pending,
+        "the tick saw every pending pod"
+    );
+    assert!(
+        summary.unschedulable.is_empty() && !summary.nodeclaims_created.is_empty(),
+        "the tick planned NodeClaims for the pending pods: {:?}",
+        summary.unschedulable
+    );
+    let mut out = std::io::stdout();
+    let _ = writeln!(
+        out,
+        "scale: one dry-run tick over {} nodes and {} pods ({} pending): {:.2} s wall, peak RSS {:.0} MiB, {} nodeclaims planned",
+        shape.nodes,
+        shape.pods,
+        shape.pending,
+        elapsed.as_secs_f64(),
+        peak_rss_mib(),
+        summary.nodeclaims_created.len()
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--serve-fake") {
+        let n = |i: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(0);
+        serve(Shape {
+            nodes: n(2),
+            pods: n(3),
+            pending: n(4),
+        });
+        return;
+    }
+    let full = args.iter().any(|a| a == "--bench");
+    let shape = if full {
+        Shape {
+            nodes: 5_000,
+            pods: 50_000,
+            pending: 1_000,
+        }
+    } else {
+        Shape {
+            nodes: 50,
+            pods: 500,
+            pending: 20,
+        }
+    };
+    run(shape);
+}
