@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use fleetwright_core::disruption::DisruptionPlan;
 use fleetwright_core::{schedule, Plan, ScheduleOptions};
 
 use crate::catalog_args::CatalogArgs;
@@ -66,9 +67,16 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         },
     );
     log_plan(&plan);
+    let disruption = fleetwright_core::disruption::plan(&snapshot, &catalog, now);
+    log_disruption(&disruption);
     let text = match args.output {
-        Output::Json => serde_json::to_string_pretty(&plan)?,
-        Output::Table => table(&plan),
+        Output::Json => {
+            let mut value = serde_json::to_value(&plan)?;
+            value["disruptions"] = serde_json::to_value(&disruption.disruptions)?;
+            value["blocked"] = serde_json::to_value(&disruption.blocked)?;
+            serde_json::to_string_pretty(&value)?
+        }
+        Output::Table => table(&plan) + &disruption_table(&disruption),
     };
     use std::io::Write;
     writeln!(std::io::stdout(), "{text}")?;
@@ -88,6 +96,47 @@ fn log_plan(plan: &Plan) {
     for u in &plan.unschedulable {
         tracing::warn!(pod = %u.pod, reason = %u.reason, "could not schedule pod");
     }
+}
+
+fn log_disruption(plan: &DisruptionPlan) {
+    for d in &plan.disruptions {
+        tracing::info!(
+            command = ?d.command,
+            reason = d.reason.as_str(),
+            savings = d.savings,
+            replacement = ?d.replacement.as_ref().map(|r| r.instance_types.len()),
+            "disrupting node(s) {}",
+            d.nodes.join(", ")
+        );
+    }
+    for b in &plan.blocked {
+        tracing::debug!(node = %b.node, reason = %b.reason, "not disrupting node");
+    }
+}
+
+fn disruption_table(plan: &DisruptionPlan) -> String {
+    let mut out = String::new();
+    for d in &plan.disruptions {
+        let replacement = d.replacement.as_ref().map_or("-".to_string(), |r| {
+            format!(
+                "{} ({} types)",
+                r.instance_types.first().cloned().unwrap_or_default(),
+                r.instance_types.len()
+            )
+        });
+        out.push_str(&format!(
+            "disrupt: {:?} {} [{}] replacement {} savings ${:.4}/h\n",
+            d.command,
+            d.reason.as_str(),
+            d.nodes.join(", "),
+            replacement,
+            d.savings
+        ));
+    }
+    for b in &plan.blocked {
+        out.push_str(&format!("not disrupting: {}: {}\n", b.node, b.reason));
+    }
+    out
 }
 
 /// A human-readable table of the plan.

@@ -220,3 +220,100 @@ fn crds_verb_matches_the_shipped_manifest() {
         assert!(printed.contains(&format!("name: {name}")), "{name}");
     }
 }
+
+/// A NodePool that consolidates at once, one empty node and one busy node of its own.
+const DISRUPTION_DUMP: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: karpenter.sh/v1
+  kind: NodePool
+  metadata: {name: default}
+  spec:
+    disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s, budgets: [{nodes: "100%"}]}
+    template:
+      spec:
+        nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+        requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+- apiVersion: karpenter.k8s.aws/v1
+  kind: EC2NodeClass
+  metadata: {name: default}
+  spec: {amiSelectorTerms: [{alias: al2023@latest}], role: KarpenterNodeRole, subnetSelectorTerms: [{tags: {a: b}}], securityGroupSelectorTerms: [{tags: {a: b}}]}
+"#;
+
+fn managed_node(name: &str) -> String {
+    format!(
+        r#"
+- apiVersion: karpenter.sh/v1
+  kind: NodeClaim
+  metadata:
+    name: claim-{name}
+    creationTimestamp: "2026-11-22T08:00:00Z"
+    labels: {{karpenter.sh/nodepool: default}}
+  spec:
+    nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+    requirements: []
+  status:
+    nodeName: {name}
+    providerID: aws:///us-east-1a/i-{name}
+    conditions:
+    - {{type: Launched, status: "True", reason: Launched, message: "", lastTransitionTime: "2026-11-22T08:00:00Z"}}
+    - {{type: Registered, status: "True", reason: Registered, message: "", lastTransitionTime: "2026-11-22T08:01:00Z"}}
+    - {{type: Initialized, status: "True", reason: Initialized, message: "", lastTransitionTime: "2026-11-22T08:02:00Z"}}
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: {name}
+    creationTimestamp: "2026-11-22T08:01:00Z"
+    labels: {{karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m5.large, topology.kubernetes.io/zone: us-east-1a, karpenter.sh/capacity-type: on-demand, kubernetes.io/arch: amd64, kubernetes.io/os: linux}}
+  spec: {{providerID: "aws:///us-east-1a/i-{name}"}}
+  status:
+    allocatable: {{cpu: 1930m, memory: 7220Mi, pods: "29"}}
+    conditions: [{{type: Ready, status: "True"}}]
+"#
+    )
+}
+
+#[test]
+fn plan_lists_disruptions_and_blocked_nodes_at_the_given_instant() {
+    let mut dump = DISRUPTION_DUMP.to_string();
+    dump.push_str(&managed_node("ip-empty"));
+    dump.push_str(&managed_node("ip-busy"));
+    dump.push_str(
+        r#"
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: keeper
+    namespace: shop
+    creationTimestamp: "2026-11-22T08:05:00Z"
+    annotations: {karpenter.sh/do-not-disrupt: "true"}
+  spec:
+    nodeName: ip-busy
+    containers: [{name: c, image: nginx, resources: {requests: {cpu: "1"}}}]
+  status: {phase: Running}
+"#,
+    );
+    let path = write_temp("disruption.yaml", &dump);
+    let plan = json(&fleetwright(&[
+        "plan",
+        "--cluster",
+        &path,
+        "--now",
+        "2026-11-22T10:00:00Z",
+    ]));
+    let disruptions = plan["disruptions"].as_array().unwrap();
+    assert_eq!(disruptions.len(), 1, "{plan}");
+    assert_eq!(disruptions[0]["command"], "delete");
+    assert_eq!(disruptions[0]["reason"], "empty");
+    assert_eq!(disruptions[0]["nodes"], serde_json::json!(["ip-empty"]));
+    assert!(disruptions[0]["savings"].as_f64().unwrap() > 0.0);
+    let blocked = plan["blocked"].as_array().unwrap();
+    assert_eq!(blocked[0]["node"], "ip-busy");
+    assert!(blocked[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("do-not-disrupt"));
+}

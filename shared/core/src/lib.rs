@@ -4,7 +4,9 @@
 //! decisions comes out. Nothing here performs I/O, reads the clock or the environment: time is an
 //! argument, and the adapters (`fleetwright-aws`, `fleetwright-kube`) apply the decisions.
 
+pub mod budget;
 pub mod catalog;
+pub mod disruption;
 pub mod error;
 pub mod explain;
 pub mod labels;

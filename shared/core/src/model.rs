@@ -269,6 +269,9 @@ pub struct Node {
     pub annotations: BTreeMap<String, String>,
     /// Creation time, seconds since the Unix epoch.
     pub created: i64,
+    /// The last time a pod was bound to or left the node, as far as is known (seconds);
+    /// `consolidateAfter` counts from here.
+    pub last_pod_event: i64,
 }
 
 impl Node {
@@ -338,6 +341,9 @@ pub struct NodePool {
     pub expire_after: Option<i64>,
     pub budgets: Vec<Budget>,
     pub deleting: bool,
+    /// The hash of the template (labels, taints, requirements, nodeClassRef, kubelet) that
+    /// NodeClaims record in `karpenter.sh/nodepool-hash`; a mismatch is drift.
+    pub template_hash: Option<String>,
 }
 
 impl NodePool {
@@ -384,6 +390,9 @@ pub struct Snapshot {
     pub node_classes: BTreeMap<String, NodeClassSettings>,
     pub daemonsets: Vec<DaemonSet>,
     pub pdbs: Vec<Pdb>,
+    /// The AMIs each EC2NodeClass resolves to now; a NodeClaim on another image has drifted.
+    /// Empty when unknown (no AMI drift is detected then).
+    pub node_class_images: BTreeMap<String, BTreeSet<String>>,
 }
 
 #[cfg(test)]

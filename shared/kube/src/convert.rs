@@ -35,6 +35,7 @@ pub fn snapshot_from_dump(dump: &ClusterDump) -> Result<core::Snapshot, KubeErro
     for n in &dump.nodes {
         snapshot.nodes.push(node(n)?);
     }
+    stamp_last_pod_events(dump, &mut snapshot.nodes);
     for c in &dump.nodeclaims {
         snapshot.nodeclaims.push(nodeclaim(c)?);
     }
@@ -52,6 +53,22 @@ pub fn snapshot_from_dump(dump: &ClusterDump) -> Result<core::Snapshot, KubeErro
         snapshot.pdbs.push(pdb(p)?);
     }
     Ok(snapshot)
+}
+
+/// A node's last pod event, as far as a read can tell: the newest creation of a pod bound to it
+/// (pod deletions leave no trace to read, so a node emptied by a deletion counts from its last
+/// pod's creation).
+fn stamp_last_pod_events(dump: &ClusterDump, nodes: &mut [core::Node]) {
+    let mut latest: std::collections::BTreeMap<&str, i64> = std::collections::BTreeMap::new();
+    for p in &dump.pods {
+        if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            let t = latest.entry(node).or_insert(0);
+            *t = (*t).max(seconds(&p.metadata));
+        }
+    }
+    for n in nodes {
+        n.last_pod_event = latest.get(n.name.as_str()).copied().unwrap_or(n.created);
+    }
 }
 
 fn object(kind: &str, meta: &ObjectMeta) -> String {
@@ -561,7 +578,19 @@ pub fn node(n: &Node) -> Result<core::Node, KubeError> {
         provider_id: spec.and_then(|s| s.provider_id.clone()),
         annotations: n.metadata.annotations.clone().unwrap_or_default(),
         created: seconds(&n.metadata),
+        last_pod_event: seconds(&n.metadata),
     })
+}
+
+/// The NodePool template hash NodeClaims record in `karpenter.sh/nodepool-hash`: FNV-1a over
+/// the template's canonical JSON (labels, annotations, taints, requirements, nodeClassRef,
+/// kubelet, expiry). Stable across releases; a different value means the template changed.
+pub fn template_hash(p: &NodePool) -> String {
+    let text = serde_json::to_string(&p.spec.template).unwrap_or_default();
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{hash:016x}")
 }
 
 fn taints(list: &[crds::TaintSpec], obj: &str, field: &str) -> Result<Vec<core::Taint>, KubeError> {
@@ -706,6 +735,7 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
         expire_after,
         budgets,
         deleting: p.metadata.deletion_timestamp.is_some(),
+        template_hash: Some(template_hash(p)),
     })
 }
 

@@ -33,6 +33,9 @@ pub(crate) fn api_error(kind: &str, e: kube::Error) -> KubeError {
     }
 }
 
+/// The version of the template hash scheme, recorded next to the hash.
+pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
+
 /// The NodeClaim to create for one planned node of `pool`.
 pub fn nodeclaim_for(pool: &NodePool, planned: &NewNodeClaim) -> NodeClaim {
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
@@ -52,11 +55,17 @@ pub fn nodeclaim_for(pool: &NodePool, planned: &NewNodeClaim) -> NodeClaim {
             .entry(r.key.clone())
             .or_insert_with(|| r.values[0].clone());
     }
-    let annotations = template
+    let mut annotations = template
         .metadata
         .as_ref()
         .map(|m| m.annotations.clone())
-        .filter(|a| !a.is_empty());
+        .unwrap_or_default();
+    annotations.insert(
+        fleetwright_core::disruption::NODEPOOL_HASH.to_string(),
+        crate::convert::template_hash(pool),
+    );
+    annotations.insert(NODEPOOL_HASH_VERSION.to_string(), "v1".to_string());
+    let annotations = Some(annotations);
     let owner = OwnerReference {
         api_version: "karpenter.sh/v1".into(),
         kind: "NodePool".into(),

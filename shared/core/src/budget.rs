@@ -1,0 +1,348 @@
+//! NodePool disruption budgets: how many of a pool's nodes may be disrupted at an instant, for
+//! a reason. Budgets take `nodes` as a count or a percentage of the pool's nodes (rounded up),
+//! an optional UTC cron `schedule` with a `duration` during which they apply, and optional
+//! `reasons`. The most restrictive active budget wins; a pool without budgets gets Karpenter's
+//! default of `10%`; a budget that cannot be read allows nothing. Nodes already being
+//! disrupted (deleting or NotReady) count against the allowance. Time is an argument.
+
+use crate::model::{Budget, NodePool};
+
+/// Why a node is disrupted, in the names budgets' `reasons` use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    Expired,
+    Drifted,
+    Empty,
+    Underutilized,
+}
+
+impl Reason {
+    /// The name in `budgets[].reasons` and in the plan (`Empty` → `empty`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Reason::Expired => "expired",
+            Reason::Drifted => "drifted",
+            Reason::Empty => "empty",
+            Reason::Underutilized => "underutilized",
+        }
+    }
+
+    fn budget_name(&self) -> &'static str {
+        match self {
+            Reason::Expired => "Expired",
+            Reason::Drifted => "Drifted",
+            Reason::Empty => "Empty",
+            Reason::Underutilized => "Underutilized",
+        }
+    }
+}
+
+/// Karpenter's default budget.
+pub const DEFAULT_NODES: &str = "10%";
+
+/// How many more of the pool's `total` nodes may be disrupted now for `reason`, given that
+/// `disrupting` of them already are.
+pub fn allowed(
+    pool: &NodePool,
+    reason: Reason,
+    total: usize,
+    disrupting: usize,
+    now: i64,
+) -> usize {
+    let default = [Budget {
+        nodes: DEFAULT_NODES.into(),
+        ..Default::default()
+    }];
+    let budgets: &[Budget] = if pool.budgets.is_empty() {
+        &default
+    } else {
+        &pool.budgets
+    };
+    budgets
+        .iter()
+        .filter(|b| b.reasons.is_empty() || b.reasons.iter().any(|r| r == reason.budget_name()))
+        .filter_map(|b| budget_nodes(b, total, now))
+        .min()
+        .unwrap_or(total)
+        .saturating_sub(disrupting)
+}
+
+/// The budget's node count if it is active now (`None` when its schedule is not active); an
+/// unreadable budget allows 0.
+fn budget_nodes(budget: &Budget, total: usize, now: i64) -> Option<usize> {
+    if let Some(schedule) = &budget.schedule {
+        let Some(cron) = Cron::parse(schedule) else {
+            return Some(0);
+        };
+        let Some(duration) = budget.duration.filter(|d| *d > 0) else {
+            return Some(0);
+        };
+        if !cron.active(now, duration) {
+            return None;
+        }
+    }
+    Some(parse_nodes(&budget.nodes, total).unwrap_or(0))
+}
+
+/// `"3"` → 3; `"25%"` of 10 → 3 (rounded up).
+pub fn parse_nodes(text: &str, total: usize) -> Option<usize> {
+    let text = text.trim();
+    match text.strip_suffix('%') {
+        Some(pct) => {
+            let pct: usize = pct.trim().parse().ok().filter(|p| *p <= 100)?;
+            Some((total * pct).div_ceil(100))
+        }
+        None => text.parse().ok(),
+    }
+}
+
+/// A standard five-field cron expression (minute, hour, day of month, month, day of week), in
+/// UTC, or one of the `@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly` macros.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cron {
+    minutes: Vec<bool>,
+    hours: Vec<bool>,
+    days: Vec<bool>,
+    months: Vec<bool>,
+    weekdays: Vec<bool>,
+    /// Cron's rule: when both day fields are restricted, either may match.
+    days_restricted: bool,
+    weekdays_restricted: bool,
+}
+
+/// The longest look-back when checking whether a schedule is active (a year of minutes).
+const MAX_LOOKBACK_MINUTES: i64 = 366 * 24 * 60;
+
+impl Cron {
+    pub fn parse(text: &str) -> Option<Cron> {
+        let expanded = match text.trim() {
+            "@yearly" | "@annually" => "0 0 1 1 *",
+            "@monthly" => "0 0 1 * *",
+            "@weekly" => "0 0 * * 0",
+            "@daily" | "@midnight" => "0 0 * * *",
+            "@hourly" => "0 * * * *",
+            other => other,
+        };
+        let fields: Vec<&str> = expanded.split_whitespace().collect();
+        let [m, h, dom, mon, dow] = fields[..] else {
+            return None;
+        };
+        let dow = names_to_numbers(dow, &WEEKDAY_NAMES, 0);
+        let mon = names_to_numbers(mon, &MONTH_NAMES, 1);
+        let mut weekdays = field(&dow, 0, 7)?;
+        if weekdays[7] {
+            weekdays[0] = true;
+        }
+        weekdays.truncate(7);
+        Some(Cron {
+            minutes: field(m, 0, 59)?,
+            hours: field(h, 0, 23)?,
+            days: field(dom, 1, 31)?,
+            months: field(&mon, 1, 12)?,
+            weekdays,
+            days_restricted: dom != "*",
+            weekdays_restricted: dow != "*",
+        })
+    }
+
+    /// Whether the expression fires at the minute starting at `t` (seconds since the epoch).
+    pub fn matches(&self, t: i64) -> bool {
+        let (_, month, day) = civil_from_days(t.div_euclid(86_400));
+        let seconds = t.rem_euclid(86_400);
+        let (hour, minute) = ((seconds / 3600) as usize, ((seconds % 3600) / 60) as usize);
+        let weekday = (t.div_euclid(86_400) + 4).rem_euclid(7) as usize;
+        let day_ok = match (self.days_restricted, self.weekdays_restricted) {
+            (true, true) => self.days[day] || self.weekdays[weekday],
+            _ => self.days[day] && self.weekdays[weekday],
+        };
+        self.minutes[minute] && self.hours[hour] && self.months[month] && day_ok
+    }
+
+    /// Whether a firing in the last `duration` seconds (this minute included) is still open.
+    pub fn active(&self, now: i64, duration: i64) -> bool {
+        let this_minute = now - now.rem_euclid(60);
+        let lookback = (duration / 60).min(MAX_LOOKBACK_MINUTES);
+        (0..=lookback)
+            .map(|k| this_minute - k * 60)
+            .any(|t| now < t + duration && self.matches(t))
+    }
+}
+
+const WEEKDAY_NAMES: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+const MONTH_NAMES: [&str; 12] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+];
+
+/// `MON-FRI` → `1-5`: three-letter names, in any case, become their numbers.
+fn names_to_numbers(text: &str, names: &[&str], first: usize) -> String {
+    let mut out = text.to_ascii_lowercase();
+    for (i, name) in names.iter().enumerate() {
+        out = out.replace(name, &(i + first).to_string());
+    }
+    out
+}
+
+/// One cron field over `min..=max`: `*`, numbers, `a-b` ranges, `/step`, and comma lists.
+fn field(text: &str, min: usize, max: usize) -> Option<Vec<bool>> {
+    let mut set = vec![false; max + 1];
+    for part in text.split(',') {
+        let (range, step) = match part.split_once('/') {
+            Some((r, s)) => (r, s.parse::<usize>().ok().filter(|s| *s > 0)?),
+            None => (part, 1),
+        };
+        let (lo, hi) = if range == "*" {
+            (min, max)
+        } else if let Some((a, b)) = range.split_once('-') {
+            (a.parse().ok()?, b.parse().ok()?)
+        } else {
+            let v: usize = range.parse().ok()?;
+            (v, if step > 1 { max } else { v })
+        };
+        if lo < min || hi > max || lo > hi {
+            return None;
+        }
+        for v in (lo..=hi).step_by(step) {
+            set[v] = true;
+        }
+    }
+    Some(set)
+}
+
+/// Days since 1970-01-01 → (year, month 1–12, day 1–31), in the proleptic Gregorian calendar.
+fn civil_from_days(days: i64) -> (i64, usize, usize) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as usize;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as usize;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (nodes, schedule, duration, reasons)
+    type Row<'a> = (&'a str, Option<&'a str>, Option<i64>, &'a [&'a str]);
+
+    fn pool(budgets: &[Row]) -> NodePool {
+        NodePool {
+            name: "default".into(),
+            budgets: budgets
+                .iter()
+                .map(|(nodes, schedule, duration, reasons)| Budget {
+                    nodes: nodes.to_string(),
+                    schedule: schedule.map(str::to_string),
+                    duration: *duration,
+                    reasons: reasons.iter().map(|r| r.to_string()).collect(),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// 2026-11-23T10:30:00Z, a Monday.
+    const MONDAY_1030: i64 = 1_795_429_800;
+
+    #[test]
+    fn percentages_round_up_and_counts_are_counts() {
+        for (budget, total, expected) in [
+            ("30%", 10, 3),
+            ("0%", 10, 0),
+            ("100%", 10, 10),
+            ("10%", 5, 1),
+            ("3", 10, 3),
+        ] {
+            let p = pool(&[(budget, None, None, &[])]);
+            assert_eq!(
+                allowed(&p, Reason::Empty, total, 0, 0),
+                expected,
+                "{budget} of {total}"
+            );
+        }
+        assert_eq!(
+            allowed(&pool(&[]), Reason::Empty, 25, 0, 0),
+            3,
+            "the default is 10%"
+        );
+    }
+
+    #[test]
+    fn the_strictest_matching_budget_wins_and_disrupting_nodes_count() {
+        let p = pool(&[("50%", None, None, &[]), ("1", None, None, &["Drifted"])]);
+        assert_eq!(allowed(&p, Reason::Drifted, 10, 0, 0), 1);
+        assert_eq!(allowed(&p, Reason::Empty, 10, 0, 0), 5);
+        assert_eq!(allowed(&p, Reason::Empty, 10, 4, 0), 1);
+        assert_eq!(allowed(&p, Reason::Empty, 10, 7, 0), 0);
+    }
+
+    #[test]
+    fn invalid_budgets_allow_nothing() {
+        for bad in ["ten", "150%", "-1"] {
+            assert_eq!(
+                allowed(&pool(&[(bad, None, None, &[])]), Reason::Empty, 10, 0, 0),
+                0,
+                "{bad}"
+            );
+        }
+        let bad_cron = pool(&[("100%", Some("every day"), Some(3600), &[])]);
+        assert_eq!(allowed(&bad_cron, Reason::Empty, 10, 0, 0), 0);
+    }
+
+    #[test]
+    fn scheduled_budgets_apply_only_in_their_window() {
+        // No disruption on weekdays 09:00–17:00 UTC.
+        let named = pool(&[
+            ("0", Some("0 9 * * MON-FRI"), Some(8 * 3600), &[]),
+            ("100%", None, None, &[]),
+        ]);
+        assert_eq!(
+            allowed(&named, Reason::Empty, 10, 0, MONDAY_1030),
+            0,
+            "inside the window"
+        );
+        let p = pool(&[
+            ("0", Some("0 9 * * 1-5"), Some(8 * 3600), &[]),
+            ("100%", None, None, &[]),
+        ]);
+        assert_eq!(
+            allowed(&p, Reason::Empty, 10, 0, MONDAY_1030),
+            0,
+            "inside the window"
+        );
+        assert_eq!(
+            allowed(&p, Reason::Empty, 10, 0, MONDAY_1030 + 7 * 3600),
+            10,
+            "after 17:00"
+        );
+        assert_eq!(
+            allowed(&p, Reason::Empty, 10, 0, MONDAY_1030 - 2 * 3600),
+            10,
+            "before 09:00"
+        );
+        assert_eq!(
+            allowed(&p, Reason::Empty, 10, 0, MONDAY_1030 - 2 * 86_400),
+            10,
+            "on Saturday"
+        );
+    }
+
+    #[test]
+    fn cron_fields_and_macros() {
+        let daily = Cron::parse("@daily").unwrap();
+        assert!(daily.matches(MONDAY_1030 - 10 * 3600 - 30 * 60));
+        assert!(!daily.matches(MONDAY_1030));
+        let every_15 = Cron::parse("*/15 * * * *").unwrap();
+        assert!(every_15.matches(MONDAY_1030) && !every_15.matches(MONDAY_1030 + 60));
+        let sunday = Cron::parse("0 0 * * 7").unwrap();
+        assert!(sunday.matches(MONDAY_1030 - 10 * 3600 - 30 * 60 - 86_400));
+        assert_eq!(civil_from_days(MONDAY_1030 / 86_400), (2026, 11, 23));
+        for bad in ["* * * *", "60 * * * *", "*/0 * * * *", "5-1 * * * *"] {
+            assert!(Cron::parse(bad).is_none(), "{bad}");
+        }
+    }
+}
