@@ -244,10 +244,10 @@ fn pdb_blocks(snapshot: &Snapshot, pods: &[&Pod]) -> Option<String> {
     None
 }
 
+/// Whether the node outlived `expireAfter` (a node of unknown age never expires).
 fn expired(c: &Candidate, now: i64) -> bool {
-    c.pool
-        .expire_after
-        .is_some_and(|ttl| now - c.claim.created.max(c.node.created) >= ttl)
+    let born = c.claim.created.max(c.node.created);
+    born > 0 && c.pool.expire_after.is_some_and(|ttl| now - born >= ttl)
 }
 
 fn drifted(c: &Candidate, snapshot: &Snapshot) -> bool {

@@ -4,6 +4,7 @@
 //! environment once per container ([`settings::Settings`]); [`connect`] builds the clients.
 
 pub mod connect;
+pub mod disrupt;
 pub mod error;
 pub mod interruption;
 pub mod metrics;

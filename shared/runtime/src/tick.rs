@@ -61,6 +61,10 @@ pub struct TickSummary {
     pub terminated: Vec<String>,
     pub garbage_collected: Vec<String>,
     pub unschedulable: Vec<String>,
+    /// Disruption commands decided this tick (`<reason>/<command>:<nodes>`).
+    pub disruptions: Vec<String>,
+    /// NodeClaims deleted by disruption this tick, once their nodes were drained.
+    pub disrupted: Vec<String>,
     #[serde(skip)]
     pub metrics: Metrics,
 }
@@ -72,7 +76,7 @@ pub struct Tick<C> {
     pub settings: Settings,
 }
 
-fn jiff(now: DateTime<Utc>) -> Timestamp {
+pub(crate) fn jiff(now: DateTime<Utc>) -> Timestamp {
     Timestamp::from_second(now.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
@@ -84,7 +88,7 @@ fn provider_id(claim: &NodeClaim) -> Option<&str> {
     claim.status.as_ref().and_then(|s| s.provider_id.as_deref())
 }
 
-fn has_condition(claim: &NodeClaim, type_: &str) -> bool {
+pub(crate) fn has_condition(claim: &NodeClaim, type_: &str) -> bool {
     claim.status.as_ref().is_some_and(|s| {
         s.conditions
             .iter()
@@ -150,6 +154,7 @@ impl<C: Cloud> Tick<C> {
         self.register(&dump, &claims, now, &mut summary).await?;
         self.initialize(&dump, &claims, now, &mut summary).await?;
         self.liveness(&claims, now, &mut summary).await?;
+        self.disrupt(&dump, &claims, now, &mut summary).await?;
         self.finish_deletions(&dump, &claims, &mut summary).await?;
         let launched = summary.launched.clone();
         self.collect_garbage(&claims, &launched, now, &mut summary)

@@ -458,3 +458,97 @@ async fn the_webhook_refuses_garbage_oversized_bodies_and_a_wrong_token() {
     );
     assert_eq!(nudges.count(), 0);
 }
+
+#[tokio::test]
+async fn an_empty_node_is_confirmed_then_tainted_drained_deleted_and_terminated() {
+    let (cloud, fx) = cloud("tick-disrupt").await;
+    let request = LaunchRequest {
+        nodeclaim: "default-empty".into(),
+        nodepool: "default".into(),
+        nodeclass: "default".into(),
+        instance_types: vec!["m5.large".into()],
+        capacity_types: vec!["on-demand".into()],
+        zones: vec!["us-east-1a".into()],
+        labels: Default::default(),
+        taints: Vec::new(),
+        startup_taints: Vec::new(),
+    };
+    let launched = cloud
+        .launch(&request, &fx.nodeclass("default"), Utc::now())
+        .await
+        .unwrap();
+    let labels = json!({"karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": "m5.large",
+        "topology.kubernetes.io/zone": "us-east-1a", "karpenter.sh/capacity-type": "on-demand",
+        "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"});
+    let condition = |t: &str| json!({"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": "2026-11-22T08:00:00Z"});
+    let created = (Utc::now() - chrono::Duration::hours(1))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let claim = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "default-empty", "uid": "nc-e", "creationTimestamp": created, "finalizers": ["karpenter.sh/termination"], "labels": labels},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
+        "status": {"providerID": launched.provider_id(), "nodeName": "node-e",
+            "conditions": [condition("Launched"), condition("Registered"), condition("Initialized")]}});
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-e", "labels": labels, "creationTimestamp": created},
+        "spec": {"providerID": launched.provider_id()},
+        "status": {"allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"}, "conditions": [{"type": "Ready", "status": "True"}]}});
+    let mut pool = nodepool();
+    pool["spec"]["disruption"] = json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]});
+    let api = FakeApi::start(objects(vec![
+        (NODEPOOLS, vec![pool]),
+        (
+            NODECLASSES,
+            vec![serde_json::to_value(fx.nodeclass("default")).unwrap()],
+        ),
+        (NODECLAIMS, vec![claim]),
+        (NODES, vec![node]),
+        (PODS, vec![pod("agent", Some("node-e"), "DaemonSet")]),
+    ]))
+    .await;
+    let start = Utc::now();
+    let tick = |n: i64| {
+        let (cloud, client, settings) = (cloud.clone(), api.client(), settings(&fx.cluster));
+        async move {
+            Tick::new(cloud, client, settings)
+                .run(
+                    start + chrono::Duration::seconds(20 * n),
+                    &format!("tick-{n}"),
+                )
+                .await
+                .unwrap()
+        }
+    };
+    let tainted = |api: &FakeApi| {
+        stored(api, NODES)[0]["spec"]["taints"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["key"] == "karpenter.sh/disrupted"))
+    };
+
+    let first = tick(0).await;
+    assert_eq!(first.disruptions, vec!["empty/delete:node-e"], "{first:?}");
+    assert!(!tainted(&api), "a decision waits for confirmation");
+
+    let second = tick(1).await;
+    assert_eq!(second.disruptions, vec!["empty/delete:node-e"]);
+    assert!(tainted(&api), "the confirmed command taints the node");
+    let claim = &stored(&api, NODECLAIMS)[0];
+    assert_eq!(
+        claim["metadata"]["annotations"]["fleetwright.io/disruption"],
+        "empty/delete"
+    );
+
+    let third = tick(2).await;
+    assert_eq!(third.disrupted, vec!["default-empty"], "{third:?}");
+    assert!(
+        api.state.lock().unwrap().evicted.is_empty(),
+        "DaemonSet pods are not evicted"
+    );
+
+    let fourth = tick(3).await;
+    assert_eq!(
+        fourth.terminated,
+        vec![launched.instance_id.clone()],
+        "{fourth:?}"
+    );
+    let state = instance_state(&cloud, &launched.instance_id).await;
+    assert!(state == "shutting-down" || state == "terminated", "{state}");
+}
