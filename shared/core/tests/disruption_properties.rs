@@ -1,0 +1,200 @@
+//! Properties of disruption plans over random clusters: a plan never exceeds a budget, never
+//! picks a node holding a do-not-disrupt pod, never strands a pod (every pod of the disrupted
+//! nodes fits, by an independent scheduling run, on the remaining nodes plus the replacement),
+//! and consolidation never raises the hourly cost.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fleetwright_core::budget::{self, Reason};
+use fleetwright_core::catalog::{Catalog, InstanceType, NodeClassSettings};
+use fleetwright_core::disruption::{self, DisruptionPlan};
+use fleetwright_core::labels::*;
+use fleetwright_core::model::*;
+use fleetwright_core::requirements::{Requirement, Requirements};
+use fleetwright_core::resources::Resources;
+use fleetwright_core::{schedule, ScheduleOptions};
+use proptest::prelude::*;
+
+const NOW: i64 = 1_795_429_800;
+const TYPES: [&str; 4] = ["m5.large", "m5.xlarge", "m5.2xlarge", "c5.xlarge"];
+
+fn types() -> BTreeMap<String, InstanceType> {
+    Catalog::embedded()
+        .instance_types(&NodeClassSettings::default())
+        .into_iter()
+        .filter(|t| TYPES.contains(&t.name.as_str()))
+        .map(|t| (t.name.clone(), t))
+        .collect()
+}
+
+fn pool(budget: &str) -> NodePool {
+    let mut requirements = Requirements::new();
+    requirements.add(Requirement::in_values(
+        INSTANCE_TYPE,
+        TYPES.iter().map(|t| t.to_string()),
+    ));
+    requirements.add(Requirement::single(CAPACITY_TYPE, CAPACITY_ON_DEMAND));
+    requirements.add(Requirement::single(ZONE, "us-east-1a"));
+    NodePool {
+        name: "default".into(),
+        requirements,
+        node_class: "default".into(),
+        consolidate_after: Some(0),
+        budgets: vec![Budget {
+            nodes: budget.into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+fn node(name: &str, t: &InstanceType) -> (Node, NodeClaim) {
+    let labels: BTreeMap<String, String> = [
+        (INSTANCE_TYPE, t.name.as_str()),
+        (ZONE, "us-east-1a"),
+        (CAPACITY_TYPE, CAPACITY_ON_DEMAND),
+        (NODEPOOL, "default"),
+        (HOSTNAME, name),
+        (ARCH, "amd64"),
+        (OS, "linux"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let node = Node {
+        name: name.into(),
+        labels: labels.clone(),
+        allocatable: t.allocatable.clone(),
+        capacity: t.capacity.clone(),
+        ready: true,
+        created: NOW - 3600,
+        ..Default::default()
+    };
+    let claim = NodeClaim {
+        name: format!("claim-{name}"),
+        nodepool: "default".into(),
+        labels,
+        node_name: Some(name.into()),
+        launched: true,
+        registered: true,
+        initialized: true,
+        created: NOW - 3600,
+        ..Default::default()
+    };
+    (node, claim)
+}
+
+/// A random node: its type and its pods as (millicores, do-not-disrupt).
+fn random_node() -> impl Strategy<Value = (usize, Vec<(i64, bool)>)> {
+    (
+        0..TYPES.len(),
+        prop::collection::vec(
+            (
+                prop::sample::select(vec![100i64, 250, 500, 1000]),
+                prop::bool::weighted(0.05),
+            ),
+            0..4,
+        ),
+    )
+}
+
+fn cluster(nodes: &[(usize, Vec<(i64, bool)>)], budget: &str) -> Snapshot {
+    let types = types();
+    let mut snapshot = Snapshot {
+        nodepools: vec![pool(budget)],
+        ..Default::default()
+    };
+    for (i, (t, pods)) in nodes.iter().enumerate() {
+        let name = format!("n{i}");
+        let (n, c) = node(&name, &types[TYPES[*t]]);
+        let room = n.allocatable.get("cpu");
+        snapshot.nodes.push(n);
+        snapshot.nodeclaims.push(c);
+        let mut used = 0;
+        for (j, (cpu, keep)) in pods.iter().enumerate() {
+            used += cpu;
+            if used > room {
+                break;
+            }
+            let mut pod = Pod::new(
+                "apps",
+                &format!("p{i}-{j}"),
+                Resources::new(*cpu, 256 << 20),
+            );
+            pod.node_name = Some(name.clone());
+            pod.owner_kind = Some("ReplicaSet".into());
+            pod.do_not_disrupt = *keep;
+            snapshot.pods.push(pod);
+        }
+    }
+    snapshot
+}
+
+/// Independently checks that the disrupted nodes' pods fit on the rest plus the replacement.
+fn strands_nothing(snapshot: &Snapshot, plan: &DisruptionPlan) -> Result<(), String> {
+    let types = types();
+    for d in &plan.disruptions {
+        let gone: BTreeSet<&str> = d.nodes.iter().map(String::as_str).collect();
+        let mut sim = snapshot.clone();
+        sim.nodes.retain(|n| !gone.contains(n.name.as_str()));
+        sim.nodeclaims
+            .retain(|c| !c.node_name.as_deref().is_some_and(|n| gone.contains(n)));
+        if let Some(r) = &d.replacement {
+            let t = types.get(&r.instance_types[0]).ok_or_else(|| {
+                format!(
+                    "replacement type {} is outside the pool",
+                    r.instance_types[0]
+                )
+            })?;
+            let (n, c) = node("replacement", t);
+            sim.nodes.push(n);
+            sim.nodeclaims.push(c);
+        }
+        for p in &mut sim.pods {
+            if p.node_name.as_deref().is_some_and(|n| gone.contains(n)) {
+                p.node_name = None;
+            }
+        }
+        let plan = schedule(
+            &sim,
+            Catalog::embedded(),
+            &ScheduleOptions {
+                now: NOW,
+                ..Default::default()
+            },
+        );
+        if !plan.nodeclaims.is_empty() || !plan.unschedulable.is_empty() {
+            return Err(format!(
+                "{d:?} strands pods: {:?} {:?}",
+                plan.nodeclaims.len(),
+                plan.unschedulable
+            ));
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn disruption_plans_keep_budgets_pods_and_costs(
+        nodes in prop::collection::vec(random_node(), 1..7),
+        budget in prop::sample::select(vec!["0%", "20%", "50%", "100%", "1", "2"]),
+    ) {
+        let snapshot = cluster(&nodes, &budget);
+        let plan = disruption::plan(&snapshot, Catalog::embedded(), NOW);
+        let disrupted: Vec<&str> = plan.disruptions.iter().flat_map(|d| d.nodes.iter().map(String::as_str)).collect();
+        for d in &plan.disruptions {
+            let allowed = budget::allowed(&snapshot.nodepools[0], d.reason, snapshot.nodes.len(), 0, NOW);
+            prop_assert!(d.nodes.len() <= allowed, "{d:?} exceeds the budget {budget} ({allowed})");
+            if matches!(d.reason, Reason::Empty | Reason::Underutilized) {
+                prop_assert!(d.savings > 0.0, "consolidation raised the cost: {d:?}");
+            }
+        }
+        for p in snapshot.pods.iter().filter(|p| p.do_not_disrupt) {
+            prop_assert!(!disrupted.contains(&p.node_name.as_deref().unwrap_or_default()), "{} has a do-not-disrupt pod", p.node_name.as_deref().unwrap_or_default());
+        }
+        prop_assert!(strands_nothing(&snapshot, &plan).is_ok(), "{:?}", strands_nothing(&snapshot, &plan));
+    }
+}
