@@ -182,7 +182,7 @@ proptest! {
         nodes in prop::collection::vec(random_node(), 1..7),
         budget in prop::sample::select(vec!["0%", "20%", "50%", "100%", "1", "2"]),
     ) {
-        let snapshot = cluster(&nodes, &budget);
+        let snapshot = cluster(&nodes, budget);
         let plan = disruption::plan(&snapshot, Catalog::embedded(), NOW);
         let disrupted: Vec<&str> = plan.disruptions.iter().flat_map(|d| d.nodes.iter().map(String::as_str)).collect();
         for d in &plan.disruptions {
