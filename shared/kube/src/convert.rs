@@ -29,8 +29,21 @@ use crate::error::KubeError;
 pub fn snapshot_from_dump(dump: &ClusterDump) -> Result<core::Snapshot, KubeError> {
     let volume_zones = volume_zones(&dump.pvcs, &dump.pvs);
     let mut snapshot = core::Snapshot::default();
-    for p in &dump.pods {
-        snapshot.pods.push(pod(p, &volume_zones)?);
+    match &dump.converted_pods {
+        Some(converted) => snapshot.pods = converted.clone(),
+        None if dump.slim => {
+            return Err(KubeError::Document {
+                source_name: "cluster read".into(),
+                reason: "the pods were slimmed at read time and their conversion was taken; \
+                         convert a read once, with take_snapshot"
+                    .into(),
+            })
+        }
+        None => {
+            for p in &dump.pods {
+                snapshot.pods.push(pod(p, &volume_zones)?);
+            }
+        }
     }
     for n in &dump.nodes {
         snapshot.nodes.push(node(n)?);
@@ -69,6 +82,22 @@ fn stamp_last_pod_events(dump: &ClusterDump, nodes: &mut [core::Node]) {
     for n in nodes {
         n.last_pod_event = latest.get(n.name.as_str()).copied().unwrap_or(n.created);
     }
+}
+
+/// The snapshot of a read, moving the pods the reader already converted out of the dump instead
+/// of copying them (a large cluster's pods are then held once). The dump keeps its slim pods.
+pub fn take_snapshot(dump: &mut ClusterDump) -> Result<core::Snapshot, KubeError> {
+    let converted = dump.converted_pods.take();
+    let Some(pods) = converted else {
+        return snapshot_from_dump(dump);
+    };
+    dump.converted_pods = Some(Vec::new());
+    let mut snapshot = snapshot_from_dump(dump);
+    dump.converted_pods = None;
+    if let Ok(s) = snapshot.as_mut() {
+        s.pods = pods;
+    }
+    snapshot
 }
 
 fn object(kind: &str, meta: &ObjectMeta) -> String {

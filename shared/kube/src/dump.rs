@@ -26,6 +26,13 @@ pub struct ClusterDump {
     pub nodeclaims: Vec<NodeClaim>,
     /// Kinds that were present but are not read, with their counts.
     pub skipped: Vec<(String, usize)>,
+    /// The pods already converted into the core model, in the order of `pods`, when the reader
+    /// converted them page by page. `pods` then holds slim copies: what drains and interruption
+    /// decisions read (identity, owners, annotations, node, priority class, phase), not the
+    /// containers. `None` for dumps parsed from files, whose `pods` are complete.
+    pub converted_pods: Option<Vec<fleetwright_core::model::Pod>>,
+    /// Whether `pods` are slim copies (set by the reader).
+    pub slim: bool,
 }
 
 impl ClusterDump {

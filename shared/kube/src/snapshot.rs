@@ -61,23 +61,25 @@ impl SnapshotReader {
         self
     }
 
-    /// Every object, as a dump (pods already filtered to bound and pending ones).
+    /// Every object, as a dump (pods already filtered to bound and pending ones). Pods are
+    /// converted into the core model page by page and kept slim (see
+    /// [`ClusterDump::converted_pods`]), so a large cluster is never held twice in full.
     pub async fn read_dump(&self) -> Result<ClusterDump, KubeError> {
-        let (pods, nodes, daemonsets, pdbs, pvcs, pvs, nodepools, nodeclasses, nodeclaims) = futures::try_join!(
-            self.list::<Pod>(Read::Consistent),
+        let (pvcs, pvs) = futures::try_join!(
+            self.list::<PersistentVolumeClaim>(Read::Cached),
+            self.list::<PersistentVolume>(Read::Cached),
+        )?;
+        let zones = crate::convert::volume_zones(&pvcs, &pvs);
+        let ((pods, converted), nodes, daemonsets, pdbs, nodepools, nodeclasses, nodeclaims) = futures::try_join!(
+            self.pods(&zones),
             self.list::<Node>(Read::Consistent),
             self.list::<DaemonSet>(Read::Cached),
             self.list::<PodDisruptionBudget>(Read::Cached),
-            self.list::<PersistentVolumeClaim>(Read::Cached),
-            self.list::<PersistentVolume>(Read::Cached),
             self.list::<NodePool>(Read::Consistent),
             self.list::<EC2NodeClass>(Read::Consistent),
             self.list::<NodeClaim>(Read::Consistent),
         )?;
-        let total = pods.len();
-        let pods: Vec<Pod> = pods.into_iter().filter(schedulable_view).collect();
         tracing::debug!(
-            pods = total,
             kept = pods.len(),
             nodes = nodes.len(),
             nodeclaims = nodeclaims.len(),
@@ -94,20 +96,63 @@ impl SnapshotReader {
             nodeclasses,
             nodeclaims,
             skipped: Vec::new(),
+            converted_pods: Some(converted),
+            slim: true,
         })
+    }
+
+    /// The schedulable pods, slim, and their core conversions.
+    async fn pods(
+        &self,
+        zones: &VolumeZones,
+    ) -> Result<(Vec<Pod>, Vec<fleetwright_core::model::Pod>), KubeError> {
+        let mut slim = Vec::new();
+        let mut converted = Vec::new();
+        self.list_pages::<Pod>(Read::Consistent, |page, remaining| {
+            slim.reserve(page.len() + remaining);
+            converted.reserve(page.len() + remaining);
+            for pod in page.into_iter().filter(schedulable_view) {
+                converted.push(crate::convert::pod(&pod, zones)?);
+                slim.push(slimmed(pod));
+            }
+            Ok(())
+        })
+        .await?;
+        Ok((slim, converted))
     }
 
     /// The core snapshot of the cluster now.
     pub async fn read(&self) -> Result<Snapshot, KubeError> {
-        crate::convert::snapshot_from_dump(&self.read_dump().await?)
+        crate::convert::take_snapshot(&mut self.read_dump().await?)
     }
 
     async fn list<K>(&self, read: Read) -> Result<Vec<K>, KubeError>
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     {
-        let api: Api<K> = Api::all(self.client.clone());
         let mut items = Vec::new();
+        self.list_pages::<K>(read, |page, remaining| {
+            // The API server counts what is left after each page; reserving it avoids doubling
+            // the buffer (and holding both copies) as pages arrive.
+            items.reserve(page.len() + remaining);
+            items.extend(page);
+            Ok(())
+        })
+        .await?;
+        Ok(items)
+    }
+
+    /// Lists every page of a kind, handing each page (and the count the server says remains)
+    /// to `on_page` as it arrives.
+    async fn list_pages<K>(
+        &self,
+        read: Read,
+        mut on_page: impl FnMut(Vec<K>, usize) -> Result<(), KubeError>,
+    ) -> Result<(), KubeError>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    {
+        let api: Api<K> = Api::all(self.client.clone());
         let mut token: Option<String> = None;
         loop {
             let mut params = match read {
@@ -122,12 +167,38 @@ impl SnapshotReader {
                 kind: format!("listing {}", K::kind(&())),
                 reason: e.to_string(),
             })?;
-            items.extend(page.items);
+            let remaining = page.metadata.remaining_item_count.unwrap_or(0).max(0);
+            on_page(page.items, usize::try_from(remaining).unwrap_or(0))?;
             match page.metadata.continue_.filter(|c| !c.is_empty()) {
                 Some(next) => token = Some(next),
-                None => return Ok(items),
+                None => return Ok(()),
             }
         }
+    }
+}
+
+/// Volume zones by (namespace, claim name).
+type VolumeZones = std::collections::BTreeMap<(String, String), std::collections::BTreeSet<String>>;
+
+/// What drains and interruption decisions read of a pod: identity, owners, annotations,
+/// labels, timestamps, node, priority class and phase. Containers, volumes and the rest go.
+fn slimmed(pod: Pod) -> Pod {
+    let mut metadata = pod.metadata;
+    metadata.managed_fields = None;
+    let spec = pod.spec.map(|s| k8s_openapi::api::core::v1::PodSpec {
+        node_name: s.node_name,
+        priority_class_name: s.priority_class_name,
+        priority: s.priority,
+        ..Default::default()
+    });
+    let status = pod.status.map(|s| k8s_openapi::api::core::v1::PodStatus {
+        phase: s.phase,
+        ..Default::default()
+    });
+    Pod {
+        metadata,
+        spec,
+        status,
     }
 }
 

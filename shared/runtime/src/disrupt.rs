@@ -18,9 +18,10 @@ use chrono::{DateTime, Duration, Utc};
 use fleetwright_aws::cloud::Cloud;
 use fleetwright_core::disruption::{self, Command, Disruption};
 use fleetwright_core::labels::TAINT_DISRUPTED;
+use fleetwright_core::Snapshot;
 use fleetwright_kube::crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
-use fleetwright_kube::{convert, executor, state};
+use fleetwright_kube::{executor, state};
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
@@ -112,6 +113,7 @@ impl<C: Cloud> Tick<C> {
     pub(crate) async fn disrupt(
         &self,
         dump: &ClusterDump,
+        snapshot: &mut Snapshot,
         claims: &[NodeClaim],
         now: DateTime<Utc>,
         summary: &mut TickSummary,
@@ -128,16 +130,16 @@ impl<C: Cloud> Tick<C> {
         if summary.pending_pods > 0 || !summary.nodeclaims_created.is_empty() {
             return Ok(());
         }
-        self.decide(dump, now, summary).await
+        self.decide(dump, snapshot, now, summary).await
     }
 
     async fn decide(
         &self,
         dump: &ClusterDump,
+        snapshot: &mut Snapshot,
         now: DateTime<Utc>,
         summary: &mut TickSummary,
     ) -> Result<(), RuntimeError> {
-        let mut snapshot = convert::snapshot_from_dump(dump)?;
         for class in &dump.nodeclasses {
             if let Ok(resolved) = self.cloud.nodeclass(class, now).await {
                 let images = resolved.amis.iter().map(|a| a.id.clone()).collect();
@@ -145,7 +147,7 @@ impl<C: Cloud> Tick<C> {
             }
         }
         let catalog = self.cloud.catalog(now).await?;
-        let plan = disruption::plan(&snapshot, &catalog, now.timestamp());
+        let plan = disruption::plan(snapshot, &catalog, now.timestamp());
         for b in &plan.blocked {
             info!(node = %b.node, reason = %b.reason, "not disrupting node");
         }

@@ -145,8 +145,9 @@ impl<C: Cloud> Tick<C> {
             ..Default::default()
         };
         self.restore_unavailable().await;
-        let dump = SnapshotReader::new(self.kube.clone()).read_dump().await?;
-        let created = self.provision(&dump, now, &mut summary).await?;
+        let mut dump = SnapshotReader::new(self.kube.clone()).read_dump().await?;
+        let mut snapshot = convert::take_snapshot(&mut dump)?;
+        let created = self.provision(&dump, &snapshot, now, &mut summary).await?;
         let mut claims: Vec<NodeClaim> = dump.nodeclaims.clone();
         claims.extend(created);
         self.launch_unlaunched(&dump, &mut claims, now, &mut summary)
@@ -154,7 +155,8 @@ impl<C: Cloud> Tick<C> {
         self.register(&dump, &claims, now, &mut summary).await?;
         self.initialize(&dump, &claims, now, &mut summary).await?;
         self.liveness(&claims, now, &mut summary).await?;
-        self.disrupt(&dump, &claims, now, &mut summary).await?;
+        self.disrupt(&dump, &mut snapshot, &claims, now, &mut summary)
+            .await?;
         self.finish_deletions(&dump, &claims, &mut summary).await?;
         let launched = summary.launched.clone();
         self.collect_garbage(&claims, &launched, now, &mut summary)
@@ -202,10 +204,10 @@ impl<C: Cloud> Tick<C> {
     async fn provision(
         &self,
         dump: &ClusterDump,
+        snapshot: &fleetwright_core::Snapshot,
         now: DateTime<Utc>,
         summary: &mut TickSummary,
     ) -> Result<Vec<NodeClaim>, RuntimeError> {
-        let snapshot = convert::snapshot_from_dump(dump)?;
         let pending = snapshot
             .pods
             .iter()

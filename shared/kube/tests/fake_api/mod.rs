@@ -1,5 +1,6 @@
 //! An HTTP-level fake of the Kubernetes API for tests: it serves the real list paths of the kinds
-//! Fleetwright reads, with `limit`/`continue` pagination, and records every request.
+//! Fleetwright reads, with `limit`/`continue` pagination (and `remainingItemCount`, as the API
+//! server sets it), and records every request.
 //!
 //! Leases (`coordination.k8s.io/v1`) and ConfigMaps can also be created, read and replaced, with the API
 //! server's optimistic concurrency: a create of an existing lease and a replace with a stale
@@ -383,7 +384,7 @@ async fn handle(
                           "message": format!("the server could not find the requested resource ({path})")});
         return Ok(reply(StatusCode::NOT_FOUND, body));
     };
-    let items = state.objects.get(&path).cloned().unwrap_or_default();
+    let items: &[Value] = state.objects.get(&path).map(Vec::as_slice).unwrap_or(&[]);
     let start: usize = query_param(&query, "continue")
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
@@ -394,8 +395,11 @@ async fn handle(
     let mut metadata = json!({"resourceVersion": "1000"});
     if end < items.len() {
         metadata["continue"] = json!(end.to_string());
+        metadata["remainingItemCount"] = json!(items.len() - end);
     }
-    let body = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items[start.min(end)..end]});
+    let page = items[start.min(end)..end].to_vec();
+    let body =
+        json!({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": page});
     Ok(reply(StatusCode::OK, body))
 }
 
