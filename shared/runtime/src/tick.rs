@@ -221,7 +221,7 @@ impl<C: Cloud> Tick<C> {
         info!(pods = pending, "found provisionable pod(s)");
         let catalog = self.cloud.catalog(now).await?;
         let plan = schedule(
-            &snapshot,
+            snapshot,
             &catalog,
             &ScheduleOptions {
                 now: now.timestamp(),
