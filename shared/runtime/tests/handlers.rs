@@ -181,24 +181,34 @@ async fn a_pending_pod_becomes_a_nodeclaim_and_a_tagged_instance_then_registers(
     assert_eq!(lease_reads, 3, "each tick takes the lease");
 }
 
-/// A launched spot instance with its NodeClaim, node and two pods (one DaemonSet pod) in the fake.
-async fn interrupted_cluster(cluster: &str) -> (Arc<Ec2Cloud>, FakeApi, String) {
-    let (cloud, fx) = cloud(cluster).await;
+/// Launches one m5.large in us-east-1a for NodeClaim `nodeclaim` of the default pool.
+async fn launch_m5_large(
+    cloud: &Ec2Cloud,
+    fx: &Fixture,
+    nodeclaim: &str,
+    capacity_type: &str,
+) -> fleetwright_aws::Launched {
     let request = LaunchRequest {
-        nodeclaim: "default-spot".into(),
+        nodeclaim: nodeclaim.into(),
         nodepool: "default".into(),
         nodeclass: "default".into(),
         instance_types: vec!["m5.large".into()],
-        capacity_types: vec!["spot".into()],
+        capacity_types: vec![capacity_type.into()],
         zones: vec!["us-east-1a".into()],
         labels: Default::default(),
         taints: Vec::new(),
         startup_taints: Vec::new(),
     };
-    let launched = cloud
+    cloud
         .launch(&request, &fx.nodeclass("default"), Utc::now())
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// A launched spot instance with its NodeClaim, node and two pods (one DaemonSet pod) in the fake.
+async fn interrupted_cluster(cluster: &str) -> (Arc<Ec2Cloud>, FakeApi, String) {
+    let (cloud, fx) = cloud(cluster).await;
+    let launched = launch_m5_large(&cloud, &fx, "default-spot", "spot").await;
     let claim = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
         "metadata": {"name": "default-spot", "uid": "nc-1", "finalizers": ["karpenter.sh/termination"],
             "labels": {"karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": "m5.large",
@@ -462,21 +472,7 @@ async fn the_webhook_refuses_garbage_oversized_bodies_and_a_wrong_token() {
 #[tokio::test]
 async fn an_empty_node_is_confirmed_then_tainted_drained_deleted_and_terminated() {
     let (cloud, fx) = cloud("tick-disrupt").await;
-    let request = LaunchRequest {
-        nodeclaim: "default-empty".into(),
-        nodepool: "default".into(),
-        nodeclass: "default".into(),
-        instance_types: vec!["m5.large".into()],
-        capacity_types: vec!["on-demand".into()],
-        zones: vec!["us-east-1a".into()],
-        labels: Default::default(),
-        taints: Vec::new(),
-        startup_taints: Vec::new(),
-    };
-    let launched = cloud
-        .launch(&request, &fx.nodeclass("default"), Utc::now())
-        .await
-        .unwrap();
+    let launched = launch_m5_large(&cloud, &fx, "default-empty", "on-demand").await;
     let labels = json!({"karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": "m5.large",
         "topology.kubernetes.io/zone": "us-east-1a", "karpenter.sh/capacity-type": "on-demand",
         "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"});
