@@ -27,10 +27,8 @@ use crate::error::KubeError;
 
 /// Converts a whole dump into a snapshot.
 pub fn snapshot_from_dump(dump: &ClusterDump) -> Result<core::Snapshot, KubeError> {
-    let volume_zones = volume_zones(&dump.pvcs, &dump.pvs);
-    let mut snapshot = core::Snapshot::default();
-    match &dump.converted_pods {
-        Some(converted) => snapshot.pods = converted.clone(),
+    let pods = match &dump.converted_pods {
+        Some(converted) => converted.clone(),
         None if dump.slim => {
             return Err(KubeError::Document {
                 source_name: "cluster read".into(),
@@ -40,11 +38,34 @@ pub fn snapshot_from_dump(dump: &ClusterDump) -> Result<core::Snapshot, KubeErro
             })
         }
         None => {
-            for p in &dump.pods {
-                snapshot.pods.push(pod(p, &volume_zones)?);
-            }
+            let zones = volume_zones(&dump.pvcs, &dump.pvs);
+            dump.pods
+                .iter()
+                .map(|p| pod(p, &zones))
+                .collect::<Result<_, _>>()?
         }
+    };
+    snapshot_with_pods(dump, pods)
+}
+
+/// The snapshot of a read, moving the pods the reader already converted out of the dump instead
+/// of copying them (a large cluster's pods are then held once). The dump keeps its slim pods.
+pub fn take_snapshot(dump: &mut ClusterDump) -> Result<core::Snapshot, KubeError> {
+    match dump.converted_pods.take() {
+        Some(pods) => snapshot_with_pods(dump, pods),
+        None => snapshot_from_dump(dump),
     }
+}
+
+/// Everything but the pods, converted, around the given core pods.
+fn snapshot_with_pods(
+    dump: &ClusterDump,
+    pods: Vec<core::Pod>,
+) -> Result<core::Snapshot, KubeError> {
+    let mut snapshot = core::Snapshot {
+        pods,
+        ..Default::default()
+    };
     for n in &dump.nodes {
         snapshot.nodes.push(node(n)?);
     }
@@ -82,22 +103,6 @@ fn stamp_last_pod_events(dump: &ClusterDump, nodes: &mut [core::Node]) {
     for n in nodes {
         n.last_pod_event = latest.get(n.name.as_str()).copied().unwrap_or(n.created);
     }
-}
-
-/// The snapshot of a read, moving the pods the reader already converted out of the dump instead
-/// of copying them (a large cluster's pods are then held once). The dump keeps its slim pods.
-pub fn take_snapshot(dump: &mut ClusterDump) -> Result<core::Snapshot, KubeError> {
-    let converted = dump.converted_pods.take();
-    let Some(pods) = converted else {
-        return snapshot_from_dump(dump);
-    };
-    dump.converted_pods = Some(Vec::new());
-    let mut snapshot = snapshot_from_dump(dump);
-    dump.converted_pods = None;
-    if let Ok(s) = snapshot.as_mut() {
-        s.pods = pods;
-    }
-    snapshot
 }
 
 fn object(kind: &str, meta: &ObjectMeta) -> String {
@@ -489,11 +494,11 @@ pub fn pod_from_spec(meta: &ObjectMeta, spec: &PodSpec, obj: &str) -> Result<cor
     Ok(p)
 }
 
+/// Zones of bound persistent volumes, by (namespace, claim name).
+pub type VolumeZones = BTreeMap<(String, String), BTreeSet<String>>;
+
 /// PVC name → zones of its bound volume, from the volume's node affinity or zone label.
-pub fn volume_zones(
-    pvcs: &[PersistentVolumeClaim],
-    pvs: &[PersistentVolume],
-) -> BTreeMap<(String, String), BTreeSet<String>> {
+pub fn volume_zones(pvcs: &[PersistentVolumeClaim], pvs: &[PersistentVolume]) -> VolumeZones {
     let mut pv_zones: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for pv in pvs {
         let name = pv.metadata.name.clone().unwrap_or_default();
@@ -536,10 +541,7 @@ pub fn volume_zones(
 }
 
 /// Converts a pod.
-pub fn pod(
-    p: &Pod,
-    volume_zones: &BTreeMap<(String, String), BTreeSet<String>>,
-) -> Result<core::Pod, KubeError> {
+pub fn pod(p: &Pod, volume_zones: &VolumeZones) -> Result<core::Pod, KubeError> {
     let obj = object("Pod", &p.metadata);
     let spec = p
         .spec

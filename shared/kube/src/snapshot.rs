@@ -104,7 +104,7 @@ impl SnapshotReader {
     /// The schedulable pods, slim, and their core conversions.
     async fn pods(
         &self,
-        zones: &VolumeZones,
+        zones: &crate::convert::VolumeZones,
     ) -> Result<(Vec<Pod>, Vec<fleetwright_core::model::Pod>), KubeError> {
         let mut slim = Vec::new();
         let mut converted = Vec::new();
@@ -176,9 +176,6 @@ impl SnapshotReader {
         }
     }
 }
-
-/// Volume zones by (namespace, claim name).
-type VolumeZones = std::collections::BTreeMap<(String, String), std::collections::BTreeSet<String>>;
 
 /// What drains and interruption decisions read of a pod: identity, owners, annotations,
 /// labels, timestamps, node, priority class and phase. Containers, volumes and the rest go.
