@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the tools the test suite needs into venvs under the repo (never system-wide):
-#   .venv-moto   moto[server], the local AWS API the fleetwright-aws integration tests talk to.
+#   .venv-moto   moto[server], the local AWS API the fleetwright-aws integration tests talk to;
+#   .venv-lambda cargo-lambda and zig;
+#   .venv-infra  cfn-lint, the SAM CLI and kubernetes-validate.
 # Idempotent: an existing, working venv is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,4 +23,15 @@ if ! .venv-lambda/bin/cargo-lambda lambda --version >/dev/null 2>&1; then
     python3 -m venv .venv-lambda
     .venv-lambda/bin/pip install --quiet --disable-pip-version-check \
         "cargo-lambda==${CARGO_LAMBDA_VERSION}" ziglang
+fi
+
+# The infrastructure checks: cfn-lint (runs the SAM transform offline), the SAM CLI
+# (`sam validate --lint`), and kubernetes-validate, which ships the Kubernetes JSON schemas
+# (and jsonschema, used for the CRD schemas).
+if ! { .venv-infra/bin/cfn-lint --version && .venv-infra/bin/sam --version \
+        && .venv-infra/bin/kubernetes-validate --version; } >/dev/null 2>&1; then
+    echo "== installing cfn-lint, aws-sam-cli and kubernetes-validate into .venv-infra"
+    python3 -m venv .venv-infra
+    .venv-infra/bin/pip install --quiet --disable-pip-version-check \
+        "cfn-lint==1.*" "aws-sam-cli==1.*" "kubernetes-validate==1.*"
 fi

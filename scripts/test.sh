@@ -40,3 +40,9 @@ cargo test --workspace --all-targets
 
 echo "== scripts/e2e.sh (the local stack: moto, cargo lambda watch, the Kubernetes API fake)"
 scripts/e2e.sh
+
+echo "== scripts/check-infra.sh (cfn-lint, sam validate --lint, manifests against the schemas)"
+scripts/check-infra.sh
+
+echo "== scripts/build-functions.sh (cargo lambda build --release --arm64, the template's default)"
+scripts/build-functions.sh

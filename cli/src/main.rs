@@ -2,6 +2,8 @@
 
 mod bench;
 mod catalog_args;
+mod convert;
+mod manifests;
 mod plan;
 mod queue;
 mod replay;
@@ -27,6 +29,12 @@ enum Command {
     ReplayEvent(replay::ReplayArgs),
     /// Print the NodePool, NodeClaim and EC2NodeClass CRDs as YAML (for `kubectl apply -f -`).
     Crds,
+    /// Convert legacy Karpenter resources (v1alpha5 Provisioner, v1alpha1 AWSNodeTemplate,
+    /// v1beta1 NodePool and EC2NodeClass) into v1 NodePools and EC2NodeClasses.
+    Convert(convert::ConvertArgs),
+    /// Print what to apply to the cluster after `sam deploy`: the CRDs, the functions' RBAC,
+    /// the pod-CREATE webhook configuration, and optionally a default NodePool.
+    Manifests(manifests::ManifestsArgs),
 }
 
 fn print_crds() -> anyhow::Result<()> {
@@ -54,6 +62,8 @@ fn main() -> std::process::ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::ReplayEvent(args) => replay::run(args),
         Command::Crds => print_crds(),
+        Command::Manifests(args) => manifests::run(&args),
+        Command::Convert(args) => convert::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

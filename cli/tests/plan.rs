@@ -1,25 +1,11 @@
 //! End-to-end tests of `fleetwright plan` and `fleetwright bench` through the built binary.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
+use std::process::Output;
+
+use common::{fixture, fleetwright, write_temp};
 use serde_json::Value;
-
-fn fleetwright(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fleetwright"))
-        .args(args)
-        .env("FLEETWRIGHT_LOG", "info")
-        .output()
-        .expect("run fleetwright")
-}
-
-fn fixture(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-        .display()
-        .to_string()
-}
 
 fn json(out: &Output) -> Value {
     assert!(
@@ -28,14 +14,6 @@ fn json(out: &Output) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("stdout is JSON")
-}
-
-fn write_temp(name: &str, text: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("fleetwright-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
 }
 
 #[test]
@@ -204,8 +182,7 @@ fn crds_verb_matches_the_shipped_manifest() {
     let out = fleetwright(&["crds"]);
     assert!(out.status.success());
     let printed = String::from_utf8(out.stdout).unwrap();
-    let shipped_path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../infra/crds/karpenter-v1.yaml");
+    let shipped_path = std::path::PathBuf::from(common::repo("infra/crds/karpenter-v1.yaml"));
     let shipped = std::fs::read_to_string(&shipped_path).unwrap();
     assert_eq!(
         printed, shipped,

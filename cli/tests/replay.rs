@@ -2,18 +2,12 @@
 //! event shape against a cluster dump, the webhook's answer, a batch with a poison message, and
 //! `--from-queue` against a moto SQS queue whose messages must still be there afterwards.
 
-use std::path::PathBuf;
+mod common;
+
 use std::process::{Command, Output};
 
+use common::{repo, write_temp};
 use serde_json::{json, Value};
-
-fn repo(path: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(path)
-        .display()
-        .to_string()
-}
 
 const CLUSTER: &str = "cli/tests/fixtures/interrupted-cluster.yaml";
 
@@ -43,14 +37,6 @@ fn action_names(decision: &Value) -> Vec<String> {
         .iter()
         .map(|a| a["action"].as_str().unwrap().to_string())
         .collect()
-}
-
-fn write_temp(name: &str, text: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("fleetwright-replay-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
 }
 
 #[test]

@@ -242,6 +242,9 @@ impl Ec2Cloud {
             "owned".into(),
         );
         tags.insert("karpenter.k8s.aws/cluster".into(), self.cluster.clone());
+        // IAM scopes CreateLaunchTemplate (and the fleet's use of it) to these request tags.
+        tags.insert("eks:eks-cluster-name".into(), self.cluster.clone());
+        tags.insert("karpenter.sh/nodepool".into(), req.nodepool.clone());
         tags.insert(
             "karpenter.k8s.aws/ec2nodeclass".into(),
             resolved.name.clone(),

@@ -31,7 +31,8 @@ pub fn allow(request: &AdmissionRequest<DynamicObject>) -> Value {
 }
 
 /// For a pod created without `spec.nodeName`, the detail of the `Pending Pod` nudge: namespace,
-/// name and uid only.
+/// name and uid only. A dry-run request never nudges: the webhook is registered with
+/// `sideEffects: NoneOnDryRun`.
 pub fn pending_pod(request: &AdmissionRequest<DynamicObject>) -> Option<Value> {
     let pod = request.kind.group.is_empty() && request.kind.kind == "Pod";
     let node = request
@@ -40,7 +41,7 @@ pub fn pending_pod(request: &AdmissionRequest<DynamicObject>) -> Option<Value> {
         .and_then(|o| o.data.pointer("/spec/nodeName"))
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty());
-    (pod && request.operation == Operation::Create && node.is_none())
+    (pod && request.operation == Operation::Create && node.is_none() && !request.dry_run)
         .then(|| json!({"namespace": request.namespace, "name": request.name, "uid": request.uid}))
 }
 
@@ -49,13 +50,17 @@ mod tests {
     use super::*;
 
     fn review(operation: &str, kind: &str, spec: Value) -> Vec<u8> {
+        review_with(operation, kind, spec, false)
+    }
+
+    fn review_with(operation: &str, kind: &str, spec: Value, dry_run: bool) -> Vec<u8> {
         serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {"uid": "u-1", "kind": {"group": "", "version": "v1", "kind": kind},
                 "resource": {"group": "", "version": "v1", "resource": "pods"},
                 "name": "web", "namespace": "shop", "operation": operation,
                 "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
                 "object": {"apiVersion": "v1", "kind": kind, "metadata": {"name": "web", "namespace": "shop"}, "spec": spec},
-                "dryRun": false}}))
+                "dryRun": dry_run}}))
         .unwrap()
     }
 
@@ -73,11 +78,12 @@ mod tests {
     }
 
     #[test]
-    fn bound_pods_updates_and_other_kinds_are_not_pending_pods() {
+    fn bound_pods_updates_dry_runs_and_other_kinds_are_not_pending_pods() {
         let bound = review("CREATE", "Pod", json!({"nodeName": "node-a"}));
         let update = review("UPDATE", "Pod", json!({}));
         let other = review("CREATE", "ConfigMap", json!({}));
-        for body in [bound, update, other] {
+        let dry_run = review_with("CREATE", "Pod", json!({"containers": []}), true);
+        for body in [bound, update, other, dry_run] {
             assert_eq!(pending_pod(&read_request(&body).unwrap()), None);
         }
     }

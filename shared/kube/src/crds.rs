@@ -25,6 +25,30 @@ fn quantity_map(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
+/// A string that must be one of `values` (Karpenter's CRDs enumerate these fields).
+fn one_of(values: &[&str]) -> schemars::Schema {
+    schemars::json_schema!({ "type": "string", "enum": values })
+}
+
+fn requirement_operator(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    one_of(&["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"])
+}
+
+fn taint_effect(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    one_of(&["NoSchedule", "PreferNoSchedule", "NoExecute"])
+}
+
+fn consolidation_policy(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    one_of(&["WhenEmpty", "WhenEmptyOrUnderutilized"])
+}
+
+fn budget_reasons(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "items": { "type": "string", "enum": ["Underutilized", "Empty", "Drifted"] }
+    })
+}
+
 /// `karpenter.sh/v1` NodePool spec.
 #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 #[kube(
@@ -134,6 +158,7 @@ pub struct NodeClassRef {
 #[serde(rename_all = "camelCase")]
 pub struct NodeSelectorRequirementWithMinValues {
     pub key: String,
+    #[schemars(schema_with = "requirement_operator")]
     pub operator: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<String>,
@@ -147,6 +172,7 @@ pub struct TaintSpec {
     pub key: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
+    #[schemars(schema_with = "taint_effect")]
     pub effect: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_added: Option<String>,
@@ -156,6 +182,7 @@ pub struct TaintSpec {
 #[serde(rename_all = "camelCase")]
 pub struct Disruption {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "consolidation_policy")]
     pub consolidation_policy: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consolidate_after: Option<String>,
@@ -172,6 +199,7 @@ pub struct BudgetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "budget_reasons")]
     pub reasons: Vec<String>,
 }
 

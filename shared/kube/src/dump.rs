@@ -33,6 +33,9 @@ pub struct ClusterDump {
     pub converted_pods: Option<Vec<fleetwright_core::model::Pod>>,
     /// Whether `pods` are slim copies (set by the reader).
     pub slim: bool,
+    /// What converting legacy objects (v1alpha5 Provisioners, v1alpha1 AWSNodeTemplates, v1beta1
+    /// NodePools and EC2NodeClasses) found in the dump could not map, or defaulted.
+    pub notes: Vec<crate::legacy::Note>,
 }
 
 impl ClusterDump {
@@ -48,6 +51,7 @@ impl ClusterDump {
 /// Parses a dump. `source` names the input in errors.
 pub fn parse(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
     let mut dump = ClusterDump::default();
+    let mut legacy = Vec::new();
     for (doc_index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let value = Value::deserialize(document).map_err(|e| KubeError::Document {
             source_name: source.to_string(),
@@ -56,12 +60,46 @@ pub fn parse(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
         if value.is_null() {
             continue;
         }
-        add_object(&mut dump, value, source)?;
+        add_object(&mut dump, &mut legacy, value, source)?;
     }
+    add_legacy(&mut dump, &legacy)?;
     Ok(dump)
 }
 
-fn add_object(dump: &mut ClusterDump, value: Value, source: &str) -> Result<(), KubeError> {
+/// Converts the legacy objects to v1 and adds them, unless a v1 object of the same kind and
+/// name is already in the dump (an upgraded cluster holds both).
+fn add_legacy(dump: &mut ClusterDump, legacy: &[Value]) -> Result<(), KubeError> {
+    let converted = crate::legacy::convert(legacy);
+    for pool in converted.nodepools {
+        let pool: NodePool = typed(pool, "NodePool")?;
+        if !dump
+            .nodepools
+            .iter()
+            .any(|p| p.metadata.name == pool.metadata.name)
+        {
+            dump.nodepools.push(pool);
+        }
+    }
+    for class in converted.nodeclasses {
+        let class: EC2NodeClass = typed(class, "EC2NodeClass")?;
+        if !dump
+            .nodeclasses
+            .iter()
+            .any(|c| c.metadata.name == class.metadata.name)
+        {
+            dump.nodeclasses.push(class);
+        }
+    }
+    dump.notes = converted.notes;
+    Ok(())
+}
+
+fn add_object(
+    dump: &mut ClusterDump,
+    legacy: &mut Vec<Value>,
+    value: Value,
+    source: &str,
+) -> Result<(), KubeError> {
     let kind = value
         .get("kind")
         .and_then(Value::as_str)
@@ -74,8 +112,12 @@ fn add_object(dump: &mut ClusterDump, value: Value, source: &str) -> Result<(), 
             .cloned()
             .unwrap_or_default();
         for item in items {
-            add_object(dump, item, source)?;
+            add_object(dump, legacy, item, source)?;
         }
+        return Ok(());
+    }
+    if crate::legacy::is_legacy(&value) {
+        legacy.push(value);
         return Ok(());
     }
     match kind.as_str() {

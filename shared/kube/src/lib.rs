@@ -11,8 +11,10 @@ pub mod error;
 pub mod executor;
 pub mod interruption;
 pub mod lease;
+pub mod legacy;
 pub mod snapshot;
 pub mod state;
+pub mod yaml;
 
 pub use error::KubeError;
 

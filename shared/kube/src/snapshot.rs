@@ -98,6 +98,7 @@ impl SnapshotReader {
             skipped: Vec::new(),
             converted_pods: Some(converted),
             slim: true,
+            notes: Vec::new(),
         })
     }
 

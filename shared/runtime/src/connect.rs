@@ -61,6 +61,7 @@ impl Clients {
         EventBridgeNudge {
             client: aws_sdk_eventbridge::Client::new(&self.sdk),
             bus: self.settings.event_bus.clone(),
+            cluster: self.settings.cluster_name.clone(),
         }
     }
 

@@ -24,16 +24,21 @@ pub trait Nudge: Send + Sync {
     ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
 }
 
-/// Nudges through EventBridge `PutEvents`.
+/// Nudges through EventBridge `PutEvents`. The detail carries the cluster name, so the rule
+/// that targets tick matches only its own cluster's nudges when several share an account.
 #[derive(Clone, Debug)]
 pub struct EventBridgeNudge {
     pub client: aws_sdk_eventbridge::Client,
     pub bus: String,
+    pub cluster: String,
 }
 
 impl Nudge for EventBridgeNudge {
     #[instrument(skip(self, detail))]
-    async fn nudge(&self, detail_type: &str, detail: Value) -> Result<(), RuntimeError> {
+    async fn nudge(&self, detail_type: &str, mut detail: Value) -> Result<(), RuntimeError> {
+        if let Some(fields) = detail.as_object_mut() {
+            fields.insert("cluster".into(), Value::String(self.cluster.clone()));
+        }
         let entry = PutEventsRequestEntry::builder()
             .source(SOURCE)
             .detail_type(detail_type)

@@ -361,7 +361,9 @@ async fn the_webhook_admits_and_puts_exactly_one_pending_pod_event() {
     events
         .put_rule()
         .name("fleetwright-nudges")
-        .event_pattern(r#"{"source":["fleetwright"]}"#)
+        .event_pattern(
+            r#"{"source":["fleetwright"],"detail-type":["Pending Pod","Capacity Needed"],"detail":{"cluster":["dev"]}}"#,
+        )
         .send()
         .await
         .unwrap();
@@ -382,6 +384,7 @@ async fn the_webhook_admits_and_puts_exactly_one_pending_pod_event() {
         EventBridgeNudge {
             client: events,
             bus: "default".into(),
+            cluster: "dev".into(),
         },
         None,
     );
@@ -431,6 +434,7 @@ async fn the_webhook_admits_and_puts_exactly_one_pending_pod_event() {
     let event: Value = serde_json::from_str(messages[0].body().unwrap()).unwrap();
     assert_eq!(event["detail-type"], "Pending Pod");
     assert_eq!(event["detail"]["name"], "inflate-5db4558c8-00000");
+    assert_eq!(event["detail"]["cluster"], "dev");
 }
 
 #[tokio::test]

@@ -254,7 +254,13 @@ async fn seed_aws(aws: &AwsClients, fx: &Fixture, cluster: &str) -> anyhow::Resu
     events
         .put_rule()
         .name(&rule)
-        .event_pattern(json!({"source": ["fleetwright"]}).to_string())
+        // The pattern of the tick's Nudge rule in infra/template.yaml.
+        .event_pattern(
+            json!({"source": ["fleetwright"],
+                   "detail-type": ["Pending Pod", "Capacity Needed"],
+                   "detail": {"cluster": [cluster]}})
+            .to_string(),
+        )
         .send()
         .await
         .context("events:PutRule")?;

@@ -1,0 +1,230 @@
+//! `fleetwright manifests`: the Kubernetes side of a deployment, as one YAML stream for
+//! `kubectl apply -f -`. It holds the CRDs, the RBAC for the functions' group (only the verbs
+//! the executor uses), the pod-CREATE `MutatingWebhookConfiguration` pointing at the Function
+//! URL, and on request a default `EC2NodeClass` and `NodePool`.
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde_json::{json, Value};
+
+#[derive(Debug, Args)]
+pub struct ManifestsArgs {
+    /// The webhook's Function URL (the stack output `WebhookFunctionUrl`), https only.
+    #[arg(long)]
+    function_url: String,
+    /// The webhook's path token (the stack parameter `WebhookToken`); the URL becomes
+    /// `<function-url>/admit/<token>`.
+    #[arg(long)]
+    token: Option<String>,
+    /// The Kubernetes group the functions' IAM role is mapped to (stack parameter
+    /// `KubernetesGroup`).
+    #[arg(long, default_value = "fleetwright")]
+    group: String,
+    /// Namespace of the Lease, the state ConfigMap and the Events (stack parameter `Namespace`).
+    #[arg(long, default_value = "karpenter")]
+    namespace: String,
+    /// Also print a default EC2NodeClass and NodePool whose nodes use this IAM role (stack
+    /// output `NodeRoleName`). Needs `--cluster-name`.
+    #[arg(long, requires = "cluster_name")]
+    node_role: Option<String>,
+    /// The cluster name; the default EC2NodeClass selects subnets and security groups tagged
+    /// `karpenter.sh/discovery: <cluster-name>`.
+    #[arg(long)]
+    cluster_name: Option<String>,
+}
+
+/// Prints the stream.
+pub fn run(args: &ManifestsArgs) -> anyhow::Result<()> {
+    use std::io::Write;
+    let text = render(args)?;
+    write!(std::io::stdout(), "{text}")?;
+    Ok(())
+}
+
+/// The whole YAML stream.
+pub fn render(args: &ManifestsArgs) -> anyhow::Result<String> {
+    let url = webhook_url(&args.function_url, args.token.as_deref())?;
+    let mut out = fleetwright_kube::crds::definitions_yaml().context("rendering the CRDs")?;
+    let mut objects = vec![namespace(&args.namespace)];
+    objects.extend(rbac(&args.group, &args.namespace));
+    objects.push(webhook(&url));
+    if let (Some(role), Some(cluster)) = (&args.node_role, &args.cluster_name) {
+        objects.push(default_node_class(role, cluster));
+        objects.push(default_node_pool());
+    }
+    for object in objects {
+        out.push_str("---\n");
+        out.push_str(&fleetwright_kube::yaml::to_string(&object));
+    }
+    Ok(out)
+}
+
+/// `<function-url>/admit/<token>`, checked: the API server calls webhooks over https only.
+fn webhook_url(function_url: &str, token: Option<&str>) -> anyhow::Result<String> {
+    if !function_url.starts_with("https://") {
+        bail!("--function-url {function_url:?}: the API server calls webhooks over https only");
+    }
+    let base = function_url.trim_end_matches('/');
+    match token {
+        None => Ok(format!("{base}/admit")),
+        Some(t)
+            if t.len() >= 16
+                && t.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') =>
+        {
+            Ok(format!("{base}/admit/{t}"))
+        }
+        Some(_) => bail!("--token: must be at least 16 characters of [A-Za-z0-9_-]"),
+    }
+}
+
+fn namespace(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+}
+
+fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
+    json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
+}
+
+/// The verbs the executor and the snapshot reader use, and no more: cluster-wide reads of the
+/// scheduling inputs, node and NodeClaim writes, evictions and Events; the Lease and the state
+/// ConfigMap only in the namespace.
+fn rbac(group: &str, namespace: &str) -> Vec<Value> {
+    let name = "fleetwright";
+    let subject =
+        json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]);
+    let cluster_rules = vec![
+        rule(&[""], &["pods"], &["get", "list"]),
+        rule(&[""], &["pods/eviction"], &["create"]),
+        rule(&[""], &["nodes"], &["get", "list", "update", "delete"]),
+        rule(
+            &[""],
+            &["persistentvolumes", "persistentvolumeclaims"],
+            &["list"],
+        ),
+        rule(&[""], &["events"], &["create"]),
+        rule(&["apps"], &["daemonsets"], &["list"]),
+        rule(&["policy"], &["poddisruptionbudgets"], &["list"]),
+        rule(&["karpenter.sh"], &["nodepools"], &["list"]),
+        rule(
+            &["karpenter.sh"],
+            &["nodeclaims"],
+            &["get", "list", "create", "update", "delete"],
+        ),
+        rule(&["karpenter.sh"], &["nodeclaims/status"], &["update"]),
+        rule(&["karpenter.k8s.aws"], &["ec2nodeclasses"], &["list"]),
+    ];
+    let namespaced_rules = vec![
+        rule(
+            &["coordination.k8s.io"],
+            &["leases"],
+            &["get", "create", "update"],
+        ),
+        rule(&[""], &["configmaps"], &["get", "create", "update"]),
+    ];
+    let role_ref =
+        |kind: &str| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name});
+    vec![
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": name}, "rules": cluster_rules}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": name}, "roleRef": role_ref("ClusterRole"), "subjects": subject}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": name, "namespace": namespace}, "rules": namespaced_rules}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": name, "namespace": namespace},
+               "roleRef": role_ref("Role"), "subjects": subject}),
+    ]
+}
+
+/// Pod CREATE only, never blocking a pod: `failurePolicy: Ignore`, a 2 s timeout, no side
+/// effects on dry runs, and kube-system left out.
+fn webhook(url: &str) -> Value {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "fleetwright"},
+        "webhooks": [{
+            "name": "pending-pods.fleetwright.io",
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": {"url": url},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                       "resources": ["pods"], "scope": "Namespaced"}],
+            "failurePolicy": "Ignore",
+            "matchPolicy": "Equivalent",
+            "reinvocationPolicy": "Never",
+            "sideEffects": "NoneOnDryRun",
+            "timeoutSeconds": 2,
+            "namespaceSelector": {"matchExpressions": [{
+                "key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}]}
+        }]
+    })
+}
+
+/// Karpenter's getting-started EC2NodeClass: AL2023, the given role, and subnets and security
+/// groups found by the `karpenter.sh/discovery` tag.
+fn default_node_class(role: &str, cluster: &str) -> Value {
+    let discovery = json!([{"tags": {"karpenter.sh/discovery": cluster}}]);
+    json!({
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {
+            "role": role,
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": discovery,
+            "securityGroupSelectorTerms": discovery,
+        }
+    })
+}
+
+/// Karpenter's getting-started NodePool: c/m/r, generation > 2, spot and on-demand, amd64,
+/// consolidation when empty or underutilized, a 1,000-CPU limit.
+fn default_node_pool() -> Value {
+    let req = |key: &str, operator: &str, values: &[&str]| json!({"key": key, "operator": operator, "values": values});
+    json!({
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "default"},
+        "spec": {
+            "template": {"spec": {
+                "requirements": [
+                    req("kubernetes.io/arch", "In", &["amd64"]),
+                    req("kubernetes.io/os", "In", &["linux"]),
+                    req("karpenter.sh/capacity-type", "In", &["spot", "on-demand"]),
+                    req("karpenter.k8s.aws/instance-category", "In", &["c", "m", "r"]),
+                    req("karpenter.k8s.aws/instance-generation", "Gt", &["2"]),
+                ],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "expireAfter": "720h",
+            }},
+            "limits": {"cpu": "1000"},
+            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "1m"},
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_url_needs_https_and_a_well_formed_token() {
+        assert_eq!(
+            webhook_url(
+                "https://abc.lambda-url.us-east-1.on.aws/",
+                Some("0123456789abcdef")
+            )
+            .unwrap(),
+            "https://abc.lambda-url.us-east-1.on.aws/admit/0123456789abcdef"
+        );
+        assert!(webhook_url("http://abc/", None)
+            .unwrap_err()
+            .to_string()
+            .contains("--function-url"));
+        assert!(webhook_url("https://abc/", Some("short"))
+            .unwrap_err()
+            .to_string()
+            .contains("--token"));
+    }
+}

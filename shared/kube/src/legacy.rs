@@ -1,0 +1,688 @@
+//! Legacy Karpenter resources turned into v1 ones, without I/O: `karpenter.sh/v1alpha5`
+//! `Provisioner` (with an inline `provider` or a `providerRef`), `karpenter.k8s.aws/v1alpha1`
+//! `AWSNodeTemplate`, and the `v1beta1` `NodePool` and `EC2NodeClass`. Every field that has no
+//! v1 meaning is reported as a [`Note`], never dropped silently. `fleetwright convert` prints
+//! the result; cluster dumps go through the same conversion.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value};
+
+/// The v1 objects, and what could not be mapped (or was defaulted) on the way.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Converted {
+    pub nodepools: Vec<Value>,
+    pub nodeclasses: Vec<Value>,
+    pub notes: Vec<Note>,
+}
+
+/// One remark about a legacy object's field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    /// `Provisioner dev`, `AWSNodeTemplate karpenter-default`, …
+    pub object: String,
+    /// The legacy field, as a path: `spec.kubeletConfiguration.containerRuntime`.
+    pub field: String,
+    pub kind: NoteKind,
+    pub reason: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoteKind {
+    /// The field has no v1 equivalent; it is left out.
+    Unmapped,
+    /// v1 would behave differently without it, so the legacy default was written explicitly.
+    Defaulted,
+}
+
+impl std::fmt::Display for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.kind {
+            NoteKind::Unmapped => "not mapped",
+            NoteKind::Defaulted => "defaulted",
+        };
+        write!(
+            f,
+            "{}: {}: {kind}: {}",
+            self.object, self.field, self.reason
+        )
+    }
+}
+
+/// Whether an object is one of the legacy kinds this module converts.
+pub fn is_legacy(value: &Value) -> bool {
+    matches!(
+        (api_version(value), kind(value)),
+        ("karpenter.sh/v1alpha5", "Provisioner")
+            | ("karpenter.k8s.aws/v1alpha1", "AWSNodeTemplate")
+            | ("karpenter.sh/v1beta1", "NodePool")
+            | ("karpenter.k8s.aws/v1beta1", "EC2NodeClass")
+    )
+}
+
+fn api_version(value: &Value) -> &str {
+    value["apiVersion"].as_str().unwrap_or_default()
+}
+
+fn kind(value: &Value) -> &str {
+    value["kind"].as_str().unwrap_or_default()
+}
+
+fn name(value: &Value) -> String {
+    value["metadata"]["name"]
+        .as_str()
+        .unwrap_or("<unnamed>")
+        .to_string()
+}
+
+/// Converts legacy objects (others are ignored). Node classes are converted first, so pools
+/// can move their kubelet settings onto the class they reference, where v1 keeps them.
+pub fn convert(objects: &[Value]) -> Converted {
+    let mut out = Converted::default();
+    let mut classes: BTreeMap<String, Value> = BTreeMap::new();
+    for object in objects.iter().filter(|o| is_legacy(o)) {
+        let object_name = format!("{} {}", kind(object), name(object));
+        let mut notes = Notes::new(&object_name);
+        let class = match kind(object) {
+            "AWSNodeTemplate" => node_template(object, &mut notes),
+            "EC2NodeClass" => beta_node_class(object, &mut notes),
+            _ => continue,
+        };
+        out.notes.extend(notes.list);
+        classes.insert(name(object), class);
+    }
+    for object in objects.iter().filter(|o| is_legacy(o)) {
+        let object_name = format!("{} {}", kind(object), name(object));
+        let mut notes = Notes::new(&object_name);
+        let pool = match kind(object) {
+            "Provisioner" => provisioner(object, &mut classes, &mut notes),
+            "NodePool" => beta_node_pool(object, &mut classes, &mut notes),
+            _ => continue,
+        };
+        out.notes.extend(notes.list);
+        out.nodepools.push(pool);
+    }
+    out.nodeclasses = classes.into_values().collect();
+    out
+}
+
+/// Notes about one object.
+struct Notes {
+    object: String,
+    list: Vec<Note>,
+}
+
+impl Notes {
+    fn new(object: &str) -> Self {
+        Notes {
+            object: object.to_string(),
+            list: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, field: &str, kind: NoteKind, reason: impl Into<String>) {
+        self.list.push(Note {
+            object: self.object.clone(),
+            field: field.to_string(),
+            kind,
+            reason: reason.into(),
+        });
+    }
+
+    fn unmapped(&mut self, field: &str, reason: impl Into<String>) {
+        self.add(field, NoteKind::Unmapped, reason);
+    }
+
+    /// Reports every field left in `rest` (the ones no rule took) under `prefix`.
+    fn leftovers(&mut self, prefix: &str, rest: Map<String, Value>) {
+        for key in rest.keys() {
+            self.unmapped(
+                &format!("{prefix}.{key}"),
+                "no v1 equivalent is known for this field",
+            );
+        }
+    }
+}
+
+fn spec_of(object: &Value) -> Map<String, Value> {
+    object["spec"].as_object().cloned().unwrap_or_default()
+}
+
+/// Metadata a converted object keeps: name, labels and annotations (not uid, resourceVersion
+/// or managed fields, which belong to the old object).
+fn metadata(object: &Value) -> Value {
+    let mut meta = Map::new();
+    meta.insert("name".into(), json!(name(object)));
+    for key in ["labels", "annotations"] {
+        if let Some(v) = object["metadata"].get(key).filter(|v| !v.is_null()) {
+            meta.insert(key.into(), v.clone());
+        }
+    }
+    Value::Object(meta)
+}
+
+/// Seconds as a Karpenter duration: `720h`, `30m`, `45s`.
+pub fn duration(seconds: u64) -> String {
+    match seconds {
+        s if s > 0 && s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s > 0 && s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+fn seconds(value: &Value) -> Option<u64> {
+    value
+        .as_u64()
+        .or_else(|| value.as_str().and_then(|s| s.trim().parse().ok()))
+}
+
+// ---------------------------------------------------------------- node classes
+
+/// `AWSNodeTemplate` (and a Provisioner's inline `provider`) as a v1 `EC2NodeClass`.
+fn node_template(object: &Value, notes: &mut Notes) -> Value {
+    class_from_provider(metadata(object), spec_of(object), "spec", notes)
+}
+
+fn class_from_provider(
+    meta: Value,
+    mut spec: Map<String, Value>,
+    prefix: &str,
+    notes: &mut Notes,
+) -> Value {
+    let mut out = Map::new();
+    let family = spec
+        .remove("amiFamily")
+        .and_then(|v| v.as_str().map(str::to_string));
+    if let Some(selector) = spec.remove("subnetSelector") {
+        out.insert("subnetSelectorTerms".into(), selector_terms(&selector));
+    }
+    if let Some(selector) = spec.remove("securityGroupSelector") {
+        out.insert(
+            "securityGroupSelectorTerms".into(),
+            selector_terms(&selector),
+        );
+    }
+    match spec.remove("amiSelector") {
+        Some(selector) => {
+            out.insert("amiSelectorTerms".into(), selector_terms(&selector));
+            out.insert(
+                "amiFamily".into(),
+                json!(family.clone().unwrap_or_else(|| "AL2".into())),
+            );
+            if family.is_none() {
+                notes.add(
+                    &format!("{prefix}.amiFamily"),
+                    NoteKind::Defaulted,
+                    "AL2, the legacy default, since the AMI selector needs a family in v1",
+                );
+            }
+        }
+        None => {
+            let family = family.unwrap_or_else(|| "AL2".into());
+            match alias(&family) {
+                Some(alias) => {
+                    out.insert("amiSelectorTerms".into(), json!([{ "alias": alias }]));
+                }
+                None => {
+                    out.insert("amiFamily".into(), json!(family));
+                    notes.unmapped(
+                        &format!("{prefix}.amiFamily"),
+                        format!("{family} has no alias; add amiSelectorTerms"),
+                    );
+                }
+            }
+        }
+    }
+    for key in [
+        "instanceProfile",
+        "userData",
+        "tags",
+        "blockDeviceMappings",
+        "metadataOptions",
+        "detailedMonitoring",
+        "context",
+        "associatePublicIPAddress",
+        "instanceStorePolicy",
+    ] {
+        if let Some(v) = spec.remove(key).filter(|v| !v.is_null()) {
+            out.insert(key.into(), v);
+        }
+    }
+    if !out.contains_key("instanceProfile") {
+        notes.unmapped(
+            &format!("{prefix}.instanceProfile"),
+            "absent: the legacy global default instance profile has no v1 equivalent; set spec.role or spec.instanceProfile",
+        );
+    }
+    if spec.remove("launchTemplate").is_some() {
+        notes.unmapped(
+            &format!("{prefix}.launchTemplate"),
+            "v1 builds its own launch templates; move the settings into the EC2NodeClass",
+        );
+    }
+    notes.leftovers(prefix, spec);
+    json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": meta, "spec": out})
+}
+
+/// The v1 alias for an AMI family, with the latest version.
+fn alias(family: &str) -> Option<String> {
+    let prefix = match family {
+        "AL2" => "al2",
+        "AL2023" => "al2023",
+        "Bottlerocket" => "bottlerocket",
+        "Windows2019" => "windows2019",
+        "Windows2022" => "windows2022",
+        _ => return None,
+    };
+    Some(format!("{prefix}@latest"))
+}
+
+/// A legacy selector map as v1 terms: `aws-ids`/`aws::ids` become one term per id,
+/// `aws::name` and `aws::owners` become name and owner, the other keys one term of tags.
+fn selector_terms(selector: &Value) -> Value {
+    let mut terms = Vec::new();
+    let mut tags = Map::new();
+    let mut name = None;
+    let mut owners = Vec::new();
+    for (key, value) in selector.as_object().into_iter().flatten() {
+        let text = value.as_str().unwrap_or_default();
+        let items = text.split(',').map(str::trim).filter(|s| !s.is_empty());
+        match key.as_str() {
+            "aws-ids" | "aws::ids" => terms.extend(items.map(|id| json!({ "id": id }))),
+            "aws::name" => name = Some(text.to_string()),
+            "aws::owners" => owners.extend(items.map(str::to_string)),
+            _ => {
+                tags.insert(key.clone(), json!(text));
+            }
+        }
+    }
+    if name.is_some() || !tags.is_empty() {
+        let mut term = Map::new();
+        if !tags.is_empty() {
+            term.insert("tags".into(), Value::Object(tags));
+        }
+        if let Some(n) = name {
+            term.insert("name".into(), json!(n));
+        }
+        match owners.as_slice() {
+            [] => terms.push(Value::Object(term)),
+            _ => {
+                for owner in &owners {
+                    let mut t = term.clone();
+                    t.insert("owner".into(), json!(owner));
+                    terms.push(Value::Object(t));
+                }
+            }
+        }
+    }
+    Value::Array(terms)
+}
+
+/// `karpenter.k8s.aws/v1beta1` EC2NodeClass: the same fields, with the family as an alias
+/// when no AMI selector is given.
+fn beta_node_class(object: &Value, notes: &mut Notes) -> Value {
+    let mut spec = spec_of(object);
+    let has_terms = spec
+        .get("amiSelectorTerms")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty());
+    if !has_terms {
+        let family = spec
+            .get("amiFamily")
+            .and_then(Value::as_str)
+            .unwrap_or("AL2")
+            .to_string();
+        match alias(&family) {
+            Some(a) => {
+                spec.remove("amiFamily");
+                spec.insert("amiSelectorTerms".into(), json!([{ "alias": a }]));
+            }
+            None => notes.unmapped(
+                "spec.amiFamily",
+                format!("{family} has no alias; add amiSelectorTerms"),
+            ),
+        }
+    }
+    json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+           "metadata": metadata(object), "spec": spec})
+}
+
+// ---------------------------------------------------------------- node pools
+
+/// Legacy label keys and their v1 names.
+fn requirement_key(key: &str) -> &str {
+    match key {
+        "failure-domain.beta.kubernetes.io/zone" => "topology.kubernetes.io/zone",
+        "failure-domain.beta.kubernetes.io/region" => "topology.kubernetes.io/region",
+        "beta.kubernetes.io/arch" => "kubernetes.io/arch",
+        "beta.kubernetes.io/os" => "kubernetes.io/os",
+        "beta.kubernetes.io/instance-type" => "node.kubernetes.io/instance-type",
+        other => other,
+    }
+}
+
+/// A Provisioner as a v1 NodePool.
+fn provisioner(object: &Value, classes: &mut BTreeMap<String, Value>, notes: &mut Notes) -> Value {
+    let pool_name = name(object);
+    let mut spec = spec_of(object);
+    let mut template_meta = Map::new();
+    for key in ["labels", "annotations"] {
+        if let Some(v) = spec.remove(key).filter(|v| !v.is_null()) {
+            template_meta.insert(key.into(), v);
+        }
+    }
+    let mut template = Map::new();
+    let requirements = legacy_requirements(spec.remove("requirements"), notes);
+    template.insert("requirements".into(), Value::Array(requirements));
+    for key in ["taints", "startupTaints"] {
+        if let Some(v) = spec.remove(key).filter(|v| !v.is_null()) {
+            template.insert(key.into(), v);
+        }
+    }
+    let class_name = match (spec.remove("providerRef"), spec.remove("provider")) {
+        (Some(reference), provider) => {
+            if provider.is_some() {
+                notes.unmapped("spec.provider", "ignored: spec.providerRef is also set");
+            }
+            reference["name"].as_str().unwrap_or("default").to_string()
+        }
+        (None, Some(provider)) => {
+            let meta = json!({ "name": pool_name });
+            let provider = provider.as_object().cloned().unwrap_or_default();
+            let class = class_from_provider(meta, provider, "spec.provider", notes);
+            classes.insert(pool_name.clone(), class);
+            pool_name.clone()
+        }
+        (None, None) => {
+            notes.unmapped(
+                "spec.providerRef",
+                "absent: the NodePool references EC2NodeClass \"default\"",
+            );
+            "default".to_string()
+        }
+    };
+    template.insert("nodeClassRef".into(), node_class_ref(&class_name));
+    if let Some(kubelet) = spec.remove("kubeletConfiguration") {
+        move_kubelet(
+            kubelet,
+            "spec.kubeletConfiguration",
+            &class_name,
+            classes,
+            notes,
+        );
+    }
+    let expire = spec.remove("ttlSecondsUntilExpired");
+    template.insert(
+        "expireAfter".into(),
+        json!(expire
+            .as_ref()
+            .and_then(seconds)
+            .map(duration)
+            .unwrap_or_else(|| "Never".into())),
+    );
+    let disruption = legacy_disruption(
+        spec.remove("ttlSecondsAfterEmpty"),
+        spec.remove("consolidation"),
+        notes,
+    );
+    let mut out = Map::new();
+    out.insert(
+        "template".into(),
+        json!({"metadata": template_meta, "spec": template}),
+    );
+    out.insert("disruption".into(), disruption);
+    if let Some(limits) = spec.remove("limits") {
+        let mut limits = limits.as_object().cloned().unwrap_or_default();
+        if let Some(resources) = limits.remove("resources") {
+            out.insert("limits".into(), resources);
+        }
+        notes.leftovers("spec.limits", limits);
+    }
+    if let Some(weight) = spec.remove("weight").filter(|v| !v.is_null()) {
+        out.insert("weight".into(), weight);
+    }
+    notes.leftovers("spec", spec);
+    json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+           "metadata": metadata(object), "spec": out})
+}
+
+fn node_class_ref(name: &str) -> Value {
+    json!({"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": name})
+}
+
+/// Requirements with v1 label keys, plus the legacy defaults v1 no longer applies: on-demand
+/// when no capacity type is required, amd64 when no architecture is.
+fn legacy_requirements(requirements: Option<Value>, notes: &mut Notes) -> Vec<Value> {
+    let mut out: Vec<Value> = requirements
+        .and_then(|r| r.as_array().cloned())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut r| {
+            if let Some(key) = r["key"].as_str().map(str::to_string) {
+                r["key"] = json!(requirement_key(&key));
+            }
+            r
+        })
+        .collect();
+    let has = |out: &[Value], key: &str| out.iter().any(|r| r["key"] == key);
+    for (key, value, why) in [
+        (
+            "karpenter.sh/capacity-type",
+            "on-demand",
+            "legacy Provisioners without a capacity-type requirement launched on-demand only",
+        ),
+        (
+            "kubernetes.io/arch",
+            "amd64",
+            "legacy Provisioners without an architecture requirement launched amd64 only",
+        ),
+    ] {
+        if !has(&out, key) {
+            out.push(json!({"key": key, "operator": "In", "values": [value]}));
+            notes.add(
+                "spec.requirements",
+                NoteKind::Defaulted,
+                format!("{key} In [{value}]: {why}"),
+            );
+        }
+    }
+    out
+}
+
+/// `ttlSecondsAfterEmpty` → WhenEmpty after that long; `consolidation.enabled` →
+/// WhenEmptyOrUnderutilized; neither → nodes were never scaled down, so WhenEmpty and Never.
+fn legacy_disruption(
+    after_empty: Option<Value>,
+    consolidation: Option<Value>,
+    notes: &mut Notes,
+) -> Value {
+    let consolidate = consolidation
+        .as_ref()
+        .and_then(|c| c["enabled"].as_bool())
+        .unwrap_or(false);
+    let empty = after_empty.as_ref().and_then(seconds);
+    match (consolidate, empty) {
+        (true, e) => {
+            if e.is_some() {
+                notes.unmapped(
+                    "spec.ttlSecondsAfterEmpty",
+                    "ignored: consolidation.enabled also removes empty nodes",
+                );
+            }
+            json!({"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"})
+        }
+        (false, Some(s)) => {
+            json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": duration(s)})
+        }
+        (false, None) => {
+            json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"})
+        }
+    }
+}
+
+/// Moves kubelet settings onto the referenced class, where v1 keeps them.
+fn move_kubelet(
+    kubelet: Value,
+    field: &str,
+    class_name: &str,
+    classes: &mut BTreeMap<String, Value>,
+    notes: &mut Notes,
+) {
+    let mut kubelet = kubelet.as_object().cloned().unwrap_or_default();
+    if kubelet.remove("containerRuntime").is_some() {
+        notes.unmapped(
+            &format!("{field}.containerRuntime"),
+            "v1 nodes always run containerd",
+        );
+    }
+    if kubelet.is_empty() {
+        return;
+    }
+    let Some(class) = classes.get_mut(class_name) else {
+        notes.unmapped(
+            field,
+            format!("v1 keeps kubelet settings on the EC2NodeClass, and {class_name} is not in the input; add them to its spec.kubelet"),
+        );
+        return;
+    };
+    let existing = &class["spec"]["kubelet"];
+    if !existing.is_null() && *existing != Value::Object(kubelet.clone()) {
+        notes.unmapped(
+            field,
+            format!("EC2NodeClass {class_name} already has other kubelet settings from another pool; split the class"),
+        );
+        return;
+    }
+    class["spec"]["kubelet"] = Value::Object(kubelet);
+}
+
+/// `karpenter.sh/v1beta1` NodePool: nodeClassRef by group, `expireAfter` into the template,
+/// `WhenUnderutilized` renamed, kubelet onto the class.
+fn beta_node_pool(
+    object: &Value,
+    classes: &mut BTreeMap<String, Value>,
+    notes: &mut Notes,
+) -> Value {
+    let mut spec = spec_of(object);
+    let mut template = spec.remove("template").unwrap_or_else(|| json!({}));
+    let class_name = template["spec"]["nodeClassRef"]["name"]
+        .as_str()
+        .unwrap_or("default")
+        .to_string();
+    template["spec"]["nodeClassRef"] = node_class_ref(&class_name);
+    if let Some(kubelet) = template["spec"]
+        .as_object_mut()
+        .and_then(|s| s.remove("kubelet"))
+    {
+        move_kubelet(
+            kubelet,
+            "spec.template.spec.kubelet",
+            &class_name,
+            classes,
+            notes,
+        );
+    }
+    let mut disruption = spec
+        .remove("disruption")
+        .and_then(|d| d.as_object().cloned())
+        .unwrap_or_default();
+    let expire = disruption.remove("expireAfter").unwrap_or(json!("720h"));
+    template["spec"]["expireAfter"] = expire;
+    if disruption.get("consolidationPolicy") == Some(&json!("WhenUnderutilized")) {
+        disruption.insert(
+            "consolidationPolicy".into(),
+            json!("WhenEmptyOrUnderutilized"),
+        );
+        disruption
+            .entry("consolidateAfter")
+            .or_insert_with(|| json!("0s"));
+    }
+    spec.insert("template".into(), template);
+    spec.insert("disruption".into(), Value::Object(disruption));
+    json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+           "metadata": metadata(object), "spec": spec})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_use_the_largest_whole_unit() {
+        assert_eq!(duration(2_592_000), "720h");
+        assert_eq!(duration(60), "1m");
+        assert_eq!(duration(30), "30s");
+        assert_eq!(duration(0), "0s");
+    }
+
+    #[test]
+    fn selectors_become_terms() {
+        assert_eq!(
+            selector_terms(&json!({"karpenter.sh/discovery": "dev"})),
+            json!([{"tags": {"karpenter.sh/discovery": "dev"}}])
+        );
+        assert_eq!(
+            selector_terms(&json!({"aws-ids": "subnet-1, subnet-2"})),
+            json!([{"id": "subnet-1"}, {"id": "subnet-2"}])
+        );
+        assert_eq!(
+            selector_terms(&json!({"aws::name": "my-ami-*", "aws::owners": "self,amazon"})),
+            json!([{"name": "my-ami-*", "owner": "self"}, {"name": "my-ami-*", "owner": "amazon"}])
+        );
+    }
+
+    #[test]
+    fn v1beta1_pools_move_expiry_rename_the_policy_and_carry_kubelet_to_the_class() {
+        let objects = vec![
+            json!({"apiVersion": "karpenter.k8s.aws/v1beta1", "kind": "EC2NodeClass",
+                   "metadata": {"name": "default"},
+                   "spec": {"amiFamily": "AL2023", "role": "node-role",
+                            "subnetSelectorTerms": [{"tags": {"a": "b"}}],
+                            "securityGroupSelectorTerms": [{"tags": {"a": "b"}}]}}),
+            json!({"apiVersion": "karpenter.sh/v1beta1", "kind": "NodePool",
+                   "metadata": {"name": "default"},
+                   "spec": {"template": {"spec": {
+                                "nodeClassRef": {"apiVersion": "karpenter.k8s.aws/v1beta1", "kind": "EC2NodeClass", "name": "default"},
+                                "requirements": [], "kubelet": {"maxPods": 20}}},
+                            "disruption": {"consolidationPolicy": "WhenUnderutilized", "expireAfter": "168h"}}}),
+        ];
+        let out = convert(&objects);
+        assert!(out.notes.is_empty(), "{:?}", out.notes);
+        let pool = &out.nodepools[0];
+        assert_eq!(pool["apiVersion"], "karpenter.sh/v1");
+        assert_eq!(pool["spec"]["template"]["spec"]["expireAfter"], "168h");
+        assert_eq!(
+            pool["spec"]["template"]["spec"]["nodeClassRef"],
+            json!({"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"})
+        );
+        assert!(pool["spec"]["template"]["spec"].get("kubelet").is_none());
+        assert_eq!(
+            pool["spec"]["disruption"],
+            json!({"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"})
+        );
+        let class = &out.nodeclasses[0];
+        assert_eq!(class["spec"]["kubelet"], json!({"maxPods": 20}));
+        assert_eq!(
+            class["spec"]["amiSelectorTerms"],
+            json!([{"alias": "al2023@latest"}])
+        );
+    }
+
+    #[test]
+    fn unknown_legacy_fields_are_reported_with_their_path() {
+        let objects = vec![
+            json!({"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner",
+            "metadata": {"name": "p"},
+            "spec": {"providerRef": {"name": "x"}, "futureField": 1,
+                     "limits": {"resources": {"cpu": "10"}, "other": 2},
+                     "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+                                      {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]}}),
+        ];
+        let out = convert(&objects);
+        let fields: Vec<&str> = out.notes.iter().map(|n| n.field.as_str()).collect();
+        assert_eq!(fields, ["spec.limits.other", "spec.futureField"]);
+        assert!(out.notes[0]
+            .to_string()
+            .starts_with("Provisioner p: spec.limits.other: not mapped"));
+    }
+}

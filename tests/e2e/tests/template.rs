@@ -1,0 +1,324 @@
+//! The SAM template (`infra/template.yaml`) read as data: the safety properties a security
+//! reviewer checks (scoped termination, no `*` on `*`, exact interruption rules), the wiring the
+//! functions rely on (batch item failures, a single tick), and agreement with the code (the
+//! tags Fleetwright puts on instances satisfy the IAM conditions; every variable is a setting).
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value as Json};
+use serde_yaml::Value;
+
+const CLUSTER: &str = "dev";
+
+fn template() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../infra/template.yaml");
+    serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn resources(t: &Value) -> Vec<(String, &Value)> {
+    t["Resources"]
+        .as_mapping()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.as_str().unwrap().to_string(), v))
+        .collect()
+}
+
+fn of_type<'a>(t: &'a Value, kind: &str) -> Vec<(String, &'a Value)> {
+    resources(t)
+        .into_iter()
+        .filter(|(_, r)| r["Type"].as_str() == Some(kind))
+        .collect()
+}
+
+/// A YAML value as JSON, with `!Sub` strings resolved for cluster `dev` (other variables
+/// become `X`) and parsed when they hold a JSON policy document.
+fn resolve(v: &Value) -> Json {
+    match v {
+        Value::Tagged(tagged) if tagged.tag == "Sub" => {
+            let text = tagged.value.as_str().unwrap_or_default();
+            let mut out = text.replace("${ClusterName}", CLUSTER);
+            while let Some(start) = out.find("${") {
+                let end = out[start..].find('}').unwrap() + start;
+                out.replace_range(start..=end, "X");
+            }
+            serde_json::from_str(&out).unwrap_or(Json::String(out))
+        }
+        Value::Tagged(tagged) => {
+            json!({ tagged.tag.to_string().trim_start_matches('!'): resolve(&tagged.value) })
+        }
+        other => serde_json::to_value(other).unwrap(),
+    }
+}
+
+/// Every IAM statement of the template: managed policies, role policies and queue policies.
+fn statements(t: &Value) -> Vec<Json> {
+    let mut docs = Vec::new();
+    for (_, r) in resources(t) {
+        let props = &r["Properties"];
+        match r["Type"].as_str().unwrap() {
+            "AWS::IAM::ManagedPolicy" | "AWS::SQS::QueuePolicy" => {
+                docs.push(resolve(&props["PolicyDocument"]))
+            }
+            "AWS::IAM::Role" => {
+                for p in props["Policies"].as_sequence().into_iter().flatten() {
+                    docs.push(resolve(&p["PolicyDocument"]));
+                }
+            }
+            _ => {}
+        }
+    }
+    docs.iter()
+        .flat_map(|d| d["Statement"].as_array().cloned().unwrap())
+        .collect()
+}
+
+fn list(v: &Json) -> Vec<String> {
+    match v {
+        Json::String(s) => vec![s.clone()],
+        Json::Array(items) => items
+            .iter()
+            .map(|i| i.as_str().unwrap_or("<intrinsic>").to_string())
+            .collect(),
+        _ => vec!["<intrinsic>".into()],
+    }
+}
+
+fn actions(s: &Json) -> Vec<String> {
+    list(&s["Action"])
+}
+
+#[test]
+fn every_terminate_statement_is_scoped_to_this_clusters_nodepool_instances() {
+    let t = template();
+    let terminating: Vec<Json> = statements(&t)
+        .into_iter()
+        .filter(|s| {
+            actions(s)
+                .iter()
+                .any(|a| a == "ec2:TerminateInstances" || a == "ec2:*")
+        })
+        .collect();
+    assert!(
+        !terminating.is_empty(),
+        "the controller must be able to terminate"
+    );
+    for s in terminating {
+        assert_eq!(s["Effect"], "Allow");
+        let c = &s["Condition"];
+        assert_eq!(
+            c["StringEquals"]["aws:ResourceTag/kubernetes.io/cluster/dev"], "owned",
+            "{s}"
+        );
+        assert_eq!(
+            c["StringLike"]["aws:ResourceTag/karpenter.sh/nodepool"], "*",
+            "{s}"
+        );
+    }
+}
+
+#[test]
+fn no_statement_allows_every_action_on_every_resource() {
+    for s in statements(&template()) {
+        let any_action = actions(&s).iter().any(|a| a == "*");
+        let any_resource = list(&s["Resource"]).iter().any(|r| r == "*");
+        assert!(!(any_action && any_resource), "{s}");
+        if s["Effect"] == "Allow" && any_resource {
+            let all_describes = actions(&s).iter().all(|a| a.starts_with("ec2:Describe"));
+            assert!(all_describes, "only EC2 reads may name every resource: {s}");
+            assert_eq!(
+                s["Condition"]["StringEquals"]["aws:RequestedRegion"], "X",
+                "{s}"
+            );
+        }
+    }
+}
+
+#[test]
+fn creation_needs_the_cluster_and_nodepool_request_tags_that_the_code_sends() {
+    let t = template();
+    let creating: Vec<Json> = statements(&t)
+        .into_iter()
+        .filter(|s| {
+            list(&s["Resource"])
+                .iter()
+                .any(|r| r.ends_with(":instance/*") || r.ends_with(":fleet/*"))
+                && actions(&s).iter().any(|a| a == "ec2:CreateFleet")
+        })
+        .collect();
+    assert_eq!(creating.len(), 1, "one statement creates instances");
+    let c = &creating[0]["Condition"];
+    assert_eq!(
+        c["StringEquals"]["aws:RequestTag/kubernetes.io/cluster/dev"],
+        "owned"
+    );
+    assert_eq!(c["StringLike"]["aws:RequestTag/karpenter.sh/nodepool"], "*");
+    assert_eq!(
+        c["StringEquals"]["aws:RequestTag/eks:eks-cluster-name"],
+        "dev"
+    );
+
+    // The tags the fleet request carries satisfy those conditions.
+    let request: fleetwright_aws::fleet::LaunchRequest = serde_json::from_value(json!({
+        "nodeclaim": "default-abc12", "nodepool": "default", "nodeclass": "default",
+        "instanceTypes": ["m5.large"], "capacityTypes": ["spot"], "zones": [],
+        "labels": {}, "taints": [], "startupTaints": [],
+    }))
+    .unwrap_or_else(|e| panic!("launch request: {e}"));
+    let tags = fleetwright_aws::fleet::instance_tags(CLUSTER, &request, &BTreeMap::new());
+    assert_eq!(tags["kubernetes.io/cluster/dev"], "owned");
+    assert_eq!(tags["eks:eks-cluster-name"], "dev");
+    assert_eq!(tags["karpenter.sh/nodepool"], "default");
+}
+
+#[test]
+fn pass_role_is_only_for_ec2_and_describe_cluster_only_for_this_cluster() {
+    let all = statements(&template());
+    let pass: Vec<&Json> = all
+        .iter()
+        .filter(|s| actions(s).iter().any(|a| a == "iam:PassRole"))
+        .collect();
+    assert_eq!(pass.len(), 1);
+    assert_eq!(
+        pass[0]["Condition"]["StringEquals"]["iam:PassedToService"],
+        "ec2.amazonaws.com"
+    );
+    let describe: Vec<&Json> = all
+        .iter()
+        .filter(|s| actions(s).iter().any(|a| a == "eks:DescribeCluster"))
+        .collect();
+    assert_eq!(describe.len(), 1);
+    assert!(list(&describe[0]["Resource"])[0].ends_with(":cluster/dev"));
+    for s in all
+        .iter()
+        .filter(|s| actions(s).iter().any(|a| a.starts_with("ssm:")))
+    {
+        assert!(list(&s["Resource"])
+            .iter()
+            .all(|r| r.ends_with("parameter/aws/service/*")));
+    }
+}
+
+#[test]
+fn the_five_interruption_rules_are_exact_and_target_the_queue() {
+    let t = template();
+    let mut patterns: Vec<Json> = of_type(&t, "AWS::Events::Rule")
+        .into_iter()
+        .filter(|(_, r)| {
+            r["Properties"]["Targets"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .any(|target| resolve(&target["Arn"])["GetAtt"] == "InterruptionQueue.Arn")
+        })
+        .map(|(_, r)| resolve(&r["Properties"]["EventPattern"]))
+        .collect();
+    patterns.sort_by_key(|p| p.to_string());
+    let pattern = |source: &str, detail: &str| json!({"source": [source], "detail-type": [detail]});
+    let mut expected = vec![
+        pattern("aws.health", "AWS Health Event"),
+        pattern("aws.ec2", "EC2 Spot Instance Interruption Warning"),
+        pattern("aws.ec2", "EC2 Instance Rebalance Recommendation"),
+        pattern("aws.ec2", "EC2 Instance State-change Notification"),
+        pattern(
+            "aws.ec2",
+            "EC2 Capacity Reservation Instance Interruption Warning",
+        ),
+    ];
+    expected.sort_by_key(|p| p.to_string());
+    assert_eq!(patterns, expected);
+}
+
+#[test]
+fn the_queue_is_encrypted_short_lived_redriven_and_https_only() {
+    let t = template();
+    let queue = &t["Resources"]["InterruptionQueue"]["Properties"];
+    assert_eq!(queue["MessageRetentionPeriod"], 300);
+    assert_eq!(queue["SqsManagedSseEnabled"], true);
+    assert_eq!(queue["RedrivePolicy"]["maxReceiveCount"], 3);
+    let policy =
+        resolve(&t["Resources"]["InterruptionQueuePolicy"]["Properties"]["PolicyDocument"]);
+    let statements = policy["Statement"].as_array().unwrap();
+    let allowed: Vec<&Json> = statements
+        .iter()
+        .filter(|s| s["Effect"] == "Allow")
+        .collect();
+    for s in &allowed {
+        let mut services = list(&s["Principal"]["Service"]);
+        services.sort();
+        assert_eq!(services, ["events.amazonaws.com", "sqs.amazonaws.com"]);
+    }
+    assert!(
+        statements
+            .iter()
+            .any(|s| s["Effect"] == "Deny"
+                && s["Condition"]["Bool"]["aws:SecureTransport"] == "false")
+    );
+}
+
+#[test]
+fn functions_are_wired_as_the_runtime_expects() {
+    let t = template();
+    let f = |name: &str| &t["Resources"][name]["Properties"];
+    assert_eq!(f("TickFunction")["ReservedConcurrentExecutions"], 1);
+    assert_eq!(
+        resolve(&f("TickFunction")["DeadLetterQueue"]["TargetArn"]),
+        json!({"GetAtt": "TickDeadLetterQueue.Arn"})
+    );
+    assert_eq!(
+        f("TickFunction")["Events"]["Schedule"]["Properties"]["Schedule"],
+        "rate(1 minute)"
+    );
+    let nudge = resolve(&f("TickFunction")["Events"]["Nudge"]["Properties"]["Pattern"]);
+    assert_eq!(nudge["source"], json!(["fleetwright"]));
+    assert_eq!(
+        nudge["detail-type"],
+        json!(["Pending Pod", "Capacity Needed"])
+    );
+    let queue = &f("InterruptionFunction")["Events"]["Queue"]["Properties"];
+    assert_eq!(queue["BatchSize"], 10);
+    assert_eq!(
+        queue["FunctionResponseTypes"],
+        Value::from(vec!["ReportBatchItemFailures"])
+    );
+    assert_eq!(
+        f("WebhookFunction")["FunctionUrlConfig"]["AuthType"],
+        "NONE"
+    );
+    for (name, r) in of_type(&t, "AWS::Serverless::Function") {
+        assert_eq!(r["Metadata"]["BuildMethod"], "rust-cargolambda", "{name}");
+    }
+    let globals = &t["Globals"]["Function"];
+    assert_eq!(globals["Runtime"], "provided.al2023");
+    assert_eq!(globals["LoggingConfig"]["LogFormat"], "JSON");
+}
+
+#[test]
+fn every_environment_variable_is_a_setting_the_functions_accept() {
+    let t = template();
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    let mut add = |vars: &Value| {
+        for (k, v) in vars.as_mapping().into_iter().flatten() {
+            let value = match resolve(v) {
+                Json::String(s) => s,
+                Json::Object(o) if o.contains_key("Ref") => match o["Ref"].as_str() {
+                    Some("ClusterName") => CLUSTER.to_string(),
+                    Some("WebhookToken") => "0123456789abcdef0123".to_string(),
+                    Some("DryRun") => "false".to_string(),
+                    Some("Namespace") => "karpenter".to_string(),
+                    other => panic!("unexpected parameter {other:?}"),
+                },
+                other => panic!("{k:?}: {other}"),
+            };
+            env.insert(k.as_str().unwrap().to_string(), value);
+        }
+    };
+    add(&t["Globals"]["Function"]["Environment"]["Variables"]);
+    for (_, r) in of_type(&t, "AWS::Serverless::Function") {
+        add(&r["Properties"]["Environment"]["Variables"]);
+    }
+    assert!(env.keys().all(|k| k.starts_with("FLEETWRIGHT_")));
+    let settings =
+        fleetwright_runtime::settings::Settings::from_lookup(|k| env.get(k).cloned()).unwrap();
+    assert_eq!(settings.cluster_name, CLUSTER);
+}
