@@ -94,7 +94,7 @@ fn rbac(group: &str, namespace: &str) -> Vec<Value> {
     let subject =
         json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]);
     let cluster_rules = vec![
-        rule(&[""], &["pods"], &["get", "list"]),
+        rule(&[""], &["pods"], &["get", "list", "delete"]),
         rule(&[""], &["pods/eviction"], &["create"]),
         rule(&[""], &["nodes"], &["get", "list", "update", "delete"]),
         rule(

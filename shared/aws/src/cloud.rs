@@ -432,9 +432,14 @@ impl Cloud for Ec2Cloud {
             .templates(req, nodeclass, &resolved, capacity_type, overrides)
             .await?;
         let tags = fleet::instance_tags(&self.cluster, req, &nodeclass.spec.tags);
-        let (launched, errors) =
+        let (mut launched, errors) =
             fleet::create(&self.clients.ec2, req, capacity_type, &templates, &tags).await?;
         self.record_fleet_errors(&errors, capacity_type, &templates, now);
+        if let Some(l) = launched.as_mut() {
+            // The launch templates carry the class's security groups.
+            l.security_groups = resolved.security_groups.clone();
+            l.security_groups.sort();
+        }
         launched.ok_or_else(|| AwsError::NothingLaunched {
             nodeclaim: req.nodeclaim.clone(),
             capacity_type: capacity_type.to_string(),

@@ -139,6 +139,12 @@ pub struct Launched {
     pub zone: String,
     pub capacity_type: String,
     pub image_id: String,
+    /// The subnet it was launched into (empty when unknown), recorded for subnet drift.
+    #[serde(default)]
+    pub subnet_id: String,
+    /// Its security groups, sorted (empty when unknown), recorded for security-group drift.
+    #[serde(default)]
+    pub security_groups: Vec<String>,
 }
 
 impl Launched {
@@ -410,6 +416,11 @@ pub async fn create(
             zone,
             capacity_type: capacity_type.to_string(),
             image_id,
+            subnet_id: o
+                .and_then(|o| o.subnet_id())
+                .unwrap_or_default()
+                .to_string(),
+            security_groups: Vec::new(),
         })
     });
     if let Some(l) = &launched {

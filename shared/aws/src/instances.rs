@@ -29,6 +29,11 @@ pub struct Instance {
     pub state: String,
     pub capacity_type: String,
     pub image_id: String,
+    #[serde(default)]
+    pub subnet_id: String,
+    /// Sorted.
+    #[serde(default)]
+    pub security_groups: Vec<String>,
     pub launch_time: Option<DateTime<Utc>>,
     pub tags: BTreeMap<String, String>,
 }
@@ -45,6 +50,8 @@ impl Instance {
             zone: self.zone.clone(),
             capacity_type: self.capacity_type.clone(),
             image_id: self.image_id.clone(),
+            subnet_id: self.subnet_id.clone(),
+            security_groups: self.security_groups.clone(),
         }
     }
 }
@@ -83,6 +90,16 @@ fn from_sdk(i: &Ec2Instance) -> Option<Instance> {
             _ => "on-demand".into(),
         },
         image_id: i.image_id().unwrap_or_default().to_string(),
+        subnet_id: i.subnet_id().unwrap_or_default().to_string(),
+        security_groups: {
+            let mut groups: Vec<String> = i
+                .security_groups()
+                .iter()
+                .filter_map(|g| g.group_id().map(str::to_string))
+                .collect();
+            groups.sort();
+            groups
+        },
         launch_time: i
             .launch_time()
             .and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos())),

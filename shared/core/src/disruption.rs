@@ -19,6 +19,19 @@ use crate::scheduler::{schedule, ScheduleOptions};
 
 /// The NodeClaim annotation holding the NodePool template hash it was created from.
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
+/// The annotation naming how that hash was computed.
+pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
+/// The NodeClaim annotation holding the EC2NodeClass static hash (everything but the selector
+/// terms) it was launched from.
+pub const NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
+pub const NODECLASS_HASH_VERSION: &str = "karpenter.k8s.aws/ec2nodeclass-hash-version";
+/// The version Fleetwright writes into both hash-version annotations. Hashes written by another
+/// version (Karpenter's own, after a migration) are not compared, so they never look drifted.
+pub const HASH_VERSION: &str = "fleetwright-v1";
+/// The subnet a NodeClaim's instance was launched into.
+pub const SUBNET_ID: &str = "fleetwright.io/subnet-id";
+/// The security groups of a NodeClaim's instance, sorted and comma-separated.
+pub const SECURITY_GROUP_IDS: &str = "fleetwright.io/security-group-ids";
 /// Spot-to-spot replacement needs at least this many cheaper spot types (for diversity).
 pub const MIN_SPOT_OPTIONS: usize = 15;
 /// Multi-node consolidation looks at no more than this many candidates.
@@ -250,18 +263,48 @@ fn expired(c: &Candidate, now: i64) -> bool {
     born > 0 && c.pool.expire_after.is_some_and(|ttl| now - born >= ttl)
 }
 
-fn drifted(c: &Candidate, snapshot: &Snapshot) -> bool {
-    let hash = c.claim.annotations.get(NODEPOOL_HASH);
-    let template =
-        hash.is_some() && c.pool.template_hash.is_some() && hash != c.pool.template_hash.as_ref();
-    let image = match (
-        &c.claim.image_id,
-        snapshot.node_class_images.get(&c.pool.node_class),
-    ) {
-        (Some(image), Some(current)) => !current.is_empty() && !current.contains(image),
-        _ => false,
+/// Why a node has drifted from its NodePool or EC2NodeClass, if it has (Karpenter's drift
+/// reasons). Unknown facts (no annotation, nothing resolved) never count as drift.
+pub fn drift(claim: &NodeClaim, pool: &NodePool, snapshot: &Snapshot) -> Option<&'static str> {
+    let ours = |version_key: &str| {
+        claim.annotations.get(version_key).map(String::as_str) == Some(HASH_VERSION)
     };
-    template || image
+    let differs = |stamped: Option<&String>, current: Option<&String>| matches!((stamped, current), (Some(a), Some(b)) if a != b);
+    if ours(NODEPOOL_HASH_VERSION)
+        && differs(
+            claim.annotations.get(NODEPOOL_HASH),
+            pool.template_hash.as_ref(),
+        )
+    {
+        return Some("NodePoolDrifted");
+    }
+    let state = snapshot.node_class_state.get(&pool.node_class)?;
+    if ours(NODECLASS_HASH_VERSION)
+        && differs(claim.annotations.get(NODECLASS_HASH), state.hash.as_ref())
+    {
+        return Some("NodeClassDrifted");
+    }
+    if let Some(image) = &claim.image_id {
+        if !state.images.is_empty() && !state.images.contains(image) {
+            return Some("AMIDrift");
+        }
+    }
+    if let Some(subnet) = claim.annotations.get(SUBNET_ID) {
+        if !state.subnets.is_empty() && !state.subnets.contains(subnet) {
+            return Some("SubnetDrift");
+        }
+    }
+    if let Some(groups) = claim.annotations.get(SECURITY_GROUP_IDS) {
+        let groups: BTreeSet<String> = groups.split(',').map(str::to_string).collect();
+        if !state.security_groups.is_empty() && groups != state.security_groups {
+            return Some("SecurityGroupDrift");
+        }
+    }
+    None
+}
+
+fn drifted(c: &Candidate, snapshot: &Snapshot) -> bool {
+    drift(c.claim, c.pool, snapshot).is_some()
 }
 
 /// Whether `consolidateAfter` has passed since the node's last pod event.
@@ -615,6 +658,7 @@ fn largest_multi(
 mod tests {
     use super::*;
     use crate::labels::{HOSTNAME, NODEPOOL};
+    use crate::model::NodeClassState;
     use crate::model::{Budget, Pdb};
     use crate::requirements::{Requirement, Requirements};
     use crate::resources::Resources;
@@ -909,9 +953,13 @@ mod tests {
             c.node(&format!("n{i}"), "m5.large", "on-demand");
             c.pod(&format!("p{i}"), &format!("n{i}"), 1500);
         }
-        c.snapshot
-            .node_class_images
-            .insert("default".into(), ["ami-new".to_string()].into());
+        c.snapshot.node_class_state.insert(
+            "default".into(),
+            NodeClassState {
+                images: ["ami-new".to_string()].into(),
+                ..Default::default()
+            },
+        );
         let plan = c.plan();
         assert_eq!(plan.disruptions.len(), 1, "{plan:?}");
         assert_eq!(plan.disruptions[0].reason, Reason::Drifted);
@@ -922,5 +970,65 @@ mod tests {
                 .count(),
             2
         );
+    }
+
+    #[test]
+    fn drift_is_found_for_each_changed_part_and_never_for_unknown_or_foreign_hashes() {
+        let mut c = Cluster::new(general("1"));
+        c.node("n", "m5.large", "on-demand");
+        let pool = c.snapshot.nodepools[0].clone();
+        let state = NodeClassState {
+            hash: Some("class-2".into()),
+            images: ["ami-old".to_string()].into(),
+            subnets: ["subnet-a".to_string()].into(),
+            security_groups: ["sg-1".to_string(), "sg-2".to_string()].into(),
+        };
+        c.snapshot
+            .node_class_state
+            .insert(pool.node_class.clone(), state);
+        let base = c.snapshot.nodeclaims[0].clone();
+        let with = |pairs: &[(&str, &str)]| {
+            let mut claim = base.clone();
+            for (k, v) in pairs {
+                claim.annotations.insert(k.to_string(), v.to_string());
+            }
+            claim
+        };
+        let cases: Vec<(NodeClaim, Option<&str>)> = vec![
+            (with(&[]), None),
+            (
+                with(&[(SUBNET_ID, "subnet-a"), (SECURITY_GROUP_IDS, "sg-1,sg-2")]),
+                None,
+            ),
+            (with(&[(SUBNET_ID, "subnet-b")]), Some("SubnetDrift")),
+            (
+                with(&[(SECURITY_GROUP_IDS, "sg-1")]),
+                Some("SecurityGroupDrift"),
+            ),
+            (
+                with(&[
+                    (NODECLASS_HASH, "class-1"),
+                    (NODECLASS_HASH_VERSION, HASH_VERSION),
+                ]),
+                Some("NodeClassDrifted"),
+            ),
+            // Karpenter's own hash, from before a migration: another version, not compared.
+            (
+                with(&[(NODECLASS_HASH, "123"), (NODECLASS_HASH_VERSION, "v4")]),
+                None,
+            ),
+            (
+                with(&[(NODEPOOL_HASH, "456"), (NODEPOOL_HASH_VERSION, "v3")]),
+                None,
+            ),
+        ];
+        for (claim, expected) in cases {
+            assert_eq!(
+                drift(&claim, &pool, &c.snapshot),
+                expected,
+                "{:?}",
+                claim.annotations
+            );
+        }
     }
 }

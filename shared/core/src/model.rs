@@ -390,9 +390,23 @@ pub struct Snapshot {
     pub node_classes: BTreeMap<String, NodeClassSettings>,
     pub daemonsets: Vec<DaemonSet>,
     pub pdbs: Vec<Pdb>,
-    /// The AMIs each EC2NodeClass resolves to now; a NodeClaim on another image has drifted.
-    /// Empty when unknown (no AMI drift is detected then).
-    pub node_class_images: BTreeMap<String, BTreeSet<String>>,
+    /// What each EC2NodeClass is now, by name, for drift: its static hash and what it resolves
+    /// to (AMIs, subnets, security groups).
+    pub node_class_state: BTreeMap<String, NodeClassState>,
+}
+
+/// An EC2NodeClass as drift detection compares NodeClaims with it. Each part is unknown (and
+/// never causes drift) when None or empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeClassState {
+    /// The hash of everything but the selector terms.
+    pub hash: Option<String>,
+    /// The AMIs it resolves to now; a NodeClaim on another image has drifted.
+    pub images: BTreeSet<String>,
+    /// The subnets it selects now; a NodeClaim in another subnet has drifted.
+    pub subnets: BTreeSet<String>,
+    /// The security groups it selects now; a NodeClaim with another set has drifted.
+    pub security_groups: BTreeSet<String>,
 }
 
 #[cfg(test)]

@@ -78,7 +78,10 @@ fn snapshot_with_pods(
     }
     for c in &dump.nodeclasses {
         let name = c.metadata.name.clone().unwrap_or_default();
-        snapshot.node_classes.insert(name, nodeclass_settings(c)?);
+        snapshot
+            .node_classes
+            .insert(name.clone(), nodeclass_settings(c)?);
+        snapshot.node_class_state.entry(name).or_default().hash = Some(node_class_hash(c));
     }
     for d in &dump.daemonsets {
         snapshot.daemonsets.push(daemonset(d)?);
@@ -617,7 +620,22 @@ pub fn node(n: &Node) -> Result<core::Node, KubeError> {
 /// the template's canonical JSON (labels, annotations, taints, requirements, nodeClassRef,
 /// kubelet, expiry). Stable across releases; a different value means the template changed.
 pub fn template_hash(p: &NodePool) -> String {
-    let text = serde_json::to_string(&p.spec.template).unwrap_or_default();
+    fnv_hex(&serde_json::to_string(&p.spec.template).unwrap_or_default())
+}
+
+/// The EC2NodeClass static hash NodeClaims record in `karpenter.k8s.aws/ec2nodeclass-hash`:
+/// FNV-1a over the spec's canonical JSON without the selector terms, whose changes show up as
+/// AMI, subnet or security-group drift instead.
+pub fn node_class_hash(c: &EC2NodeClass) -> String {
+    let mut spec = c.spec.clone();
+    spec.ami_selector_terms.clear();
+    spec.subnet_selector_terms.clear();
+    spec.security_group_selector_terms.clear();
+    spec.capacity_reservation_selector_terms.clear();
+    fnv_hex(&serde_json::to_string(&spec).unwrap_or_default())
+}
+
+fn fnv_hex(text: &str) -> String {
     let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });

@@ -6,6 +6,9 @@
 
 use std::collections::BTreeMap;
 
+use fleetwright_core::disruption::{
+    HASH_VERSION, NODECLASS_HASH, NODECLASS_HASH_VERSION, NODEPOOL_HASH_VERSION,
+};
 use fleetwright_core::labels::{NODEPOOL, TAINT_DISRUPTED, TAINT_UNREGISTERED};
 use fleetwright_core::plan::NewNodeClaim;
 use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference, Pod, Taint};
@@ -16,8 +19,8 @@ use kube::Client;
 use serde_json::Value;
 
 use crate::crds::{
-    self, Condition, NodeClaim, NodeClaimResources, NodeClaimStatus, NodeClassRef, NodePool,
-    NodeSelectorRequirementWithMinValues,
+    self, Condition, EC2NodeClass, NodeClaim, NodeClaimResources, NodeClaimStatus, NodeClassRef,
+    NodePool, NodeSelectorRequirementWithMinValues,
 };
 use crate::error::KubeError;
 
@@ -33,11 +36,33 @@ pub(crate) fn api_error(kind: &str, e: kube::Error) -> KubeError {
     }
 }
 
-/// The version of the template hash scheme, recorded next to the hash.
-pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
+/// The NodeClaim to create for a planned node, from its NodePool and EC2NodeClass in `dump`;
+/// None when the pool is gone.
+pub fn nodeclaim_in(dump: &crate::dump::ClusterDump, planned: &NewNodeClaim) -> Option<NodeClaim> {
+    let pool = dump
+        .nodepools
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(planned.nodepool.as_str()))?;
+    let class_name = pool
+        .spec
+        .template
+        .spec
+        .node_class_ref
+        .as_ref()
+        .map(|r| r.name.as_str());
+    let class = dump
+        .nodeclasses
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == class_name);
+    Some(nodeclaim_for(pool, class, planned))
+}
 
 /// The NodeClaim to create for one planned node of `pool`.
-pub fn nodeclaim_for(pool: &NodePool, planned: &NewNodeClaim) -> NodeClaim {
+pub fn nodeclaim_for(
+    pool: &NodePool,
+    class: Option<&EC2NodeClass>,
+    planned: &NewNodeClaim,
+) -> NodeClaim {
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
     let template = &pool.spec.template;
     let mut labels: BTreeMap<String, String> = template
@@ -64,7 +89,14 @@ pub fn nodeclaim_for(pool: &NodePool, planned: &NewNodeClaim) -> NodeClaim {
         fleetwright_core::disruption::NODEPOOL_HASH.to_string(),
         crate::convert::template_hash(pool),
     );
-    annotations.insert(NODEPOOL_HASH_VERSION.to_string(), "v1".to_string());
+    annotations.insert(NODEPOOL_HASH_VERSION.to_string(), HASH_VERSION.to_string());
+    if let Some(class) = class {
+        annotations.insert(
+            NODECLASS_HASH.to_string(),
+            crate::convert::node_class_hash(class),
+        );
+        annotations.insert(NODECLASS_HASH_VERSION.to_string(), HASH_VERSION.to_string());
+    }
     let annotations = Some(annotations);
     let owner = OwnerReference {
         api_version: "karpenter.sh/v1".into(),
@@ -500,6 +532,57 @@ where
     };
     update(&api, kind, name, Write::Object, without_finalizer).await?;
     Ok(true)
+}
+
+/// Deletes pods outright (no Eviction API, so no PodDisruptionBudget): what a drain does to the
+/// pods still left when the NodeClaim's `terminationGracePeriod` runs out. Returns the keys of
+/// the pods deleted (or already gone).
+pub async fn delete_pods(client: Client, pods: &[Pod]) -> Result<Vec<String>, KubeError> {
+    let mut deleted = Vec::new();
+    for pod in pods {
+        let api: Api<Pod> = Api::namespaced(
+            client.clone(),
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+        );
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => deleted.push(pod_key(pod)),
+            Err(kube::Error::Api(e)) if e.code == 404 => deleted.push(pod_key(pod)),
+            Err(e) => return Err(api_error("deleting Pod", e)),
+        }
+    }
+    Ok(deleted)
+}
+
+/// A reference to a cluster-scoped object for an Event: a Node (`v1`) or a NodeClaim.
+pub fn reference(
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    uid: Option<String>,
+) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(api_version.into()),
+        kind: Some(kind.into()),
+        name: Some(name.into()),
+        uid,
+        ..Default::default()
+    }
+}
+
+/// Records an Event, logging (not failing) when the API refuses it: an Event is a courtesy, and
+/// the action it reports has already happened.
+pub async fn record_event_or_warn(
+    client: Client,
+    object: &ObjectReference,
+    warning: bool,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) {
+    if let Err(e) = record_event(client, object, warning, reason, message, now).await {
+        tracing::warn!(error = %e, %reason, "could not record the event");
+    }
 }
 
 /// Records a Kubernetes Event about `object` (reasons Karpenter users know: `Nominated`,

@@ -46,7 +46,7 @@ async fn planned_node_becomes_a_nodeclaim_and_registration_syncs_the_node() {
     );
     let snapshot = fleetwright_kube::snapshot_from_yaml(&dump, "test").unwrap();
     let plan = schedule(&snapshot, Catalog::embedded(), &ScheduleOptions::default());
-    let claim = nodeclaim_for(&pool, &plan.nodeclaims[0]);
+    let claim = nodeclaim_for(&pool, None, &plan.nodeclaims[0]);
 
     let mut objects = BTreeMap::new();
     objects.insert("/api/v1/nodes".to_string(), vec![node("ip-10-0-1-1")]);
@@ -252,7 +252,7 @@ async fn status_conditions_delete_with_finalizer_and_events() {
         startup_taints: vec![],
         node_class: "default".into(),
     };
-    let created = create_nodeclaim(api.client(), &nodeclaim_for(&pool(), &planned))
+    let created = create_nodeclaim(api.client(), &nodeclaim_for(&pool(), None, &planned))
         .await
         .unwrap();
     let name = created.metadata.name.clone().unwrap();

@@ -14,6 +14,8 @@
 //! 4. If the replacement disappears before it initializes (a failed launch, say), the command is
 //!    abandoned: the taints come off, the annotations go, and an Event says why.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Duration, Utc};
 use fleetwright_aws::cloud::Cloud;
 use fleetwright_core::disruption::{self, Command, Disruption};
@@ -22,7 +24,7 @@ use fleetwright_core::Snapshot;
 use fleetwright_kube::crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
 use fleetwright_kube::{executor, state};
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
@@ -33,6 +35,12 @@ use crate::tick::{has_condition, jiff, Tick, TickSummary};
 pub const DISRUPTION_ANNOTATION: &str = "fleetwright.io/disruption";
 /// The state ConfigMap key of a decision waiting for confirmation.
 pub const PENDING_KEY: &str = "pendingDisruption";
+/// On a candidate's NodeClaim: when its drain started (RFC 3339). Its `terminationGracePeriod`
+/// counts from here; at the deadline the pods still left are deleted.
+pub const DRAIN_STARTED_ANNOTATION: &str = "fleetwright.io/drain-started";
+/// The state ConfigMap key of the nodes last reported as blocked, with their reasons, so each
+/// reason is evented once and not every minute.
+pub const BLOCKED_KEY: &str = "blockedDisruptions";
 /// How long a decision waits before it is confirmed and carried out.
 pub const CONFIRM_AFTER: Duration = Duration::seconds(15);
 
@@ -52,6 +60,28 @@ fn command_key(d: &Disruption) -> String {
         command_name(d.command),
         d.nodes.join(",")
     )
+}
+
+/// `Disrupting Node: Underutilized/Replace, savings $0.2100/h, replacement [m5.large, …]`.
+fn taken_message(d: &Disruption) -> String {
+    let mut message = format!(
+        "Disrupting Node: {}/{}, savings ${:.4}/h",
+        d.reason.as_str(),
+        command_name(d.command),
+        d.savings
+    );
+    if let Some(r) = &d.replacement {
+        message.push_str(&format!(", replacement [{}]", r.instance_types.join(", ")));
+    }
+    message
+}
+
+/// When a drain that started at `started` must end: its `terminationGracePeriod` later (None
+/// when the NodeClaim has none, or an unreadable one: then the drain waits for evictions).
+fn grace_deadline(claim: &NodeClaim, started: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let text = claim.spec.termination_grace_period.as_deref()?;
+    let seconds = fleetwright_kube::convert::duration_seconds(text).ok()??;
+    Some(started + Duration::seconds(seconds))
 }
 
 fn command_name(c: Command) -> &'static str {
@@ -142,15 +172,15 @@ impl<C: Cloud> Tick<C> {
     ) -> Result<(), RuntimeError> {
         for class in &dump.nodeclasses {
             if let Ok(resolved) = self.cloud.nodeclass(class, now).await {
-                let images = resolved.amis.iter().map(|a| a.id.clone()).collect();
-                snapshot.node_class_images.insert(resolved.name, images);
+                let state = snapshot.node_class_state.entry(resolved.name).or_default();
+                state.images = resolved.amis.iter().map(|a| a.id.clone()).collect();
+                state.subnets = resolved.subnets.iter().map(|s| s.id.clone()).collect();
+                state.security_groups = resolved.security_groups.iter().cloned().collect();
             }
         }
         let catalog = self.cloud.catalog(now).await?;
         let plan = disruption::plan(snapshot, &catalog, now.timestamp());
-        for b in &plan.blocked {
-            info!(node = %b.node, reason = %b.reason, "not disrupting node");
-        }
+        self.report_blocked(dump, &plan.blocked, now).await?;
         let ns = &self.settings.namespace;
         let Some(first) = plan.disruptions.into_iter().next() else {
             state::store(
@@ -201,7 +231,75 @@ impl<C: Cloud> Tick<C> {
             &Option::<PendingDisruption>::None,
         )
         .await?;
+        let message = taken_message(&first);
+        for node in &first.nodes {
+            self.node_event(dump, node, "DisruptionTerminating", &message, now)
+                .await;
+        }
         self.start(dump, &first, summary).await
+    }
+
+    /// Logs every candidate left alone, and events it once per reason: the reasons last
+    /// reported are kept in the state ConfigMap.
+    async fn report_blocked(
+        &self,
+        dump: &ClusterDump,
+        blocked: &[disruption::Blocked],
+        now: DateTime<Utc>,
+    ) -> Result<(), RuntimeError> {
+        for b in blocked {
+            info!(node = %b.node, reason = %b.reason, "not disrupting node");
+        }
+        if self.settings.dry_run {
+            return Ok(());
+        }
+        let ns = &self.settings.namespace;
+        let said: BTreeMap<String, String> = state::load(self.kube.clone(), ns, BLOCKED_KEY)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let current: BTreeMap<String, String> = blocked
+            .iter()
+            .map(|b| (b.node.clone(), b.reason.clone()))
+            .collect();
+        for (node, reason) in &current {
+            if said.get(node) != Some(reason) {
+                let message = format!("Cannot disrupt Node: {reason}");
+                self.node_event(dump, node, "DisruptionBlocked", &message, now)
+                    .await;
+            }
+        }
+        if said != current {
+            state::store(self.kube.clone(), ns, BLOCKED_KEY, &current).await?;
+        }
+        Ok(())
+    }
+
+    /// A Normal Event on a node (by name; its uid from the dump).
+    async fn node_event(
+        &self,
+        dump: &ClusterDump,
+        node: &str,
+        reason: &str,
+        message: &str,
+        now: DateTime<Utc>,
+    ) {
+        let uid = dump
+            .nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(node))
+            .and_then(|n| n.metadata.uid.clone());
+        let reference = executor::reference("v1", "Node", node, uid);
+        executor::record_event_or_warn(
+            self.kube.clone(),
+            &reference,
+            false,
+            reason,
+            message,
+            jiff(now),
+        )
+        .await;
     }
 
     /// Creates the replacement, then taints and annotates the candidates.
@@ -218,14 +316,9 @@ impl<C: Cloud> Tick<C> {
         );
         if let Some(replacement) = &command.replacement {
             let planned = &replacement.nodeclaim;
-            let Some(pool) = dump
-                .nodepools
-                .iter()
-                .find(|p| p.metadata.name.as_deref() == Some(planned.nodepool.as_str()))
-            else {
+            let Some(claim) = executor::nodeclaim_in(dump, planned) else {
                 return Ok(());
             };
-            let claim = executor::nodeclaim_for(pool, planned);
             let created = executor::create_nodeclaim(self.kube.clone(), &claim).await?;
             let name = created.metadata.name.clone().unwrap_or_default();
             info!(nodeclaim = %name, "created nodeclaim (replacement)");
@@ -292,14 +385,62 @@ impl<C: Cloud> Tick<C> {
                 .filter(|p| !executor::skipped_by_drain(p))
                 .cloned()
                 .collect();
+            let started = self.drain_started(claim, now).await?;
             let drained = executor::drain(self.kube.clone(), &pods).await?;
             info!(node = %node_name, evicted = drained.evicted.len(), blocked = drained.blocked.len(), "draining node");
-            if drained.blocked.is_empty() && drained.deferred.is_empty() {
+            let mut done = drained.blocked.is_empty() && drained.deferred.is_empty();
+            if !done && grace_deadline(claim, started).is_some_and(|d| now >= d) {
+                let left: Vec<Pod> = pods
+                    .into_iter()
+                    .filter(|p| {
+                        !drained
+                            .evicted
+                            .contains(&fleetwright_kube::interruption::pod_key(p))
+                    })
+                    .collect();
+                warn!(node = %node_name, pods = left.len(), "terminationGracePeriod is over; deleting the pods still on the node");
+                executor::delete_pods(self.kube.clone(), &left).await?;
+                done = true;
+            }
+            if done {
                 executor::delete_nodeclaim(self.kube.clone(), &name(claim), false).await?;
                 summary.disrupted.push(name(claim));
             }
         }
         Ok(())
+    }
+
+    /// When the claim's drain started: the annotation, or now (and the annotation is written).
+    async fn drain_started(
+        &self,
+        claim: &NodeClaim,
+        now: DateTime<Utc>,
+    ) -> Result<DateTime<Utc>, RuntimeError> {
+        let recorded = claim
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(DRAIN_STARTED_ANNOTATION))
+            .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
+            .map(|t| t.with_timezone(&Utc));
+        if let Some(t) = recorded {
+            return Ok(t);
+        }
+        let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        executor::update_nodeclaim(self.kube.clone(), &name(claim), |current| {
+            let mut next = current.clone();
+            let annotations = next
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default);
+            if annotations.contains_key(DRAIN_STARTED_ANNOTATION) {
+                return None;
+            }
+            annotations.insert(DRAIN_STARTED_ANNOTATION.into(), stamp.clone());
+            Some(next)
+        })
+        .await?;
+        Ok(now)
     }
 
     async fn abandon(
@@ -319,16 +460,15 @@ impl<C: Cloud> Tick<C> {
             }
             executor::update_nodeclaim(self.kube.clone(), &name(claim), with_annotation(None))
                 .await?;
-            let reference = ObjectReference {
-                api_version: Some("karpenter.sh/v1".into()),
-                kind: Some("NodeClaim".into()),
-                name: claim.metadata.name.clone(),
-                uid: claim.metadata.uid.clone(),
-                ..Default::default()
-            };
+            let reference = executor::reference(
+                "karpenter.sh/v1",
+                "NodeClaim",
+                &name(claim),
+                claim.metadata.uid.clone(),
+            );
             let message =
                 format!("Abandoned disruption: replacement {replacement} failed to launch");
-            if let Err(e) = executor::record_event(
+            executor::record_event_or_warn(
                 self.kube.clone(),
                 &reference,
                 true,
@@ -336,10 +476,7 @@ impl<C: Cloud> Tick<C> {
                 &message,
                 jiff(now),
             )
-            .await
-            {
-                warn!(error = %e, "could not record the event");
-            }
+            .await;
         }
         Ok(())
     }

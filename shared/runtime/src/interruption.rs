@@ -17,7 +17,6 @@ pub use fleetwright_kube::interruption::{
 };
 use fleetwright_kube::snapshot::SnapshotReader;
 use fleetwright_kube::state;
-use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use serde_json::{json, Value};
@@ -209,19 +208,9 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
             .iter()
             .find(|c| c.metadata.name.as_deref() == Some(nodeclaim))
             .and_then(|c| c.metadata.uid.clone());
-        let reference = ObjectReference {
-            api_version: Some("karpenter.sh/v1".into()),
-            kind: Some("NodeClaim".into()),
-            name: Some(nodeclaim.to_string()),
-            uid,
-            ..Default::default()
-        };
+        let reference = executor::reference("karpenter.sh/v1", "NodeClaim", nodeclaim, uid);
         let stamp = Timestamp::from_second(now.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH);
-        if let Err(e) =
-            executor::record_event(self.kube.clone(), &reference, true, reason, message, stamp)
-                .await
-        {
-            warn!(error = %e, "could not record the event");
-        }
+        executor::record_event_or_warn(self.kube.clone(), &reference, true, reason, message, stamp)
+            .await;
     }
 }

@@ -10,6 +10,7 @@ use fleetwright_aws::cloud::Cloud;
 use fleetwright_aws::instances;
 use fleetwright_aws::unavailable::UnavailableOfferings;
 use fleetwright_aws::{LaunchRequest, Launched};
+use fleetwright_core::disruption;
 use fleetwright_core::{schedule, ScheduleOptions};
 use fleetwright_kube::crds::{NodeClaim, NodeClaimStatus};
 use fleetwright_kube::dump::ClusterDump;
@@ -245,14 +246,9 @@ impl<C: Cloud> Tick<C> {
         info!("{}", plan.packing_line());
         let mut created = Vec::new();
         for planned in &plan.nodeclaims {
-            let Some(pool) = dump
-                .nodepools
-                .iter()
-                .find(|p| p.metadata.name.as_deref() == Some(planned.nodepool.as_str()))
-            else {
+            let Some(claim) = executor::nodeclaim_in(dump, planned) else {
                 continue;
             };
-            let claim = executor::nodeclaim_for(pool, planned);
             if self.settings.dry_run {
                 summary
                     .nodeclaims_created
@@ -335,7 +331,8 @@ impl<C: Cloud> Tick<C> {
         Ok(launched)
     }
 
-    /// Writes the instance's labels onto the NodeClaim and its provider id and Launched condition
+    /// Writes the instance's labels (and its subnet and security groups, for drift) onto the
+    /// NodeClaim and its provider id and Launched condition
     /// into its status.
     async fn record_launch(
         &self,
@@ -355,13 +352,25 @@ impl<C: Cloud> Tick<C> {
                 launched.capacity_type.as_str(),
             ),
         ];
+        let groups = launched.security_groups.join(",");
+        let annotations = [
+            (disruption::SUBNET_ID, launched.subnet_id.as_str()),
+            (disruption::SECURITY_GROUP_IDS, groups.as_str()),
+        ];
         executor::update_nodeclaim(self.kube.clone(), &name, |current| {
             let mut next = current.clone();
             let map = next.metadata.labels.get_or_insert_with(Default::default);
             for (k, v) in labels {
                 map.insert(k.to_string(), v.to_string());
             }
-            (next.metadata.labels != current.metadata.labels).then_some(next)
+            let map = next
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default);
+            for (k, v) in annotations.iter().filter(|(_, v)| !v.is_empty()) {
+                map.insert(k.to_string(), v.to_string());
+            }
+            (next.metadata != current.metadata).then_some(next)
         })
         .await?;
         let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);

@@ -109,6 +109,22 @@ async fn a_pending_pod_becomes_a_nodeclaim_and_a_tagged_instance_then_registers(
         claim["metadata"]["labels"]["node.kubernetes.io/instance-type"],
         json!(launched.instance_type)
     );
+    // What drift detection compares later: both hashes with Fleetwright's version, and the
+    // subnet and security groups the instance got.
+    let annotations = &claim["metadata"]["annotations"];
+    for version in [
+        "karpenter.sh/nodepool-hash-version",
+        "karpenter.k8s.aws/ec2nodeclass-hash-version",
+    ] {
+        assert_eq!(annotations[version], "fleetwright-v1", "{annotations}");
+    }
+    assert!(annotations["karpenter.k8s.aws/ec2nodeclass-hash"].is_string());
+    assert!(annotations["fleetwright.io/subnet-id"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("subnet-")));
+    assert!(annotations["fleetwright.io/security-group-ids"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("sg-")));
     let instance = cloud
         .instances()
         .await
@@ -491,6 +507,17 @@ async fn an_empty_node_is_confirmed_then_tainted_drained_deleted_and_terminated(
     let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-e", "labels": labels, "creationTimestamp": created},
         "spec": {"providerID": launched.provider_id()},
         "status": {"allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"}, "conditions": [{"type": "Ready", "status": "True"}]}});
+    // A second empty node that must stay: annotated do-not-disrupt.
+    let kept_provider = "aws:///us-east-1a/i-0000000000000keep";
+    let mut kept_claim = claim.clone();
+    kept_claim["metadata"]["name"] = json!("default-kept");
+    kept_claim["metadata"]["uid"] = json!("nc-k");
+    kept_claim["status"]["providerID"] = json!(kept_provider);
+    kept_claim["status"]["nodeName"] = json!("node-k");
+    let mut kept_node = node.clone();
+    kept_node["metadata"]["name"] = json!("node-k");
+    kept_node["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "true"});
+    kept_node["spec"]["providerID"] = json!(kept_provider);
     let mut pool = nodepool();
     pool["spec"]["disruption"] = json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]});
     let api = FakeApi::start(objects(vec![
@@ -499,8 +526,8 @@ async fn an_empty_node_is_confirmed_then_tainted_drained_deleted_and_terminated(
             NODECLASSES,
             vec![serde_json::to_value(fx.nodeclass("default")).unwrap()],
         ),
-        (NODECLAIMS, vec![claim]),
-        (NODES, vec![node]),
+        (NODECLAIMS, vec![claim, kept_claim]),
+        (NODES, vec![node, kept_node]),
         (PODS, vec![pod("agent", Some("node-e"), "DaemonSet")]),
     ]))
     .await;
@@ -529,11 +556,43 @@ async fn an_empty_node_is_confirmed_then_tainted_drained_deleted_and_terminated(
 
     let second = tick(1).await;
     assert_eq!(second.disruptions, vec!["empty/delete:node-e"]);
+    let blocked: Vec<Value> = api
+        .state
+        .lock()
+        .unwrap()
+        .events
+        .iter()
+        .filter(|e| e["reason"] == "DisruptionBlocked")
+        .cloned()
+        .collect();
+    assert_eq!(
+        blocked.len(),
+        1,
+        "evented once, not every tick: {blocked:?}"
+    );
+    assert_eq!(blocked[0]["involvedObject"]["name"], "node-k");
+    assert!(blocked[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("karpenter.sh/do-not-disrupt"));
     assert!(tainted(&api), "the confirmed command taints the node");
     let claim = &stored(&api, NODECLAIMS)[0];
     assert_eq!(
         claim["metadata"]["annotations"]["fleetwright.io/disruption"],
         "empty/delete"
+    );
+    let events = api.state.lock().unwrap().events.clone();
+    let taken = events
+        .iter()
+        .find(|e| e["reason"] == "DisruptionTerminating")
+        .unwrap_or_else(|| panic!("no DisruptionTerminating event in {events:?}"));
+    assert_eq!(taken["involvedObject"]["name"], "node-e");
+    assert!(
+        taken["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Disrupting Node: empty/delete, savings $0.0960/h"),
+        "{taken}"
     );
 
     let third = tick(2).await;
@@ -551,4 +610,63 @@ async fn an_empty_node_is_confirmed_then_tainted_drained_deleted_and_terminated(
     );
     let state = instance_state(&cloud, &launched.instance_id).await;
     assert!(state == "shutting-down" || state == "terminated", "{state}");
+}
+
+#[tokio::test]
+async fn a_drain_past_its_termination_grace_period_deletes_the_pods_a_pdb_holds() {
+    let (cloud, fx) = cloud("tick-grace").await;
+    let launched = launch_m5_large(&cloud, &fx, "default-old", "on-demand").await;
+    let condition = |t: &str| json!({"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": "2026-11-22T08:00:00Z"});
+    let now = Utc::now();
+    let stamp = |t: chrono::DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    // An expiry already in progress: tainted, annotated, its drain started `started_ago` ago.
+    let cluster = |started_ago: i64| {
+        let claim = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "default-old", "uid": "nc-o", "finalizers": ["karpenter.sh/termination"],
+                "labels": {"karpenter.sh/nodepool": "default"},
+                "annotations": {"fleetwright.io/disruption": "expired/delete",
+                                "fleetwright.io/drain-started": stamp(now - chrono::Duration::seconds(started_ago))}},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                     "requirements": [], "terminationGracePeriod": "10m"},
+            "status": {"providerID": launched.provider_id(), "nodeName": "node-o",
+                "conditions": [condition("Launched"), condition("Registered"), condition("Initialized")]}});
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-o", "labels": {"karpenter.sh/nodepool": "default"}},
+            "spec": {"providerID": launched.provider_id(), "taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"}, "conditions": [{"type": "Ready", "status": "True"}]}});
+        let mut guarded = pod("checkout-1", Some("node-o"), "ReplicaSet");
+        guarded["metadata"]["namespace"] = json!("shop");
+        objects(vec![
+            (NODEPOOLS, vec![nodepool()]),
+            (
+                NODECLASSES,
+                vec![serde_json::to_value(fx.nodeclass("default")).unwrap()],
+            ),
+            (NODECLAIMS, vec![claim]),
+            (NODES, vec![node]),
+            (PODS, vec![guarded]),
+        ])
+    };
+    for (started_ago, past_deadline) in [(60, false), (11 * 60, true)] {
+        let api = FakeApi::start(cluster(started_ago)).await;
+        api.state
+            .lock()
+            .unwrap()
+            .pdb_blocked
+            .push("shop/checkout-1".into());
+        let summary = Tick::new(cloud.clone(), api.client(), settings(&fx.cluster))
+            .run(now, "tick-grace")
+            .await
+            .unwrap();
+        let pods_left = stored(&api, PODS).len();
+        let claim = &stored(&api, NODECLAIMS)[0];
+        if past_deadline {
+            assert_eq!(pods_left, 0, "the PDB-held pod is deleted at the deadline");
+            assert_eq!(summary.disrupted, vec!["default-old"], "{summary:?}");
+            assert!(claim["metadata"]["deletionTimestamp"].is_string());
+        } else {
+            assert_eq!(pods_left, 1, "before the deadline the PDB is respected");
+            assert!(summary.disrupted.is_empty(), "{summary:?}");
+            assert!(api.state.lock().unwrap().evicted.is_empty());
+        }
+    }
 }

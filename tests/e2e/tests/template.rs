@@ -143,7 +143,7 @@ fn creation_needs_the_cluster_and_nodepool_request_tags_that_the_code_sends() {
             list(&s["Resource"])
                 .iter()
                 .any(|r| r.ends_with(":instance/*") || r.ends_with(":fleet/*"))
-                && actions(&s).iter().any(|a| a == "ec2:CreateFleet")
+                && actions(s).iter().any(|a| a == "ec2:CreateFleet")
         })
         .collect();
     assert_eq!(creating.len(), 1, "one statement creates instances");

@@ -10,7 +10,8 @@
 //! `deletionTimestamp`, and the object goes once its finalizers are removed. Node conflicts can be
 //! injected with `node_conflicts`. Events can be created. A NodeClaim with neither `name` nor
 //! `generateName` is refused with 422 Invalid. Pod evictions are accepted, or refused with 429 for the
-//! pods listed in `pdb_blocked` (no real PodDisruptionBudget arithmetic).
+//! pods listed in `pdb_blocked` (no real PodDisruptionBudget arithmetic). Pods can be deleted
+//! one by one (no grace period: they go at once).
 //!
 //! It does not emulate: watches, label or field selectors, `resourceVersion` on lists, writes to
 //! other kinds, patches, admission, or authentication.
@@ -261,6 +262,23 @@ fn write(
             .or_default()
             .push(object.clone());
         return Some(reply(StatusCode::CREATED, object));
+    }
+    if method == hyper::Method::DELETE {
+        if let Some((namespace, name)) = path
+            .strip_prefix("/api/v1/namespaces/")
+            .and_then(|r| r.split_once("/pods/"))
+            .filter(|(_, name)| !name.contains('/'))
+        {
+            let pods = state.objects.entry("/api/v1/pods".to_string()).or_default();
+            let found = pods.iter().position(|p| {
+                p["metadata"]["name"] == json!(name)
+                    && p["metadata"]["namespace"].as_str().unwrap_or("default") == namespace
+            });
+            return Some(match found {
+                Some(i) => reply(StatusCode::OK, pods.remove(i)),
+                None => status(404, "NotFound", format!("pod {namespace}/{name} not found")),
+            });
+        }
     }
     let collection = ["/api/v1/nodes", "/apis/karpenter.sh/v1/nodeclaims"]
         .into_iter()
