@@ -3,6 +3,7 @@
 mod bench;
 mod catalog_args;
 mod convert;
+mod explain;
 mod manifests;
 mod plan;
 mod queue;
@@ -29,6 +30,9 @@ enum Command {
     ReplayEvent(replay::ReplayArgs),
     /// Print the NodePool, NodeClaim and EC2NodeClass CRDs as YAML (for `kubectl apply -f -`).
     Crds,
+    /// Explain one pod: every NodePool's verdict, the cheapest types that would hold it, and
+    /// where the scheduler puts it.
+    Explain(explain::ExplainArgs),
     /// Convert legacy Karpenter resources (v1alpha5 Provisioner, v1alpha1 AWSNodeTemplate,
     /// v1beta1 NodePool and EC2NodeClass) into v1 NodePools and EC2NodeClasses.
     Convert(convert::ConvertArgs),
@@ -64,6 +68,7 @@ fn main() -> std::process::ExitCode {
         Command::Crds => print_crds(),
         Command::Manifests(args) => manifests::run(&args),
         Command::Convert(args) => convert::run(&args),
+        Command::Explain(args) => explain::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

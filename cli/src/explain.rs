@@ -1,0 +1,88 @@
+//! `fleetwright explain --cluster DUMP --pod NS/NAME`: for one pod, every NodePool's verdict
+//! (compatible, or its first unmet constraint), the three cheapest instance types that would
+//! hold it, and where the scheduler puts it.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use fleetwright_core::explain::{explain_pod, PodExplanation, Quote};
+
+use crate::catalog_args::CatalogArgs;
+use crate::plan::Output;
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// Cluster dump, as for `fleetwright plan`.
+    #[arg(long, value_name = "DUMP")]
+    cluster: PathBuf,
+    /// The pod, as `namespace/name` (a bare name means the `default` namespace).
+    #[arg(long, value_name = "NS/NAME")]
+    pod: String,
+    #[command(flatten)]
+    catalog: CatalogArgs,
+    #[arg(long, value_enum, default_value = "table")]
+    output: Output,
+}
+
+pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
+    use std::io::Write;
+    let text = std::fs::read_to_string(&args.cluster)
+        .with_context(|| format!("reading {}", args.cluster.display()))?;
+    let snapshot =
+        fleetwright_kube::snapshot_from_yaml(&text, &args.cluster.display().to_string())?;
+    let catalog = args.catalog.load()?;
+    let key = if args.pod.contains('/') {
+        args.pod.clone()
+    } else {
+        format!("default/{}", args.pod)
+    };
+    let Some(explanation) = explain_pod(&snapshot, &catalog, &key) else {
+        bail!("--pod {key}: no such pod in {}", args.cluster.display());
+    };
+    let out = match args.output {
+        Output::Json => serde_json::to_string_pretty(&explanation)? + "\n",
+        Output::Table => table(&explanation),
+    };
+    write!(std::io::stdout(), "{out}")?;
+    Ok(())
+}
+
+fn quote(q: &Quote) -> String {
+    format!(
+        "{} {} {} ${:.4}/h",
+        q.instance_type, q.capacity_type, q.zone, q.price
+    )
+}
+
+fn table(e: &PodExplanation) -> String {
+    let mut out = format!("pod {} requests {}\n\n", e.pod, e.requests);
+    let width = e
+        .nodepools
+        .iter()
+        .map(|v| v.nodepool.len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    out.push_str(&format!(
+        "{:width$}  {:10}  {}\n",
+        "NODEPOOL", "COMPATIBLE", "WHY NOT / CHEAPEST TYPES"
+    ));
+    for v in &e.nodepools {
+        let detail = match &v.reason {
+            Some(reason) => reason.clone(),
+            None => v.cheapest.iter().map(quote).collect::<Vec<_>>().join(", "),
+        };
+        let yes = if v.compatible { "yes" } else { "no" };
+        out.push_str(&format!("{:width$}  {yes:10}  {detail}\n", v.nodepool));
+    }
+    out.push_str("\ncheapest instance types that would fit:\n");
+    if e.cheapest.is_empty() {
+        out.push_str("  none\n");
+    }
+    for (i, q) in e.cheapest.iter().enumerate() {
+        out.push_str(&format!("  {}. {}\n", i + 1, quote(q)));
+    }
+    out.push_str(&format!("\nscheduler: {}\n", e.placement));
+    out
+}
