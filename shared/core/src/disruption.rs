@@ -12,7 +12,9 @@ use serde::Serialize;
 
 use crate::budget::{self, Reason};
 use crate::catalog::{Catalog, NodeClassSettings};
-use crate::labels::{CAPACITY_SPOT, CAPACITY_TYPE, DO_NOT_DISRUPT, INSTANCE_TYPE, ZONE};
+use crate::labels::{
+    CAPACITY_SPOT, CAPACITY_TYPE, DO_NOT_DISRUPT, INSTANCE_TYPE, TAINT_DISRUPTED, ZONE,
+};
 use crate::model::{ConsolidationPolicy, Node, NodeClaim, NodePool, Pod, Snapshot};
 use crate::plan::NewNodeClaim;
 use crate::scheduler::{schedule, ScheduleOptions};
@@ -165,6 +167,13 @@ impl Prices {
     }
 }
 
+/// Whether a command already in progress is disrupting the node (it carries the
+/// `karpenter.sh/disrupted` taint). Such a node is no candidate, counts against its budget,
+/// and its pods are treated as moving when another command is checked.
+fn disrupting(node: &Node) -> bool {
+    node.taints.iter().any(|t| t.key == TAINT_DISRUPTED)
+}
+
 fn is_set(annotations: &BTreeMap<String, String>) -> bool {
     annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true")
 }
@@ -198,7 +207,8 @@ fn candidates<'a>(
             node: node.name.clone(),
             reason,
         };
-        if node.deleting || claim.deleting || !node.ready || !claim.initialized {
+        if node.deleting || claim.deleting || !node.ready || !claim.initialized || disrupting(node)
+        {
             continue;
         }
         if is_set(&node.annotations) || is_set(&claim.annotations) {
@@ -333,7 +343,10 @@ impl<'a> Budgets<'a> {
             .iter()
             .filter(|n| n.nodepool() == Some(pool.name.as_str()))
             .collect();
-        let disrupting = nodes.iter().filter(|n| n.deleting || !n.ready).count();
+        let disrupting = nodes
+            .iter()
+            .filter(|n| n.deleting || !n.ready || disrupting(n))
+            .count();
         budget::allowed(pool, reason, nodes.len(), disrupting, self.now)
     }
 
@@ -393,7 +406,19 @@ fn simulate(
     candidates: &[&Candidate],
     now: i64,
 ) -> Result<Vec<NewNodeClaim>, String> {
-    let removed: BTreeSet<&str> = candidates.iter().map(|c| c.node.name.as_str()).collect();
+    // The candidates go, and so do the nodes of commands already in progress: their pods need a
+    // place too, so a new command never takes the room they are moving into.
+    let removed: BTreeSet<&str> = candidates
+        .iter()
+        .map(|c| c.node.name.as_str())
+        .chain(
+            snapshot
+                .nodes
+                .iter()
+                .filter(|n| disrupting(n))
+                .map(|n| n.name.as_str()),
+        )
+        .collect();
     let mut sim = snapshot.clone();
     sim.nodes.retain(|n| !removed.contains(n.name.as_str()));
     sim.nodeclaims
@@ -658,8 +683,8 @@ fn largest_multi(
 mod tests {
     use super::*;
     use crate::labels::{HOSTNAME, NODEPOOL};
-    use crate::model::NodeClassState;
     use crate::model::{Budget, Pdb};
+    use crate::model::{NodeClassState, Taint};
     use crate::requirements::{Requirement, Requirements};
     use crate::resources::Resources;
 
@@ -796,6 +821,54 @@ mod tests {
                 assert_eq!(plan.disruptions[0].reason, Reason::Empty);
             }
         }
+    }
+
+    #[test]
+    fn nodes_of_a_command_in_progress_are_no_candidates_and_use_up_the_budget() {
+        let mut c = Cluster::new(general("3"));
+        for i in 0..10 {
+            c.node(&format!("n{i}"), "m5.large", "on-demand");
+        }
+        for node in &mut c.snapshot.nodes[..2] {
+            node.taints.push(Taint {
+                key: TAINT_DISRUPTED.into(),
+                value: String::new(),
+                effect: crate::model::TaintEffect::NoSchedule,
+            });
+        }
+        let plan = c.plan();
+        assert_eq!(deleted(&plan), 1, "3 allowed, 2 in progress: {plan:?}");
+        assert!(!plan.disruptions[0]
+            .nodes
+            .iter()
+            .any(|n| n == "n0" || n == "n1"));
+    }
+
+    #[test]
+    fn a_new_command_leaves_room_for_the_pods_of_one_in_progress() {
+        // "moving" is being drained; its 1.5-CPU pod needs the room "target" has. Deleting
+        // "target" or "spare" would pack the other's pod there and leave it 1.3 CPU: the moving
+        // pod would be stranded, so neither may simply go.
+        let m5 = || pool(&["m5.large", "m5.xlarge"], "on-demand", "100%");
+        let mut c = Cluster::new(m5());
+        c.node("moving", "m5.xlarge", "on-demand")
+            .node("target", "m5.xlarge", "on-demand")
+            .node("spare", "m5.xlarge", "on-demand");
+        c.pod("a", "moving", 1500);
+        c.pod("b", "target", 100);
+        c.pod("c", "spare", 2500);
+        c.snapshot.nodes[0].taints.push(Taint {
+            key: TAINT_DISRUPTED.into(),
+            value: String::new(),
+            effect: crate::model::TaintEffect::NoSchedule,
+        });
+        let plan = c.plan();
+        assert!(
+            plan.disruptions
+                .iter()
+                .all(|d| d.command != Command::Delete && !d.nodes.contains(&"moving".to_string())),
+            "{plan:?}"
+        );
     }
 
     #[test]

@@ -84,6 +84,19 @@ fn grace_deadline(claim: &NodeClaim, started: DateTime<Utc>) -> Option<DateTime<
     Some(started + Duration::seconds(seconds))
 }
 
+/// The NodeClaims of the named nodes.
+fn claims_of<'a>(dump: &'a ClusterDump, nodes: &[String]) -> Vec<&'a NodeClaim> {
+    dump.nodeclaims
+        .iter()
+        .filter(|c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_some_and(|n| nodes.iter().any(|x| x == n))
+        })
+        .collect()
+}
+
 fn command_name(c: Command) -> &'static str {
     match c {
         Command::Delete => "delete",
@@ -139,7 +152,9 @@ fn with_annotation(value: Option<String>) -> impl Fn(&NodeClaim) -> Option<NodeC
 }
 
 impl<C: Cloud> Tick<C> {
-    /// One disruption step: continue the command in progress, or decide (and confirm) the next.
+    /// One disruption step: continue every command in progress, then decide (and confirm) the
+    /// next one, which the core keeps clear of the nodes, budgets and pods of those in progress.
+    /// Returns the replacement NodeClaim a confirmed command created, for the tick to launch.
     pub(crate) async fn disrupt(
         &self,
         dump: &ClusterDump,
@@ -147,18 +162,22 @@ impl<C: Cloud> Tick<C> {
         claims: &[NodeClaim],
         now: DateTime<Utc>,
         summary: &mut TickSummary,
-    ) -> Result<(), RuntimeError> {
-        let in_progress: Vec<&NodeClaim> = claims
+    ) -> Result<Option<NodeClaim>, RuntimeError> {
+        let mut commands: BTreeMap<&str, Vec<&NodeClaim>> = BTreeMap::new();
+        for claim in claims
             .iter()
-            .filter(|c| c.metadata.deletion_timestamp.is_none() && annotation(c).is_some())
-            .collect();
-        if !in_progress.is_empty() {
-            return self
-                .continue_command(dump, claims, &in_progress, now, summary)
-                .await;
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+        {
+            if let Some(value) = annotation(claim) {
+                commands.entry(value).or_default().push(claim);
+            }
+        }
+        for in_progress in commands.values() {
+            self.continue_command(dump, claims, in_progress, now, summary)
+                .await?;
         }
         if summary.pending_pods > 0 || !summary.nodeclaims_created.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         self.decide(dump, snapshot, now, summary).await
     }
@@ -169,7 +188,7 @@ impl<C: Cloud> Tick<C> {
         snapshot: &mut Snapshot,
         now: DateTime<Utc>,
         summary: &mut TickSummary,
-    ) -> Result<(), RuntimeError> {
+    ) -> Result<Option<NodeClaim>, RuntimeError> {
         for class in &dump.nodeclasses {
             if let Ok(resolved) = self.cloud.nodeclass(class, now).await {
                 let state = snapshot.node_class_state.entry(resolved.name).or_default();
@@ -190,7 +209,7 @@ impl<C: Cloud> Tick<C> {
                 &Option::<PendingDisruption>::None,
             )
             .await?;
-            return Ok(());
+            return Ok(None);
         };
         let key = command_key(&first);
         summary.disruptions.push(key.clone());
@@ -211,7 +230,7 @@ impl<C: Cloud> Tick<C> {
                 let pending = Some(PendingDisruption { key, decided_at });
                 state::store(self.kube.clone(), ns, PENDING_KEY, &pending).await?;
             }
-            return Ok(());
+            return Ok(None);
         }
         info!(
             command = command_name(first.command),
@@ -222,7 +241,7 @@ impl<C: Cloud> Tick<C> {
             first.nodes.join(", ")
         );
         if self.settings.dry_run {
-            return Ok(());
+            return Ok(None);
         }
         state::store(
             self.kube.clone(),
@@ -236,7 +255,54 @@ impl<C: Cloud> Tick<C> {
             self.node_event(dump, node, "DisruptionTerminating", &message, now)
                 .await;
         }
-        self.start(dump, &first, summary).await
+        let replacement = self.start(dump, &first, summary).await?;
+        if first.replacement.is_none() {
+            // Nothing to wait for: the drain starts now, as Karpenter's would.
+            let claims = claims_of(dump, &first.nodes);
+            self.drain_and_delete(dump, &claims, now, summary).await?;
+        }
+        self.decide_next(snapshot, &catalog, &first, now).await?;
+        Ok(replacement)
+    }
+
+    /// With `started` under way, decides the command after it now, so that it can be confirmed
+    /// on the next tick instead of decided there.
+    async fn decide_next(
+        &self,
+        snapshot: &mut Snapshot,
+        catalog: &fleetwright_core::Catalog,
+        started: &Disruption,
+        now: DateTime<Utc>,
+    ) -> Result<(), RuntimeError> {
+        for node in snapshot
+            .nodes
+            .iter_mut()
+            .filter(|n| started.nodes.contains(&n.name))
+        {
+            node.taints.push(fleetwright_core::model::Taint {
+                key: TAINT_DISRUPTED.into(),
+                value: String::new(),
+                effect: fleetwright_core::model::TaintEffect::NoSchedule,
+            });
+        }
+        let plan = disruption::plan(snapshot, catalog, now.timestamp());
+        let Some(next) = plan.disruptions.first() else {
+            return Ok(());
+        };
+        let key = command_key(next);
+        info!(command = %key, savings = next.savings, "next disruption decided; confirming on a later tick");
+        let pending = Some(PendingDisruption {
+            key,
+            decided_at: now,
+        });
+        state::store(
+            self.kube.clone(),
+            &self.settings.namespace,
+            PENDING_KEY,
+            &pending,
+        )
+        .await?;
+        Ok(())
     }
 
     /// Logs every candidate left alone, and events it once per reason: the reasons last
@@ -308,22 +374,24 @@ impl<C: Cloud> Tick<C> {
         dump: &ClusterDump,
         command: &Disruption,
         summary: &mut TickSummary,
-    ) -> Result<(), RuntimeError> {
+    ) -> Result<Option<NodeClaim>, RuntimeError> {
         let mut value = format!(
             "{}/{}",
             command.reason.as_str(),
             command_name(command.command)
         );
+        let mut replacement_claim = None;
         if let Some(replacement) = &command.replacement {
             let planned = &replacement.nodeclaim;
             let Some(claim) = executor::nodeclaim_in(dump, planned) else {
-                return Ok(());
+                return Ok(None);
             };
             let created = executor::create_nodeclaim(self.kube.clone(), &claim).await?;
             let name = created.metadata.name.clone().unwrap_or_default();
             info!(nodeclaim = %name, "created nodeclaim (replacement)");
             summary.nodeclaims_created.push(name.clone());
             value = format!("{value}/{name}");
+            replacement_claim = Some(created);
         }
         for node in &command.nodes {
             let Some(claim) = dump.nodeclaims.iter().find(|c| {
@@ -340,7 +408,7 @@ impl<C: Cloud> Tick<C> {
             )
             .await?;
         }
-        Ok(())
+        Ok(replacement_claim)
     }
 
     /// Waits for the replacement, drains, and deletes; or abandons the command.
@@ -360,7 +428,10 @@ impl<C: Cloud> Tick<C> {
                 .find(|c| c.metadata.name.as_deref() == Some(name))
             {
                 None => return self.abandon(dump, in_progress, name, now).await,
-                Some(c) if !has_condition(c, "Initialized") => {
+                Some(c)
+                    if !has_condition(c, "Initialized")
+                        && !summary.initialized.iter().any(|n| n == name) =>
+                {
                     info!(replacement = %name, "waiting for the replacement to initialize");
                     return Ok(());
                 }
@@ -370,6 +441,18 @@ impl<C: Cloud> Tick<C> {
         if self.settings.dry_run {
             return Ok(());
         }
+        self.drain_and_delete(dump, in_progress, now, summary).await
+    }
+
+    /// Drains the candidates' nodes and deletes the NodeClaims whose nodes have nothing
+    /// evictable left (or whose `terminationGracePeriod` is over).
+    async fn drain_and_delete(
+        &self,
+        dump: &ClusterDump,
+        in_progress: &[&NodeClaim],
+        now: DateTime<Utc>,
+        summary: &mut TickSummary,
+    ) -> Result<(), RuntimeError> {
         for claim in in_progress {
             let Some(node) = dump.node_of(claim) else {
                 executor::delete_nodeclaim(self.kube.clone(), &name(claim), false).await?;

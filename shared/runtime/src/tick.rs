@@ -18,7 +18,7 @@ use fleetwright_kube::executor;
 pub use fleetwright_kube::interruption::instance_id;
 use fleetwright_kube::snapshot::SnapshotReader;
 use fleetwright_kube::{convert, lease, state};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use serde::Serialize;
@@ -156,9 +156,16 @@ impl<C: Cloud> Tick<C> {
         self.register(&dump, &claims, now, &mut summary).await?;
         self.initialize(&dump, &claims, now, &mut summary).await?;
         self.liveness(&claims, now, &mut summary).await?;
-        self.disrupt(&dump, &mut snapshot, &claims, now, &mut summary)
+        let replacement = self
+            .disrupt(&dump, &mut snapshot, &claims, now, &mut summary)
             .await?;
-        self.finish_deletions(&dump, &claims, &mut summary).await?;
+        // A confirmed replacement launches now, not a tick later.
+        let mut replacements: Vec<NodeClaim> = replacement.into_iter().collect();
+        self.launch_unlaunched(&dump, &mut replacements, now, &mut summary)
+            .await;
+        claims.extend(replacements);
+        self.finish_deletions(&dump, &claims, now, &mut summary)
+            .await?;
         let launched = summary.launched.clone();
         self.collect_garbage(&claims, &launched, now, &mut summary)
             .await?;
@@ -455,17 +462,21 @@ impl<C: Cloud> Tick<C> {
         summary: &mut TickSummary,
     ) -> Result<(), RuntimeError> {
         let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        for claim in claims
+        // Registered earlier, or by this tick's registration step (which has just removed the
+        // unregistered taint the dump still shows).
+        let just_registered = |c: &NodeClaim| summary.registered.contains(&name_of(c));
+        let ready: Vec<&NodeClaim> = claims
             .iter()
-            .filter(|c| has_condition(c, "Registered") && !has_condition(c, "Initialized"))
-        {
-            let Some(node) = dump.node_of(claim) else {
-                continue;
-            };
-            let node_name = node.metadata.name.as_deref();
-            if !node_initialized(node, claim) {
-                continue;
-            }
+            .filter(|c| {
+                (has_condition(c, "Registered") || just_registered(c))
+                    && !has_condition(c, "Initialized")
+            })
+            .filter(|c| {
+                node_for(dump, c).is_some_and(|node| node_initialized(node, c, just_registered(c)))
+            })
+            .collect();
+        for claim in ready {
+            let node_name = node_for(dump, claim).and_then(|n| n.metadata.name.as_deref());
             let name = name_of(claim);
             if !self.settings.dry_run {
                 self.set_condition(&name, "Initialized", &stamp, |_| {})
@@ -514,6 +525,7 @@ impl<C: Cloud> Tick<C> {
         &self,
         dump: &ClusterDump,
         claims: &[NodeClaim],
+        now: DateTime<Utc>,
         summary: &mut TickSummary,
     ) -> Result<(), RuntimeError> {
         if self.settings.dry_run {
@@ -523,12 +535,59 @@ impl<C: Cloud> Tick<C> {
             .iter()
             .filter(|c| c.metadata.deletion_timestamp.is_some())
         {
+            if !self.drained(dump, claim, now).await? {
+                continue;
+            }
             self.terminate_claim(claim, summary).await?;
             if let Some(node) = dump.node_of(claim).and_then(|n| n.metadata.name.as_deref()) {
                 executor::delete_node(self.kube.clone(), node, true).await?;
             }
         }
         Ok(())
+    }
+
+    /// Whether a deleting NodeClaim's node is free of the pods a drain moves, so its instance
+    /// may go. Pods still there are evicted again (evictions are idempotent, and a NodeClaim
+    /// deleted by hand is drained here first); once its `terminationGracePeriod` has passed
+    /// since the deletion, they are deleted and the instance goes anyway.
+    async fn drained(
+        &self,
+        dump: &ClusterDump,
+        claim: &NodeClaim,
+        now: DateTime<Utc>,
+    ) -> Result<bool, RuntimeError> {
+        let Some(node) = dump.node_of(claim).and_then(|n| n.metadata.name.as_deref()) else {
+            return Ok(true);
+        };
+        let pods: Vec<Pod> = dump
+            .pods
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+            .filter(|p| !executor::skipped_by_drain(p) && !finished(p))
+            .cloned()
+            .collect();
+        if pods.is_empty() {
+            return Ok(true);
+        }
+        let deleted_at = claim
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second())
+            .unwrap_or(now.timestamp());
+        let grace = claim
+            .spec
+            .termination_grace_period
+            .as_deref()
+            .and_then(|g| convert::duration_seconds(g).ok().flatten());
+        if grace.is_some_and(|g| now.timestamp() >= deleted_at + g) {
+            warn!(%node, pods = pods.len(), "terminationGracePeriod is over; deleting the pods still on the node");
+            executor::delete_pods(self.kube.clone(), &pods).await?;
+            return Ok(true);
+        }
+        let drained = executor::drain(self.kube.clone(), &pods).await?;
+        info!(%node, left = pods.len(), evicted = drained.evicted.len(), "waiting for pods to leave before terminating");
+        Ok(false)
     }
 
     async fn terminate_claim(
@@ -578,7 +637,7 @@ impl<C: Cloud> Tick<C> {
 }
 
 /// Ready, and free of the unregistered taint and of the NodeClaim's startup taints.
-fn node_initialized(node: &Node, claim: &NodeClaim) -> bool {
+fn node_initialized(node: &Node, claim: &NodeClaim, just_registered: bool) -> bool {
     let ready = node
         .status
         .as_ref()
@@ -590,7 +649,7 @@ fn node_initialized(node: &Node, claim: &NodeClaim) -> bool {
         .and_then(|s| s.taints.clone())
         .unwrap_or_default();
     let blocked = taints.iter().any(|t| {
-        t.key == fleetwright_core::labels::TAINT_UNREGISTERED
+        (t.key == fleetwright_core::labels::TAINT_UNREGISTERED && !just_registered)
             || claim
                 .spec
                 .startup_taints
@@ -598,6 +657,25 @@ fn node_initialized(node: &Node, claim: &NodeClaim) -> bool {
                 .any(|s| s.key == t.key && s.effect == t.effect)
     });
     ready && !blocked
+}
+
+/// The claim's node: by the name its status records or, for a claim registered by this tick
+/// (whose status in the dump predates it), by provider id.
+fn node_for<'a>(dump: &'a ClusterDump, claim: &NodeClaim) -> Option<&'a Node> {
+    dump.node_of(claim).or_else(|| {
+        let provider = provider_id(claim)?;
+        dump.nodes
+            .iter()
+            .find(|n| node_provider_id(n) == Some(provider))
+    })
+}
+
+/// A pod that has run to completion (or failed) holds nothing up.
+fn finished(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
 }
 
 fn node_provider_id(node: &Node) -> Option<&str> {

@@ -490,7 +490,7 @@ async fn the_webhook_refuses_garbage_oversized_bodies_and_a_wrong_token() {
 }
 
 #[tokio::test]
-async fn an_empty_node_is_confirmed_then_tainted_drained_deleted_and_terminated() {
+async fn an_empty_node_is_confirmed_then_tainted_drained_and_deleted_then_terminated() {
     let (cloud, fx) = cloud("tick-disrupt").await;
     let launched = launch_m5_large(&cloud, &fx, "default-empty", "on-demand").await;
     let labels = json!({"karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": "m5.large",
@@ -595,18 +595,18 @@ async fn an_empty_node_is_confirmed_then_tainted_drained_deleted_and_terminated(
         "{taken}"
     );
 
-    let third = tick(2).await;
-    assert_eq!(third.disrupted, vec!["default-empty"], "{third:?}");
+    // A delete command has no replacement to wait for: the same tick drains and deletes.
+    assert_eq!(second.disrupted, vec!["default-empty"], "{second:?}");
     assert!(
         api.state.lock().unwrap().evicted.is_empty(),
         "DaemonSet pods are not evicted"
     );
 
-    let fourth = tick(3).await;
+    let third = tick(2).await;
     assert_eq!(
-        fourth.terminated,
+        third.terminated,
         vec![launched.instance_id.clone()],
-        "{fourth:?}"
+        "{third:?}"
     );
     let state = instance_state(&cloud, &launched.instance_id).await;
     assert!(state == "shutting-down" || state == "terminated", "{state}");
@@ -669,4 +669,58 @@ async fn a_drain_past_its_termination_grace_period_deletes_the_pods_a_pdb_holds(
             assert!(api.state.lock().unwrap().evicted.is_empty());
         }
     }
+}
+
+#[tokio::test]
+async fn a_deleted_nodeclaim_is_drained_and_terminated_only_once_its_pods_are_gone() {
+    let (cloud, fx) = cloud("tick-deleted").await;
+    let launched = launch_m5_large(&cloud, &fx, "default-gone", "on-demand").await;
+    let condition = |t: &str| json!({"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": "2026-11-22T08:00:00Z"});
+    // Deleted by hand (`kubectl delete nodeclaim`): the finalizer holds it.
+    let claim = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "default-gone", "uid": "nc-g", "finalizers": ["karpenter.sh/termination"],
+            "deletionTimestamp": Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
+        "status": {"providerID": launched.provider_id(), "nodeName": "node-g",
+            "conditions": [condition("Launched"), condition("Registered"), condition("Initialized")]}});
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-g", "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {"providerID": launched.provider_id()},
+        "status": {"allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"}, "conditions": [{"type": "Ready", "status": "True"}]}});
+    let api = FakeApi::start(objects(vec![
+        (NODEPOOLS, vec![nodepool()]),
+        (
+            NODECLASSES,
+            vec![serde_json::to_value(fx.nodeclass("default")).unwrap()],
+        ),
+        (NODECLAIMS, vec![claim]),
+        (NODES, vec![node]),
+        (PODS, vec![pod("web-1", Some("node-g"), "ReplicaSet")]),
+    ]))
+    .await;
+    let tick = || Tick::new(cloud.clone(), api.client(), settings(&fx.cluster));
+
+    let first = tick().run(Utc::now(), "deleted-1").await.unwrap();
+    assert!(
+        first.terminated.is_empty(),
+        "a pod is still there: {first:?}"
+    );
+    assert_eq!(api.state.lock().unwrap().evicted, vec!["default/web-1"]);
+    assert_eq!(
+        instance_state(&cloud, &launched.instance_id).await,
+        "running"
+    );
+
+    // The pod has left (its ReplicaSet recreates it elsewhere).
+    api.state
+        .lock()
+        .unwrap()
+        .objects
+        .insert(PODS.into(), Vec::new());
+    let second = tick().run(Utc::now(), "deleted-2").await.unwrap();
+    assert_eq!(
+        second.terminated,
+        vec![launched.instance_id.clone()],
+        "{second:?}"
+    );
 }
