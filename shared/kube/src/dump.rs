@@ -70,27 +70,23 @@ pub fn parse(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
 /// name is already in the dump (an upgraded cluster holds both).
 fn add_legacy(dump: &mut ClusterDump, legacy: &[Value]) -> Result<(), KubeError> {
     let converted = crate::legacy::convert(legacy);
-    for pool in converted.nodepools {
-        let pool: NodePool = typed(pool, "NodePool")?;
-        if !dump
-            .nodepools
-            .iter()
-            .any(|p| p.metadata.name == pool.metadata.name)
-        {
-            dump.nodepools.push(pool);
-        }
-    }
-    for class in converted.nodeclasses {
-        let class: EC2NodeClass = typed(class, "EC2NodeClass")?;
-        if !dump
-            .nodeclasses
-            .iter()
-            .any(|c| c.metadata.name == class.metadata.name)
-        {
-            dump.nodeclasses.push(class);
-        }
-    }
+    add_missing(&mut dump.nodepools, converted.nodepools, "NodePool")?;
+    add_missing(&mut dump.nodeclasses, converted.nodeclasses, "EC2NodeClass")?;
     dump.notes = converted.notes;
+    Ok(())
+}
+
+/// Adds each converted object whose name is not taken yet.
+fn add_missing<K>(list: &mut Vec<K>, converted: Vec<Value>, kind: &str) -> Result<(), KubeError>
+where
+    K: kube::Resource + DeserializeOwned,
+{
+    for value in converted {
+        let object: K = typed(value, kind)?;
+        if !list.iter().any(|o| o.meta().name == object.meta().name) {
+            list.push(object);
+        }
+    }
     Ok(())
 }
 
