@@ -563,7 +563,7 @@ impl<C: Cloud> Tick<C> {
             .pods
             .iter()
             .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-            .filter(|p| !executor::skipped_by_drain(p) && !finished(p))
+            .filter(|p| !executor::skipped_by_drain(p) && !finished(p) && !stuck(p, now))
             .cloned()
             .collect();
         if pods.is_empty() {
@@ -668,6 +668,16 @@ fn node_for<'a>(dump: &'a ClusterDump, claim: &NodeClaim) -> Option<&'a Node> {
             .iter()
             .find(|n| node_provider_id(n) == Some(provider))
     })
+}
+
+/// A pod still terminating a minute after its deletion deadline (the API server sets
+/// `deletionTimestamp` to the request time plus the grace period): its kubelet is gone or
+/// stuck, so waiting longer gives it nothing. Karpenter ignores such pods too.
+fn stuck(pod: &Pod, now: DateTime<Utc>) -> bool {
+    pod.metadata
+        .deletion_timestamp
+        .as_ref()
+        .is_some_and(|t| t.0.as_second() + 60 < now.timestamp())
 }
 
 /// A pod that has run to completion (or failed) holds nothing up.

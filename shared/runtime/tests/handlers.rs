@@ -672,7 +672,7 @@ async fn a_drain_past_its_termination_grace_period_deletes_the_pods_a_pdb_holds(
 }
 
 #[tokio::test]
-async fn a_deleted_nodeclaim_is_drained_and_terminated_only_once_its_pods_are_gone() {
+async fn a_deleted_nodeclaim_is_drained_and_terminated_once_its_pods_are_gone_or_stuck() {
     let (cloud, fx) = cloud("tick-deleted").await;
     let launched = launch_m5_large(&cloud, &fx, "default-gone", "on-demand").await;
     let condition = |t: &str| json!({"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": "2026-11-22T08:00:00Z"});
@@ -711,16 +711,23 @@ async fn a_deleted_nodeclaim_is_drained_and_terminated_only_once_its_pods_are_go
         "running"
     );
 
-    // The pod has left (its ReplicaSet recreates it elsewhere).
-    api.state
-        .lock()
-        .unwrap()
-        .objects
-        .insert(PODS.into(), Vec::new());
+    // The pod is shutting down within its grace period: still waited for.
+    let set_deletion = |at: chrono::DateTime<Utc>| {
+        let mut state = api.state.lock().unwrap();
+        let pods = state.objects.get_mut(PODS).unwrap();
+        pods[0]["metadata"]["deletionTimestamp"] =
+            json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    };
+    set_deletion(Utc::now() + chrono::Duration::seconds(30));
     let second = tick().run(Utc::now(), "deleted-2").await.unwrap();
+    assert!(second.terminated.is_empty(), "{second:?}");
+
+    // Stuck terminating well past its deadline (a dead kubelet): no longer waited for.
+    set_deletion(Utc::now() - chrono::Duration::minutes(5));
+    let third = tick().run(Utc::now(), "deleted-3").await.unwrap();
     assert_eq!(
-        second.terminated,
+        third.terminated,
         vec![launched.instance_id.clone()],
-        "{second:?}"
+        "{third:?}"
     );
 }
