@@ -8,6 +8,7 @@ mod manifests;
 mod plan;
 mod queue;
 mod replay;
+mod simulate;
 
 use clap::{Parser, Subcommand};
 
@@ -39,6 +40,9 @@ enum Command {
     /// Print what to apply to the cluster after `sam deploy`: the CRDs, the functions' RBAC,
     /// the pod-CREATE webhook configuration, and optionally a default NodePool.
     Manifests(manifests::ManifestsArgs),
+    /// Run the real tick, interruption and webhook use cases on a virtual clock against a
+    /// simulated cloud and cluster: the embedded hands-on replay, or a scenario file.
+    Simulate(simulate::SimulateArgs),
 }
 
 fn print_crds() -> anyhow::Result<()> {
@@ -53,6 +57,18 @@ fn print_crds() -> anyhow::Result<()> {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    let result = match cli.command {
+        // The simulation installs its own logging, on its virtual clock.
+        Command::Simulate(args) => simulate::run(args),
+        command => {
+            init_logging();
+            run(command)
+        }
+    };
+    exit(result)
+}
+
+fn init_logging() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -61,7 +77,10 @@ fn main() -> std::process::ExitCode {
         )
         .with_target(false)
         .init();
-    let result = match cli.command {
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Plan(args) => plan::run(args),
         Command::Bench(args) => bench::run(args),
         Command::ReplayEvent(args) => replay::run(args),
@@ -69,7 +88,11 @@ fn main() -> std::process::ExitCode {
         Command::Manifests(args) => manifests::run(&args),
         Command::Convert(args) => convert::run(&args),
         Command::Explain(args) => explain::run(&args),
-    };
+        Command::Simulate(args) => simulate::run(args),
+    }
+}
+
+fn exit(result: anyhow::Result<()>) -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

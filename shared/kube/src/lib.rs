@@ -12,6 +12,7 @@ pub mod executor;
 pub mod interruption;
 pub mod lease;
 pub mod legacy;
+pub mod memory;
 pub mod snapshot;
 pub mod state;
 pub mod yaml;

@@ -236,7 +236,10 @@ impl<C: Cloud> Tick<C> {
             command = command_name(first.command),
             reason = first.reason.as_str(),
             savings = format!("${:.4}/h", first.savings),
-            replacement = ?first.replacement.as_ref().map(|r| &r.instance_types),
+            replacement = first
+                .replacement
+                .as_ref()
+                .map_or("none".to_string(), |r| r.instance_types.join(",")),
             "disrupting node(s) {}",
             first.nodes.join(", ")
         );

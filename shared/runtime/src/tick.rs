@@ -264,7 +264,7 @@ impl<C: Cloud> Tick<C> {
             }
             let claim = executor::create_nodeclaim(self.kube.clone(), &claim).await?;
             let name = name_of(&claim);
-            info!(nodeclaim = %name, nodepool = %planned.nodepool, requests = ?planned.requests.to_map(), instance_types = planned.instance_types.len(), "created nodeclaim");
+            info!(nodeclaim = %name, nodepool = %planned.nodepool, requests = %serde_json::to_string(&planned.requests.to_map()).unwrap_or_default(), instance_types = planned.instance_types.len(), "created nodeclaim");
             summary.metrics.add(metrics::NODECLAIMS_CREATED, 1.0);
             summary.nodeclaims_created.push(name);
             created.push(claim);
@@ -482,7 +482,7 @@ impl<C: Cloud> Tick<C> {
                 self.set_condition(&name, "Initialized", &stamp, |_| {})
                     .await?;
             }
-            info!(nodeclaim = %name, node = ?node_name, "initialized nodeclaim");
+            info!(nodeclaim = %name, node = node_name.unwrap_or_default(), "initialized nodeclaim");
             summary.initialized.push(name);
         }
         Ok(())

@@ -80,7 +80,7 @@ impl<N: Nudge> Webhook<N> {
             if self.take_nudge_slot(now) {
                 match self.nudge.nudge(PENDING_POD, detail).await {
                     Ok(()) => {
-                        info!(namespace = ?request.namespace, name = %request.name, "nudged tick for a pending pod")
+                        info!(namespace = request.namespace.as_deref().unwrap_or_default(), name = %request.name, "nudged tick for a pending pod")
                     }
                     Err(e) => {
                         warn!(error = %e, "could not nudge tick; the scheduled tick will pick the pod up")

@@ -1,21 +1,6 @@
-//! An HTTP-level fake of the Kubernetes API for tests: it serves the real list paths of the kinds
-//! Fleetwright reads, with `limit`/`continue` pagination (and `remainingItemCount`, as the API
-//! server sets it), and records every request.
-//!
-//! Leases (`coordination.k8s.io/v1`) and ConfigMaps can also be created, read and replaced, with the API
-//! server's optimistic concurrency: a create of an existing lease and a replace with a stale
-//! `resourceVersion` both answer 409 Conflict. NodeClaims can be created (with `generateName`);
-//! nodes and NodeClaims read, replaced (NodeClaims also through `/status`) and deleted one by one,
-//! with the same `resourceVersion` checks; a delete of an object with finalizers only sets its
-//! `deletionTimestamp`, and the object goes once its finalizers are removed. Node conflicts can be
-//! injected with `node_conflicts`. Events can be created. A NodeClaim with neither `name` nor
-//! `generateName` is refused with 422 Invalid. Pod evictions are accepted, or refused with 429 for the
-//! pods listed in `pdb_blocked` (no real PodDisruptionBudget arithmetic). Pods can be deleted
-//! one by one (no grace period: they go at once).
-//!
-//! It does not emulate: watches, label or field selectors, `resourceVersion` on lists, writes to
-//! other kinds, patches, admission, or authentication.
-//! Unknown paths answer 404 with a `Status` body, as the API server does.
+//! The in-memory Kubernetes API ([`fleetwright_kube::memory`]) served over HTTP on 127.0.0.1, for
+//! tests that need a real listening API server (the Lambda processes of the end-to-end stack,
+//! the client's TLS-less URL handling, the `Authorization` header of every request).
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -23,98 +8,44 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
+pub use fleetwright_kube::memory::{MemoryApi, State};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{Request, Response, StatusCode};
+use hyper::Request;
 use hyper_util::rt::TokioIo;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::net::TcpListener;
-
-/// The list path, list kind and API version of each kind the snapshot reader lists.
-pub const COLLECTIONS: [(&str, &str, &str); 9] = [
-    ("/api/v1/pods", "PodList", "v1"),
-    ("/api/v1/nodes", "NodeList", "v1"),
-    ("/apis/apps/v1/daemonsets", "DaemonSetList", "apps/v1"),
-    (
-        "/apis/policy/v1/poddisruptionbudgets",
-        "PodDisruptionBudgetList",
-        "policy/v1",
-    ),
-    (
-        "/api/v1/persistentvolumeclaims",
-        "PersistentVolumeClaimList",
-        "v1",
-    ),
-    ("/api/v1/persistentvolumes", "PersistentVolumeList", "v1"),
-    (
-        "/apis/karpenter.sh/v1/nodepools",
-        "NodePoolList",
-        "karpenter.sh/v1",
-    ),
-    (
-        "/apis/karpenter.sh/v1/nodeclaims",
-        "NodeClaimList",
-        "karpenter.sh/v1",
-    ),
-    (
-        "/apis/karpenter.k8s.aws/v1/ec2nodeclasses",
-        "EC2NodeClassList",
-        "karpenter.k8s.aws/v1",
-    ),
-];
-
-/// The fake's objects (by list path) and the request log.
-#[derive(Default)]
-pub struct State {
-    pub objects: BTreeMap<String, Vec<Value>>,
-    /// Single objects (leases) by their path.
-    pub singles: BTreeMap<String, Value>,
-    pub next_version: u64,
-    pub requests: Vec<String>,
-    /// The `Authorization` header of every request.
-    pub authorizations: Vec<String>,
-    /// The next this-many node updates answer 409, as if another writer got there first.
-    pub node_conflicts: usize,
-    /// Pods (`namespace/name`) whose eviction a PodDisruptionBudget refuses with 429.
-    pub pdb_blocked: Vec<String>,
-    /// Pods (`namespace/name`) whose eviction was accepted.
-    pub evicted: Vec<String>,
-    /// Events recorded.
-    pub events: Vec<Value>,
-}
 
 /// A running fake; the server task lives as long as the test's runtime.
 pub struct FakeApi {
     pub addr: SocketAddr,
+    pub api: MemoryApi,
     pub state: Arc<Mutex<State>>,
 }
 
 impl FakeApi {
     pub async fn start(objects: BTreeMap<String, Vec<Value>>) -> FakeApi {
-        let state = Arc::new(Mutex::new(State {
-            objects,
-            next_version: 1,
-            ..Default::default()
-        }));
+        let api = MemoryApi::new(objects);
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind 127.0.0.1");
         let addr = listener.local_addr().unwrap();
-        let shared = state.clone();
+        let shared = api.clone();
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let st = shared.clone();
+                let api = shared.clone();
                 tokio::spawn(async move {
-                    let service = service_fn(move |req| handle(st.clone(), req));
+                    let service = service_fn(move |req| handle(api.clone(), req));
                     let _ = http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
                         .await;
                 });
             }
         });
-        FakeApi { addr, state }
+        let state = api.state.clone();
+        FakeApi { addr, api, state }
     }
 
     pub fn client(&self) -> kube::Client {
@@ -124,256 +55,14 @@ impl FakeApi {
     }
 
     pub fn requests_to(&self, path: &str) -> Vec<String> {
-        let state = self.state.lock().unwrap();
-        state
-            .requests
-            .iter()
-            .filter(|r| r.split(' ').nth(1).and_then(|u| u.split('?').next()) == Some(path))
-            .cloned()
-            .collect()
+        self.api.requests_to(path)
     }
-}
-
-fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
-    query.split('&').find_map(|kv| {
-        kv.strip_prefix(name)
-            .and_then(|rest| rest.strip_prefix('='))
-    })
-}
-
-fn status(code: u16, reason: &str, message: String) -> Response<Full<Bytes>> {
-    let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code, "message": message});
-    reply(StatusCode::from_u16(code).unwrap(), body)
-}
-
-/// Create, get and replace for leases and ConfigMaps, with 409 on conflicts.
-fn lease(
-    state: &mut State,
-    method: &hyper::Method,
-    path: &str,
-    body: &[u8],
-) -> Option<Response<Full<Bytes>>> {
-    let tail = [
-        ("/apis/coordination.k8s.io/v1/namespaces/", "/leases"),
-        ("/api/v1/namespaces/", "/configmaps"),
-    ]
-    .iter()
-    .find_map(|(prefix, collection)| {
-        let rest = path.strip_prefix(prefix)?;
-        let (_namespace, tail) = rest.split_once(collection)?;
-        (tail.is_empty() || tail.starts_with('/')).then_some(tail)
-    })?;
-    let mut object: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    match (method.as_str(), tail.strip_prefix('/')) {
-        ("POST", None) => {
-            let name = object["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let key = format!("{path}/{name}");
-            if state.singles.contains_key(&key) {
-                return Some(status(
-                    409,
-                    "AlreadyExists",
-                    format!("leases {name:?} already exists"),
-                ));
-            }
-            object["metadata"]["resourceVersion"] = json!(state.next_version.to_string());
-            state.next_version += 1;
-            state.singles.insert(key, object.clone());
-            Some(reply(StatusCode::CREATED, object))
-        }
-        ("GET", Some(name)) => Some(match state.singles.get(path) {
-            Some(o) => reply(StatusCode::OK, o.clone()),
-            None => status(404, "NotFound", format!("leases {name:?} not found")),
-        }),
-        ("PUT", Some(name)) => {
-            let Some(current) = state.singles.get(path) else {
-                return Some(status(
-                    404,
-                    "NotFound",
-                    format!("leases {name:?} not found"),
-                ));
-            };
-            if object["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
-                return Some(status(409, "Conflict", format!("Operation cannot be fulfilled on leases {name:?}: the object has been modified")));
-            }
-            object["metadata"]["resourceVersion"] = json!(state.next_version.to_string());
-            state.next_version += 1;
-            state.singles.insert(path.to_string(), object.clone());
-            Some(reply(StatusCode::OK, object))
-        }
-        _ => None,
-    }
-}
-
-/// Creates NodeClaims and Events, reads/replaces/deletes nodes and NodeClaims (and NodeClaim
-/// status), and accepts or refuses (429) pod evictions.
-fn write(
-    state: &mut State,
-    method: &hyper::Method,
-    path: &str,
-    body: &[u8],
-) -> Option<Response<Full<Bytes>>> {
-    let mut object: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    if let Some(rest) = path
-        .strip_prefix("/api/v1/namespaces/")
-        .and_then(|r| r.strip_suffix("/eviction"))
-    {
-        let (namespace, name) = rest.split_once("/pods/")?;
-        let key = format!("{namespace}/{name}");
-        if state.pdb_blocked.contains(&key) {
-            return Some(status(
-                429,
-                "TooManyRequests",
-                "Cannot evict pod as it would violate the pod's disruption budget.".into(),
-            ));
-        }
-        state.evicted.push(key);
-        return Some(reply(
-            StatusCode::CREATED,
-            json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}),
-        ));
-    }
-    if method == hyper::Method::POST
-        && path.starts_with("/api/v1/namespaces/")
-        && path.ends_with("/events")
-    {
-        state.events.push(object.clone());
-        return Some(reply(StatusCode::CREATED, object));
-    }
-    if method == hyper::Method::POST && path == "/apis/karpenter.sh/v1/nodeclaims" {
-        let invalid =
-            object["metadata"]["name"].is_null() && object["metadata"]["generateName"].is_null();
-        if invalid {
-            return Some(status(422, "Invalid", "NodeClaim is invalid: metadata.name: Required value: name or generateName is required".into()));
-        }
-        let prefix = object["metadata"]["generateName"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let name = format!("{prefix}{:05}", state.next_version);
-        object["metadata"]["name"] = json!(name);
-        object["metadata"]["resourceVersion"] = json!(state.next_version.to_string());
-        state.next_version += 1;
-        state
-            .objects
-            .entry(path.to_string())
-            .or_default()
-            .push(object.clone());
-        return Some(reply(StatusCode::CREATED, object));
-    }
-    if method == hyper::Method::DELETE {
-        if let Some((namespace, name)) = path
-            .strip_prefix("/api/v1/namespaces/")
-            .and_then(|r| r.split_once("/pods/"))
-            .filter(|(_, name)| !name.contains('/'))
-        {
-            let pods = state.objects.entry("/api/v1/pods".to_string()).or_default();
-            let found = pods.iter().position(|p| {
-                p["metadata"]["name"] == json!(name)
-                    && p["metadata"]["namespace"].as_str().unwrap_or("default") == namespace
-            });
-            return Some(match found {
-                Some(i) => reply(StatusCode::OK, pods.remove(i)),
-                None => status(404, "NotFound", format!("pod {namespace}/{name} not found")),
-            });
-        }
-    }
-    let collection = ["/api/v1/nodes", "/apis/karpenter.sh/v1/nodeclaims"]
-        .into_iter()
-        .find(|c| path.starts_with(&format!("{c}/")))?;
-    let rest = &path[collection.len() + 1..];
-    let (name, subresource) = match rest.split_once('/') {
-        Some((n, sub)) => (n.to_string(), Some(sub.to_string())),
-        None => (rest.to_string(), None),
-    };
-    let version = state.next_version;
-    let is_node = collection == "/api/v1/nodes";
-    let inject_conflict = is_node && method == hyper::Method::PUT && state.node_conflicts > 0;
-    if inject_conflict {
-        state.node_conflicts -= 1;
-    }
-    let items = state.objects.entry(collection.to_string()).or_default();
-    let Some(index) = items
-        .iter()
-        .position(|n| n["metadata"]["name"] == json!(name))
-    else {
-        return Some(status(404, "NotFound", format!("{name:?} not found")));
-    };
-    if items[index]["metadata"]["resourceVersion"].is_null() {
-        items[index]["metadata"]["resourceVersion"] = json!("1");
-    }
-    let conflict = || {
-        status(
-            409,
-            "Conflict",
-            format!("Operation cannot be fulfilled on {name:?}: the object has been modified"),
-        )
-    };
-    let response = match method.as_str() {
-        "GET" => reply(StatusCode::OK, items[index].clone()),
-        "PUT" => {
-            if object["metadata"]["resourceVersion"] != items[index]["metadata"]["resourceVersion"]
-            {
-                return Some(conflict());
-            }
-            if inject_conflict {
-                items[index]["metadata"]["resourceVersion"] = json!(version.to_string());
-                state.next_version += 1;
-                return Some(conflict());
-            }
-            let mut stored = items[index].clone();
-            if subresource.as_deref() == Some("status") {
-                stored["status"] = object["status"].clone();
-            } else {
-                let status = stored["status"].clone();
-                let deleting = stored["metadata"]["deletionTimestamp"].clone();
-                stored = object;
-                stored["status"] = status;
-                if !deleting.is_null() {
-                    stored["metadata"]["deletionTimestamp"] = deleting;
-                }
-            }
-            stored["metadata"]["resourceVersion"] = json!(version.to_string());
-            state.next_version += 1;
-            let gone = !stored["metadata"]["deletionTimestamp"].is_null()
-                && stored["metadata"]["finalizers"]
-                    .as_array()
-                    .is_none_or(|f| f.is_empty());
-            if gone {
-                items.remove(index);
-            } else {
-                items[index] = stored.clone();
-            }
-            reply(StatusCode::OK, stored)
-        }
-        "DELETE" => {
-            let has_finalizers = items[index]["metadata"]["finalizers"]
-                .as_array()
-                .is_some_and(|f| !f.is_empty());
-            if has_finalizers {
-                items[index]["metadata"]["deletionTimestamp"] = json!("2026-11-22T00:00:00Z");
-                items[index]["metadata"]["resourceVersion"] = json!(version.to_string());
-                state.next_version += 1;
-                reply(StatusCode::OK, items[index].clone())
-            } else {
-                let removed = items.remove(index);
-                reply(StatusCode::OK, removed)
-            }
-        }
-        _ => return None,
-    };
-    Some(response)
 }
 
 async fn handle(
-    state: Arc<Mutex<State>>,
+    api: MemoryApi,
     req: Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
-    use http_body_util::BodyExt;
-    let path = req.uri().path().to_string();
-    let query = req.uri().query().unwrap_or_default().to_string();
+) -> Result<hyper::Response<http_body_util::Full<hyper::body::Bytes>>, Infallible> {
     let uri = req.uri().to_string();
     let method = req.method().clone();
     let authorization = req
@@ -388,43 +77,7 @@ async fn handle(
         .await
         .map(|b| b.to_bytes())
         .unwrap_or_default();
-    let mut state = state.lock().unwrap();
-    state.requests.push(format!("{method} {uri}"));
-    state.authorizations.push(authorization);
-    if let Some(response) = lease(&mut state, &method, &path, &body) {
-        return Ok(response);
-    }
-    if let Some(response) = write(&mut state, &method, &path, &body) {
-        return Ok(response);
-    }
-    let Some((_, kind, api_version)) = COLLECTIONS.iter().find(|(p, _, _)| *p == path) else {
-        let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
-                          "message": format!("the server could not find the requested resource ({path})")});
-        return Ok(reply(StatusCode::NOT_FOUND, body));
-    };
-    let items: &[Value] = state.objects.get(&path).map(Vec::as_slice).unwrap_or(&[]);
-    let start: usize = query_param(&query, "continue")
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let limit: usize = query_param(&query, "limit")
-        .and_then(|l| l.parse().ok())
-        .unwrap_or(usize::MAX);
-    let end = start.saturating_add(limit).min(items.len());
-    let mut metadata = json!({"resourceVersion": "1000"});
-    if end < items.len() {
-        metadata["continue"] = json!(end.to_string());
-        metadata["remainingItemCount"] = json!(items.len() - end);
-    }
-    let page = items[start.min(end)..end].to_vec();
-    let body =
-        json!({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": page});
-    Ok(reply(StatusCode::OK, body))
-}
-
-fn reply(status: StatusCode, body: Value) -> Response<Full<Bytes>> {
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap()
+    Ok(api
+        .respond(method.as_str(), &uri, &authorization, &body)
+        .into_http())
 }

@@ -1,0 +1,383 @@
+//! The simulated cloud: the same [`Cloud`] trait the runtime uses against EC2, over the embedded
+//! catalog and prices. A launch goes through the real CreateFleet override selection
+//! ([`fleet::capacity_type`], [`fleet::overrides`]) and takes the cheapest offering that has
+//! capacity; offerings short of capacity (ICE) are skipped and marked unavailable, as the EC2
+//! cloud does with CreateFleet's errors. Instances can be warned of a spot interruption and are
+//! reclaimed two minutes later. Termination checks the ownership tags, as EC2's does.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use chrono::{DateTime, Duration, Utc};
+use fleetwright_aws::ami::{Ami, AmiFamily, Variant};
+use fleetwright_aws::cloud::Cloud;
+use fleetwright_aws::fleet::{self, FleetError};
+use fleetwright_aws::instances::{ownership_problem, Instance, Termination};
+use fleetwright_aws::nodeclass::{ResolvedNodeClass, Subnet};
+use fleetwright_aws::unavailable::{OfferingKey, UnavailableOfferings};
+use fleetwright_aws::{AwsError, LaunchRequest, Launched};
+use fleetwright_core::labels::NODEPOOL;
+use fleetwright_core::Catalog;
+use fleetwright_kube::crds::EC2NodeClass;
+
+use super::scenario::Ice;
+
+/// The zones the simulated VPC has subnets in.
+pub const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
+/// How long AWS waits after a spot interruption warning before reclaiming the instance.
+pub const SPOT_WARNING: Duration = Duration::minutes(2);
+
+/// A live simulated instance.
+#[derive(Clone, Debug)]
+pub struct SimInstance {
+    pub instance: Instance,
+    pub price: f64,
+    /// When a spot interruption warning was sent for it.
+    pub warned: Option<DateTime<Utc>>,
+}
+
+impl SimInstance {
+    pub fn nodepool(&self) -> &str {
+        self.instance
+            .tags
+            .get(NODEPOOL)
+            .map(String::as_str)
+            .unwrap_or_default()
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    live: BTreeMap<String, SimInstance>,
+    next_id: u64,
+    /// AMI release number per EC2NodeClass (absent: 1).
+    releases: BTreeMap<String, u32>,
+    /// Release for classes not named in `releases`.
+    release_all: u32,
+    ice: Vec<Ice>,
+    unavailable: UnavailableOfferings,
+    composed: Option<(BTreeSet<OfferingKey>, Arc<Catalog>)>,
+    launches: usize,
+    terminations: usize,
+}
+
+/// The simulated cloud.
+#[derive(Debug)]
+pub struct SimCloud {
+    cluster: String,
+    catalog: Arc<Catalog>,
+    state: Mutex<State>,
+}
+
+fn matches(ice: &Ice, instance_type: &str, zone: &str, capacity_type: &str) -> bool {
+    let ok = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+    ok(&ice.instance_type, instance_type)
+        && ok(&ice.zone, zone)
+        && ok(&ice.capacity_type, capacity_type)
+}
+
+impl SimCloud {
+    pub fn new(cluster: &str, catalog: Arc<Catalog>) -> Self {
+        SimCloud {
+            cluster: cluster.to_string(),
+            catalog,
+            state: Mutex::new(State {
+                release_all: 1,
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The live instances, by id.
+    pub fn live(&self) -> BTreeMap<String, SimInstance> {
+        self.state().live.clone()
+    }
+
+    /// The hourly price of the live fleet.
+    pub fn hourly(&self) -> f64 {
+        self.state().live.values().fold(0.0, |sum, i| sum + i.price)
+    }
+
+    /// Launches and terminations so far.
+    pub fn counts(&self) -> (usize, usize) {
+        let s = self.state();
+        (s.launches, s.terminations)
+    }
+
+    /// A new AMI release, for one EC2NodeClass or all.
+    pub fn release_ami(&self, nodeclass: Option<&str>) {
+        let mut s = self.state();
+        match nodeclass {
+            Some(name) => {
+                let next = s.releases.get(name).copied().unwrap_or(s.release_all) + 1;
+                s.releases.insert(name.to_string(), next);
+            }
+            None => {
+                s.release_all += 1;
+                s.releases.clear();
+            }
+        }
+    }
+
+    /// Offerings matching `ice` have no capacity from now on.
+    pub fn add_ice(&self, ice: Ice) {
+        self.state().ice.push(ice);
+    }
+
+    /// Sends a spot interruption warning to `count` live, unwarned spot instances of `nodepool`,
+    /// chosen with `pick` (an index below the number of candidates). Returns them.
+    pub fn warn_spot(
+        &self,
+        nodepool: &str,
+        count: usize,
+        now: DateTime<Utc>,
+        mut pick: impl FnMut(usize) -> usize,
+    ) -> Vec<Instance> {
+        let mut s = self.state();
+        let mut warned = Vec::new();
+        for _ in 0..count {
+            let candidates: Vec<String> = s
+                .live
+                .values()
+                .filter(|i| {
+                    i.warned.is_none()
+                        && i.nodepool() == nodepool
+                        && i.instance.capacity_type == "spot"
+                })
+                .map(|i| i.instance.id.clone())
+                .collect();
+            if candidates.is_empty() {
+                break;
+            }
+            let id = &candidates[pick(candidates.len())];
+            if let Some(i) = s.live.get_mut(id) {
+                i.warned = Some(now);
+                warned.push(i.instance.clone());
+            }
+        }
+        warned
+    }
+
+    /// Reclaims the instances whose interruption warning has run out; returns them.
+    pub fn reclaim(&self, now: DateTime<Utc>) -> Vec<Instance> {
+        let mut s = self.state();
+        let due: Vec<String> = s
+            .live
+            .values()
+            .filter(|i| i.warned.is_some_and(|w| now - w >= SPOT_WARNING))
+            .map(|i| i.instance.id.clone())
+            .collect();
+        due.iter()
+            .filter_map(|id| s.live.remove(id))
+            .map(|i| i.instance)
+            .collect()
+    }
+
+    fn release_of(&self, nodeclass: &str) -> u32 {
+        let s = self.state();
+        s.releases.get(nodeclass).copied().unwrap_or(s.release_all)
+    }
+
+    fn existing(&self, nodeclaim: &str) -> Option<Launched> {
+        self.state()
+            .live
+            .values()
+            .find(|i| i.instance.nodeclaim() == Some(nodeclaim))
+            .map(|i| i.instance.launched())
+    }
+
+    fn has_capacity(&self, instance_type: &str, zone: &str, capacity_type: &str) -> bool {
+        !self
+            .state()
+            .ice
+            .iter()
+            .any(|i| matches(i, instance_type, zone, capacity_type))
+    }
+}
+
+fn resolved(nodeclass: &EC2NodeClass, release: u32) -> ResolvedNodeClass {
+    let name = nodeclass.metadata.name.clone().unwrap_or_default();
+    let family = nodeclass
+        .spec
+        .ami_selector_terms
+        .iter()
+        .find_map(|t| t.alias.as_deref())
+        .and_then(|a| AmiFamily::parse(a.split('@').next().unwrap_or_default()))
+        .unwrap_or(AmiFamily::AL2023);
+    let mut amis = Vec::new();
+    for arch in ["amd64", "arm64"] {
+        for (variant, tag) in [(Variant::Standard, "std"), (Variant::Nvidia, "gpu")] {
+            amis.push(Ami {
+                id: format!("ami-{name}-{arch}-{tag}-r{release}"),
+                arch: arch.into(),
+                variant: Some(variant),
+                created: Some(format!("2026-11-{release:02}")),
+            });
+        }
+    }
+    ResolvedNodeClass {
+        name,
+        family,
+        subnets: ZONES
+            .iter()
+            .map(|z| Subnet {
+                id: format!("subnet-{z}"),
+                zone: z.to_string(),
+                available_ips: 4000,
+            })
+            .collect(),
+        security_groups: vec!["sg-simulated".into()],
+        amis,
+        instance_profile: "simulated".into(),
+    }
+}
+
+impl Cloud for SimCloud {
+    async fn catalog(&self, now: DateTime<Utc>) -> Result<Arc<Catalog>, AwsError> {
+        let mut s = self.state();
+        let unavailable = s.unavailable.active(now);
+        if let Some((key, catalog)) = &s.composed {
+            if *key == unavailable {
+                return Ok(catalog.clone());
+            }
+        }
+        let mut catalog = (*self.catalog).clone();
+        catalog.unavailable = unavailable.clone();
+        let catalog = Arc::new(catalog);
+        s.composed = Some((unavailable, catalog.clone()));
+        Ok(catalog)
+    }
+
+    async fn nodeclass(
+        &self,
+        nodeclass: &EC2NodeClass,
+        _now: DateTime<Utc>,
+    ) -> Result<ResolvedNodeClass, AwsError> {
+        let name = nodeclass.metadata.name.clone().unwrap_or_default();
+        Ok(resolved(nodeclass, self.release_of(&name)))
+    }
+
+    async fn launch(
+        &self,
+        req: &LaunchRequest,
+        nodeclass: &EC2NodeClass,
+        now: DateTime<Utc>,
+    ) -> Result<Launched, AwsError> {
+        if let Some(existing) = self.existing(&req.nodeclaim) {
+            return Ok(existing);
+        }
+        let catalog = self.catalog(now).await?;
+        let resolved = self.nodeclass(nodeclass, now).await?;
+        let capacity_type =
+            fleet::capacity_type(req, &catalog).ok_or_else(|| AwsError::Launch {
+                nodeclaim: req.nodeclaim.clone(),
+                reason: format!(
+                "no available offering for instance types {:?} (capacity types {:?}, zones {:?})",
+                req.instance_types, req.capacity_types, req.zones
+            ),
+            })?;
+        let overrides = fleet::overrides(
+            req,
+            &catalog,
+            capacity_type,
+            &resolved.best_subnets(),
+            &resolved.amis,
+        );
+        let mut errors = Vec::new();
+        for o in overrides {
+            if !self.has_capacity(&o.instance_type, &o.zone, capacity_type) {
+                self.mark_unavailable(capacity_type, &o.instance_type, &o.zone, now);
+                errors.push(FleetError {
+                    code: "InsufficientInstanceCapacity".into(),
+                    message: format!(
+                        "There is no {capacity_type} capacity for {} in {}",
+                        o.instance_type, o.zone
+                    ),
+                    instance_type: Some(o.instance_type.clone()),
+                    zone: Some(o.zone.clone()),
+                });
+                continue;
+            }
+            let mut s = self.state();
+            s.next_id += 1;
+            s.launches += 1;
+            let instance = Instance {
+                id: format!("i-{:017x}", 0x5e1d_0000_0000_u64 + s.next_id),
+                instance_type: o.instance_type.clone(),
+                zone: o.zone.clone(),
+                state: "running".into(),
+                capacity_type: capacity_type.to_string(),
+                image_id: o.image_id.clone(),
+                subnet_id: o.subnet_id.clone(),
+                security_groups: resolved.security_groups.clone(),
+                launch_time: Some(now),
+                tags: fleet::instance_tags(&self.cluster, req, &nodeclass.spec.tags),
+            };
+            let launched = instance.launched();
+            s.live.insert(
+                instance.id.clone(),
+                SimInstance {
+                    instance,
+                    price: o.price,
+                    warned: None,
+                },
+            );
+            return Ok(launched);
+        }
+        Err(AwsError::NothingLaunched {
+            nodeclaim: req.nodeclaim.clone(),
+            capacity_type: capacity_type.to_string(),
+            errors,
+        })
+    }
+
+    async fn terminate(&self, instance_id: &str) -> Result<Termination, AwsError> {
+        let mut s = self.state();
+        let Some(found) = s.live.get(instance_id) else {
+            return Ok(Termination::AlreadyGone);
+        };
+        if let Some(reason) = ownership_problem(&found.instance.tags, &self.cluster) {
+            return Err(AwsError::Refused {
+                action: "terminate",
+                instance_id: instance_id.to_string(),
+                reason,
+            });
+        }
+        s.live.remove(instance_id);
+        s.terminations += 1;
+        Ok(Termination::Terminating)
+    }
+
+    async fn instances(&self) -> Result<Vec<Instance>, AwsError> {
+        Ok(self
+            .state()
+            .live
+            .values()
+            .map(|i| i.instance.clone())
+            .collect())
+    }
+
+    fn mark_unavailable(
+        &self,
+        capacity_type: &str,
+        instance_type: &str,
+        zone: &str,
+        now: DateTime<Utc>,
+    ) {
+        self.state()
+            .unavailable
+            .mark(capacity_type, instance_type, zone, now);
+    }
+
+    fn unavailable(&self) -> UnavailableOfferings {
+        self.state().unavailable.clone()
+    }
+
+    fn restore_unavailable(&self, saved: &UnavailableOfferings) {
+        self.state().unavailable.merge(saved);
+    }
+}

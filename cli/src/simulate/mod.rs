@@ -1,0 +1,564 @@
+//! `fleetwright simulate`: the real runtime use cases (tick, interruption, webhook) on a virtual
+//! clock, one simulated second at a time, against a simulated cloud ([`cloud::SimCloud`], the
+//! runtime's `Cloud` trait over the embedded catalog) and a simulated cluster
+//! ([`cluster::Cluster`]: a real `kube::Client` over the in-memory API, plus a kubelet, the
+//! Deployment controllers and a scheduler). Pods created by a Deployment go through the webhook,
+//! whose nudge starts a tick a second later; a tick also runs at every whole minute, as the
+//! EventBridge schedule does. Spot interruption warnings and instance state changes reach the
+//! interruption function as an SQS batch. Everything random comes from the scenario's seed.
+
+mod cloud;
+mod cluster;
+mod log;
+mod report;
+mod rng;
+mod scenario;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use aws_lambda_events::event::sqs::SqsEvent;
+use chrono::{DateTime, Duration, Utc};
+use clap::ValueEnum;
+use fleetwright_core::{Catalog, NodeClassSettings, ScheduleOptions};
+use fleetwright_runtime::interruption::Interruption;
+use fleetwright_runtime::metrics::Metrics;
+use fleetwright_runtime::nudge::Nudge;
+use fleetwright_runtime::settings::Settings;
+use fleetwright_runtime::tick::{Tick, TickSummary};
+use fleetwright_runtime::webhook::Webhook;
+use fleetwright_runtime::RuntimeError;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::{json, Value};
+use tracing::{info, warn};
+
+use cloud::{SimCloud, ZONES};
+use cluster::Cluster;
+use report::{InterruptionOutcome, Latency, Report, Sample, StepOutcome};
+use rng::Rng;
+use scenario::{Action, Scenario, Step};
+
+const CLUSTER: &str = "simulated";
+const ACCOUNT: &str = "123456789012";
+/// Spot prices are drawn per type and zone from this range of the on-demand price.
+const SPOT_RANGE: (f64, f64) = (0.25, 0.45);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// Karpenter-style log lines as the simulation runs, then a summary table.
+    Log,
+    /// Only the report, as JSON.
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    /// A scenario file (YAML). Without it, the embedded replay of the Karpenter hands-on.
+    #[arg(long)]
+    scenario: Option<PathBuf>,
+    /// Simulated seconds per wall-clock second; 0 runs as fast as it can.
+    #[arg(long, default_value_t = 0.0)]
+    speed: f64,
+    #[arg(long, value_enum, default_value = "log")]
+    output: Output,
+    /// Overrides the scenario's seed.
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
+    let scenario = match &args.scenario {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Scenario::parse(&text, &path.display().to_string())?
+        }
+        None => Scenario::parse(scenario::DEFAULT, "the embedded default scenario")?,
+    };
+    let mut scenario = scenario;
+    if let Some(seed) = args.seed {
+        scenario.seed = seed;
+    }
+    if !(args.speed >= 0.0 && args.speed.is_finite()) {
+        anyhow::bail!("--speed: {} is not a non-negative number", args.speed);
+    }
+    let bar = std::io::stdout().is_terminal().then(|| {
+        let bar = ProgressBar::with_draw_target(
+            Some(scenario.duration as u64),
+            ProgressDrawTarget::stderr_with_hz(4),
+        );
+        bar.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} simulated s {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let clock = log::Clock::default();
+    log::install(args.output == Output::Log, clock.clone(), bar.clone());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let report = runtime.block_on(async {
+        let mut sim = Simulation::new(scenario, clock, bar.clone())?;
+        sim.run(args.speed).await
+    })?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let mut out = std::io::stdout();
+    match args.output {
+        Output::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+        Output::Log => write!(out, "{}", report.table())?,
+    }
+    Ok(())
+}
+
+/// Nudges are queued and start a tick a second later, as EventBridge delivers them.
+#[derive(Clone, Debug, Default)]
+struct QueuedNudges(Arc<Mutex<Vec<String>>>);
+
+impl QueuedNudges {
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+impl Nudge for QueuedNudges {
+    async fn nudge(&self, detail_type: &str, _detail: Value) -> Result<(), RuntimeError> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(detail_type.to_string());
+        Ok(())
+    }
+}
+
+/// The embedded catalog with spot prices drawn for the simulated zones.
+fn catalog(seed: u64) -> Catalog {
+    let mut catalog = Catalog::embedded().clone();
+    let mut rng = Rng::new(seed);
+    for (name, price) in Catalog::embedded_prices() {
+        for zone in ZONES {
+            let fraction = rng.between(SPOT_RANGE.0, SPOT_RANGE.1);
+            catalog
+                .spot
+                .insert((name.clone(), zone.to_string()), price * fraction);
+        }
+    }
+    catalog
+}
+
+/// What is watched while the simulation runs, for the report.
+#[derive(Debug, Default)]
+struct Watch {
+    samples: Vec<Sample>,
+    /// Per second: nodes and hourly cost.
+    series: Vec<(usize, f64)>,
+    steps: Vec<StepOutcome>,
+    /// Index into `steps` of a scale step still waiting for all its replicas, with its target.
+    scaling: Vec<(usize, String, u32)>,
+    interruptions: Vec<InterruptionOutcome>,
+    /// Instances seen: id → (first second seen, NodePool).
+    seen: BTreeMap<String, (i64, String)>,
+    disruptions: BTreeSet<String>,
+    ticks: usize,
+}
+
+struct Simulation {
+    scenario: Scenario,
+    start: DateTime<Utc>,
+    clock: log::Clock,
+    bar: Option<ProgressBar>,
+    catalog: Arc<Catalog>,
+    cloud: Arc<SimCloud>,
+    cluster: Cluster,
+    tick: Tick<Arc<SimCloud>>,
+    interruption: Interruption<Arc<SimCloud>, QueuedNudges>,
+    webhook: Webhook<QueuedNudges>,
+    nudges: QueuedNudges,
+    rng: Rng,
+    watch: Watch,
+}
+
+impl Simulation {
+    fn new(
+        scenario: Scenario,
+        clock: log::Clock,
+        bar: Option<ProgressBar>,
+    ) -> anyhow::Result<Simulation> {
+        let catalog = Arc::new(catalog(scenario.seed));
+        let cloud = Arc::new(SimCloud::new(CLUSTER, catalog.clone()));
+        let types = catalog
+            .instance_types(&NodeClassSettings::default())
+            .into_iter()
+            .map(|t| (t.name.clone(), t))
+            .collect();
+        let cluster = Cluster::new(&scenario.objects, types, scenario.seed);
+        let settings = Settings::from_lookup(|name| match name {
+            "FLEETWRIGHT_CLUSTER_NAME" => Some(CLUSTER.into()),
+            "FLEETWRIGHT_KUBE_API_URL" => Some("http://127.0.0.1:1".into()),
+            _ => None,
+        })?;
+        let nudges = QueuedNudges::default();
+        let client = cluster.api.client();
+        let start = DateTime::parse_from_rfc3339("2026-11-22T10:00:00Z")?.with_timezone(&Utc);
+        Ok(Simulation {
+            rng: Rng::new(scenario.seed.rotate_left(17)),
+            scenario,
+            start,
+            clock,
+            bar,
+            catalog,
+            tick: Tick::new(cloud.clone(), client.clone(), settings.clone()),
+            interruption: Interruption::new(cloud.clone(), client, nudges.clone(), settings),
+            webhook: Webhook::new(nudges.clone(), None),
+            nudges,
+            cloud,
+            cluster,
+            watch: Watch::default(),
+        })
+    }
+
+    async fn run(&mut self, speed: f64) -> anyhow::Result<Report> {
+        let timeline = self.scenario.timeline.clone();
+        let mut steps = timeline.iter().peekable();
+        let mut nudged_for: Option<i64> = None;
+        let wall = std::time::Instant::now();
+        for t in 0..=self.scenario.duration {
+            let now = self.start + Duration::seconds(t);
+            self.clock.set(now);
+            self.cluster.set_clock(now);
+            while let Some(step) = steps.next_if(|s| s.at <= t) {
+                self.apply(step, t, now).await;
+            }
+            self.reclaim(now).await;
+            self.cluster.kubelet(&self.cloud.live(), now);
+            for pod in self.cluster.controllers(now) {
+                self.admit(&pod, now).await;
+            }
+            self.cluster.scheduler(now);
+            if !self.nudges.take().is_empty() {
+                nudged_for.get_or_insert(t + 1);
+            }
+            if t % 60 == 0 || nudged_for == Some(t) {
+                nudged_for = nudged_for.filter(|&n| n > t);
+                self.run_tick(now, t).await;
+                // A nudge sent during the tick (none today) waits for the next second.
+                if !self.nudges.take().is_empty() {
+                    nudged_for.get_or_insert(t + 1);
+                }
+            }
+            self.observe(t);
+            if let Some(bar) = &self.bar {
+                bar.set_position(t as u64);
+            }
+            if speed > 0.0 {
+                let due = std::time::Duration::from_secs_f64(t as f64 / speed);
+                if let Some(wait) = due.checked_sub(wall.elapsed()) {
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+        Ok(self.report())
+    }
+
+    async fn apply(&mut self, step: &Step, t: i64, now: DateTime<Utc>) {
+        info!(target: "simulate::scenario", step = %step.action, "scenario step");
+        let (nodes, _) = self.cluster.nodes();
+        self.watch.steps.push(StepOutcome {
+            at: t,
+            action: step.action.to_string(),
+            nodes_before: nodes,
+            cost_before: self.cloud.hourly(),
+            ..Default::default()
+        });
+        let index = self.watch.steps.len() - 1;
+        match &step.action {
+            Action::Scale(s) => {
+                self.cluster.scale(&s.deployment, s.replicas);
+                self.watch
+                    .scaling
+                    .push((index, s.deployment.clone(), s.replicas));
+            }
+            Action::Delete(d) => self.cluster.delete(&d.deployment),
+            Action::ChangeAmi(c) => self.cloud.release_ami(c.nodeclass.as_deref()),
+            Action::Ice(i) => self.cloud.add_ice(i.clone()),
+            Action::Interrupt(i) => self.interrupt(&i.nodepool, i.count, t, now).await,
+        }
+    }
+
+    /// Warns spot instances of an interruption and delivers the warnings to the interruption
+    /// function through the queue.
+    async fn interrupt(&mut self, nodepool: &str, count: usize, t: i64, now: DateTime<Utc>) {
+        let rng = &mut self.rng;
+        let warned = self.cloud.warn_spot(nodepool, count, now, |n| rng.below(n));
+        if warned.is_empty() {
+            warn!(target: "simulate::cloud", %nodepool, "no spot instance of the nodepool to interrupt");
+        }
+        let mut events = Vec::new();
+        for instance in &warned {
+            let node = self.cluster.node_of(&instance.zone, &instance.id);
+            info!(target: "simulate::cloud", instance_id = %instance.id, node = node.as_deref().unwrap_or("none"), "spot interruption warning; the instance is reclaimed in 2 minutes");
+            self.watch.interruptions.push(InterruptionOutcome {
+                at: t,
+                instance_id: instance.id.clone(),
+                instance_type: instance.instance_type.clone(),
+                pods_displaced: node.as_deref().map_or(0, |n| self.cluster.workload_on(n)),
+                node,
+                nodepool: nodepool.to_string(),
+                ..Default::default()
+            });
+            events.push(ec2_event(
+                "EC2 Spot Instance Interruption Warning",
+                &instance.id,
+                json!({"instance-id": instance.id, "instance-action": "terminate"}),
+                now,
+            ));
+        }
+        self.deliver(events, now).await;
+    }
+
+    /// EC2 reclaims warned spot instances when their two minutes are up; the state changes
+    /// reach the interruption function.
+    async fn reclaim(&mut self, now: DateTime<Utc>) {
+        let reclaimed = self.cloud.reclaim(now);
+        let mut events = Vec::new();
+        for instance in reclaimed {
+            info!(target: "simulate::cloud", instance_id = %instance.id, "spot instance reclaimed");
+            events.push(ec2_event(
+                "EC2 Instance State-change Notification",
+                &instance.id,
+                json!({"instance-id": instance.id, "state": "shutting-down"}),
+                now,
+            ));
+        }
+        self.deliver(events, now).await;
+    }
+
+    async fn deliver(&mut self, events: Vec<Value>, now: DateTime<Utc>) {
+        if events.is_empty() {
+            return;
+        }
+        let records: Vec<Value> = events
+            .iter()
+            .map(|e| {
+                json!({"messageId": e["id"], "receiptHandle": format!("rh-{}", e["id"].as_str().unwrap_or_default()),
+                    "body": e.to_string(), "attributes": {}, "messageAttributes": {},
+                    "md5OfBody": "", "eventSource": "aws:sqs", "awsRegion": "us-east-1",
+                    "eventSourceARN": format!("arn:aws:sqs:us-east-1:{ACCOUNT}:fleetwright-{CLUSTER}-interruption")})
+            })
+            .collect();
+        let batch: SqsEvent = match serde_json::from_value(json!({ "Records": records })) {
+            Ok(b) => b,
+            Err(e) => {
+                warn!(target: "simulate::queue", error = %e, "could not build the SQS batch");
+                return;
+            }
+        };
+        let mut metrics = Metrics::default();
+        let response = self.interruption.handle_sqs(batch, now, &mut metrics).await;
+        for failure in response.batch_item_failures {
+            warn!(target: "simulate::queue", message_id = %failure.item_identifier, "interruption message failed; SQS would redeliver it");
+        }
+    }
+
+    /// A created pod goes through the admission webhook, as the API server sends it.
+    async fn admit(&mut self, pod: &Value, now: DateTime<Utc>) {
+        let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": format!("review-{}", pod["metadata"]["uid"].as_str().unwrap_or_default()),
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "name": pod["metadata"]["name"], "namespace": pod["metadata"]["namespace"],
+                "operation": "CREATE", "object": pod,
+                "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
+                "dryRun": false}});
+        let answer = self
+            .webhook
+            .handle("/admit", review.to_string().as_bytes(), now)
+            .await;
+        if answer.status != 200 {
+            warn!(target: "simulate::webhook", status = answer.status, "the webhook refused a review");
+        }
+    }
+
+    async fn run_tick(&mut self, now: DateTime<Utc>, t: i64) {
+        self.watch.ticks += 1;
+        match self.tick.run(now, &format!("simulate-{t}")).await {
+            Ok(summary) => self.note_tick(&summary),
+            Err(e) => {
+                warn!(target: "simulate::tick", error = %e, "tick failed; the next one retries")
+            }
+        }
+    }
+
+    fn note_tick(&mut self, summary: &TickSummary) {
+        self.watch
+            .disruptions
+            .extend(summary.disruptions.iter().cloned());
+    }
+
+    fn observe(&mut self, t: i64) {
+        let (nodes, ready) = self.cluster.nodes();
+        let cost = self.cloud.hourly();
+        self.watch.series.push((nodes, cost));
+        for (id, i) in self.cloud.live() {
+            self.watch
+                .seen
+                .entry(id)
+                .or_insert_with(|| (t, i.nodepool().to_string()));
+        }
+        let live = self.cloud.live();
+        for i in self
+            .watch
+            .interruptions
+            .iter_mut()
+            .filter(|i| i.gone_at.is_none())
+        {
+            if !live.contains_key(&i.instance_id) {
+                i.gone_at = Some(t);
+            }
+        }
+        let done: Vec<(usize, i64)> = self
+            .watch
+            .scaling
+            .iter()
+            .filter(|(_, d, replicas)| {
+                let (bound, total) = self.cluster.deployment_pods(d);
+                bound == *replicas as usize && total == bound
+            })
+            .map(|(i, _, _)| (*i, t - self.watch.steps[*i].at))
+            .collect();
+        for (index, after) in done {
+            self.watch.steps[index].all_running_after = Some(after);
+            self.watch.scaling.retain(|(i, _, _)| *i != index);
+        }
+        if t % 60 == 0 || t == self.scenario.duration {
+            let (running, pending) = self.cluster.workload();
+            self.watch.samples.push(Sample {
+                t,
+                nodes,
+                ready_nodes: ready,
+                running_pods: running,
+                pending_pods: pending.len(),
+                hourly_cost: cost,
+                lower_bound: self.lower_bound(),
+            });
+        }
+    }
+
+    /// The LP lower bound on the workload's hourly cost, planned from scratch.
+    fn lower_bound(&self) -> f64 {
+        let pods = self.cluster.workload_as_pending();
+        if pods.is_empty() {
+            return 0.0;
+        }
+        let mut items = self.cluster.configuration();
+        items.extend(pods);
+        let text = json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string();
+        match fleetwright_kube::snapshot_from_yaml(&text, "the simulated cluster") {
+            Ok(snapshot) => {
+                fleetwright_core::schedule(&snapshot, &self.catalog, &ScheduleOptions::default())
+                    .cost
+                    .lower_bound
+            }
+            Err(e) => {
+                warn!(target: "simulate::report", error = %e, "could not compute the lower bound");
+                0.0
+            }
+        }
+    }
+
+    fn report(&mut self) -> Report {
+        let end = self.scenario.duration;
+        let series = &self.watch.series;
+        let starts: Vec<i64> = self.watch.steps.iter().map(|s| s.at).collect();
+        for (k, step) in self.watch.steps.iter_mut().enumerate() {
+            let until = starts
+                .iter()
+                .skip(k + 1)
+                .copied()
+                .find(|&a| a > step.at)
+                .unwrap_or(end);
+            step.until = until;
+            // A window closed by the next step ends the second before it.
+            let closing = if until < end { until - 1 } else { until };
+            let last = series.len().saturating_sub(1).min(closing.max(0) as usize);
+            (step.nodes_after, step.cost_after) = series.get(last).copied().unwrap_or_default();
+            step.no_nodes_after = (step.nodes_before > 0)
+                .then_some(step.at..=until)
+                .into_iter()
+                .flatten()
+                .find(|&t| series.get(t as usize).is_some_and(|(n, _)| *n == 0))
+                .map(|t| t - step.at);
+        }
+        let now = self.start + Duration::seconds(end);
+        let mut waits: Vec<(DateTime<Utc>, i64)> = self
+            .cluster
+            .waits
+            .iter()
+            .map(|w| (w.created, w.seconds))
+            .collect();
+        let (_, pending) = self.cluster.workload();
+        waits.extend(pending.iter().map(|c| (*c, (now - *c).num_seconds())));
+        for i in &mut self.watch.interruptions {
+            let from = self.start + Duration::seconds(i.at);
+            let to = from + Duration::minutes(3);
+            i.max_pending_seconds = waits
+                .iter()
+                .filter(|(c, _)| *c >= from && *c <= to)
+                .map(|(_, s)| *s)
+                .max()
+                .unwrap_or(0);
+            let replacement = self
+                .watch
+                .seen
+                .iter()
+                .filter(|(_, (t, pool))| *t >= i.at && *pool == i.nodepool)
+                .min_by_key(|(id, (t, _))| (*t, (*id).clone()));
+            if let Some((id, (t, _))) = replacement {
+                i.replacement = Some(id.clone());
+                i.replacement_launched_at = Some(*t);
+            }
+        }
+        let mut disruptions: BTreeMap<String, usize> = BTreeMap::new();
+        for d in &self.watch.disruptions {
+            let reason = d.split('/').next().unwrap_or(d).to_string();
+            *disruptions.entry(reason).or_default() += 1;
+        }
+        let (launched, terminated) = self.cloud.counts();
+        let (final_nodes, final_cost) = series.last().copied().unwrap_or_default();
+        Report {
+            scenario: self.scenario.name.clone(),
+            description: self.scenario.description.clone(),
+            seed: self.scenario.seed,
+            duration_seconds: end,
+            samples: std::mem::take(&mut self.watch.samples),
+            steps: self.watch.steps.clone(),
+            pending_latency: Latency::of(waits.iter().map(|(_, s)| *s).collect()),
+            interruptions: self.watch.interruptions.clone(),
+            disruptions,
+            ticks: self.watch.ticks,
+            instances_launched: launched,
+            instances_terminated: terminated,
+            final_nodes,
+            final_hourly_cost: final_cost,
+        }
+    }
+}
+
+/// An EC2 event as EventBridge delivers it.
+fn ec2_event(detail_type: &str, instance_id: &str, detail: Value, now: DateTime<Utc>) -> Value {
+    let id = format!(
+        "{:08x}-sim-{}",
+        cluster::fnv(&format!("{detail_type}{instance_id}")) & 0xffff_ffff,
+        now.timestamp()
+    );
+    json!({"version": "0", "id": id, "detail-type": detail_type, "source": "aws.ec2",
+        "account": ACCOUNT, "time": now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "region": "us-east-1",
+        "resources": [format!("arn:aws:ec2:us-east-1:{ACCOUNT}:instance/{instance_id}")],
+        "detail": detail})
+}

@@ -1,0 +1,286 @@
+//! Simulation scenarios: the initial cluster as Kubernetes objects, and a timeline of what happens
+//! to it (deployments scaled or deleted, spot interruptions, a new AMI, capacity shortages).
+//! Read from YAML; the embedded default replays the Karpenter hands-on.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context};
+use fleetwright_kube::convert::duration_seconds;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The scenario `fleetwright simulate` runs with no `--scenario`.
+pub const DEFAULT: &str = include_str!("../../../examples/simulate/inflate.yaml");
+
+/// A scenario file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScenarioFile {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// How long to simulate (a Go duration, `20m`).
+    pub duration: String,
+    /// The cluster at the start: NodePools, EC2NodeClasses, Deployments, DaemonSets, pods,
+    /// PodDisruptionBudgets (a list of objects, or a `kind: List`).
+    pub objects: Vec<Value>,
+    #[serde(default)]
+    pub timeline: Vec<StepFile>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+/// One timeline entry: when, and exactly one action.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StepFile {
+    pub at: String,
+    pub scale: Option<Scale>,
+    pub delete: Option<Delete>,
+    pub interrupt: Option<Interrupt>,
+    pub change_ami: Option<ChangeAmi>,
+    pub ice: Option<Ice>,
+}
+
+/// Scale a deployment to `replicas`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scale {
+    pub deployment: String,
+    pub replicas: u32,
+}
+
+/// Delete a deployment (and its pods).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Delete {
+    pub deployment: String,
+}
+
+/// A spot interruption warning for `count` instances of a NodePool (picked with the seed).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Interrupt {
+    pub nodepool: String,
+    #[serde(default = "one")]
+    pub count: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// A new AMI release: every EC2NodeClass (or the one named) resolves to new images.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChangeAmi {
+    pub nodeclass: Option<String>,
+}
+
+/// Insufficient capacity from now on for the offerings matched (an unset field matches all).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Ice {
+    pub instance_type: Option<String>,
+    pub zone: Option<String>,
+    pub capacity_type: Option<String>,
+}
+
+/// What happens at a step.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    Scale(Scale),
+    Delete(Delete),
+    Interrupt(Interrupt),
+    ChangeAmi(ChangeAmi),
+    Ice(Ice),
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Action::Scale(s) => write!(f, "scale deployment {} to {}", s.deployment, s.replicas),
+            Action::Delete(d) => write!(f, "delete deployment {}", d.deployment),
+            Action::Interrupt(i) => {
+                write!(
+                    f,
+                    "interrupt {} instance(s) of nodepool {}",
+                    i.count, i.nodepool
+                )
+            }
+            Action::ChangeAmi(c) => match &c.nodeclass {
+                Some(n) => write!(f, "release a new AMI for EC2NodeClass {n}"),
+                None => write!(f, "release a new AMI"),
+            },
+            Action::Ice(i) => write!(
+                f,
+                "insufficient capacity for {} in {} ({})",
+                i.instance_type.as_deref().unwrap_or("every type"),
+                i.zone.as_deref().unwrap_or("every zone"),
+                i.capacity_type.as_deref().unwrap_or("any capacity type")
+            ),
+        }
+    }
+}
+
+/// A timeline step, validated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    /// Seconds from the start.
+    pub at: i64,
+    pub action: Action,
+}
+
+/// A validated scenario.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    pub seed: u64,
+    /// Seconds to simulate.
+    pub duration: i64,
+    /// Objects by kind.
+    pub objects: Vec<Value>,
+    /// Steps in time order.
+    pub timeline: Vec<Step>,
+}
+
+fn seconds(text: &str, field: &str) -> anyhow::Result<i64> {
+    match duration_seconds(text) {
+        Ok(Some(s)) if s >= 0 => Ok(s),
+        Ok(_) => bail!("{field}: {text:?} is not a duration from the start (`90s`, `5m`)"),
+        Err(e) => bail!("{field}: {e}"),
+    }
+}
+
+impl StepFile {
+    fn validate(self, index: usize) -> anyhow::Result<Step> {
+        let field = format!("timeline[{index}]");
+        let at = seconds(&self.at, &format!("{field}.at"))?;
+        let mut actions: Vec<Action> = Vec::new();
+        actions.extend(self.scale.map(Action::Scale));
+        actions.extend(self.delete.map(Action::Delete));
+        actions.extend(self.interrupt.map(Action::Interrupt));
+        actions.extend(self.change_ami.map(Action::ChangeAmi));
+        actions.extend(self.ice.map(Action::Ice));
+        if actions.len() != 1 {
+            bail!(
+                "{field}: needs exactly one of scale, delete, interrupt, changeAmi, ice (found {})",
+                actions.len()
+            );
+        }
+        Ok(Step {
+            at,
+            action: actions.remove(0),
+        })
+    }
+}
+
+/// Flattens `kind: List` objects.
+fn flatten(objects: Vec<Value>) -> Vec<Value> {
+    let mut out = Vec::new();
+    for o in objects {
+        match (o["kind"].as_str(), o["items"].as_array()) {
+            (Some("List"), Some(items)) => out.extend(flatten(items.clone())),
+            _ => out.push(o),
+        }
+    }
+    out
+}
+
+/// Checks that every deployment a step names exists among the objects.
+fn check_deployments(objects: &[Value], timeline: &[Step]) -> anyhow::Result<()> {
+    let deployments: BTreeMap<&str, ()> = objects
+        .iter()
+        .filter(|o| o["kind"] == "Deployment")
+        .filter_map(|o| o["metadata"]["name"].as_str().map(|n| (n, ())))
+        .collect();
+    for (i, step) in timeline.iter().enumerate() {
+        let name = match &step.action {
+            Action::Scale(s) => &s.deployment,
+            Action::Delete(d) => &d.deployment,
+            _ => continue,
+        };
+        if !deployments.contains_key(name.as_str()) {
+            bail!("timeline[{i}]: deployment {name:?} is not among the scenario's objects");
+        }
+    }
+    Ok(())
+}
+
+impl Scenario {
+    /// Parses and validates a scenario; errors name the source and the field.
+    pub fn parse(text: &str, source: &str) -> anyhow::Result<Scenario> {
+        let de = serde_yaml::Deserializer::from_str(text);
+        let file: ScenarioFile = serde_path_to_error::deserialize(de)
+            .map_err(|e| anyhow::anyhow!("{source}: {}: {}", e.path(), e.inner()))?;
+        let duration = seconds(&file.duration, "duration").with_context(|| source.to_string())?;
+        let mut timeline = file
+            .timeline
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| s.validate(i))
+            .collect::<anyhow::Result<Vec<_>>>()
+            .with_context(|| source.to_string())?;
+        timeline.sort_by_key(|s| s.at);
+        let objects = flatten(file.objects);
+        for (i, o) in objects.iter().enumerate() {
+            if o["kind"].as_str().is_none() || o["metadata"]["name"].as_str().is_none() {
+                bail!("{source}: objects[{i}]: needs kind and metadata.name");
+            }
+        }
+        check_deployments(&objects, &timeline).with_context(|| source.to_string())?;
+        Ok(Scenario {
+            name: file.name,
+            description: file.description,
+            seed: file.seed,
+            duration,
+            objects,
+            timeline,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_scenario_parses_in_time_order() {
+        let s = Scenario::parse(DEFAULT, "default").unwrap();
+        assert!(s.duration > 0);
+        assert!(s.timeline.windows(2).all(|w| w[0].at <= w[1].at));
+        assert!(s
+            .timeline
+            .iter()
+            .any(|t| matches!(t.action, Action::Interrupt(_))));
+    }
+
+    #[test]
+    fn a_step_with_two_actions_is_refused_with_its_index() {
+        let text =
+            "name: x\nduration: 1m\nobjects: []\ntimeline:\n- at: 0s\n  ice: {}\n  changeAmi: {}\n";
+        let e = format!("{:#}", Scenario::parse(text, "x.yaml").unwrap_err());
+        assert!(
+            e.contains("timeline[0]") && e.contains("exactly one"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_deployment_and_a_bad_duration_are_named() {
+        let text = "name: x\nduration: 1m\nobjects: []\ntimeline:\n- at: 0s\n  scale: {deployment: web, replicas: 2}\n";
+        let e = format!("{:#}", Scenario::parse(text, "x.yaml").unwrap_err());
+        assert!(e.contains("\"web\""), "{e}");
+        let text = "name: x\nduration: soon\nobjects: []\n";
+        let e = format!("{:#}", Scenario::parse(text, "x.yaml").unwrap_err());
+        assert!(e.contains("duration") && e.contains("soon"), "{e}");
+        let text = "name: x\nduration: 1m\nobjects: []\ntimeline:\n- at: 0s\n  scale: {deployment: web, replica: 2}\n";
+        let e = format!("{:#}", Scenario::parse(text, "x.yaml").unwrap_err());
+        assert!(e.contains("timeline[0].scale"), "{e}");
+    }
+}

@@ -1,0 +1,163 @@
+//! `fleetwright simulate`: the default scenario's acceptance numbers, read from its JSON report;
+//! determinism for a seed; the example scenarios; bad scenarios.
+
+mod common;
+
+use std::process::Command;
+
+use common::{fleetwright, repo, write_temp};
+use serde_json::Value;
+
+/// Runs `fleetwright simulate ARGS` with the default log filter; returns stdout.
+fn simulate(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetwright"))
+        .arg("simulate")
+        .args(args)
+        .env_remove("FLEETWRIGHT_LOG")
+        .output()
+        .expect("run fleetwright");
+    assert!(
+        out.status.success(),
+        "simulate {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+fn report(args: &[&str]) -> Value {
+    let mut all = vec!["--output", "json"];
+    all.extend_from_slice(args);
+    serde_json::from_str(&simulate(&all)).expect("a JSON report")
+}
+
+fn step<'a>(report: &'a Value, prefix: &str) -> &'a Value {
+    report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["action"].as_str().unwrap().starts_with(prefix))
+        .unwrap_or_else(|| panic!("a step {prefix:?} in {report:#}"))
+}
+
+#[test]
+fn the_default_scenario_meets_the_hands_on_numbers() {
+    let r = report(&[]);
+    // All 10 inflate pods run within 90 simulated seconds of the scale-up.
+    let up = step(&r, "scale deployment inflate to 10");
+    let after = up["allRunningAfter"].as_i64().expect("all 10 running");
+    assert!(after <= 90, "10 pods running after {after}s");
+    // The interrupted node is replaced, and no pod waits more than 90 s.
+    let interruptions = r["interruptions"].as_array().unwrap();
+    assert_eq!(interruptions.len(), 1, "{interruptions:#?}");
+    let i = &interruptions[0];
+    assert!(i["podsDisplaced"].as_u64().unwrap() > 0, "{i:#}");
+    assert!(i["replacement"].is_string(), "{i:#}");
+    assert!(i["goneAt"].is_i64(), "{i:#}");
+    let waited = i["maxPendingSeconds"].as_i64().unwrap();
+    assert!(waited <= 90, "a displaced pod waited {waited}s");
+    assert!(r["pendingLatency"]["max"].as_i64().unwrap() <= 90, "{r:#}");
+    // The load drop is consolidated: cost falls, by an underutilized command.
+    let drop = step(&r, "scale deployment inflate to 3");
+    let (before, after) = (
+        drop["costBefore"].as_f64().unwrap(),
+        drop["costAfter"].as_f64().unwrap(),
+    );
+    assert!(after < before, "cost {before} -> {after}");
+    assert!(
+        r["disruptions"]["underutilized"].as_u64().unwrap_or(0) >= 1,
+        "{r:#}"
+    );
+    // Every node is removed after the deletion.
+    let delete = step(&r, "delete deployment inflate");
+    assert!(delete["nodesBefore"].as_u64().unwrap() > 0, "{delete:#}");
+    assert_eq!(delete["nodesAfter"], 0, "{delete:#}");
+    assert!(delete["noNodesAfter"].is_i64(), "{delete:#}");
+    assert_eq!(r["finalNodes"], 0);
+    assert_eq!(r["instancesLaunched"], r["instancesTerminated"]);
+    // Cost is reported against the LP lower bound over time.
+    let samples = r["samples"].as_array().unwrap();
+    assert!(samples.len() > 10);
+    assert!(samples
+        .iter()
+        .any(|s| s["lowerBound"].as_f64().unwrap() > 0.0
+            && s["hourlyCost"].as_f64().unwrap() >= s["lowerBound"].as_f64().unwrap()));
+}
+
+#[test]
+fn two_runs_with_the_same_seed_print_the_same_and_the_log_reads_like_karpenter() {
+    let first = simulate(&[]);
+    let second = simulate(&[]);
+    assert_eq!(first, second);
+    assert!(first.contains("\tINFO\ttick\tcomputed packing of 1 node(s) for 2 pod(s)"));
+    assert!(first.contains("spot interruption warning"));
+    assert!(first.contains("Pod pending latency: p50"));
+    assert!(first.contains("Disruptions by reason:"));
+    assert!(first.starts_with("2026-11-22T10:00:00.000Z\t"));
+}
+
+#[test]
+fn another_seed_changes_the_run() {
+    let one = report(&["--seed", "1"]);
+    let two = report(&["--seed", "2"]);
+    assert_eq!(two["seed"], 2);
+    assert_ne!(
+        one["samples"], two["samples"],
+        "spot prices are drawn per seed"
+    );
+}
+
+#[test]
+fn the_spot_storm_replaces_every_interrupted_node() {
+    let r = report(&["--scenario", &repo("examples/simulate/spot-storm.yaml")]);
+    let interruptions = r["interruptions"].as_array().unwrap();
+    assert_eq!(interruptions.len(), 7);
+    for i in interruptions {
+        assert!(i["replacement"].is_string(), "{i:#}");
+        assert!(i["maxPendingSeconds"].as_i64().unwrap() <= 90, "{i:#}");
+    }
+    let last = r["samples"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["pendingPods"], 0, "{last:#}");
+    assert_eq!(last["runningPods"], 24, "{last:#}");
+}
+
+#[test]
+fn the_ami_release_rolls_every_node_without_stranding_pods() {
+    let r = report(&["--scenario", &repo("examples/simulate/ami-drift.yaml")]);
+    let before = r["steps"][0]["nodesBefore"].as_u64().unwrap();
+    assert!(before > 1);
+    assert_eq!(r["disruptions"]["drifted"].as_u64(), Some(before), "{r:#}");
+    assert_eq!(r["instancesTerminated"].as_u64(), Some(before));
+    assert_eq!(r["finalNodes"].as_u64(), Some(before));
+    assert!(r["pendingLatency"]["max"].as_i64().unwrap() <= 90, "{r:#}");
+}
+
+#[test]
+fn the_batch_burst_is_packed_and_then_removed() {
+    let r = report(&["--scenario", &repo("examples/simulate/batch-burst.yaml")]);
+    let burst = step(&r, "scale deployment workers to 80");
+    assert!(
+        burst["allRunningAfter"].as_i64().unwrap() <= 90,
+        "{burst:#}"
+    );
+    let nodes = burst["nodesAfter"].as_u64().unwrap();
+    assert!(nodes > 0 && nodes < 20, "80 one-CPU pods on {nodes} nodes");
+    assert_eq!(r["finalNodes"], 0);
+}
+
+#[test]
+fn bad_scenarios_fail_with_the_field_named() {
+    let path = write_temp(
+        "bad-scenario.yaml",
+        "name: x\nduration: 5m\nobjects: []\ntimeline:\n- at: 1m\n  scale: {deployment: web, replicas: 3}\n",
+    );
+    let out = fleetwright(&["simulate", "--scenario", &path]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("timeline[0]") && err.contains("\"web\""),
+        "{err}"
+    );
+    let out = fleetwright(&["simulate", "--scenario", "/nonexistent/scenario.yaml"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/scenario.yaml"));
+}

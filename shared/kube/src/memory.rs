@@ -1,0 +1,500 @@
+//! An in-memory Kubernetes API: the real list paths of the kinds Fleetwright reads, with
+//! `limit`/`continue` pagination (and `remainingItemCount`, as the API server sets it), and a
+//! record of every request. [`MemoryApi::client`] is a real [`kube::Client`] whose transport is
+//! this store, in process; `fleetwright simulate` runs the runtime against it, and the tests
+//! also serve it over HTTP.
+//!
+//! Leases (`coordination.k8s.io/v1`) and ConfigMaps can be created, read and replaced, with the API
+//! server's optimistic concurrency: a create of an existing lease and a replace with a stale
+//! `resourceVersion` both answer 409 Conflict. NodeClaims can be created (with `generateName`);
+//! nodes and NodeClaims read, replaced (NodeClaims also through `/status`) and deleted one by one,
+//! with the same `resourceVersion` checks; a delete of an object with finalizers only sets its
+//! `deletionTimestamp`, and the object goes once its finalizers are removed. Node conflicts can be
+//! injected with `node_conflicts`. Events can be created. A NodeClaim with neither `name` nor
+//! `generateName` is refused with 422 Invalid. Pod evictions are accepted, or refused with 429 for the
+//! pods listed in `pdb_blocked` (no real PodDisruptionBudget arithmetic). Pods can be deleted
+//! one by one (no grace period: they go at once).
+//!
+//! It does not emulate: watches, label or field selectors, `resourceVersion` on lists, writes to
+//! other kinds, patches, admission, or authentication.
+//! Unknown paths answer 404 with a `Status` body, as the API server does.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use serde_json::{json, Value};
+
+/// The list path, list kind and API version of each kind the snapshot reader lists.
+pub const COLLECTIONS: [(&str, &str, &str); 9] = [
+    ("/api/v1/pods", "PodList", "v1"),
+    ("/api/v1/nodes", "NodeList", "v1"),
+    ("/apis/apps/v1/daemonsets", "DaemonSetList", "apps/v1"),
+    (
+        "/apis/policy/v1/poddisruptionbudgets",
+        "PodDisruptionBudgetList",
+        "policy/v1",
+    ),
+    (
+        "/api/v1/persistentvolumeclaims",
+        "PersistentVolumeClaimList",
+        "v1",
+    ),
+    ("/api/v1/persistentvolumes", "PersistentVolumeList", "v1"),
+    (
+        "/apis/karpenter.sh/v1/nodepools",
+        "NodePoolList",
+        "karpenter.sh/v1",
+    ),
+    (
+        "/apis/karpenter.sh/v1/nodeclaims",
+        "NodeClaimList",
+        "karpenter.sh/v1",
+    ),
+    (
+        "/apis/karpenter.k8s.aws/v1/ec2nodeclasses",
+        "EC2NodeClassList",
+        "karpenter.k8s.aws/v1",
+    ),
+];
+
+/// The fake's objects (by list path) and the request log.
+#[derive(Debug, Default)]
+pub struct State {
+    pub objects: BTreeMap<String, Vec<Value>>,
+    /// Single objects (leases) by their path.
+    pub singles: BTreeMap<String, Value>,
+    pub next_version: u64,
+    pub requests: Vec<String>,
+    /// The `Authorization` header of every request.
+    pub authorizations: Vec<String>,
+    /// The next this-many node updates answer 409, as if another writer got there first.
+    pub node_conflicts: usize,
+    /// Pods (`namespace/name`) whose eviction a PodDisruptionBudget refuses with 429.
+    pub pdb_blocked: Vec<String>,
+    /// Pods (`namespace/name`) whose eviction was accepted.
+    pub evicted: Vec<String>,
+    /// Events recorded.
+    pub events: Vec<Value>,
+    /// The server's clock (RFC 3339) for the `deletionTimestamp` it sets; a fixed instant
+    /// when unset.
+    pub now: Option<String>,
+}
+
+/// The answer to one request: an HTTP status and a JSON body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reply {
+    pub status: u16,
+    pub body: Value,
+}
+
+/// An in-memory API server; clones share the store.
+#[derive(Clone, Default)]
+pub struct MemoryApi {
+    pub state: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for MemoryApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryApi").finish_non_exhaustive()
+    }
+}
+
+impl MemoryApi {
+    /// A server holding `objects` (by list path, as in [`COLLECTIONS`]).
+    pub fn new(objects: BTreeMap<String, Vec<Value>>) -> MemoryApi {
+        MemoryApi {
+            state: Arc::new(Mutex::new(State {
+                objects,
+                next_version: 1,
+                ..Default::default()
+            })),
+        }
+    }
+
+    /// The store, locked.
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A real [`kube::Client`] whose requests this server answers in process. It needs a Tokio
+    /// runtime, as every client does.
+    pub fn client(&self) -> kube::Client {
+        let api = self.clone();
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let api = api.clone();
+            async move {
+                let (parts, body) = request.into_parts();
+                let body = body
+                    .collect()
+                    .await
+                    .map(|b| b.to_bytes())
+                    .unwrap_or_default();
+                let authorization = parts
+                    .headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default();
+                let uri = parts.uri.to_string();
+                let reply = api.respond(parts.method.as_str(), &uri, authorization, &body);
+                Ok::<_, Infallible>(reply.into_http())
+            }
+        });
+        kube::Client::new(service, "default")
+    }
+
+    /// Answers one request: `uri` is the path and query.
+    pub fn respond(&self, method: &str, uri: &str, authorization: &str, body: &[u8]) -> Reply {
+        respond(&mut self.lock(), method, uri, authorization, body)
+    }
+
+    /// The requests made to `path` (any query), as `METHOD uri`.
+    pub fn requests_to(&self, path: &str) -> Vec<String> {
+        self.lock()
+            .requests
+            .iter()
+            .filter(|r| r.split(' ').nth(1).and_then(|u| u.split('?').next()) == Some(path))
+            .cloned()
+            .collect()
+    }
+}
+
+impl Reply {
+    /// The reply as an HTTP response with a JSON body.
+    pub fn into_http(self) -> http::Response<Full<Bytes>> {
+        let mut response = http::Response::new(Full::new(Bytes::from(self.body.to_string())));
+        *response.status_mut() = http::StatusCode::from_u16(self.status)
+            .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        response
+    }
+}
+
+fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
+    query.split('&').find_map(|kv| {
+        kv.strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix('='))
+    })
+}
+
+fn status(code: u16, reason: &str, message: String) -> Reply {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code, "message": message});
+    reply(code, body)
+}
+
+/// Create, get and replace for leases and ConfigMaps, with 409 on conflicts.
+fn lease(state: &mut State, method: &str, path: &str, body: &[u8]) -> Option<Reply> {
+    let tail = [
+        ("/apis/coordination.k8s.io/v1/namespaces/", "/leases"),
+        ("/api/v1/namespaces/", "/configmaps"),
+    ]
+    .iter()
+    .find_map(|(prefix, collection)| {
+        let rest = path.strip_prefix(prefix)?;
+        let (_namespace, tail) = rest.split_once(collection)?;
+        (tail.is_empty() || tail.starts_with('/')).then_some(tail)
+    })?;
+    let mut object: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    match (method, tail.strip_prefix('/')) {
+        ("POST", None) => {
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let key = format!("{path}/{name}");
+            if state.singles.contains_key(&key) {
+                return Some(status(
+                    409,
+                    "AlreadyExists",
+                    format!("leases {name:?} already exists"),
+                ));
+            }
+            object["metadata"]["resourceVersion"] = json!(state.next_version.to_string());
+            state.next_version += 1;
+            state.singles.insert(key, object.clone());
+            Some(reply(201, object))
+        }
+        ("GET", Some(name)) => Some(match state.singles.get(path) {
+            Some(o) => reply(200, o.clone()),
+            None => status(404, "NotFound", format!("leases {name:?} not found")),
+        }),
+        ("PUT", Some(name)) => {
+            let Some(current) = state.singles.get(path) else {
+                return Some(status(
+                    404,
+                    "NotFound",
+                    format!("leases {name:?} not found"),
+                ));
+            };
+            if object["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
+                return Some(status(409, "Conflict", format!("Operation cannot be fulfilled on leases {name:?}: the object has been modified")));
+            }
+            object["metadata"]["resourceVersion"] = json!(state.next_version.to_string());
+            state.next_version += 1;
+            state.singles.insert(path.to_string(), object.clone());
+            Some(reply(200, object))
+        }
+        _ => None,
+    }
+}
+
+/// Creates NodeClaims and Events, reads/replaces/deletes nodes and NodeClaims (and NodeClaim
+/// status), and accepts or refuses (429) pod evictions.
+fn write(state: &mut State, method: &str, path: &str, body: &[u8]) -> Option<Reply> {
+    let mut object: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    if let Some(rest) = path
+        .strip_prefix("/api/v1/namespaces/")
+        .and_then(|r| r.strip_suffix("/eviction"))
+    {
+        let (namespace, name) = rest.split_once("/pods/")?;
+        let key = format!("{namespace}/{name}");
+        if state.pdb_blocked.contains(&key) {
+            return Some(status(
+                429,
+                "TooManyRequests",
+                "Cannot evict pod as it would violate the pod's disruption budget.".into(),
+            ));
+        }
+        state.evicted.push(key);
+        return Some(reply(
+            201,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}),
+        ));
+    }
+    if method == "POST" && path.starts_with("/api/v1/namespaces/") && path.ends_with("/events") {
+        state.events.push(object.clone());
+        return Some(reply(201, object));
+    }
+    if method == "POST" && path == "/apis/karpenter.sh/v1/nodeclaims" {
+        let invalid =
+            object["metadata"]["name"].is_null() && object["metadata"]["generateName"].is_null();
+        if invalid {
+            return Some(status(422, "Invalid", "NodeClaim is invalid: metadata.name: Required value: name or generateName is required".into()));
+        }
+        let prefix = object["metadata"]["generateName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let name = format!("{prefix}{:05}", state.next_version);
+        object["metadata"]["name"] = json!(name);
+        object["metadata"]["resourceVersion"] = json!(state.next_version.to_string());
+        state.next_version += 1;
+        state
+            .objects
+            .entry(path.to_string())
+            .or_default()
+            .push(object.clone());
+        return Some(reply(201, object));
+    }
+    if method == "DELETE" {
+        if let Some((namespace, name)) = path
+            .strip_prefix("/api/v1/namespaces/")
+            .and_then(|r| r.split_once("/pods/"))
+            .filter(|(_, name)| !name.contains('/'))
+        {
+            let pods = state.objects.entry("/api/v1/pods".to_string()).or_default();
+            let found = pods.iter().position(|p| {
+                p["metadata"]["name"] == json!(name)
+                    && p["metadata"]["namespace"].as_str().unwrap_or("default") == namespace
+            });
+            return Some(match found {
+                Some(i) => reply(200, pods.remove(i)),
+                None => status(404, "NotFound", format!("pod {namespace}/{name} not found")),
+            });
+        }
+    }
+    let collection = ["/api/v1/nodes", "/apis/karpenter.sh/v1/nodeclaims"]
+        .into_iter()
+        .find(|c| path.starts_with(&format!("{c}/")))?;
+    let rest = &path[collection.len() + 1..];
+    let (name, subresource) = match rest.split_once('/') {
+        Some((n, sub)) => (n.to_string(), Some(sub.to_string())),
+        None => (rest.to_string(), None),
+    };
+    let version = state.next_version;
+    let is_node = collection == "/api/v1/nodes";
+    let inject_conflict = is_node && method == "PUT" && state.node_conflicts > 0;
+    if inject_conflict {
+        state.node_conflicts -= 1;
+    }
+    let items = state.objects.entry(collection.to_string()).or_default();
+    let Some(index) = items
+        .iter()
+        .position(|n| n["metadata"]["name"] == json!(name))
+    else {
+        return Some(status(404, "NotFound", format!("{name:?} not found")));
+    };
+    if items[index]["metadata"]["resourceVersion"].is_null() {
+        items[index]["metadata"]["resourceVersion"] = json!("1");
+    }
+    let conflict = || {
+        status(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {name:?}: the object has been modified"),
+        )
+    };
+    let response = match method {
+        "GET" => reply(200, items[index].clone()),
+        "PUT" => {
+            if object["metadata"]["resourceVersion"] != items[index]["metadata"]["resourceVersion"]
+            {
+                return Some(conflict());
+            }
+            if inject_conflict {
+                items[index]["metadata"]["resourceVersion"] = json!(version.to_string());
+                state.next_version += 1;
+                return Some(conflict());
+            }
+            let mut stored = items[index].clone();
+            if subresource.as_deref() == Some("status") {
+                stored["status"] = object["status"].clone();
+            } else {
+                let status = stored["status"].clone();
+                let deleting = stored["metadata"]["deletionTimestamp"].clone();
+                stored = object;
+                stored["status"] = status;
+                if !deleting.is_null() {
+                    stored["metadata"]["deletionTimestamp"] = deleting;
+                }
+            }
+            stored["metadata"]["resourceVersion"] = json!(version.to_string());
+            state.next_version += 1;
+            let gone = !stored["metadata"]["deletionTimestamp"].is_null()
+                && stored["metadata"]["finalizers"]
+                    .as_array()
+                    .is_none_or(|f| f.is_empty());
+            if gone {
+                items.remove(index);
+            } else {
+                items[index] = stored.clone();
+            }
+            reply(200, stored)
+        }
+        "DELETE" => {
+            let has_finalizers = items[index]["metadata"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty());
+            if has_finalizers {
+                let now = state.now.as_deref().unwrap_or("2026-11-22T00:00:00Z");
+                items[index]["metadata"]["deletionTimestamp"] = json!(now);
+                items[index]["metadata"]["resourceVersion"] = json!(version.to_string());
+                state.next_version += 1;
+                reply(200, items[index].clone())
+            } else {
+                let removed = items.remove(index);
+                reply(200, removed)
+            }
+        }
+        _ => return None,
+    };
+    Some(response)
+}
+
+fn respond(state: &mut State, method: &str, uri: &str, authorization: &str, body: &[u8]) -> Reply {
+    let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
+    state.requests.push(format!("{method} {uri}"));
+    state.authorizations.push(authorization.to_string());
+    if let Some(response) = lease(state, method, path, body) {
+        return response;
+    }
+    if let Some(response) = write(state, method, path, body) {
+        return response;
+    }
+    let Some((_, kind, api_version)) = COLLECTIONS.iter().find(|(p, _, _)| *p == path) else {
+        let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
+                          "message": format!("the server could not find the requested resource ({path})")});
+        return reply(404, body);
+    };
+    let items: &[Value] = state.objects.get(path).map(Vec::as_slice).unwrap_or(&[]);
+    let start: usize = query_param(query, "continue")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let limit: usize = query_param(query, "limit")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(usize::MAX);
+    let end = start.saturating_add(limit).min(items.len());
+    let mut metadata = json!({"resourceVersion": "1000"});
+    if end < items.len() {
+        metadata["continue"] = json!(end.to_string());
+        metadata["remainingItemCount"] = json!(items.len() - end);
+    }
+    let page = items[start.min(end)..end].to_vec();
+    reply(
+        200,
+        json!({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": page}),
+    )
+}
+
+fn reply(status: u16, body: Value) -> Reply {
+    Reply { status, body }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, ListParams, PostParams};
+
+    fn pod(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": []}})
+    }
+
+    #[tokio::test]
+    async fn the_in_process_client_lists_in_pages_and_records_requests() {
+        let api = MemoryApi::new(BTreeMap::from([(
+            "/api/v1/pods".to_string(),
+            (0..5).map(|i| pod(&format!("p{i}"))).collect(),
+        )]));
+        let pods: Api<Pod> = Api::all(api.client());
+        let page = pods.list(&ListParams::default().limit(2)).await.unwrap();
+        assert_eq!(page.items.len(), 2);
+        assert_eq!(page.metadata.continue_.as_deref(), Some("2"));
+        assert_eq!(page.metadata.remaining_item_count, Some(3));
+        let rest = pods
+            .list(&ListParams::default().continue_token("2"))
+            .await
+            .unwrap();
+        assert_eq!(rest.items.len(), 3);
+        assert_eq!(api.requests_to("/api/v1/pods").len(), 2);
+    }
+
+    #[tokio::test]
+    async fn unknown_paths_are_a_not_found_status_and_nodeclaims_get_generated_names() {
+        let api = MemoryApi::new(BTreeMap::new());
+        let client = api.client();
+        let namespaced: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let err = namespaced
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(pod("x")).unwrap(),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, kube::Error::Api(ref s) if s.code == 404),
+            "{err}"
+        );
+        let reply = api.respond(
+            "POST",
+            "/apis/karpenter.sh/v1/nodeclaims",
+            "",
+            json!({"metadata": {"generateName": "default-"}})
+                .to_string()
+                .as_bytes(),
+        );
+        assert_eq!(reply.status, 201);
+        assert!(reply.body["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("default-"));
+        let reply = api.respond("POST", "/apis/karpenter.sh/v1/nodeclaims", "", b"{}");
+        assert_eq!(reply.status, 422);
+    }
+}
