@@ -115,6 +115,24 @@ fn the_spot_storm_replaces_every_interrupted_node() {
         assert!(i["replacement"].is_string(), "{i:#}");
         assert!(i["maxPendingSeconds"].as_i64().unwrap() <= 90, "{i:#}");
     }
+    // From 3m there is no spot capacity in us-east-1a: later launches go elsewhere.
+    let later: Vec<&Value> = r["launches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["at"].as_i64().unwrap() >= 180)
+        .collect();
+    assert!(!later.is_empty());
+    assert!(
+        r["insufficientCapacityErrors"].as_u64().unwrap() > 0,
+        "{r:#}"
+    );
+    assert!(
+        later
+            .iter()
+            .all(|l| !(l["zone"] == "us-east-1a" && l["capacityType"] == "spot")),
+        "{later:#?}"
+    );
     let last = r["samples"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["pendingPods"], 0, "{last:#}");
     assert_eq!(last["runningPods"], 24, "{last:#}");

@@ -19,6 +19,7 @@ use fleetwright_aws::{AwsError, LaunchRequest, Launched};
 use fleetwright_core::labels::NODEPOOL;
 use fleetwright_core::Catalog;
 use fleetwright_kube::crds::EC2NodeClass;
+use tracing::info;
 
 use super::scenario::Ice;
 
@@ -59,6 +60,7 @@ struct State {
     composed: Option<(BTreeSet<OfferingKey>, Arc<Catalog>)>,
     launches: usize,
     terminations: usize,
+    capacity_errors: usize,
 }
 
 /// The simulated cloud.
@@ -102,10 +104,10 @@ impl SimCloud {
         self.state().live.values().fold(0.0, |sum, i| sum + i.price)
     }
 
-    /// Launches and terminations so far.
-    pub fn counts(&self) -> (usize, usize) {
+    /// Launches, terminations and insufficient-capacity errors so far.
+    pub fn counts(&self) -> (usize, usize, usize) {
         let s = self.state();
-        (s.launches, s.terminations)
+        (s.launches, s.terminations, s.capacity_errors)
     }
 
     /// A new AMI release, for one EC2NodeClass or all.
@@ -290,7 +292,9 @@ impl Cloud for SimCloud {
         let mut errors = Vec::new();
         for o in overrides {
             if !self.has_capacity(&o.instance_type, &o.zone, capacity_type) {
+                info!(target: "simulate::cloud", nodeclaim = %req.nodeclaim, instance_type = %o.instance_type, zone = %o.zone, capacity_type, "CreateFleet: InsufficientInstanceCapacity; trying the next override");
                 self.mark_unavailable(capacity_type, &o.instance_type, &o.zone, now);
+                self.state().capacity_errors += 1;
                 errors.push(FleetError {
                     code: "InsufficientInstanceCapacity".into(),
                     message: format!(

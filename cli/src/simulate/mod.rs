@@ -37,7 +37,7 @@ use tracing::{info, warn};
 
 use cloud::{SimCloud, ZONES};
 use cluster::Cluster;
-use report::{InterruptionOutcome, Latency, Report, Sample, StepOutcome};
+use report::{InterruptionOutcome, Latency, Launch, Report, Sample, StepOutcome};
 use rng::Rng;
 use scenario::{Action, Scenario, Step};
 
@@ -163,6 +163,7 @@ struct Watch {
     interruptions: Vec<InterruptionOutcome>,
     /// Instances seen: id → (first second seen, NodePool).
     seen: BTreeMap<String, (i64, String)>,
+    launches: Vec<Launch>,
     disruptions: BTreeSet<String>,
     ticks: usize,
 }
@@ -404,13 +405,23 @@ impl Simulation {
         let (nodes, ready) = self.cluster.nodes();
         let cost = self.cloud.hourly();
         self.watch.series.push((nodes, cost));
-        for (id, i) in self.cloud.live() {
+        let live = self.cloud.live();
+        for (id, i) in &live {
+            if self.watch.seen.contains_key(id) {
+                continue;
+            }
             self.watch
                 .seen
-                .entry(id)
-                .or_insert_with(|| (t, i.nodepool().to_string()));
+                .insert(id.clone(), (t, i.nodepool().to_string()));
+            self.watch.launches.push(Launch {
+                at: t,
+                instance_id: id.clone(),
+                instance_type: i.instance.instance_type.clone(),
+                zone: i.instance.zone.clone(),
+                capacity_type: i.instance.capacity_type.clone(),
+                nodepool: i.nodepool().to_string(),
+            });
         }
-        let live = self.cloud.live();
         for i in self
             .watch
             .interruptions
@@ -528,7 +539,7 @@ impl Simulation {
             let reason = d.split('/').next().unwrap_or(d).to_string();
             *disruptions.entry(reason).or_default() += 1;
         }
-        let (launched, terminated) = self.cloud.counts();
+        let (launched, terminated, capacity_errors) = self.cloud.counts();
         let (final_nodes, final_cost) = series.last().copied().unwrap_or_default();
         Report {
             scenario: self.scenario.name.clone(),
@@ -539,10 +550,12 @@ impl Simulation {
             steps: self.watch.steps.clone(),
             pending_latency: Latency::of(waits.iter().map(|(_, s)| *s).collect()),
             interruptions: self.watch.interruptions.clone(),
+            launches: self.watch.launches.clone(),
             disruptions,
             ticks: self.watch.ticks,
             instances_launched: launched,
             instances_terminated: terminated,
+            insufficient_capacity_errors: capacity_errors,
             final_nodes,
             final_hourly_cost: final_cost,
         }

@@ -62,6 +62,18 @@ pub struct InterruptionOutcome {
     pub max_pending_seconds: i64,
 }
 
+/// One instance launch.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Launch {
+    pub at: i64,
+    pub instance_id: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: String,
+    pub nodepool: String,
+}
+
 /// Pending-to-bound latency of workload pods (still-pending pods count with their age).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -103,11 +115,15 @@ pub struct Report {
     pub steps: Vec<StepOutcome>,
     pub pending_latency: Latency,
     pub interruptions: Vec<InterruptionOutcome>,
+    /// Every instance launched, in order.
+    pub launches: Vec<Launch>,
     /// Disruption commands decided, by reason (`Empty`, `Underutilized`, `Drifted`, ...).
     pub disruptions: BTreeMap<String, usize>,
     pub ticks: usize,
     pub instances_launched: usize,
     pub instances_terminated: usize,
+    /// Overrides CreateFleet refused for insufficient capacity.
+    pub insufficient_capacity_errors: usize,
     pub final_nodes: usize,
     pub final_hourly_cost: f64,
 }
@@ -219,8 +235,9 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "Instances: {} launched, {} terminated; {} node(s) left at ${:.4}/h",
+            "Instances: {} launched ({} insufficient-capacity errors), {} terminated; {} node(s) left at ${:.4}/h",
             self.instances_launched,
+            self.insufficient_capacity_errors,
             self.instances_terminated,
             self.final_nodes,
             self.final_hourly_cost
