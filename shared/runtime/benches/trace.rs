@@ -25,6 +25,7 @@ use fleetwright_aws::instances::{Instance, Termination};
 use fleetwright_aws::nodeclass::{ResolvedNodeClass, Subnet};
 use fleetwright_aws::unavailable::UnavailableOfferings;
 use fleetwright_aws::{AwsError, LaunchRequest, Launched};
+use fleetwright_core::labels::{INSTANCE_CATEGORY, INSTANCE_GENERATION};
 use fleetwright_core::{Catalog, InstanceType, NodeClassSettings, ScheduleOptions};
 use fleetwright_kube::crds::EC2NodeClass;
 use fleetwright_runtime::settings::Settings;
@@ -69,6 +70,47 @@ impl SimCloud {
     /// The hourly price of the live fleet.
     fn hourly(&self) -> f64 {
         self.live.lock().unwrap().values().map(|(_, p)| p).sum()
+    }
+
+    /// A lower bound that sees whole nodes, for pods that all ask for 2 GiB per CPU (as
+    /// [`SIZES`] do): a node holds at most min(allocatable CPU, allocatable memory ÷ 2) of
+    /// their CPU, so no set of whole nodes that holds them costs less than the cheapest set
+    /// whose such capacities add up to their CPU. Computed exactly, as an unbounded knapsack
+    /// cover in 250m steps over the NodePool's types (c/m/r, generation > 4, on-demand).
+    fn whole_node_bound(&self, cpu_millis: i64) -> f64 {
+        const STEP: i64 = 250;
+        let items: Vec<(usize, f64)> = self
+            .types
+            .values()
+            .filter_map(|t| {
+                let labels = t.requirements.single_valued_labels();
+                let category = labels.get(INSTANCE_CATEGORY)?;
+                let generation: u32 = labels.get(INSTANCE_GENERATION)?.parse().ok()?;
+                if !["c", "m", "r"].contains(&category.as_str()) || generation <= 4 {
+                    return None;
+                }
+                let price = t
+                    .offerings
+                    .iter()
+                    .filter(|o| o.capacity_type == "on-demand")
+                    .map(|o| o.price)
+                    .min_by(f64::total_cmp)?;
+                let a = &t.allocatable;
+                let holds = a.cpu.min(a.memory * 1000 / (2 << 30)) / STEP;
+                (holds > 0).then_some((holds as usize, price))
+            })
+            .collect();
+        let need = (cpu_millis + STEP - 1) / STEP;
+        // best[u]: the cheapest set of nodes that holds at least u steps.
+        let mut best = vec![f64::INFINITY; need as usize + 1];
+        best[0] = 0.0;
+        for u in 1..best.len() {
+            for (holds, price) in &items {
+                let rest = u.saturating_sub(*holds);
+                best[u] = best[u].min(best[rest] + price);
+            }
+        }
+        best[need as usize]
     }
 
     fn instance_count(&self) -> usize {
@@ -371,6 +413,15 @@ impl World<'_> {
         }
     }
 
+    /// The CPU the pods now in the cluster request, in millicores.
+    fn cpu_requested(&self) -> i64 {
+        let state = self.api.state.lock().unwrap();
+        state
+            .objects
+            .get(PODS)
+            .map_or(0, |p| p.iter().map(|pod| requests(pod).0).sum())
+    }
+
     fn pending(&self) -> usize {
         let state = self.api.state.lock().unwrap();
         state.objects.get(PODS).map_or(0, |p| {
@@ -516,6 +567,16 @@ fn main() {
             out,
             "trace: scaled down to 40 pods; LP lower bound ${bound:.3}/h; a fresh plan for them ${fresh:.3}/h (cost/LP {:.3})",
             fresh / bound
+        );
+        let whole = cloud.whole_node_bound(world.cpu_requested());
+        let _ = writeln!(
+            out,
+            "trace: no set of whole nodes holds them for less than ${whole:.3}/h (cost/LP {:.3})",
+            whole / bound
+        );
+        assert!(
+            whole <= fresh + 1e-9 && whole >= bound - 1e-9,
+            "the whole-node bound lies between the LP bound and a real plan"
         );
         let before = cloud.hourly();
         let mut reached = None;
