@@ -168,12 +168,7 @@ impl<'a> Ctx<'a> {
 
     /// Splits one packed node into smaller ones when they cost less together (a half-empty
     /// large node often costs more than two small nodes that hold the same pods).
-    pub(crate) fn split(
-        &self,
-        p: usize,
-        reqs: &Requirements,
-        bin: (Vec<usize>, usize, f64),
-    ) -> Vec<(Vec<usize>, usize, f64)> {
+    pub(crate) fn split(&self, p: usize, reqs: &Requirements, bin: Packed) -> Vec<Packed> {
         let (members, t, price) = &bin;
         let pool = &self.pools[p];
         let mut used = Resources::default();
@@ -197,8 +192,7 @@ impl<'a> Ctx<'a> {
         {
             return vec![bin];
         }
-        let cost =
-            |k: &Vec<(Vec<usize>, usize, f64)>| k.iter().map(|(_, _, price)| price).sum::<f64>();
+        let cost = |k: &Vec<Packed>| k.iter().map(|(_, _, price)| price).sum::<f64>();
         let smaller = [Rounding::Up, Rounding::Nearest]
             .into_iter()
             .flat_map(|r| [Fit::First, Fit::Aligned].map(|f| (r, f)))
@@ -229,6 +223,15 @@ impl<'a> Ctx<'a> {
         if pairs * pods / packing.len().max(1) > PAIR_WORK {
             return;
         }
+        // Pods with hostname anti-affinity, found once: pairs holding any are left alone.
+        let anti: BTreeSet<usize> = packing
+            .iter()
+            .flat_map(|(members, _, _)| members.iter().copied())
+            .filter(|&i| {
+                let (owns, counted) = self.hostname_anti(i);
+                !owns.is_empty() || !counted.is_empty()
+            })
+            .collect();
         for _ in 0..PAIR_PASSES {
             let mut improved = false;
             for a in 0..packing.len() {
@@ -236,7 +239,9 @@ impl<'a> Ctx<'a> {
                     if packing[a].0.is_empty() || packing[b].0.is_empty() {
                         continue;
                     }
-                    if let Some((left, right)) = self.best_cut(p, reqs, &packing[a], &packing[b]) {
+                    if let Some((left, right)) =
+                        self.best_cut(p, reqs, &anti, &packing[a], &packing[b])
+                    {
                         packing[a] = left;
                         packing[b] = right;
                         improved = true;
@@ -256,15 +261,13 @@ impl<'a> Ctx<'a> {
         &self,
         p: usize,
         reqs: &Requirements,
+        anti: &BTreeSet<usize>,
         a: &Packed,
         b: &Packed,
     ) -> Option<(Packed, Packed)> {
         let pods = &self.snapshot.pods;
         let mut order: Vec<usize> = a.0.iter().chain(&b.0).copied().collect();
-        if order.iter().any(|&i| {
-            let (owns, counted) = self.hostname_anti(i);
-            !owns.is_empty() || !counted.is_empty()
-        }) {
+        if order.iter().any(|i| anti.contains(i)) {
             return None;
         }
         let per_cpu = |i: usize| {
@@ -324,7 +327,7 @@ impl<'a> Ctx<'a> {
         pods: &[usize],
         reqs: &Requirements,
         strategy: Strategy,
-    ) -> Option<Vec<(Vec<usize>, usize, f64)>> {
+    ) -> Option<Vec<Packed>> {
         let Strategy {
             band: (min_price, max_price),
             rounding,
@@ -502,15 +505,14 @@ impl<'c, 'a> Run<'c, 'a> {
             .iter()
             .flat_map(|&b| self.bins[b].pods.iter().copied())
             .collect();
-        let current: Vec<(Vec<usize>, usize, f64)> = bins
+        let current: Vec<Packed> = bins
             .iter()
             .filter_map(|&b| {
                 let (t, price) = ctx.cheapest_fit(p, &self.bins[b].used, &self.bins[b].reqs)?;
                 Some((self.bins[b].pods.clone(), t, price))
             })
             .collect();
-        let cost =
-            |k: &Vec<(Vec<usize>, usize, f64)>| k.iter().map(|(_, _, price)| price).sum::<f64>();
+        let cost = |k: &Vec<Packed>| k.iter().map(|(_, _, price)| price).sum::<f64>();
         let before = if current.len() == bins.len() {
             cost(&current)
         } else {
