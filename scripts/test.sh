@@ -1,20 +1,76 @@
 #!/usr/bin/env bash
-# The full test suite: formatting, lints, and every test of the workspace, in one cargo
-# invocation so the dependency graph is built once (see ../shared/TOOLCHAIN.md on feature
-# unification). CI runs exactly this through .ci/run.
+# The full test suite (the README's command 2; CI runs exactly this through .ci/run):
+#   formatting; clippy with -D warnings on every target; every test of the workspace; the local
+#   end-to-end stack; the deployment checks; and a check that the functions build for arm64.
+#
+# Clippy and the tests share one compilation: the test build runs with clippy-driver as the
+# workspace's rustc wrapper (what `cargo clippy` itself does), so every lint of
+# `cargo clippy --workspace --all-targets --all-features -- -D warnings` is checked while the
+# test executables are built, and the dependency graph is compiled once. The tools the tests
+# need install into venvs while cargo compiles. Each stage prints its time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-# Tools the tests need, installed into venvs under the repo.
-scripts/setup-test-tools.sh
-
-# A moto server on a free loopback port for the AWS adapter's integration tests; stopped by PID
-# on exit. Every AWS variable points at it, so no test can reach a real AWS endpoint.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p target
+
+suite_start=$(date +%s)
+stage_name=""
+stage_start=$suite_start
+stage_times=()
+# Ends the running stage (printing its time) and starts the next one.
+stage() {
+    local now
+    now=$(date +%s)
+    if [ -n "$stage_name" ]; then
+        stage_times+=("$(printf '%6ss  %s' $((now - stage_start)) "$stage_name")")
+        printf '== stage done in %ss: %s\n' $((now - stage_start)) "$stage_name"
+    fi
+    stage_name="$1"
+    stage_start=$now
+    [ -n "$stage_name" ] && printf '\n== [%ss] %s\n' $((now - suite_start)) "$stage_name"
+    return 0
+}
+summary() {
+    stage ""
+    echo
+    echo "== stage times"
+    printf '%s\n' "${stage_times[@]}"
+    printf '%6ss  total\n' $(($(date +%s) - suite_start))
+}
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# The venvs (moto, cargo-lambda, cfn-lint/SAM) and the arm64 check's toolchain install in the
+# background while cargo compiles; their logs are printed if they fail.
+stage "tools (in the background): scripts/setup-test-tools.sh, scripts/build-functions.sh --setup-check"
+( scripts/setup-test-tools.sh && scripts/build-functions.sh --setup-check ) >target/setup-tools.log 2>&1 &
+tools_pid=$!
+
+stage "cargo fmt --all -- --check"
+cargo fmt --all -- --check
+
+# One compilation for the lints and the tests (see above). The same variables stay set for the
+# test run, so nothing is rebuilt between the two.
+export RUSTC_WORKSPACE_WRAPPER
+RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)"
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+stage "clippy -D warnings + build: cargo test --workspace --all-targets --all-features --no-run (clippy-driver wraps rustc)"
+cargo test --workspace --all-targets --all-features --no-run
+
+stage "waiting for the tools"
+if ! wait "$tools_pid"; then
+    cat target/setup-tools.log >&2
+    echo "installing the test tools failed (log above)" >&2
+    exit 1
+fi
+
+# A moto server on a free loopback port for the AWS integration tests; stopped by PID on exit.
+# Every AWS variable points at it, so no test can reach a real AWS endpoint.
+stage "cargo test --workspace --all-targets --all-features (against a fresh moto)"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 .venv-moto/bin/moto_server -H 127.0.0.1 -p "$port" >target/moto.log 2>&1 &
-moto_pid=$!
-trap 'kill "$moto_pid" 2>/dev/null || true; wait "$moto_pid" 2>/dev/null || true' EXIT
+pids+=($!)
 for _ in $(seq 1 100); do
     if python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/moto-api/')" 2>/dev/null; then
         break
@@ -27,22 +83,16 @@ export AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
 export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing
 export AWS_EC2_METADATA_DISABLED=true
 unset AWS_PROFILE AWS_SESSION_TOKEN AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_CREDENTIALS_RELATIVE_URI
-echo "== moto server on $FLEETWRIGHT_MOTO_ENDPOINT (pid $moto_pid)"
+echo "moto server on $FLEETWRIGHT_MOTO_ENDPOINT"
+cargo test --workspace --all-targets --all-features
 
-echo "== cargo fmt --check"
-cargo fmt --all -- --check
-
-echo "== cargo clippy --workspace --all-targets -- -D warnings"
-cargo clippy --workspace --all-targets -- -D warnings
-
-echo "== cargo test --workspace --all-targets"
-cargo test --workspace --all-targets
-
-echo "== scripts/e2e.sh (the local stack: moto, cargo lambda watch, the Kubernetes API fake)"
+stage "scripts/e2e.sh (the local stack: moto, cargo lambda watch, the Kubernetes API fake)"
 scripts/e2e.sh
 
-echo "== scripts/check-infra.sh (cfn-lint, sam validate --lint, manifests against the schemas)"
+stage "scripts/check-infra.sh (cfn-lint, sam validate --lint, manifests against the schemas)"
 scripts/check-infra.sh
 
-echo "== scripts/build-functions.sh (cargo lambda build --release --arm64, the template's default)"
-scripts/build-functions.sh
+stage "scripts/build-functions.sh --check (the functions compile for aarch64-unknown-linux-gnu)"
+scripts/build-functions.sh --check
+
+summary

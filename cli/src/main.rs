@@ -6,6 +6,7 @@ mod convert;
 mod explain;
 mod manifests;
 mod plan;
+#[cfg(feature = "aws")]
 mod queue;
 mod replay;
 mod simulate;

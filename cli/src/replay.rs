@@ -202,7 +202,7 @@ impl Replay {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let messages = runtime.block_on(crate::queue::peek(url))?;
+        let messages = runtime.block_on(peek(url))?;
         tracing::info!(queue = %url, messages = messages.len(), "replaying queued messages");
         let results = messages
             .into_iter()
@@ -229,4 +229,18 @@ fn admission_decision(body: &[u8]) -> Value {
                 "status": 200, "actions": actions})
         }
     }
+}
+
+#[cfg(feature = "aws")]
+async fn peek(url: &str) -> anyhow::Result<Vec<(String, String)>> {
+    crate::queue::peek(url).await
+}
+
+/// Without the `aws` feature the CLI has no AWS SDK; say how to get one.
+#[cfg(not(feature = "aws"))]
+async fn peek(url: &str) -> anyhow::Result<Vec<(String, String)>> {
+    anyhow::bail!(
+        "--from-queue {url}: this fleetwright was built without AWS support; \
+         build it with `cargo install --path cli --features aws` (or `cargo run -p fleetwright-cli --features aws -- ...`)"
+    )
 }

@@ -150,6 +150,7 @@ fn unreadable_events_name_the_file_and_exit_non_zero() {
     );
 }
 
+#[cfg(feature = "aws")]
 fn moto_endpoint() -> String {
     let endpoint = std::env::var("FLEETWRIGHT_MOTO_ENDPOINT").expect(
         "FLEETWRIGHT_MOTO_ENDPOINT must point at a local moto server (scripts/test.sh sets it)",
@@ -161,6 +162,7 @@ fn moto_endpoint() -> String {
     endpoint
 }
 
+#[cfg(feature = "aws")]
 #[tokio::test(flavor = "current_thread")]
 async fn from_queue_replays_every_waiting_message_and_leaves_them_there() {
     let endpoint = moto_endpoint();
@@ -219,4 +221,19 @@ async fn from_queue_replays_every_waiting_message_and_leaves_them_there() {
         .messages
         .unwrap_or_default();
     assert_eq!(left.len(), 2, "replay never consumes the queue");
+}
+
+#[cfg(not(feature = "aws"))]
+#[test]
+fn from_queue_without_the_aws_feature_says_how_to_get_it() {
+    let cluster = repo(CLUSTER);
+    let out = replay(&[
+        "--cluster",
+        &cluster,
+        "--from-queue",
+        "http://127.0.0.1:1/q",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--features aws"), "{err}");
 }

@@ -1,6 +1,6 @@
 //! The simulated cloud: the same [`Cloud`] trait the runtime uses against EC2, over the embedded
 //! catalog and prices. A launch goes through the real CreateFleet override selection
-//! ([`fleet::capacity_type`], [`fleet::overrides`]) and takes the cheapest offering that has
+//! ([`launch::capacity_type`], [`launch::overrides`]) and takes the cheapest offering that has
 //! capacity; offerings short of capacity (ICE) are skipped and marked unavailable, as the EC2
 //! cloud does with CreateFleet's errors. Instances can be warned of a spot interruption and are
 //! reclaimed two minutes later. Termination checks the ownership tags, as EC2's does.
@@ -9,13 +9,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use chrono::{DateTime, Duration, Utc};
-use fleetwright_aws::ami::{Ami, AmiFamily, Variant};
-use fleetwright_aws::cloud::Cloud;
-use fleetwright_aws::fleet::{self, FleetError};
-use fleetwright_aws::instances::{ownership_problem, Instance, Termination};
-use fleetwright_aws::nodeclass::{ResolvedNodeClass, Subnet};
-use fleetwright_aws::unavailable::{OfferingKey, UnavailableOfferings};
-use fleetwright_aws::{AwsError, LaunchRequest, Launched};
+use fleetwright_cloud::ami::{Ami, AmiFamily, Variant};
+use fleetwright_cloud::instances::{ownership_problem, Instance, Termination};
+use fleetwright_cloud::launch::{self, FleetError};
+use fleetwright_cloud::nodeclass::{ResolvedNodeClass, Subnet};
+use fleetwright_cloud::unavailable::{OfferingKey, UnavailableOfferings};
+use fleetwright_cloud::{Cloud, CloudError, LaunchRequest, Launched};
 use fleetwright_core::labels::NODEPOOL;
 use fleetwright_core::Catalog;
 use fleetwright_kube::crds::EC2NodeClass;
@@ -239,7 +238,7 @@ fn resolved(nodeclass: &EC2NodeClass, release: u32) -> ResolvedNodeClass {
 }
 
 impl Cloud for SimCloud {
-    async fn catalog(&self, now: DateTime<Utc>) -> Result<Arc<Catalog>, AwsError> {
+    async fn catalog(&self, now: DateTime<Utc>) -> Result<Arc<Catalog>, CloudError> {
         let mut s = self.state();
         let unavailable = s.unavailable.active(now);
         if let Some((key, catalog)) = &s.composed {
@@ -258,7 +257,7 @@ impl Cloud for SimCloud {
         &self,
         nodeclass: &EC2NodeClass,
         _now: DateTime<Utc>,
-    ) -> Result<ResolvedNodeClass, AwsError> {
+    ) -> Result<ResolvedNodeClass, CloudError> {
         let name = nodeclass.metadata.name.clone().unwrap_or_default();
         Ok(resolved(nodeclass, self.release_of(&name)))
     }
@@ -268,21 +267,21 @@ impl Cloud for SimCloud {
         req: &LaunchRequest,
         nodeclass: &EC2NodeClass,
         now: DateTime<Utc>,
-    ) -> Result<Launched, AwsError> {
+    ) -> Result<Launched, CloudError> {
         if let Some(existing) = self.existing(&req.nodeclaim) {
             return Ok(existing);
         }
         let catalog = self.catalog(now).await?;
         let resolved = self.nodeclass(nodeclass, now).await?;
         let capacity_type =
-            fleet::capacity_type(req, &catalog).ok_or_else(|| AwsError::Launch {
+            launch::capacity_type(req, &catalog).ok_or_else(|| CloudError::Launch {
                 nodeclaim: req.nodeclaim.clone(),
                 reason: format!(
                 "no available offering for instance types {:?} (capacity types {:?}, zones {:?})",
                 req.instance_types, req.capacity_types, req.zones
             ),
             })?;
-        let overrides = fleet::overrides(
+        let overrides = launch::overrides(
             req,
             &catalog,
             capacity_type,
@@ -319,7 +318,7 @@ impl Cloud for SimCloud {
                 subnet_id: o.subnet_id.clone(),
                 security_groups: resolved.security_groups.clone(),
                 launch_time: Some(now),
-                tags: fleet::instance_tags(&self.cluster, req, &nodeclass.spec.tags),
+                tags: launch::instance_tags(&self.cluster, req, &nodeclass.spec.tags),
             };
             let launched = instance.launched();
             s.live.insert(
@@ -332,20 +331,20 @@ impl Cloud for SimCloud {
             );
             return Ok(launched);
         }
-        Err(AwsError::NothingLaunched {
+        Err(CloudError::NothingLaunched {
             nodeclaim: req.nodeclaim.clone(),
             capacity_type: capacity_type.to_string(),
             errors,
         })
     }
 
-    async fn terminate(&self, instance_id: &str) -> Result<Termination, AwsError> {
+    async fn terminate(&self, instance_id: &str) -> Result<Termination, CloudError> {
         let mut s = self.state();
         let Some(found) = s.live.get(instance_id) else {
             return Ok(Termination::AlreadyGone);
         };
         if let Some(reason) = ownership_problem(&found.instance.tags, &self.cluster) {
-            return Err(AwsError::Refused {
+            return Err(CloudError::Refused {
                 action: "terminate",
                 instance_id: instance_id.to_string(),
                 reason,
@@ -356,7 +355,7 @@ impl Cloud for SimCloud {
         Ok(Termination::Terminating)
     }
 
-    async fn instances(&self) -> Result<Vec<Instance>, AwsError> {
+    async fn instances(&self) -> Result<Vec<Instance>, CloudError> {
         Ok(self
             .state()
             .live

@@ -180,7 +180,7 @@ impl<'a> MakeWriter<'a> for LineWriter {
 /// The log filter: `FLEETWRIGHT_LOG`, or info for Fleetwright and the simulation.
 pub fn filter() -> tracing_subscriber::EnvFilter {
     tracing_subscriber::EnvFilter::try_from_env("FLEETWRIGHT_LOG").unwrap_or_else(|_| {
-        "warn,fleetwright_runtime=info,fleetwright_kube=info,fleetwright_aws=info,simulate=info"
+        "warn,fleetwright_runtime=info,fleetwright_kube=info,fleetwright_aws=info,fleetwright_cloud=info,simulate=info"
             .into()
     })
 }

@@ -30,7 +30,6 @@ use fleetwright_runtime::nudge::Nudge;
 use fleetwright_runtime::settings::Settings;
 use fleetwright_runtime::tick::{Tick, TickSummary};
 use fleetwright_runtime::webhook::Webhook;
-use fleetwright_runtime::RuntimeError;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
 use tracing::{info, warn};
@@ -127,7 +126,11 @@ impl QueuedNudges {
 }
 
 impl Nudge for QueuedNudges {
-    async fn nudge(&self, detail_type: &str, _detail: Value) -> Result<(), RuntimeError> {
+    async fn nudge(
+        &self,
+        detail_type: &str,
+        _detail: Value,
+    ) -> Result<(), fleetwright_cloud::CloudError> {
         self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())

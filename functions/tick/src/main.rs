@@ -4,14 +4,14 @@
 use std::sync::Arc;
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use fleetwright_runtime::connect::Clients;
+use fleetwright_connect::Clients;
 use fleetwright_runtime::tick::{Tick, TickSummary};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    fleetwright_runtime::connect::init_tracing();
+    fleetwright_connect::init_tracing();
     let clients = Arc::new(Clients::from_env().await?);
     let cloud = Arc::new(clients.cloud());
     lambda_runtime::run(service_fn(

@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use fleetwright_runtime::connect::Clients;
+use fleetwright_connect::Clients;
 use fleetwright_runtime::webhook::Webhook;
 use lambda_http::{service_fn, Body, Error, Request, Response};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    fleetwright_runtime::connect::init_tracing();
+    fleetwright_connect::init_tracing();
     let clients = Clients::from_env().await?;
     let webhook = Arc::new(Webhook::new(
         clients.nudge(),
@@ -23,7 +23,7 @@ async fn main() -> Result<(), Error> {
 }
 
 async fn handle(
-    webhook: &Webhook<fleetwright_runtime::nudge::EventBridgeNudge>,
+    webhook: &Webhook<fleetwright_aws::nudge::EventBridgeNudge>,
     request: Request,
 ) -> Result<Response<Body>, Error> {
     let path = request.uri().path().to_string();

@@ -44,7 +44,7 @@ async fn instance_types(ec2: &aws_sdk_ec2::Client) -> Result<Vec<RawInstanceType
         .send();
     let mut out = Vec::new();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| AwsError::api("DescribeInstanceTypes", e))?;
+        let page = page.map_err(|e| crate::error::api("DescribeInstanceTypes", e))?;
         out.extend(page.instance_types().iter().filter_map(raw_instance_type));
     }
     Ok(out)
@@ -59,7 +59,7 @@ async fn offerings(ec2: &aws_sdk_ec2::Client) -> Result<Vec<(String, String)>, A
         .send();
     let mut out = Vec::new();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| AwsError::api("DescribeInstanceTypeOfferings", e))?;
+        let page = page.map_err(|e| crate::error::api("DescribeInstanceTypeOfferings", e))?;
         for o in page.instance_type_offerings() {
             if let (Some(t), Some(zone)) = (o.instance_type(), o.location()) {
                 out.push((t.as_str().to_string(), zone.to_string()));

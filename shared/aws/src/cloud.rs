@@ -1,17 +1,16 @@
-//! The narrow interface the runtime uses to reach the cloud ([`Cloud`]), and its EC2
-//! implementation ([`Ec2Cloud`]). The implementation keeps what a warm Lambda container may
+//! The EC2 implementation ([`Ec2Cloud`]) of the cloud port ([`fleetwright_cloud::Cloud`]). The implementation keeps what a warm Lambda container may
 //! reuse: the catalog (TTL), spot prices (12 h), the cluster's facts, resolved node classes,
 //! ensured launch templates and unavailable offerings.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration, Utc};
+pub use fleetwright_cloud::Cloud;
 use fleetwright_core::labels::{CAPACITY_TYPE, NODEPOOL, TAINT_UNREGISTERED};
 use fleetwright_core::model::{Taint, TaintEffect};
 use fleetwright_core::Catalog;
-use fleetwright_kube::crds::EC2NodeClass;
+use fleetwright_crds::EC2NodeClass;
 use tracing::{info, instrument, warn};
 
 use crate::ami::AmiFamily;
@@ -29,55 +28,6 @@ use crate::userdata::{self, NodeBootstrap};
 
 /// How long a resolved EC2NodeClass (subnets, security groups, AMIs) is reused.
 pub const NODECLASS_TTL: Duration = Duration::minutes(5);
-
-/// Everything the runtime asks of the cloud. Implemented by [`Ec2Cloud`] and by the simulator.
-pub trait Cloud: Send + Sync {
-    /// The instance catalog with current prices and unavailable offerings applied.
-    fn catalog(
-        &self,
-        now: DateTime<Utc>,
-    ) -> impl Future<Output = Result<Arc<Catalog>, AwsError>> + Send;
-
-    /// What an EC2NodeClass resolves to (subnets, security groups, AMIs, instance profile).
-    fn nodeclass(
-        &self,
-        nodeclass: &EC2NodeClass,
-        now: DateTime<Utc>,
-    ) -> impl Future<Output = Result<ResolvedNodeClass, AwsError>> + Send;
-
-    /// Launches one instance for a NodeClaim. Idempotent: a NodeClaim that already has an
-    /// instance gets that instance back.
-    fn launch(
-        &self,
-        req: &LaunchRequest,
-        nodeclass: &EC2NodeClass,
-        now: DateTime<Utc>,
-    ) -> impl Future<Output = Result<Launched, AwsError>> + Send;
-
-    /// Terminates an instance this cluster launched; refuses any other.
-    fn terminate(
-        &self,
-        instance_id: &str,
-    ) -> impl Future<Output = Result<Termination, AwsError>> + Send;
-
-    /// Every live instance this cluster launched.
-    fn instances(&self) -> impl Future<Output = Result<Vec<Instance>, AwsError>> + Send;
-
-    /// Marks an offering unavailable (a spot interruption, say).
-    fn mark_unavailable(
-        &self,
-        capacity_type: &str,
-        instance_type: &str,
-        zone: &str,
-        now: DateTime<Utc>,
-    );
-
-    /// The unavailable offerings, for persisting.
-    fn unavailable(&self) -> UnavailableOfferings;
-
-    /// Merges persisted unavailable offerings (after a cold start).
-    fn restore_unavailable(&self, saved: &UnavailableOfferings);
-}
 
 #[derive(Debug)]
 struct Warm {
@@ -473,61 +423,5 @@ impl Cloud for Ec2Cloud {
 
     fn restore_unavailable(&self, saved: &UnavailableOfferings) {
         self.warm().unavailable.merge(saved);
-    }
-}
-
-/// A shared cloud (one per warm container, used by every invocation) is a cloud too.
-impl<T: Cloud> Cloud for Arc<T> {
-    fn catalog(
-        &self,
-        now: DateTime<Utc>,
-    ) -> impl Future<Output = Result<Arc<Catalog>, AwsError>> + Send {
-        (**self).catalog(now)
-    }
-
-    fn nodeclass(
-        &self,
-        nodeclass: &EC2NodeClass,
-        now: DateTime<Utc>,
-    ) -> impl Future<Output = Result<ResolvedNodeClass, AwsError>> + Send {
-        (**self).nodeclass(nodeclass, now)
-    }
-
-    fn launch(
-        &self,
-        req: &LaunchRequest,
-        nodeclass: &EC2NodeClass,
-        now: DateTime<Utc>,
-    ) -> impl Future<Output = Result<Launched, AwsError>> + Send {
-        (**self).launch(req, nodeclass, now)
-    }
-
-    fn terminate(
-        &self,
-        instance_id: &str,
-    ) -> impl Future<Output = Result<Termination, AwsError>> + Send {
-        (**self).terminate(instance_id)
-    }
-
-    fn instances(&self) -> impl Future<Output = Result<Vec<Instance>, AwsError>> + Send {
-        (**self).instances()
-    }
-
-    fn mark_unavailable(
-        &self,
-        capacity_type: &str,
-        instance_type: &str,
-        zone: &str,
-        now: DateTime<Utc>,
-    ) {
-        (**self).mark_unavailable(capacity_type, instance_type, zone, now)
-    }
-
-    fn unavailable(&self) -> UnavailableOfferings {
-        (**self).unavailable()
-    }
-
-    fn restore_unavailable(&self, saved: &UnavailableOfferings) {
-        (**self).restore_unavailable(saved)
     }
 }

@@ -1,6 +1,7 @@
 //! Instance profiles for an EC2NodeClass `role`: one profile per (cluster, role), named from a
 //! hash so it is found again, created on first use and tagged as owned by the cluster.
 
+use fleetwright_cloud::launch::hex;
 use sha2::{Digest, Sha256};
 use tracing::{info, instrument};
 
@@ -11,10 +12,6 @@ pub fn profile_name(cluster: &str, role: &str) -> String {
     let hash = hex(&Sha256::digest(format!("{cluster}/{role}").as_bytes()))[..16].to_string();
     let cluster: String = cluster.chars().take(80).collect();
     format!("fleetwright_{cluster}_{hash}")
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Returns the profile for `role`, creating it (with the role added) when it does not exist.
@@ -43,7 +40,7 @@ pub async fn ensure(
         Err(e)
             if e.as_service_error()
                 .is_some_and(|s| s.is_no_such_entity_exception()) => {}
-        Err(e) => return Err(AwsError::api("GetInstanceProfile", e)),
+        Err(e) => return Err(crate::error::api("GetInstanceProfile", e)),
     }
     let tag = |k: &str, v: &str| {
         aws_sdk_iam::types::Tag::builder()
@@ -58,7 +55,7 @@ pub async fn ensure(
         .tags(tag("karpenter.k8s.aws/cluster", cluster))
         .send()
         .await
-        .map_err(|e| AwsError::api("CreateInstanceProfile", e))?;
+        .map_err(|e| crate::error::api("CreateInstanceProfile", e))?;
     add_role(iam, &name, role).await?;
     info!(instance_profile = %name, role, "created instance profile");
     Ok(name)
@@ -70,6 +67,6 @@ async fn add_role(iam: &aws_sdk_iam::Client, profile: &str, role: &str) -> Resul
         .role_name(role)
         .send()
         .await
-        .map_err(|e| AwsError::api("AddRoleToInstanceProfile", e))?;
+        .map_err(|e| crate::error::api("AddRoleToInstanceProfile", e))?;
     Ok(())
 }

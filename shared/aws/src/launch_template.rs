@@ -14,15 +14,15 @@ use aws_sdk_ec2::types::{
 };
 use base64::Engine;
 use fleetwright_core::quantity::parse_scaled;
-use fleetwright_kube::crds::{BlockDeviceMapping, EC2NodeClassSpec};
+use fleetwright_crds::{BlockDeviceMapping, EC2NodeClassSpec};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tracing::{info, instrument};
 
 use crate::ami::AmiFamily;
 use crate::error::AwsError;
-use crate::instance_profile::hex;
 use crate::nodeclass::ResolvedNodeClass;
+use fleetwright_cloud::launch::hex;
 
 /// One EBS volume of a launch template.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -242,7 +242,7 @@ pub async fn ensure(
         Ok(out) if !out.launch_templates().is_empty() => return Ok(name),
         Ok(_) => {}
         Err(e) if is_not_found(&e) => {}
-        Err(e) => return Err(AwsError::api("DescribeLaunchTemplates", e)),
+        Err(e) => return Err(crate::error::api("DescribeLaunchTemplates", e)),
     }
     let created = ec2
         .create_launch_template()
@@ -267,7 +267,7 @@ pub async fn ensure(
         {
             Ok(name)
         }
-        Err(e) => Err(AwsError::api("CreateLaunchTemplate", e)),
+        Err(e) => Err(crate::error::api("CreateLaunchTemplate", e)),
     }
 }
 

@@ -1,8 +1,8 @@
 //! fleetwright-aws: the only part of Fleetwright that talks to AWS. Live catalog and spot prices,
 //! EC2NodeClass discovery (subnets, security groups, AMIs, instance profiles), launch templates
-//! and user data, CreateFleet, and guarded termination, behind the narrow [`Cloud`] trait.
+//! and user data, CreateFleet, guarded termination, and the EventBridge nudge, implementing the
+//! cloud port ([`fleetwright_cloud::Cloud`]) as [`Ec2Cloud`].
 
-pub mod ami;
 pub mod catalog;
 pub mod clients;
 pub mod cloud;
@@ -13,11 +13,12 @@ pub mod instance_profile;
 pub mod instances;
 pub mod launch_template;
 pub mod nodeclass;
+pub mod nudge;
 pub mod pricing;
-pub mod unavailable;
 pub mod userdata;
 
 pub use clients::AwsClients;
-pub use cloud::{Cloud, Ec2Cloud};
+pub use cloud::Ec2Cloud;
 pub use error::AwsError;
 pub use fleet::{LaunchRequest, Launched};
+pub use fleetwright_cloud::{ami, unavailable, Cloud};

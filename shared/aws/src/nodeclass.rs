@@ -5,8 +5,7 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::Filter;
-use fleetwright_kube::crds::{EC2NodeClassSpec, SelectorTerm};
-use serde::{Deserialize, Serialize};
+use fleetwright_crds::{EC2NodeClassSpec, SelectorTerm};
 use tracing::{debug, instrument};
 
 use crate::ami::{self, Ami, AmiFamily};
@@ -14,46 +13,7 @@ use crate::clients::AwsClients;
 use crate::cluster::ClusterInfo;
 use crate::error::AwsError;
 
-/// A subnet a node can launch into.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Subnet {
-    pub id: String,
-    pub zone: String,
-    pub available_ips: i32,
-}
-
-/// What an EC2NodeClass resolves to right now.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ResolvedNodeClass {
-    pub name: String,
-    pub family: AmiFamily,
-    pub subnets: Vec<Subnet>,
-    pub security_groups: Vec<String>,
-    pub amis: Vec<Ami>,
-    pub instance_profile: String,
-}
-
-impl ResolvedNodeClass {
-    /// The subnet with the most free addresses in each zone.
-    pub fn best_subnets(&self) -> BTreeMap<&str, &Subnet> {
-        let mut best: BTreeMap<&str, &Subnet> = BTreeMap::new();
-        for s in &self.subnets {
-            let keep = best
-                .get(s.zone.as_str())
-                .is_some_and(|b| (b.available_ips, &s.id) >= (s.available_ips, &b.id));
-            if !keep {
-                best.insert(&s.zone, s);
-            }
-        }
-        best
-    }
-}
-
-/// Where the AWS public SSM parameters are read from: the public root (`""`) by default, or a
-/// mirror such as `/mirror` holding copies under `/mirror/aws/service/...` (for accounts that pin
-/// approved AMIs, and for tests, since local AWS emulators reserve `/aws/`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ParameterRoot(pub String);
+pub use fleetwright_cloud::nodeclass::{ParameterRoot, ResolvedNodeClass, Subnet};
 
 /// Resolves every selector of an EC2NodeClass.
 #[instrument(skip(clients, cluster, spec, root), fields(cluster = %cluster.name))]
@@ -133,7 +93,7 @@ async fn subnets(
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| AwsError::api("DescribeSubnets", e))?;
+            let page = page.map_err(|e| crate::error::api("DescribeSubnets", e))?;
             for s in page.subnets() {
                 if let (Some(id), Some(zone)) = (s.subnet_id(), s.availability_zone()) {
                     found.insert(
@@ -176,7 +136,7 @@ async fn security_groups(
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| AwsError::api("DescribeSecurityGroups", e))?;
+            let page = page.map_err(|e| crate::error::api("DescribeSecurityGroups", e))?;
             found.extend(
                 page.security_groups()
                     .iter()
@@ -287,7 +247,7 @@ async fn alias_amis(
             .set_names(Some(chunk.iter().map(|p| p.path.clone()).collect()))
             .send()
             .await
-            .map_err(|e| AwsError::api("GetParameters", e))?;
+            .map_err(|e| crate::error::api("GetParameters", e))?;
         for p in resp.parameters() {
             let Some(param) = chunk.iter().find(|c| Some(c.path.as_str()) == p.name()) else {
                 continue;
@@ -321,7 +281,7 @@ async fn term_amis(
             .name(parameter)
             .send()
             .await
-            .map_err(|e| AwsError::api("GetParameter", e))?;
+            .map_err(|e| crate::error::api("GetParameter", e))?;
         id = resp.parameter().and_then(|p| p.value()).map(str::to_string);
     }
     if let Some(id) = &id {
@@ -347,7 +307,7 @@ async fn term_amis(
         .set_filters(Some(filters))
         .send()
         .await
-        .map_err(|e| AwsError::api("DescribeImages", e))?;
+        .map_err(|e| crate::error::api("DescribeImages", e))?;
     Ok(resp
         .images()
         .iter()

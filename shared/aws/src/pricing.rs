@@ -36,7 +36,7 @@ pub async fn spot_prices(
         .send();
     let mut newest: BTreeMap<(String, String), (i64, f64)> = BTreeMap::new();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| AwsError::api("DescribeSpotPriceHistory", e))?;
+        let page = page.map_err(|e| crate::error::api("DescribeSpotPriceHistory", e))?;
         for entry in page.spot_price_history() {
             let (Some(t), Some(zone), Some(price)) = (
                 entry.instance_type(),

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use fleetwright_core::model::Taint;
-use fleetwright_kube::crds::KubeletConfiguration;
+use fleetwright_crds::KubeletConfiguration;
 use serde_json::{json, Map, Value};
 
 use crate::cluster::ClusterInfo;

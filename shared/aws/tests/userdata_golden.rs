@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use fleetwright_aws::cluster::ClusterInfo;
 use fleetwright_aws::userdata::{self, NodeBootstrap};
 use fleetwright_core::model::{Taint, TaintEffect};
-use fleetwright_kube::crds::KubeletConfiguration;
+use fleetwright_crds::KubeletConfiguration;
 
 fn cluster() -> ClusterInfo {
     ClusterInfo {

@@ -320,7 +320,9 @@ impl Catalog {
 
     /// The embedded on-demand price table (us-east-1; used as the fallback for other regions).
     pub fn embedded_prices() -> BTreeMap<String, f64> {
-        Catalog::embedded().on_demand.clone()
+        // Only the price table is read (not the whole catalog): the functions call this while
+        // they start, and a cold start should not parse 1,395 instance types it may not need.
+        parse_prices(&gunzip(EMBEDDED_PRICES)).expect("the embedded price table parses")
     }
 
     /// A catalog of already resolved instance types (node-class settings do not change them).
@@ -824,6 +826,11 @@ fn category_and_generation(name: &str) -> (Option<String>, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_embedded_price_table_is_the_embedded_catalogs() {
+        assert_eq!(Catalog::embedded_prices(), Catalog::embedded().on_demand);
+    }
 
     fn find<'a>(types: &'a [InstanceType], name: &str) -> &'a InstanceType {
         types.iter().find(|t| t.name == name).unwrap()

@@ -4,8 +4,9 @@
 pub mod admission;
 pub mod client;
 pub mod convert;
-pub mod crds;
+pub use fleetwright_crds as crds;
 pub mod dump;
+#[cfg(feature = "eks")]
 pub mod eks_token;
 pub mod error;
 pub mod executor;

@@ -16,11 +16,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
-use fleetwright_aws::cloud::Cloud;
-use fleetwright_aws::instances::{Instance, Termination};
-use fleetwright_aws::nodeclass::ResolvedNodeClass;
-use fleetwright_aws::unavailable::UnavailableOfferings;
-use fleetwright_aws::{AwsError, LaunchRequest, Launched};
+use fleetwright_cloud::instances::{Instance, Termination};
+use fleetwright_cloud::nodeclass::ResolvedNodeClass;
+use fleetwright_cloud::unavailable::UnavailableOfferings;
+use fleetwright_cloud::Cloud;
+use fleetwright_cloud::{CloudError, LaunchRequest, Launched};
 use fleetwright_core::Catalog;
 use fleetwright_kube::crds::EC2NodeClass;
 use fleetwright_runtime::settings::Settings;
@@ -32,8 +32,8 @@ const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 /// The embedded us-east-1 catalog and no instances: enough for a dry-run tick.
 struct StaticCloud;
 
-fn dry_run_only(operation: &'static str) -> AwsError {
-    AwsError::Api {
+fn dry_run_only(operation: &'static str) -> CloudError {
+    CloudError::Api {
         operation,
         code: "DryRun".into(),
         message: "the scale benchmark never calls the cloud".into(),
@@ -41,14 +41,14 @@ fn dry_run_only(operation: &'static str) -> AwsError {
 }
 
 impl Cloud for StaticCloud {
-    async fn catalog(&self, _now: DateTime<Utc>) -> Result<Arc<Catalog>, AwsError> {
+    async fn catalog(&self, _now: DateTime<Utc>) -> Result<Arc<Catalog>, CloudError> {
         Ok(Arc::new(Catalog::embedded().clone()))
     }
     async fn nodeclass(
         &self,
         _nodeclass: &EC2NodeClass,
         _now: DateTime<Utc>,
-    ) -> Result<ResolvedNodeClass, AwsError> {
+    ) -> Result<ResolvedNodeClass, CloudError> {
         Err(dry_run_only("ResolveNodeClass"))
     }
     async fn launch(
@@ -56,13 +56,13 @@ impl Cloud for StaticCloud {
         _req: &LaunchRequest,
         _nodeclass: &EC2NodeClass,
         _now: DateTime<Utc>,
-    ) -> Result<Launched, AwsError> {
+    ) -> Result<Launched, CloudError> {
         Err(dry_run_only("CreateFleet"))
     }
-    async fn terminate(&self, _instance_id: &str) -> Result<Termination, AwsError> {
+    async fn terminate(&self, _instance_id: &str) -> Result<Termination, CloudError> {
         Err(dry_run_only("TerminateInstances"))
     }
-    async fn instances(&self) -> Result<Vec<Instance>, AwsError> {
+    async fn instances(&self) -> Result<Vec<Instance>, CloudError> {
         Ok(Vec::new())
     }
     fn mark_unavailable(&self, _: &str, _: &str, _: &str, _: DateTime<Utc>) {}

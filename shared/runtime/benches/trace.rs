@@ -19,12 +19,12 @@ use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration, Utc};
 use fake_api::FakeApi;
-use fleetwright_aws::ami::{Ami, AmiFamily};
-use fleetwright_aws::cloud::Cloud;
-use fleetwright_aws::instances::{Instance, Termination};
-use fleetwright_aws::nodeclass::{ResolvedNodeClass, Subnet};
-use fleetwright_aws::unavailable::UnavailableOfferings;
-use fleetwright_aws::{AwsError, LaunchRequest, Launched};
+use fleetwright_cloud::ami::{Ami, AmiFamily};
+use fleetwright_cloud::instances::{Instance, Termination};
+use fleetwright_cloud::nodeclass::{ResolvedNodeClass, Subnet};
+use fleetwright_cloud::unavailable::UnavailableOfferings;
+use fleetwright_cloud::Cloud;
+use fleetwright_cloud::{CloudError, LaunchRequest, Launched};
 use fleetwright_core::labels::{INSTANCE_CATEGORY, INSTANCE_GENERATION};
 use fleetwright_core::{Catalog, InstanceType, NodeClassSettings, ScheduleOptions};
 use fleetwright_kube::crds::EC2NodeClass;
@@ -119,7 +119,7 @@ impl SimCloud {
 }
 
 impl Cloud for SimCloud {
-    async fn catalog(&self, _now: DateTime<Utc>) -> Result<Arc<Catalog>, AwsError> {
+    async fn catalog(&self, _now: DateTime<Utc>) -> Result<Arc<Catalog>, CloudError> {
         Ok(self.catalog.clone())
     }
 
@@ -127,7 +127,7 @@ impl Cloud for SimCloud {
         &self,
         nodeclass: &EC2NodeClass,
         _now: DateTime<Utc>,
-    ) -> Result<ResolvedNodeClass, AwsError> {
+    ) -> Result<ResolvedNodeClass, CloudError> {
         Ok(ResolvedNodeClass {
             name: nodeclass.metadata.name.clone().unwrap_or_default(),
             family: AmiFamily::AL2023,
@@ -157,7 +157,7 @@ impl Cloud for SimCloud {
         req: &LaunchRequest,
         _nodeclass: &EC2NodeClass,
         now: DateTime<Utc>,
-    ) -> Result<Launched, AwsError> {
+    ) -> Result<Launched, CloudError> {
         let allowed = |list: &[String], v: &str| list.is_empty() || list.iter().any(|x| x == v);
         let best = req
             .instance_types
@@ -170,7 +170,7 @@ impl Cloud for SimCloud {
                     && allowed(&req.zones, &o.zone)
             })
             .min_by(|a, b| a.1.price.total_cmp(&b.1.price))
-            .ok_or_else(|| AwsError::NothingLaunched {
+            .ok_or_else(|| CloudError::NothingLaunched {
                 nodeclaim: req.nodeclaim.clone(),
                 capacity_type: req.capacity_types.join(","),
                 errors: Vec::new(),
@@ -219,14 +219,14 @@ impl Cloud for SimCloud {
         Ok(launched)
     }
 
-    async fn terminate(&self, instance_id: &str) -> Result<Termination, AwsError> {
+    async fn terminate(&self, instance_id: &str) -> Result<Termination, CloudError> {
         Ok(match self.live.lock().unwrap().remove(instance_id) {
             Some(_) => Termination::Terminating,
             None => Termination::AlreadyGone,
         })
     }
 
-    async fn instances(&self) -> Result<Vec<Instance>, AwsError> {
+    async fn instances(&self) -> Result<Vec<Instance>, CloudError> {
         Ok(self
             .live
             .lock()

@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
-use fleetwright_aws::cloud::Cloud;
+use fleetwright_cloud::Cloud;
 use fleetwright_core::disruption::{self, Command, Disruption};
 use fleetwright_core::labels::TAINT_DISRUPTED;
 use fleetwright_core::Snapshot;

@@ -1,4 +1,4 @@
-//! The runtime's one error type: a bad setting (named by its variable), or an adapter's error.
+//! The runtime's one error type: a bad setting (named by its variable), or a port's error.
 
 use thiserror::Error;
 
@@ -11,10 +11,7 @@ pub enum RuntimeError {
     #[error(transparent)]
     Kube(#[from] fleetwright_kube::KubeError),
     #[error(transparent)]
-    Aws(#[from] fleetwright_aws::AwsError),
-    /// Notifying the tick function through EventBridge failed.
-    #[error("PutEvents: {0}")]
-    Nudge(String),
+    Cloud(#[from] fleetwright_cloud::CloudError),
 }
 
 impl RuntimeError {

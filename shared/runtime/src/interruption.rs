@@ -9,7 +9,7 @@
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use chrono::{DateTime, Utc};
-use fleetwright_aws::cloud::Cloud;
+use fleetwright_cloud::Cloud;
 use fleetwright_kube::dump::ClusterDump;
 use fleetwright_kube::executor;
 pub use fleetwright_kube::interruption::{

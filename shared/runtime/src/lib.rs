@@ -1,9 +1,10 @@
 //! fleetwright-runtime: the use cases behind the three Lambda functions. Each reads the truth
 //! (Kubernetes API, EC2), asks the core what to do, and applies it through the adapters:
 //! [`tick::Tick`], [`interruption::Interruption`] and [`webhook::Webhook`]. Settings come from the
-//! environment once per container ([`settings::Settings`]); [`connect`] builds the clients.
+//! environment once per container ([`settings::Settings`]). The adapters arrive through the
+//! ports (`fleetwright_cloud::Cloud`, [`nudge::Nudge`], a `kube::Client`); the functions' wiring
+//! (`fleetwright-connect`) builds them, so nothing here depends on the AWS SDK.
 
-pub mod connect;
 pub mod disrupt;
 pub mod error;
 pub mod interruption;

@@ -6,10 +6,10 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Duration, Utc};
-use fleetwright_aws::cloud::Cloud;
-use fleetwright_aws::instances;
-use fleetwright_aws::unavailable::UnavailableOfferings;
-use fleetwright_aws::{LaunchRequest, Launched};
+use fleetwright_cloud::instances;
+use fleetwright_cloud::unavailable::UnavailableOfferings;
+use fleetwright_cloud::Cloud;
+use fleetwright_cloud::{LaunchRequest, Launched};
 use fleetwright_core::disruption;
 use fleetwright_core::{schedule, ScheduleOptions};
 use fleetwright_kube::crds::{NodeClaim, NodeClaimStatus};
@@ -329,7 +329,7 @@ impl<C: Cloud> Tick<C> {
             .nodeclasses
             .iter()
             .find(|c| c.metadata.name.as_deref() == Some(request.nodeclass.as_str()))
-            .ok_or_else(|| fleetwright_aws::AwsError::Launch {
+            .ok_or_else(|| fleetwright_cloud::CloudError::Launch {
                 nodeclaim: request.nodeclaim.clone(),
                 reason: format!("EC2NodeClass {:?} not found", request.nodeclass),
             })?;

@@ -22,7 +22,7 @@ use aws_smithy_types::body::SdkBody;
 use fleetwright_aws::clients::retry_config;
 use fleetwright_aws::cluster::ClusterInfo;
 use fleetwright_aws::AwsClients;
-use fleetwright_kube::crds::EC2NodeClass;
+use fleetwright_crds::EC2NodeClass;
 
 pub const REGION: &str = "us-east-1";
 /// moto reserves `/aws/`, so the tests mirror the EKS public parameters under this root.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use fleetwright_runtime::nudge::Nudge;
-use fleetwright_runtime::{RuntimeError, Settings};
+use fleetwright_runtime::Settings;
 use serde_json::Value;
 
 /// The text of `events/<name>`.
@@ -26,7 +26,11 @@ pub fn event_json(name: &str, instance_id: &str) -> Value {
 pub struct Recorder(pub Arc<Mutex<Vec<(String, Value)>>>);
 
 impl Nudge for Recorder {
-    async fn nudge(&self, detail_type: &str, detail: Value) -> Result<(), RuntimeError> {
+    async fn nudge(
+        &self,
+        detail_type: &str,
+        detail: Value,
+    ) -> Result<(), fleetwright_cloud::CloudError> {
         self.0
             .lock()
             .unwrap()

@@ -1,19 +1,21 @@
-//! Building the clients once per container: the AWS SDK clients, the cloud, the EventBridge
-//! nudge, and the Kubernetes client for the configured API (EKS with an IAM token, or a plain
-//! local URL for local stacks).
+//! fleetwright-connect: the functions' wiring, built once per container. It reads the settings,
+//! loads the AWS configuration, and builds the adapters the use cases run on: the EC2 cloud, the
+//! EventBridge nudge, and the Kubernetes client for the configured API (EKS with an IAM token,
+//! or a plain local URL for local stacks). Only the function binaries depend on it, so the use
+//! cases and the CLI build without the AWS SDK.
 
 use std::time::SystemTime;
 
 use aws_config::SdkConfig;
 use fleetwright_aws::cluster;
+use fleetwright_aws::nudge::EventBridgeNudge;
 use fleetwright_aws::{AwsClients, Ec2Cloud};
 use fleetwright_kube::client::{eks_client, EksEndpoint};
 use fleetwright_kube::eks_token;
 use kube::Client;
 
-use crate::error::RuntimeError;
-use crate::nudge::EventBridgeNudge;
-use crate::settings::{KubeApi, Settings};
+use fleetwright_runtime::settings::{KubeApi, Settings};
+use fleetwright_runtime::RuntimeError;
 
 /// JSON logs for CloudWatch (level from `RUST_LOG`, `info` by default; Lambda stamps the time).
 pub fn init_tracing() {

@@ -1,0 +1,122 @@
+//! The instances a cluster launched, as the cloud port sees them, and the pure rules about them:
+//! ownership (an instance without `kubernetes.io/cluster/<this cluster>=owned` and
+//! `karpenter.sh/nodepool` is never terminated, whatever IAM would allow), and which owned
+//! instances are orphans.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::launch::Launched;
+
+/// Instances younger than this are never garbage collected (their NodeClaim may not be visible yet).
+pub const ORPHAN_GRACE: Duration = Duration::seconds(30);
+
+/// The states of an instance that still exists.
+pub const LIVE_STATES: [&str; 4] = ["pending", "running", "stopping", "stopped"];
+
+/// An EC2 instance as Fleetwright sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Instance {
+    pub id: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub state: String,
+    pub capacity_type: String,
+    pub image_id: String,
+    #[serde(default)]
+    pub subnet_id: String,
+    /// Sorted.
+    #[serde(default)]
+    pub security_groups: Vec<String>,
+    pub launch_time: Option<DateTime<Utc>>,
+    pub tags: BTreeMap<String, String>,
+}
+
+impl Instance {
+    pub fn nodeclaim(&self) -> Option<&str> {
+        self.tags.get("karpenter.sh/nodeclaim").map(String::as_str)
+    }
+
+    pub fn launched(&self) -> Launched {
+        Launched {
+            instance_id: self.id.clone(),
+            instance_type: self.instance_type.clone(),
+            zone: self.zone.clone(),
+            capacity_type: self.capacity_type.clone(),
+            image_id: self.image_id.clone(),
+            subnet_id: self.subnet_id.clone(),
+            security_groups: self.security_groups.clone(),
+        }
+    }
+}
+
+/// Why an instance is not this cluster's to terminate, or None when it is.
+pub fn ownership_problem(tags: &BTreeMap<String, String>, cluster: &str) -> Option<String> {
+    let key = format!("kubernetes.io/cluster/{cluster}");
+    if tags.get(&key).map(String::as_str) != Some("owned") {
+        return Some(format!("it is not tagged {key}=owned"));
+    }
+    if !tags.contains_key("karpenter.sh/nodepool") {
+        return Some("it has no karpenter.sh/nodepool tag".to_string());
+    }
+    None
+}
+
+/// What terminating an instance did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Termination {
+    /// TerminateInstances accepted it.
+    Terminating,
+    /// It no longer exists or is already shutting down.
+    AlreadyGone,
+}
+
+/// Owned instances that no NodeClaim accounts for and that are older than the grace period.
+pub fn orphans<'a>(
+    instances: &'a [Instance],
+    claimed_instance_ids: &BTreeSet<String>,
+    now: DateTime<Utc>,
+) -> Vec<&'a Instance> {
+    instances
+        .iter()
+        .filter(|i| !claimed_instance_ids.contains(&i.id))
+        .filter(|i| i.launch_time.is_some_and(|t| now - t >= ORPHAN_GRACE))
+        .filter(|i| LIVE_STATES.contains(&i.state.as_str()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn ownership_needs_both_tags() {
+        let owned = tags(&[
+            ("kubernetes.io/cluster/dev", "owned"),
+            ("karpenter.sh/nodepool", "default"),
+        ]);
+        assert!(ownership_problem(&owned, "dev").is_none());
+        assert!(ownership_problem(&owned, "prod")
+            .unwrap()
+            .contains("kubernetes.io/cluster/prod=owned"));
+        let shared = tags(&[
+            ("kubernetes.io/cluster/dev", "shared"),
+            ("karpenter.sh/nodepool", "x"),
+        ]);
+        assert!(ownership_problem(&shared, "dev").is_some());
+        let no_pool = tags(&[("kubernetes.io/cluster/dev", "owned")]);
+        assert!(ownership_problem(&no_pool, "dev")
+            .unwrap()
+            .contains("nodepool"));
+    }
+}

@@ -1,0 +1,521 @@
+//! What one launch asks for and gets ([`LaunchRequest`], [`Launched`]), and the pure choices of a
+//! CreateFleet-style launch: the capacity type, the instance type × zone overrides (cheapest
+//! first), the idempotency token and the tags. The EC2 adapter and the simulated cloud both
+//! launch through these, so they pick the same offerings.
+
+use std::collections::BTreeMap;
+
+use fleetwright_core::catalog::{architecture, RawInstanceType};
+use fleetwright_core::labels::{
+    CAPACITY_ON_DEMAND, CAPACITY_SPOT, CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE,
+};
+use fleetwright_core::model::{Taint, TaintEffect};
+use fleetwright_core::Catalog;
+use fleetwright_crds::{NodeClaim, TaintSpec};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::ami::{self, Ami, Variant};
+use crate::error::CloudError;
+use crate::nodeclass::Subnet;
+
+/// At most this many instance types go into one CreateFleet call.
+pub const MAX_INSTANCE_TYPES: usize = 60;
+
+/// What to launch for one NodeClaim.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LaunchRequest {
+    pub nodeclaim: String,
+    pub nodepool: String,
+    pub nodeclass: String,
+    /// The NodeClaim's instance-type options.
+    pub instance_types: Vec<String>,
+    /// Allowed capacity types; empty means both.
+    pub capacity_types: Vec<String>,
+    /// Allowed zones; empty means any.
+    pub zones: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub startup_taints: Vec<Taint>,
+}
+
+impl LaunchRequest {
+    /// The launch a NodeClaim asks for: its `In` requirements on instance type, capacity type and
+    /// zone, its labels, taints and startup taints.
+    pub fn from_nodeclaim(claim: &NodeClaim) -> Result<Self, CloudError> {
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        let field_error = |field: &str, reason: &str| CloudError::Launch {
+            nodeclaim: name.clone(),
+            reason: format!("field {field}: {reason}"),
+        };
+        let values = |key: &str| -> Vec<String> {
+            claim
+                .spec
+                .requirements
+                .iter()
+                .filter(|r| r.key == key && r.operator == "In")
+                .flat_map(|r| r.values.clone())
+                .collect()
+        };
+        let instance_types = values(INSTANCE_TYPE);
+        if instance_types.is_empty() {
+            return Err(field_error(
+                "spec.requirements",
+                "needs an In requirement on node.kubernetes.io/instance-type",
+            ));
+        }
+        let labels = claim.metadata.labels.clone().unwrap_or_default();
+        let nodepool = labels
+            .get(NODEPOOL)
+            .cloned()
+            .ok_or_else(|| field_error("metadata.labels", "karpenter.sh/nodepool is missing"))?;
+        let nodeclass = claim
+            .spec
+            .node_class_ref
+            .as_ref()
+            .map(|r| r.name.clone())
+            .ok_or_else(|| field_error("spec.nodeClassRef", "is required"))?;
+        let taints = |list: &[TaintSpec], field: &str| -> Result<Vec<Taint>, CloudError> {
+            list.iter()
+                .map(|t| {
+                    Ok(Taint {
+                        key: t.key.clone(),
+                        value: t.value.clone().unwrap_or_default(),
+                        effect: TaintEffect::parse(&t.effect).ok_or_else(|| {
+                            field_error(field, &format!("effect {:?} is not valid", t.effect))
+                        })?,
+                    })
+                })
+                .collect()
+        };
+        Ok(LaunchRequest {
+            nodeclaim: name.clone(),
+            nodepool,
+            nodeclass,
+            instance_types,
+            capacity_types: values(CAPACITY_TYPE),
+            zones: values(ZONE),
+            labels,
+            taints: taints(&claim.spec.taints, "spec.taints")?,
+            startup_taints: taints(&claim.spec.startup_taints, "spec.startupTaints")?,
+        })
+    }
+
+    fn allows_capacity(&self, capacity_type: &str) -> bool {
+        self.capacity_types.is_empty() || self.capacity_types.iter().any(|c| c == capacity_type)
+    }
+
+    fn allows_zone(&self, zone: &str) -> bool {
+        self.zones.is_empty() || self.zones.iter().any(|z| z == zone)
+    }
+}
+
+/// One instance type in one zone, with the subnet and AMI it would use.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Override {
+    pub instance_type: String,
+    pub zone: String,
+    pub subnet_id: String,
+    pub image_id: String,
+    pub price: f64,
+}
+
+/// The instance a launch produced.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Launched {
+    pub instance_id: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: String,
+    pub image_id: String,
+    /// The subnet it was launched into (empty when unknown), recorded for subnet drift.
+    #[serde(default)]
+    pub subnet_id: String,
+    /// Its security groups, sorted (empty when unknown), recorded for security-group drift.
+    #[serde(default)]
+    pub security_groups: Vec<String>,
+}
+
+impl Launched {
+    /// `aws:///<zone>/<instance id>`, as the kubelet's cloud provider writes it.
+    pub fn provider_id(&self) -> String {
+        format!("aws:///{}/{}", self.zone, self.instance_id)
+    }
+}
+
+/// One offering CreateFleet could not launch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetError {
+    pub code: String,
+    pub message: String,
+    pub instance_type: Option<String>,
+    pub zone: Option<String>,
+}
+
+impl std::fmt::Display for FleetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}/{}: {}: {}",
+            self.instance_type.as_deref().unwrap_or("?"),
+            self.zone.as_deref().unwrap_or("?"),
+            self.code,
+            self.message
+        )
+    }
+}
+
+/// The AMI variant an instance type needs, from its accelerators.
+pub fn variant_of(raw: &RawInstanceType) -> Variant {
+    let nvidia = raw.gpu_info.as_ref().is_some_and(|g| {
+        g.gpus
+            .iter()
+            .any(|d| d.manufacturer.eq_ignore_ascii_case("nvidia"))
+    });
+    let neuron = raw
+        .neuron_info
+        .as_ref()
+        .is_some_and(|n| !n.neuron_devices.is_empty());
+    match (nvidia, neuron) {
+        (true, _) => Variant::Nvidia,
+        (_, true) => Variant::Neuron,
+        _ => Variant::Standard,
+    }
+}
+
+/// Spot when allowed and some option has an available spot offering; otherwise on-demand.
+pub fn capacity_type(req: &LaunchRequest, catalog: &Catalog) -> Option<&'static str> {
+    [CAPACITY_SPOT, CAPACITY_ON_DEMAND]
+        .into_iter()
+        .filter(|c| req.allows_capacity(c))
+        .find(|c| {
+            req.instance_types.iter().any(|t| {
+                catalog
+                    .raw
+                    .iter()
+                    .find(|r| &r.instance_type == t)
+                    .is_some_and(|raw| {
+                        catalog.offerings(raw).iter().any(|o| {
+                            o.available && o.capacity_type == *c && req.allows_zone(&o.zone)
+                        })
+                    })
+            })
+        })
+}
+
+/// The overrides for one capacity type: each option × each allowed zone with a subnet and an
+/// available offering, using the AMI for the type's architecture and accelerators. Cheapest
+/// first, at most [`MAX_INSTANCE_TYPES`] instance types.
+pub fn overrides(
+    req: &LaunchRequest,
+    catalog: &Catalog,
+    capacity_type: &str,
+    subnets: &BTreeMap<&str, &Subnet>,
+    amis: &[Ami],
+) -> Vec<Override> {
+    let mut by_type: Vec<Vec<Override>> = Vec::new();
+    for name in &req.instance_types {
+        let Some(raw) = catalog.raw.iter().find(|r| &r.instance_type == name) else {
+            continue;
+        };
+        let Some(ami) = architecture(raw).and_then(|arch| ami::pick(amis, arch, variant_of(raw)))
+        else {
+            continue;
+        };
+        let options: Vec<Override> = catalog
+            .offerings(raw)
+            .into_iter()
+            .filter(|o| o.available && o.capacity_type == capacity_type && req.allows_zone(&o.zone))
+            .filter_map(|o| {
+                let subnet = subnets.get(o.zone.as_str())?;
+                Some(Override {
+                    instance_type: name.clone(),
+                    zone: o.zone.clone(),
+                    subnet_id: subnet.id.clone(),
+                    image_id: ami.id.clone(),
+                    price: o.price,
+                })
+            })
+            .collect();
+        if !options.is_empty() {
+            by_type.push(options);
+        }
+    }
+    let cheapest = |o: &Vec<Override>| o.iter().map(|x| x.price).fold(f64::MAX, f64::min);
+    by_type.sort_by(|a, b| cheapest(a).total_cmp(&cheapest(b)));
+    let mut out: Vec<Override> = by_type
+        .into_iter()
+        .take(MAX_INSTANCE_TYPES)
+        .flatten()
+        .collect();
+    out.sort_by(|a, b| {
+        a.price
+            .total_cmp(&b.price)
+            .then_with(|| a.instance_type.cmp(&b.instance_type))
+            .then_with(|| a.zone.cmp(&b.zone))
+    });
+    out
+}
+
+/// A token derived from the NodeClaim and the exact request, so a retried invocation with the
+/// same request is recognised by EC2 as the same launch, and a changed request (a fallback to
+/// on-demand, say) is a new one.
+pub fn client_token(nodeclaim: &str, capacity_type: &str, overrides: &[Override]) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(nodeclaim.as_bytes());
+    hasher.update(capacity_type.as_bytes());
+    hasher.update(serde_json::to_vec(overrides).expect("overrides serialize"));
+    format!("fleetwright-{}", &hex(&hasher.finalize())[..40])
+}
+
+/// The tags every instance, volume and fleet of a NodeClaim carries. User tags come first; the
+/// tags Fleetwright relies on cannot be overridden.
+pub fn instance_tags(
+    cluster: &str,
+    req: &LaunchRequest,
+    user: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut out = user.clone();
+    out.insert(format!("kubernetes.io/cluster/{cluster}"), "owned".into());
+    out.insert("eks:eks-cluster-name".into(), cluster.into());
+    out.insert("karpenter.sh/nodepool".into(), req.nodepool.clone());
+    out.insert("karpenter.sh/nodeclaim".into(), req.nodeclaim.clone());
+    out.insert(
+        "karpenter.k8s.aws/ec2nodeclass".into(),
+        req.nodeclass.clone(),
+    );
+    out.entry("Name".into())
+        .or_insert_with(|| format!("{}/{}", req.nodepool, req.nodeclaim));
+    out
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ami::Ami;
+
+    fn request(types: &[&str], capacity: &[&str], zones: &[&str]) -> LaunchRequest {
+        LaunchRequest {
+            nodeclaim: "default-abcde".into(),
+            nodepool: "default".into(),
+            nodeclass: "default".into(),
+            instance_types: types.iter().map(|s| s.to_string()).collect(),
+            capacity_types: capacity.iter().map(|s| s.to_string()).collect(),
+            zones: zones.iter().map(|s| s.to_string()).collect(),
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            startup_taints: Vec::new(),
+        }
+    }
+
+    fn subnets() -> Vec<Subnet> {
+        vec![
+            Subnet {
+                id: "subnet-a1".into(),
+                zone: "us-east-1a".into(),
+                available_ips: 10,
+            },
+            Subnet {
+                id: "subnet-a2".into(),
+                zone: "us-east-1a".into(),
+                available_ips: 200,
+            },
+            Subnet {
+                id: "subnet-b".into(),
+                zone: "us-east-1b".into(),
+                available_ips: 50,
+            },
+        ]
+    }
+
+    fn amis() -> Vec<Ami> {
+        vec![
+            Ami {
+                id: "ami-x86".into(),
+                arch: "amd64".into(),
+                variant: Some(Variant::Standard),
+                created: None,
+            },
+            Ami {
+                id: "ami-arm".into(),
+                arch: "arm64".into(),
+                variant: Some(Variant::Standard),
+                created: None,
+            },
+        ]
+    }
+
+    fn best(list: &[Subnet]) -> BTreeMap<&str, &Subnet> {
+        let mut out: BTreeMap<&str, &Subnet> = BTreeMap::new();
+        for s in list {
+            if out
+                .get(s.zone.as_str())
+                .is_none_or(|b| b.available_ips < s.available_ips)
+            {
+                out.insert(&s.zone, s);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn spot_is_preferred_when_allowed_and_offered() {
+        let catalog = Catalog::embedded();
+        assert_eq!(
+            capacity_type(&request(&["m5.large"], &[], &[]), catalog),
+            Some("spot")
+        );
+        assert_eq!(
+            capacity_type(&request(&["m5.large"], &["on-demand"], &[]), catalog),
+            Some("on-demand")
+        );
+        let mut ice = catalog.clone();
+        for zone in &catalog.zones["m5.large"] {
+            ice.unavailable
+                .insert(("spot".into(), "m5.large".into(), zone.clone()));
+        }
+        assert_eq!(
+            capacity_type(&request(&["m5.large"], &[], &[]), &ice),
+            Some("on-demand")
+        );
+        assert_eq!(
+            capacity_type(&request(&["no.such"], &[], &[]), catalog),
+            None
+        );
+    }
+
+    #[test]
+    fn overrides_use_the_roomiest_subnet_the_right_ami_and_allowed_zones() {
+        let catalog = Catalog::embedded();
+        let list = subnets();
+        let req = request(
+            &["m6g.large", "m5.large"],
+            &[],
+            &["us-east-1a", "us-east-1b"],
+        );
+        let out = overrides(&req, catalog, "on-demand", &best(&list), &amis());
+        assert!(!out.is_empty());
+        assert!(out
+            .iter()
+            .all(|o| o.zone == "us-east-1a" || o.zone == "us-east-1b"));
+        assert!(out
+            .iter()
+            .filter(|o| o.zone == "us-east-1a")
+            .all(|o| o.subnet_id == "subnet-a2"));
+        assert!(out
+            .iter()
+            .filter(|o| o.instance_type == "m6g.large")
+            .all(|o| o.image_id == "ami-arm"));
+        assert!(out
+            .iter()
+            .filter(|o| o.instance_type == "m5.large")
+            .all(|o| o.image_id == "ami-x86"));
+        assert!(out.windows(2).all(|w| w[0].price <= w[1].price));
+        // A GPU type has no nvidia AMI here, so it is left out.
+        let gpu = overrides(
+            &request(&["g5.xlarge"], &[], &[]),
+            catalog,
+            "on-demand",
+            &best(&list),
+            &amis(),
+        );
+        assert!(gpu.is_empty());
+    }
+
+    #[test]
+    fn at_most_sixty_instance_types() {
+        let catalog = Catalog::embedded();
+        let types: Vec<&str> = catalog
+            .raw
+            .iter()
+            .filter(|r| {
+                r.processor_info
+                    .supported_architectures
+                    .iter()
+                    .any(|a| a == "x86_64")
+            })
+            .filter(|r| r.gpu_info.is_none() && r.neuron_info.is_none())
+            .map(|r| r.instance_type.as_str())
+            .take(150)
+            .collect();
+        let list = subnets();
+        let out = overrides(
+            &request(&types, &[], &[]),
+            catalog,
+            "on-demand",
+            &best(&list),
+            &amis(),
+        );
+        let distinct: std::collections::BTreeSet<&str> =
+            out.iter().map(|o| o.instance_type.as_str()).collect();
+        assert_eq!(distinct.len(), MAX_INSTANCE_TYPES);
+    }
+
+    #[test]
+    fn the_client_token_is_stable_and_request_specific() {
+        let catalog = Catalog::embedded();
+        let list = subnets();
+        let req = request(&["m5.large"], &[], &[]);
+        let spot = overrides(&req, catalog, "spot", &best(&list), &amis());
+        let od = overrides(&req, catalog, "on-demand", &best(&list), &amis());
+        let token = client_token("default-abcde", "spot", &spot);
+        assert_eq!(token, client_token("default-abcde", "spot", &spot));
+        assert!(token.len() <= 64);
+        assert_ne!(token, client_token("default-abcde", "on-demand", &od));
+        assert_ne!(token, client_token("default-fghij", "spot", &spot));
+    }
+
+    #[test]
+    fn fleetwright_tags_cannot_be_overridden_by_user_tags() {
+        let user: BTreeMap<String, String> = [
+            ("team".to_string(), "web".to_string()),
+            ("karpenter.sh/nodepool".to_string(), "evil".to_string()),
+        ]
+        .into();
+        let tags = instance_tags("dev", &request(&["m5.large"], &[], &[]), &user);
+        assert_eq!(tags["team"], "web");
+        assert_eq!(tags["karpenter.sh/nodepool"], "default");
+        assert_eq!(tags["kubernetes.io/cluster/dev"], "owned");
+        assert_eq!(tags["eks:eks-cluster-name"], "dev");
+        assert_eq!(tags["karpenter.sh/nodeclaim"], "default-abcde");
+        assert_eq!(tags["Name"], "default/default-abcde");
+    }
+
+    #[test]
+    fn a_launch_request_comes_from_a_nodeclaim() {
+        let claim: NodeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "default-x1", "labels": {"karpenter.sh/nodepool": "default", "team": "a"}},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "c5.large"]},
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+                    {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}
+                ],
+                "taints": [{"key": "gpu", "effect": "NoSchedule"}],
+                "startupTaints": [{"key": "init", "value": "x", "effect": "NoExecute"}]
+            }
+        })).unwrap();
+        let req = LaunchRequest::from_nodeclaim(&claim).unwrap();
+        assert_eq!(req.instance_types, vec!["m5.large", "c5.large"]);
+        assert_eq!(req.capacity_types, vec!["spot"]);
+        assert_eq!(req.zones, vec!["us-east-1a"]);
+        assert_eq!(req.taints[0].to_string(), "gpu:NoSchedule");
+        assert_eq!(req.startup_taints[0].to_string(), "init=x:NoExecute");
+        let mut bad = claim.clone();
+        bad.spec.taints[0].effect = "Sometimes".into();
+        let err = LaunchRequest::from_nodeclaim(&bad).unwrap_err().to_string();
+        assert!(
+            err.contains("default-x1") && err.contains("spec.taints"),
+            "{err}"
+        );
+    }
+}
