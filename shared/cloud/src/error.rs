@@ -2,6 +2,7 @@
 //! variant names the call or the object it is about, so a log line or a NodeClaim condition says
 //! what failed without a backtrace.
 
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// Errors talking to the cloud or resolving what an EC2NodeClass asks for.
@@ -36,7 +37,7 @@ pub enum CloudError {
     NothingLaunched {
         nodeclaim: String,
         capacity_type: String,
-        errors: Vec<crate::launch::FleetError>,
+        errors: Vec<FleetError>,
     },
     /// Waking the tick function (EventBridge `PutEvents`) failed.
     #[error("PutEvents: {0}")]
@@ -46,7 +47,7 @@ pub enum CloudError {
     Launch { nodeclaim: String, reason: String },
 }
 
-fn summarize(errors: &[crate::launch::FleetError]) -> String {
+fn summarize(errors: &[FleetError]) -> String {
     if errors.is_empty() {
         return "CreateFleet returned no instances and no errors".to_string();
     }
@@ -72,5 +73,27 @@ impl CloudError {
             CloudError::Api { code, .. } => Some(code),
             _ => None,
         }
+    }
+}
+
+/// One offering CreateFleet could not launch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetError {
+    pub code: String,
+    pub message: String,
+    pub instance_type: Option<String>,
+    pub zone: Option<String>,
+}
+
+impl std::fmt::Display for FleetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}/{}: {}: {}",
+            self.instance_type.as_deref().unwrap_or("?"),
+            self.zone.as_deref().unwrap_or("?"),
+            self.code,
+            self.message
+        )
     }
 }

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::ami::{self, Ami, Variant};
+pub use crate::error::FleetError;
 use crate::error::CloudError;
 use crate::nodeclass::Subnet;
 
@@ -142,28 +143,6 @@ impl Launched {
     /// `aws:///<zone>/<instance id>`, as the kubelet's cloud provider writes it.
     pub fn provider_id(&self) -> String {
         format!("aws:///{}/{}", self.zone, self.instance_id)
-    }
-}
-
-/// One offering CreateFleet could not launch.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FleetError {
-    pub code: String,
-    pub message: String,
-    pub instance_type: Option<String>,
-    pub zone: Option<String>,
-}
-
-impl std::fmt::Display for FleetError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}/{}: {}: {}",
-            self.instance_type.as_deref().unwrap_or("?"),
-            self.zone.as_deref().unwrap_or("?"),
-            self.code,
-            self.message
-        )
     }
 }
 

@@ -10,6 +10,7 @@ mod output;
 mod place;
 mod pools;
 mod repack;
+pub(crate) mod verdict;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

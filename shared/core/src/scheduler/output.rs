@@ -192,7 +192,7 @@ impl<'c, 'a> Run<'c, 'a> {
         for &i in &self.failed {
             plan.unschedulable.push(Unschedulable {
                 pod: snap.pods[i].key(),
-                reason: crate::explain::reason(ctx, i),
+                reason: super::verdict::reason(ctx, i),
             });
         }
         let hourly: f64 = plan.nodeclaims.iter().map(|n| n.price).sum();

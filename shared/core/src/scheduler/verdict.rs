@@ -1,0 +1,176 @@
+//! Why a pod cannot be placed: how far it gets with each NodePool (taints, requirements,
+//! instance types, resources, limits, host ports, then the scheduling constraints), and the one
+//! line naming the first unmet constraint of the NodePool that came closest. The scheduler's
+//! output and `fleetwright explain` both read it.
+
+use crate::labels::{RESOURCE_CPU, RESOURCE_MEMORY};
+use crate::model::{tolerates_all, Pod};
+use crate::requirements::Requirements;
+use crate::resources::Resources;
+use crate::scheduler::{within_limits, Ctx, PoolCtx};
+
+/// The stage an attempt reaches when nothing about the pod alone rules the pool out.
+pub(crate) const COMPATIBLE: u8 = 6;
+
+/// How far a pod got with one pool, and what stopped it.
+pub(crate) struct Attempt {
+    pub(crate) stage: u8,
+    pub(crate) reason: String,
+}
+
+/// The reason line for pending pod `pod_index`.
+pub(crate) fn reason(ctx: &Ctx<'_>, pod_index: usize) -> String {
+    let pod = &ctx.snapshot.pods[pod_index];
+    if ctx.pools.is_empty() {
+        return "no nodepool can launch nodes (none exist or all are being deleted)".to_string();
+    }
+    let reqs = pod.strict_requirements();
+    let best = ctx
+        .pools
+        .iter()
+        .map(|pool| attempt(pool, pod, &reqs))
+        .enumerate()
+        .max_by(|(ia, a), (ib, b)| a.stage.cmp(&b.stage).then(ib.cmp(ia)))
+        .map(|(_, a)| a);
+    match best {
+        Some(a) => a.reason,
+        None => "no nodepool matched".to_string(),
+    }
+}
+
+pub(crate) fn attempt(pool: &PoolCtx, pod: &Pod, reqs: &Requirements) -> Attempt {
+    let name = &pool.pool.name;
+    if let Some(taint) = tolerates_all(&pod.tolerations, &pool.pool.taints) {
+        return Attempt {
+            stage: 0,
+            reason: format!("nodepool {name:?} has taint {taint} that the pod does not tolerate"),
+        };
+    }
+    if let Err(e) = pool.base.compatible(reqs) {
+        return Attempt {
+            stage: 1,
+            reason: format!("nodepool {name:?}: pod {e}"),
+        };
+    }
+    let joint = pool.base.intersection(reqs);
+    let allowed: Vec<usize> = (0..pool.types.len())
+        .filter(|&t| {
+            pool.types[t].requirements.intersects(reqs).is_ok()
+                && pool.types[t].cheapest_offering(&joint).is_some()
+        })
+        .collect();
+    if allowed.is_empty() {
+        return Attempt {
+            stage: 2,
+            reason: format!(
+                "nodepool {name:?}: none of its {} instance types matches [{reqs}]",
+                pool.types.len()
+            ),
+        };
+    }
+    if let Some(line) = resource_gap(pool, &allowed, &pod.requests) {
+        return Attempt {
+            stage: 3,
+            reason: format!("{line} (nodepool {name:?})"),
+        };
+    }
+    if let Some(remaining) = &pool.remaining {
+        let fits_limit = allowed.iter().any(|&t| {
+            pod.requests.fits_in(&pool.usable[t])
+                && within_limits(&pool.types[t].capacity, remaining)
+        });
+        if !fits_limit || pool.nodes_left.is_some_and(|n| n <= 0) {
+            let limits = pool.pool.limits.clone().unwrap_or_default();
+            return Attempt {
+                stage: 4,
+                reason: format!("nodepool {name:?} would exceed its limits ({limits})"),
+            };
+        }
+    }
+    if let Some(port) = pod
+        .host_ports
+        .iter()
+        .find(|hp| pool.ds_ports.iter().any(|d| d.conflicts(hp)))
+    {
+        return Attempt {
+            stage: 5,
+            reason: format!(
+                "hostPort {}/{} is taken by a DaemonSet on every node of nodepool {name:?}",
+                port.port, port.protocol
+            ),
+        };
+    }
+    let constraint = if !pod.anti_affinity.is_empty() {
+        "pod anti-affinity"
+    } else if !pod.affinity.is_empty() {
+        "pod affinity"
+    } else if !pod.spread.is_empty() {
+        "topology spread"
+    } else if !pod.host_ports.is_empty() {
+        "host ports"
+    } else {
+        "limits or capacity"
+    };
+    Attempt {
+        stage: 6,
+        reason: format!(
+            "{constraint} cannot be satisfied by existing nodes or new nodes of nodepool {name:?}"
+        ),
+    }
+}
+
+/// Names the first requested resource that no allowed type provides enough of.
+fn resource_gap(pool: &PoolCtx, allowed: &[usize], requests: &Resources) -> Option<String> {
+    if allowed.iter().any(|&t| requests.fits_in(&pool.usable[t])) {
+        return None;
+    }
+    let mut names: Vec<&str> = requests.extended.keys().map(String::as_str).collect();
+    names.extend([RESOURCE_CPU, RESOURCE_MEMORY, "ephemeral-storage", "pods"]);
+    for name in names {
+        let want = requests.get(name);
+        if want <= 0 {
+            continue;
+        }
+        let best = allowed
+            .iter()
+            .max_by_key(|&&t| pool.usable[t].get(name))
+            .copied()?;
+        let have = pool.usable[best].get(name);
+        if have >= want {
+            continue;
+        }
+        let list = type_list(pool, allowed);
+        let provide = if have <= 0 {
+            "provide none".to_string()
+        } else {
+            format!(
+                "provide at most {} ({})",
+                pool.usable[best].format_one(name),
+                pool.types[best].name
+            )
+        };
+        let what = if allowed.len() == 1 { "type" } else { "types" };
+        return Some(format!(
+            "requests {name}={}; the {} allowed {what} ({list}) {provide}",
+            requests.format_one(name),
+            allowed.len()
+        ));
+    }
+    Some(format!(
+        "requests {requests} together; no single allowed type fits them all"
+    ))
+}
+
+fn type_list(pool: &PoolCtx, allowed: &[usize]) -> String {
+    let mut names: Vec<&str> = allowed
+        .iter()
+        .map(|&t| pool.types[t].name.as_str())
+        .collect();
+    names.sort();
+    if names.len() > 6 {
+        let more = names.len() - 5;
+        names.truncate(5);
+        return format!("{}, … {more} more", names.join(", "));
+    }
+    names.join(", ")
+}
