@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::ami::{self, Ami, Variant};
-pub use crate::error::FleetError;
 use crate::error::CloudError;
+pub use crate::error::FleetError;
 use crate::nodeclass::Subnet;
 
 /// At most this many instance types go into one CreateFleet call.

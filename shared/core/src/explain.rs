@@ -7,8 +7,8 @@ use serde::Serialize;
 use crate::catalog::Catalog;
 use crate::model::{Pod, Snapshot};
 use crate::requirements::Requirements;
-use crate::scheduler::verdict::{attempt, COMPATIBLE};
 use crate::resources::Resources;
+use crate::scheduler::verdict::{attempt, COMPATIBLE};
 use crate::scheduler::{schedule, Ctx, PoolCtx, ScheduleOptions};
 
 /// Why one pod goes where it goes, or nowhere.

@@ -1,0 +1,147 @@
+//! What a tick does, as data: every step of the tick decides a list of [`Action`]s (purely, in
+//! [`super::decide`] and [`super::disruption`]), and one executor ([`super::execute`]) applies
+//! them in order. A dry run returns them unapplied, and `fleetwright plan --actions` prints them
+//! for a cluster dump. Actions carry what their effect and its log line need, and serialize to
+//! what a person reading a plan wants to see (names, not whole objects).
+
+use chrono::{DateTime, Utc};
+use fleetwright_kube::crds::NodeClaim;
+use k8s_openapi::api::core::v1::Pod;
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+/// One effect of a tick, decided before anything is applied.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "action", rename_all = "camelCase")]
+pub enum Action {
+    /// Create a NodeClaim for a node the plan needs (`replacement` for a disruption's).
+    #[serde(rename_all = "camelCase")]
+    CreateNodeClaim {
+        nodepool: String,
+        requests: Value,
+        instance_types: Vec<String>,
+        #[serde(skip)]
+        claim: Box<NodeClaim>,
+    },
+    /// Launch the instance of a NodeClaim that has none (new, or an interrupted launch); a
+    /// failed launch deletes the NodeClaim, so the next plan tries elsewhere.
+    Launch { nodeclaim: String },
+    /// Sync a joined node with its NodeClaim (labels, taints, finalizer) and record it.
+    #[serde(rename_all = "camelCase")]
+    Register {
+        nodeclaim: String,
+        node: String,
+        provider_id: String,
+        #[serde(skip)]
+        claim: Box<NodeClaim>,
+    },
+    /// Mark a registered NodeClaim Initialized: its node is Ready and free of startup taints.
+    Initialize { nodeclaim: String, node: String },
+    /// Give up a NodeClaim whose instance never registered: terminate it, delete the claim.
+    #[serde(rename_all = "camelCase")]
+    GiveUp {
+        nodeclaim: String,
+        instance_id: Option<String>,
+    },
+    /// Evict the pods still on a deleting NodeClaim's node (the instance waits for them).
+    #[serde(rename_all = "camelCase")]
+    EvictForDeletion {
+        node: String,
+        #[serde(serialize_with = "pod_keys")]
+        pods: Vec<Pod>,
+    },
+    /// Delete the pods still on a node whose `terminationGracePeriod` is over.
+    DeletePods {
+        node: String,
+        #[serde(serialize_with = "pod_keys")]
+        pods: Vec<Pod>,
+    },
+    /// Terminate a deleting NodeClaim's instance, then let the NodeClaim and its node go.
+    #[serde(rename_all = "camelCase")]
+    FinishDeletion {
+        nodeclaim: String,
+        instance_id: Option<String>,
+        node: Option<String>,
+    },
+    /// Terminate an owned instance that no NodeClaim accounts for.
+    #[serde(rename_all = "camelCase")]
+    CollectGarbage {
+        instance_id: String,
+        nodeclaim: Option<String>,
+    },
+    /// Persist the unavailable offerings (in the state ConfigMap) for the next cold start.
+    SaveUnavailable {
+        offerings: fleetwright_cloud::unavailable::UnavailableOfferings,
+    },
+    /// A disruption candidate left alone, and why (logged every tick).
+    Blocked { node: String, reason: String },
+    /// A Normal Event on a node.
+    NodeEvent {
+        node: String,
+        #[serde(skip)]
+        uid: Option<String>,
+        reason: String,
+        message: String,
+    },
+    /// Remember the blocked nodes and reasons already evented.
+    #[serde(rename_all = "camelCase")]
+    SaveBlocked {
+        blocked: std::collections::BTreeMap<String, String>,
+    },
+    /// Remember the disruption decided (or none), to confirm it on a later tick.
+    SavePending {
+        pending: Option<super::disruption::PendingDisruption>,
+    },
+    /// A disruption decided now and confirmed on a later tick (`next`: decided while another
+    /// starts).
+    ConfirmLater {
+        command: String,
+        savings: f64,
+        next: bool,
+    },
+    /// A confirmed disruption is carried out (this is its log line).
+    Disrupting {
+        command: &'static str,
+        reason: &'static str,
+        savings: f64,
+        replacement: Option<Vec<String>>,
+        nodes: Vec<String>,
+    },
+    /// Start a command: create its replacement (if any), then taint the candidates
+    /// `karpenter.sh/disrupted:NoSchedule` and annotate their NodeClaims with the command.
+    #[serde(rename_all = "camelCase")]
+    StartDisruption {
+        /// `<reason>/<command>`; the replacement's name is appended once it is created.
+        command: String,
+        replacement: Option<Box<Action>>,
+        /// `(node, its NodeClaim)`.
+        candidates: Vec<(String, String)>,
+    },
+    /// A command in progress waits for its replacement to initialize.
+    AwaitReplacement { replacement: String },
+    /// The replacement is gone before it initialized: untaint the candidates, drop the
+    /// annotation, and say why in an Event on each NodeClaim.
+    Abandon {
+        replacement: String,
+        /// `(NodeClaim, its uid, its node)`.
+        candidates: Vec<(String, Option<String>, Option<String>)>,
+    },
+    /// A candidate of a command with no node left: delete its NodeClaim.
+    DeleteNodeClaim { nodeclaim: String },
+    /// Drain a candidate's node; delete its NodeClaim once nothing evictable is left, or its
+    /// `terminationGracePeriod` is over (`grace_over`; the pods left are deleted then).
+    #[serde(rename_all = "camelCase")]
+    DrainDisrupted {
+        nodeclaim: String,
+        node: String,
+        #[serde(serialize_with = "pod_keys")]
+        pods: Vec<Pod>,
+        /// Set when the drain starts now: the time to record on the NodeClaim.
+        mark_started: Option<DateTime<Utc>>,
+        grace_over: bool,
+    },
+}
+
+fn pod_keys<S: Serializer>(pods: &[Pod], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(pods.iter().map(fleetwright_kube::interruption::pod_key))
+}

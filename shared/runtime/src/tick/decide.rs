@@ -1,0 +1,293 @@
+//! The tick's decisions, each a pure function of what was read (the cluster dump, the
+//! NodeClaims known so far, the owned instances, `now`) returning [`Action`]s: provisioning,
+//! launch, registration, initialization, liveness, deletion and termination, and garbage
+//! collection. Nothing here calls Kubernetes or AWS; the disruption phases are in
+//! [`super::disruption`].
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Duration, Utc};
+use fleetwright_cloud::instances::{self, Instance};
+use fleetwright_core::{Plan, Snapshot};
+use fleetwright_kube::crds::NodeClaim;
+use fleetwright_kube::dump::ClusterDump;
+use fleetwright_kube::executor;
+use fleetwright_kube::interruption::instance_id;
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use super::action::Action;
+
+/// A NodeClaim that is launched but not registered this long after creation is given up.
+pub const REGISTRATION_TTL: Duration = Duration::minutes(15);
+
+pub(crate) fn name_of(claim: &NodeClaim) -> String {
+    claim.metadata.name.clone().unwrap_or_default()
+}
+
+pub(crate) fn provider_id(claim: &NodeClaim) -> Option<&str> {
+    claim.status.as_ref().and_then(|s| s.provider_id.as_deref())
+}
+
+pub(crate) fn has_condition(claim: &NodeClaim, type_: &str) -> bool {
+    claim.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == "True")
+    })
+}
+
+/// The pods waiting for a node.
+pub fn pending_pods(snapshot: &Snapshot) -> usize {
+    snapshot
+        .pods
+        .iter()
+        .filter(|p| p.node_name.is_none())
+        .count()
+}
+
+/// A NodeClaim for each node the plan needs.
+pub fn provision(dump: &ClusterDump, plan: &Plan) -> Vec<Action> {
+    plan.nodeclaims
+        .iter()
+        .filter_map(|planned| {
+            let claim = executor::nodeclaim_in(dump, planned)?;
+            Some(Action::CreateNodeClaim {
+                nodepool: planned.nodepool.clone(),
+                requests: serde_json::to_value(planned.requests.to_map()).unwrap_or_default(),
+                instance_types: planned.instance_types.clone(),
+                claim: Box::new(claim),
+            })
+        })
+        .collect()
+}
+
+/// Every NodeClaim with no instance yet that is not being deleted.
+pub fn unlaunched(claims: &[NodeClaim]) -> Vec<Action> {
+    claims
+        .iter()
+        .filter(|c| provider_id(c).is_none() && c.metadata.deletion_timestamp.is_none())
+        .map(|c| Action::Launch {
+            nodeclaim: name_of(c),
+        })
+        .collect()
+}
+
+/// Launched, unregistered NodeClaims whose node has joined.
+pub fn registrations(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
+    claims
+        .iter()
+        .filter_map(|claim| {
+            let provider = provider_id(claim)?;
+            if has_condition(claim, "Registered") {
+                return None;
+            }
+            let node = dump
+                .nodes
+                .iter()
+                .find(|n| node_provider_id(n) == Some(provider))?;
+            Some(Action::Register {
+                nodeclaim: name_of(claim),
+                node: node.metadata.name.clone().unwrap_or_default(),
+                provider_id: provider.to_string(),
+                claim: Box::new(claim.clone()),
+            })
+        })
+        .collect()
+}
+
+/// Registered NodeClaims (earlier, or by `registered` this tick) whose node is Ready and carries
+/// neither the unregistered taint nor any of the NodeClaim's startup taints.
+pub fn initializations(
+    dump: &ClusterDump,
+    claims: &[NodeClaim],
+    registered: &[String],
+) -> Vec<Action> {
+    // Registered by this tick: its status in the dump predates that, and the registration
+    // has just removed the unregistered taint the dump still shows.
+    let just_registered = |c: &NodeClaim| registered.contains(&name_of(c));
+    claims
+        .iter()
+        .filter(|c| {
+            (has_condition(c, "Registered") || just_registered(c))
+                && !has_condition(c, "Initialized")
+        })
+        .filter_map(|c| {
+            let node = node_for(dump, c)?;
+            node_initialized(node, c, just_registered(c)).then(|| Action::Initialize {
+                nodeclaim: name_of(c),
+                node: node.metadata.name.clone().unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// NodeClaims whose instance launched but never joined within [`REGISTRATION_TTL`].
+pub fn liveness(claims: &[NodeClaim], now: DateTime<Utc>) -> Vec<Action> {
+    claims
+        .iter()
+        .filter(|claim| {
+            let created = claim
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.as_second());
+            let stale =
+                created.is_some_and(|c| now.timestamp() - c >= REGISTRATION_TTL.num_seconds());
+            stale
+                && !has_condition(claim, "Registered")
+                && claim.metadata.deletion_timestamp.is_none()
+                && provider_id(claim).is_some()
+        })
+        .map(|claim| Action::GiveUp {
+            nodeclaim: name_of(claim),
+            instance_id: provider_id(claim).and_then(instance_id).map(str::to_string),
+        })
+        .collect()
+}
+
+/// NodeClaims being deleted: once the pods a drain moves are off the node (or its
+/// `terminationGracePeriod` since the deletion is over, when they are deleted), the instance is
+/// terminated and the NodeClaim and node let go. Until then the pods are evicted again
+/// (evictions are idempotent, and a NodeClaim deleted by hand is drained here first).
+pub fn deletions(dump: &ClusterDump, claims: &[NodeClaim], now: DateTime<Utc>) -> Vec<Action> {
+    let mut out = Vec::new();
+    for claim in claims
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_some())
+    {
+        let node = dump.node_of(claim).and_then(|n| n.metadata.name.clone());
+        let pods = node
+            .as_deref()
+            .map(|n| pods_to_move(dump, n, now))
+            .unwrap_or_default();
+        if let (Some(node), false) = (&node, pods.is_empty()) {
+            if !grace_over(claim, now) {
+                out.push(Action::EvictForDeletion {
+                    node: node.clone(),
+                    pods,
+                });
+                continue;
+            }
+            out.push(Action::DeletePods {
+                node: node.clone(),
+                pods,
+            });
+        }
+        out.push(Action::FinishDeletion {
+            nodeclaim: name_of(claim),
+            instance_id: provider_id(claim).and_then(instance_id).map(str::to_string),
+            node,
+        });
+    }
+    out
+}
+
+/// The pods on `node` that hold its instance up: not skipped by a drain, not finished, not
+/// stuck terminating.
+fn pods_to_move(dump: &ClusterDump, node: &str, now: DateTime<Utc>) -> Vec<Pod> {
+    dump.pods
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .filter(|p| !executor::skipped_by_drain(p) && !finished(p) && !stuck(p, now))
+        .cloned()
+        .collect()
+}
+
+/// Whether a deleting NodeClaim's `terminationGracePeriod` since its deletion is over.
+fn grace_over(claim: &NodeClaim, now: DateTime<Utc>) -> bool {
+    let deleted_at = claim
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .unwrap_or(now.timestamp());
+    let grace = claim
+        .spec
+        .termination_grace_period
+        .as_deref()
+        .and_then(|g| {
+            fleetwright_kube::convert::duration_seconds(g)
+                .ok()
+                .flatten()
+        });
+    grace.is_some_and(|g| now.timestamp() >= deleted_at + g)
+}
+
+/// Owned instances that no NodeClaim (nor a launch of this tick) accounts for, past their grace.
+pub fn garbage(
+    claims: &[NodeClaim],
+    launched: &[String],
+    owned: &[Instance],
+    now: DateTime<Utc>,
+) -> Vec<Action> {
+    let mut claimed: BTreeSet<String> = claims
+        .iter()
+        .filter_map(provider_id)
+        .filter_map(instance_id)
+        .map(str::to_string)
+        .collect();
+    claimed.extend(launched.iter().cloned());
+    instances::orphans(owned, &claimed, now)
+        .into_iter()
+        .map(|orphan| Action::CollectGarbage {
+            instance_id: orphan.id.clone(),
+            nodeclaim: orphan.nodeclaim().map(str::to_string),
+        })
+        .collect()
+}
+
+/// Ready, and free of the unregistered taint and of the NodeClaim's startup taints.
+fn node_initialized(node: &Node, claim: &NodeClaim, just_registered: bool) -> bool {
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let blocked = taints.iter().any(|t| {
+        (t.key == fleetwright_core::labels::TAINT_UNREGISTERED && !just_registered)
+            || claim
+                .spec
+                .startup_taints
+                .iter()
+                .any(|s| s.key == t.key && s.effect == t.effect)
+    });
+    ready && !blocked
+}
+
+/// The claim's node: by the name its status records or, for a claim registered by this tick
+/// (whose status in the dump predates it), by provider id.
+fn node_for<'a>(dump: &'a ClusterDump, claim: &NodeClaim) -> Option<&'a Node> {
+    dump.node_of(claim).or_else(|| {
+        let provider = provider_id(claim)?;
+        dump.nodes
+            .iter()
+            .find(|n| node_provider_id(n) == Some(provider))
+    })
+}
+
+/// A pod still terminating a minute after its deletion deadline (the API server sets
+/// `deletionTimestamp` to the request time plus the grace period): its kubelet is gone or
+/// stuck, so waiting longer gives it nothing. Karpenter ignores such pods too.
+fn stuck(pod: &Pod, now: DateTime<Utc>) -> bool {
+    pod.metadata
+        .deletion_timestamp
+        .as_ref()
+        .is_some_and(|t| t.0.as_second() + 60 < now.timestamp())
+}
+
+/// A pod that has run to completion (or failed) holds nothing up.
+fn finished(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+fn node_provider_id(node: &Node) -> Option<&str> {
+    node.spec.as_ref().and_then(|s| s.provider_id.as_deref())
+}

@@ -1,0 +1,569 @@
+//! The tick's one executor: it applies [`Action`]s in order through the Kubernetes API and the
+//! cloud, records what happened in the [`TickSummary`], and writes the log lines. A dry run is
+//! decided here and nowhere else: the actions are described (logged and summarized) and not
+//! applied.
+
+use chrono::{DateTime, Utc};
+use fleetwright_cloud::unavailable::UnavailableOfferings;
+use fleetwright_cloud::{Cloud, LaunchRequest, Launched};
+use fleetwright_core::disruption::{SECURITY_GROUP_IDS, SUBNET_ID};
+use fleetwright_kube::crds::{NodeClaim, NodeClaimStatus};
+use fleetwright_kube::dump::ClusterDump;
+use fleetwright_kube::{executor, state};
+use k8s_openapi::api::core::v1::Pod;
+use tracing::{info, warn};
+
+use super::action::Action;
+
+use super::decide::name_of;
+use super::disruption::{self, DRAIN_STARTED_ANNOTATION};
+use super::{jiff, LaunchSummary, Tick, TickSummary};
+use crate::error::RuntimeError;
+use crate::metrics;
+
+/// The log target of the tick's lifecycle lines (what the simulator's log calls the component).
+const TICK: &str = "fleetwright_runtime::tick";
+/// The log target of the disruption lines.
+const DISRUPT: &str = "fleetwright_runtime::disrupt";
+
+/// What the executor works on: the tick's read of the cluster, the NodeClaims known so far
+/// (launches record their instance here), and what it has done.
+pub(crate) struct Applied<'a> {
+    pub dump: &'a ClusterDump,
+    pub now: DateTime<Utc>,
+    pub summary: &'a mut TickSummary,
+    pub claims: &'a mut Vec<NodeClaim>,
+    /// NodeClaims created by the actions applied, in order.
+    pub created: Vec<NodeClaim>,
+}
+
+impl<C: Cloud> Tick<C> {
+    /// Applies `actions` in order; the first error stops the rest.
+    pub(crate) async fn apply(
+        &self,
+        actions: Vec<Action>,
+        ctx: &mut Applied<'_>,
+    ) -> Result<(), RuntimeError> {
+        for action in actions {
+            if self.settings.dry_run {
+                describe(&action, ctx.summary);
+                continue;
+            }
+            self.apply_one(action, ctx).await?;
+        }
+        Ok(())
+    }
+
+    async fn apply_one(&self, action: Action, ctx: &mut Applied<'_>) -> Result<(), RuntimeError> {
+        let now = ctx.now;
+        let ns = &self.settings.namespace;
+        match action {
+            Action::CreateNodeClaim {
+                nodepool,
+                requests,
+                instance_types,
+                claim,
+            } => {
+                self.create(&nodepool, &requests, instance_types.len(), &claim, ctx)
+                    .await?
+            }
+            Action::Launch { nodeclaim } => self.launch_claim(&nodeclaim, ctx).await,
+            Action::Register {
+                nodeclaim,
+                node,
+                provider_id,
+                claim,
+            } => {
+                self.register(&nodeclaim, &node, &provider_id, &claim, ctx)
+                    .await?
+            }
+            Action::Initialize { nodeclaim, node } => {
+                self.set_condition(&nodeclaim, "Initialized", now, |_| {})
+                    .await?;
+                info!(target: TICK, nodeclaim = %nodeclaim, node = %node, "initialized nodeclaim");
+                ctx.summary.initialized.push(nodeclaim);
+            }
+            Action::GiveUp {
+                nodeclaim,
+                instance_id,
+            } => {
+                warn!(target: TICK, nodeclaim = %nodeclaim, "nodeclaim did not register within 15m; deleting it");
+                ctx.summary.liveness_deleted.push(nodeclaim.clone());
+                self.terminate_claim(&nodeclaim, instance_id.as_deref(), ctx.summary)
+                    .await?;
+            }
+            Action::EvictForDeletion { node, pods } => {
+                let drained = executor::drain(self.kube.clone(), &pods).await?;
+                info!(target: TICK, %node, left = pods.len(), evicted = drained.evicted.len(), "waiting for pods to leave before terminating");
+            }
+            Action::DeletePods { node, pods } => {
+                warn!(target: TICK, %node, pods = pods.len(), "terminationGracePeriod is over; deleting the pods still on the node");
+                executor::delete_pods(self.kube.clone(), &pods).await?;
+            }
+            Action::FinishDeletion {
+                nodeclaim,
+                instance_id,
+                node,
+            } => {
+                self.terminate_claim(&nodeclaim, instance_id.as_deref(), ctx.summary)
+                    .await?;
+                if let Some(node) = node {
+                    executor::delete_node(self.kube.clone(), &node, true).await?;
+                }
+            }
+            Action::CollectGarbage {
+                instance_id,
+                nodeclaim,
+            } => {
+                warn!(target: TICK, instance_id = %instance_id, nodeclaim = ?nodeclaim, "garbage collecting an instance with no nodeclaim");
+                ctx.summary.garbage_collected.push(instance_id.clone());
+                self.cloud.terminate(&instance_id).await?;
+                ctx.summary
+                    .metrics
+                    .add(metrics::INSTANCES_GARBAGE_COLLECTED, 1.0);
+            }
+            Action::SaveUnavailable { offerings } => self.save_unavailable(&offerings).await,
+            Action::Blocked { node, reason } => {
+                info!(target: DISRUPT, node = %node, reason = %reason, "not disrupting node")
+            }
+            Action::NodeEvent {
+                node,
+                uid,
+                reason,
+                message,
+            } => self.node_event(&node, uid, &reason, &message, now).await,
+            Action::SaveBlocked { blocked } => {
+                state::store(self.kube.clone(), ns, disruption::BLOCKED_KEY, &blocked).await?
+            }
+            Action::SavePending { pending } => {
+                state::store(self.kube.clone(), ns, disruption::PENDING_KEY, &pending).await?
+            }
+            Action::ConfirmLater {
+                command,
+                savings,
+                next: true,
+            } => {
+                info!(target: DISRUPT, command = %command, savings = savings, "next disruption decided; confirming on a later tick")
+            }
+            Action::ConfirmLater {
+                command, savings, ..
+            } => {
+                info!(target: DISRUPT, command = %command, savings = savings, "disruption decided; confirming on a later tick")
+            }
+            Action::Disrupting {
+                command,
+                reason,
+                savings,
+                replacement,
+                nodes,
+            } => info!(target: DISRUPT, command = command,
+                reason = reason,
+                savings = format!("${savings:.4}/h"),
+                replacement = replacement.map_or("none".to_string(), |r| r.join(",")),
+                "disrupting node(s) {}",
+                nodes.join(", ")
+            ),
+            Action::StartDisruption {
+                command,
+                replacement,
+                candidates,
+            } => self.start(command, replacement, candidates, ctx).await?,
+            Action::AwaitReplacement { replacement } => {
+                info!(target: DISRUPT, replacement = %replacement, "waiting for the replacement to initialize");
+            }
+            Action::Abandon {
+                replacement,
+                candidates,
+            } => {
+                warn!(target: DISRUPT, %replacement, "the replacement is gone before it initialized; abandoning the disruption");
+                self.abandon(&replacement, &candidates, now).await?;
+            }
+            Action::DeleteNodeClaim { nodeclaim } => {
+                executor::delete_nodeclaim(self.kube.clone(), &nodeclaim, false).await?;
+            }
+            Action::DrainDisrupted {
+                nodeclaim,
+                node,
+                pods,
+                mark_started,
+                grace_over,
+            } => {
+                if let Some(at) = mark_started {
+                    self.mark_drain_started(&nodeclaim, at).await?;
+                }
+                self.drain_disrupted(&nodeclaim, &node, pods, grace_over, ctx.summary)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn create(
+        &self,
+        nodepool: &str,
+        requests: &serde_json::Value,
+        instance_types: usize,
+        claim: &NodeClaim,
+        ctx: &mut Applied<'_>,
+    ) -> Result<(), RuntimeError> {
+        let claim = executor::create_nodeclaim(self.kube.clone(), claim).await?;
+        let name = name_of(&claim);
+        info!(target: TICK, nodeclaim = %name, nodepool = %nodepool, requests = %requests, instance_types = instance_types, "created nodeclaim");
+        ctx.summary.metrics.add(metrics::NODECLAIMS_CREATED, 1.0);
+        ctx.summary.nodeclaims_created.push(name);
+        ctx.created.push(claim);
+        Ok(())
+    }
+
+    async fn register(
+        &self,
+        nodeclaim: &str,
+        node: &str,
+        provider_id: &str,
+        claim: &NodeClaim,
+        ctx: &mut Applied<'_>,
+    ) -> Result<(), RuntimeError> {
+        executor::update_node(self.kube.clone(), node, |n| executor::registered(n, claim)).await?;
+        self.set_condition(nodeclaim, "Registered", ctx.now, |status| {
+            status.node_name = Some(node.to_string());
+        })
+        .await?;
+        info!(target: TICK, nodeclaim = %nodeclaim, node = %node, provider_id = %provider_id, "registered nodeclaim");
+        ctx.summary.metrics.add(metrics::NODECLAIMS_REGISTERED, 1.0);
+        ctx.summary.registered.push(nodeclaim.to_string());
+        Ok(())
+    }
+
+    /// A Normal Event on a node.
+    async fn node_event(
+        &self,
+        node: &str,
+        uid: Option<String>,
+        reason: &str,
+        message: &str,
+        now: DateTime<Utc>,
+    ) {
+        let reference = executor::reference("v1", "Node", node, uid);
+        executor::record_event_or_warn(
+            self.kube.clone(),
+            &reference,
+            false,
+            reason,
+            message,
+            jiff(now),
+        )
+        .await;
+    }
+
+    /// Launches a NodeClaim's instance and records it; a failed launch deletes the NodeClaim.
+    async fn launch_claim(&self, name: &str, ctx: &mut Applied<'_>) {
+        let Some(claim) = ctx
+            .claims
+            .iter_mut()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+        else {
+            return;
+        };
+        match self.launch(ctx.dump, claim, ctx.now).await {
+            Ok(launched) => {
+                info!(target: TICK, nodeclaim = %name, provider_id = %launched.provider_id(), instance_type = %launched.instance_type, zone = %launched.zone, capacity_type = %launched.capacity_type, "launched nodeclaim");
+                ctx.summary.metrics.add(metrics::NODECLAIMS_LAUNCHED, 1.0);
+                claim
+                    .status
+                    .get_or_insert_with(Default::default)
+                    .provider_id = Some(launched.provider_id());
+                ctx.summary.launched.push(LaunchSummary {
+                    nodeclaim: name.to_string(),
+                    instance_id: launched.instance_id,
+                    instance_type: launched.instance_type,
+                    zone: launched.zone,
+                    capacity_type: launched.capacity_type,
+                });
+            }
+            Err(e) => {
+                warn!(target: TICK, nodeclaim = %name, error = %e, "failed launching nodeclaim");
+                ctx.summary.metrics.add(metrics::LAUNCH_FAILURES, 1.0);
+                ctx.summary.launch_failures.push(format!("{name}: {e}"));
+                if let Err(e) = executor::delete_nodeclaim(self.kube.clone(), name, true).await {
+                    warn!(target: TICK, nodeclaim = %name, error = %e, "could not delete the unlaunched nodeclaim");
+                }
+            }
+        }
+    }
+
+    async fn launch(
+        &self,
+        dump: &ClusterDump,
+        claim: &NodeClaim,
+        now: DateTime<Utc>,
+    ) -> Result<Launched, RuntimeError> {
+        let request = LaunchRequest::from_nodeclaim(claim)?;
+        let nodeclass = dump
+            .nodeclasses
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(request.nodeclass.as_str()))
+            .ok_or_else(|| fleetwright_cloud::CloudError::Launch {
+                nodeclaim: request.nodeclaim.clone(),
+                reason: format!("EC2NodeClass {:?} not found", request.nodeclass),
+            })?;
+        let launched = self.cloud.launch(&request, nodeclass, now).await?;
+        self.record_launch(claim, &launched, now).await?;
+        Ok(launched)
+    }
+
+    /// Writes the instance's labels (and its subnet and security groups, for drift) onto the
+    /// NodeClaim, and its provider id and Launched condition into its status.
+    async fn record_launch(
+        &self,
+        claim: &NodeClaim,
+        launched: &Launched,
+        now: DateTime<Utc>,
+    ) -> Result<(), RuntimeError> {
+        let name = name_of(claim);
+        let labels = [
+            (
+                "node.kubernetes.io/instance-type",
+                launched.instance_type.as_str(),
+            ),
+            ("topology.kubernetes.io/zone", launched.zone.as_str()),
+            (
+                "karpenter.sh/capacity-type",
+                launched.capacity_type.as_str(),
+            ),
+        ];
+        let groups = launched.security_groups.join(",");
+        let annotations = [
+            (SUBNET_ID, launched.subnet_id.as_str()),
+            (SECURITY_GROUP_IDS, groups.as_str()),
+        ];
+        executor::update_nodeclaim(self.kube.clone(), &name, |current| {
+            let mut next = current.clone();
+            let map = next.metadata.labels.get_or_insert_with(Default::default);
+            for (k, v) in labels {
+                map.insert(k.to_string(), v.to_string());
+            }
+            let map = next
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default);
+            for (k, v) in annotations.iter().filter(|(_, v)| !v.is_empty()) {
+                map.insert(k.to_string(), v.to_string());
+            }
+            (next.metadata != current.metadata).then_some(next)
+        })
+        .await?;
+        let provider = launched.provider_id();
+        self.set_condition(&name, "Launched", now, |status| {
+            status.provider_id = Some(provider.clone());
+            status.image_id = Some(launched.image_id.clone());
+        })
+        .await
+    }
+
+    /// Sets condition `type_` True in a NodeClaim's status, with `edit` applied to the status.
+    async fn set_condition(
+        &self,
+        name: &str,
+        type_: &str,
+        now: DateTime<Utc>,
+        edit: impl Fn(&mut NodeClaimStatus),
+    ) -> Result<(), RuntimeError> {
+        let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        executor::update_nodeclaim_status(self.kube.clone(), name, |current| {
+            let mut status = current.status.clone().unwrap_or_default();
+            edit(&mut status);
+            let status =
+                executor::with_condition(&status, executor::condition(type_, true, type_, &stamp))
+                    .unwrap_or(status);
+            (Some(&status) != current.status.as_ref()).then_some(status)
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Terminates a NodeClaim's instance (when it has one), then deletes the NodeClaim.
+    async fn terminate_claim(
+        &self,
+        name: &str,
+        instance_id: Option<&str>,
+        summary: &mut TickSummary,
+    ) -> Result<(), RuntimeError> {
+        if let Some(id) = instance_id {
+            self.cloud.terminate(id).await?;
+            summary.terminated.push(id.to_string());
+            summary.metrics.add(metrics::NODECLAIMS_TERMINATED, 1.0);
+        }
+        executor::delete_nodeclaim(self.kube.clone(), name, true).await?;
+        info!(target: TICK, nodeclaim = %name, "deleted nodeclaim");
+        Ok(())
+    }
+
+    async fn save_unavailable(&self, offerings: &UnavailableOfferings) {
+        if let Err(e) = state::store(
+            self.kube.clone(),
+            &self.settings.namespace,
+            super::UNAVAILABLE_KEY,
+            offerings,
+        )
+        .await
+        {
+            warn!(target: TICK, error = %e, "could not persist the unavailable offerings");
+        }
+    }
+
+    /// Creates the replacement (if any), then taints and annotates the candidates with the
+    /// command, and the replacement's name once it has one.
+    async fn start(
+        &self,
+        mut command: String,
+        replacement: Option<Box<Action>>,
+        candidates: Vec<(String, String)>,
+        ctx: &mut Applied<'_>,
+    ) -> Result<(), RuntimeError> {
+        if let Some(Action::CreateNodeClaim { claim, .. }) = replacement.map(|a| *a) {
+            let created = executor::create_nodeclaim(self.kube.clone(), &claim).await?;
+            let name = name_of(&created);
+            info!(target: DISRUPT, nodeclaim = %name, "created nodeclaim (replacement)");
+            ctx.summary.nodeclaims_created.push(name.clone());
+            command = format!("{command}/{name}");
+            ctx.created.push(created);
+        }
+        for (node, claim) in candidates {
+            executor::update_node(self.kube.clone(), &node, executor::cordoned).await?;
+            executor::update_nodeclaim(
+                self.kube.clone(),
+                &claim,
+                disruption::with_annotation(Some(command.clone())),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Untaints the candidates, drops the command's annotation, and says why on each NodeClaim.
+    async fn abandon(
+        &self,
+        replacement: &str,
+        candidates: &[(String, Option<String>, Option<String>)],
+        now: DateTime<Utc>,
+    ) -> Result<(), RuntimeError> {
+        for (claim, uid, node) in candidates {
+            if let Some(node) = node {
+                executor::update_node(self.kube.clone(), node, disruption::uncordoned).await?;
+            }
+            executor::update_nodeclaim(self.kube.clone(), claim, disruption::with_annotation(None))
+                .await?;
+            let reference = executor::reference("karpenter.sh/v1", "NodeClaim", claim, uid.clone());
+            let message =
+                format!("Abandoned disruption: replacement {replacement} failed to launch");
+            executor::record_event_or_warn(
+                self.kube.clone(),
+                &reference,
+                true,
+                "DisruptionBlocked",
+                &message,
+                jiff(now),
+            )
+            .await;
+        }
+        Ok(())
+    }
+
+    /// Records when a candidate's drain started (its `terminationGracePeriod` counts from here).
+    async fn mark_drain_started(&self, name: &str, at: DateTime<Utc>) -> Result<(), RuntimeError> {
+        let stamp = at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        executor::update_nodeclaim(self.kube.clone(), name, |current| {
+            let mut next = current.clone();
+            let annotations = next
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default);
+            if annotations.contains_key(DRAIN_STARTED_ANNOTATION) {
+                return None;
+            }
+            annotations.insert(DRAIN_STARTED_ANNOTATION.into(), stamp.clone());
+            Some(next)
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Drains a candidate's node; once nothing evictable is left (or the grace period is over,
+    /// when the pods left are deleted) its NodeClaim is deleted.
+    async fn drain_disrupted(
+        &self,
+        name: &str,
+        node: &str,
+        pods: Vec<Pod>,
+        grace_over: bool,
+        summary: &mut TickSummary,
+    ) -> Result<(), RuntimeError> {
+        let drained = executor::drain(self.kube.clone(), &pods).await?;
+        info!(target: DISRUPT, node = %node, evicted = drained.evicted.len(), blocked = drained.blocked.len(), "draining node");
+        let mut done = drained.blocked.is_empty() && drained.deferred.is_empty();
+        if !done && grace_over {
+            let left: Vec<Pod> = pods
+                .into_iter()
+                .filter(|p| {
+                    !drained
+                        .evicted
+                        .contains(&fleetwright_kube::interruption::pod_key(p))
+                })
+                .collect();
+            warn!(target: DISRUPT, node = %node, pods = left.len(), "terminationGracePeriod is over; deleting the pods still on the node");
+            executor::delete_pods(self.kube.clone(), &left).await?;
+            done = true;
+        }
+        if done {
+            executor::delete_nodeclaim(self.kube.clone(), name, false).await?;
+            summary.disrupted.push(name.to_string());
+        }
+        Ok(())
+    }
+}
+
+/// What a dry run says of an action it does not apply: the decision's log line, and the
+/// summary entries that do not depend on applying it.
+fn describe(action: &Action, summary: &mut TickSummary) {
+    match action {
+        Action::CreateNodeClaim { nodepool, .. } => {
+            summary
+                .nodeclaims_created
+                .push(format!("{nodepool}<dry-run>"));
+        }
+        Action::Register { nodeclaim, .. } => summary.registered.push(nodeclaim.clone()),
+        Action::Initialize { nodeclaim, node } => {
+            info!(target: TICK, nodeclaim = %nodeclaim, node = %node, "initialized nodeclaim");
+            summary.initialized.push(nodeclaim.clone());
+        }
+        Action::GiveUp { nodeclaim, .. } => {
+            warn!(target: TICK, nodeclaim = %nodeclaim, "nodeclaim did not register within 15m; deleting it");
+            summary.liveness_deleted.push(nodeclaim.clone());
+        }
+        Action::CollectGarbage {
+            instance_id,
+            nodeclaim,
+        } => {
+            warn!(target: TICK, instance_id = %instance_id, nodeclaim = ?nodeclaim, "garbage collecting an instance with no nodeclaim");
+            summary.garbage_collected.push(instance_id.clone());
+        }
+        Action::Blocked { node, reason } => {
+            info!(target: DISRUPT, node = %node, reason = %reason, "not disrupting node")
+        }
+        Action::ConfirmLater {
+            command, savings, ..
+        } => {
+            info!(target: DISRUPT, command = %command, savings = savings, "disruption decided; confirming on a later tick");
+        }
+        Action::Disrupting { nodes, .. } => {
+            info!(target: DISRUPT, "disrupting node(s) {} (dry run)", nodes.join(", "))
+        }
+        Action::AwaitReplacement { replacement } => {
+            info!(target: DISRUPT, replacement = %replacement, "waiting for the replacement to initialize");
+        }
+        Action::Abandon { replacement, .. } => {
+            warn!(target: DISRUPT, %replacement, "the replacement is gone before it initialized; abandoning the disruption");
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,381 @@
+//! The tick: one reconcile of the whole cluster. It takes the Lease, reads the cluster, then
+//! provisions pending pods (plan → NodeClaims → CreateFleet), launches NodeClaims that have no
+//! instance yet, registers joined nodes, deletes NodeClaims that never registered (liveness),
+//! carries disruption forward, finishes deleting NodeClaims (terminating their instances), and
+//! collects orphaned instances.
+//!
+//! Each phase reads, decides and acts: what it reads goes to a pure decision ([`decide`],
+//! [`disruption`]) that returns [`Action`]s, and one executor ([`execute`]) applies them. Later
+//! phases see what earlier ones did (the NodeClaims created and launched). A dry run applies
+//! nothing; [`Tick::decide_all`] returns the whole tick's actions for a cluster dump.
+
+pub mod action;
+pub mod decide;
+pub mod disruption;
+mod execute;
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use fleetwright_cloud::unavailable::UnavailableOfferings;
+use fleetwright_cloud::Cloud;
+use fleetwright_core::{schedule, Catalog, Plan, ScheduleOptions, Snapshot};
+use fleetwright_kube::crds::NodeClaim;
+use fleetwright_kube::dump::ClusterDump;
+pub use fleetwright_kube::interruption::instance_id;
+use fleetwright_kube::snapshot::SnapshotReader;
+use fleetwright_kube::{convert, lease, state};
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use serde::Serialize;
+use tracing::{info, warn};
+
+pub use self::action::Action;
+pub use self::decide::REGISTRATION_TTL;
+use self::disruption::PendingDisruption;
+use self::execute::Applied;
+use crate::error::RuntimeError;
+use crate::metrics::{self, Metrics};
+use crate::settings::Settings;
+/// The state ConfigMap key of the unavailable offerings.
+pub const UNAVAILABLE_KEY: &str = "unavailableOfferings";
+
+/// One launched NodeClaim.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LaunchSummary {
+    pub nodeclaim: String,
+    pub instance_id: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: String,
+}
+
+/// What one tick did.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TickSummary {
+    /// Set when the tick did nothing, with the reason (another tick holds the Lease).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+    pub dry_run: bool,
+    pub pending_pods: usize,
+    pub nodeclaims_created: Vec<String>,
+    pub launched: Vec<LaunchSummary>,
+    pub launch_failures: Vec<String>,
+    pub registered: Vec<String>,
+    pub initialized: Vec<String>,
+    pub liveness_deleted: Vec<String>,
+    pub terminated: Vec<String>,
+    pub garbage_collected: Vec<String>,
+    pub unschedulable: Vec<String>,
+    /// Disruption commands decided this tick (`<reason>/<command>:<nodes>`).
+    pub disruptions: Vec<String>,
+    /// NodeClaims deleted by disruption this tick, once their nodes were drained.
+    pub disrupted: Vec<String>,
+    #[serde(skip)]
+    pub metrics: Metrics,
+}
+
+/// The tick use case, generic over the cloud.
+pub struct Tick<C> {
+    pub cloud: C,
+    pub kube: Client,
+    pub settings: Settings,
+}
+
+pub(crate) fn jiff(now: DateTime<Utc>) -> Timestamp {
+    Timestamp::from_second(now.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+impl<C> std::fmt::Debug for Tick<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tick")
+            .field("settings", &self.settings)
+            .finish()
+    }
+}
+
+impl<C: Cloud> Tick<C> {
+    pub fn new(cloud: C, kube: Client, settings: Settings) -> Self {
+        Tick {
+            cloud,
+            kube,
+            settings,
+        }
+    }
+
+    /// Runs one reconcile at `now`; `holder` names this invocation in the Lease.
+    pub async fn run(&self, now: DateTime<Utc>, holder: &str) -> Result<TickSummary, RuntimeError> {
+        let s = &self.settings;
+        let guard = lease::try_acquire(
+            self.kube.clone(),
+            &s.namespace,
+            &s.lease_name,
+            holder,
+            s.lease_duration,
+            jiff(now),
+        )
+        .await?;
+        let Some(guard) = guard else {
+            info!("another tick holds the lease; skipping");
+            return Ok(TickSummary {
+                skipped: Some("another tick holds the lease".into()),
+                ..Default::default()
+            });
+        };
+        let result = self.reconcile(now).await;
+        if let Err(e) = guard.release().await {
+            warn!(error = %e, "releasing the lease failed; it expires on its own");
+        }
+        result
+    }
+
+    async fn reconcile(&self, now: DateTime<Utc>) -> Result<TickSummary, RuntimeError> {
+        let mut summary = TickSummary {
+            dry_run: self.settings.dry_run,
+            ..Default::default()
+        };
+        self.restore_unavailable().await;
+        let mut dump = SnapshotReader::new(self.kube.clone()).read_dump().await?;
+        let mut snapshot = convert::take_snapshot(&mut dump)?;
+        let mut claims: Vec<NodeClaim> = dump.nodeclaims.clone();
+        let mut ctx = Applied {
+            dump: &dump,
+            now,
+            summary: &mut summary,
+            claims: &mut claims,
+            created: Vec::new(),
+        };
+        self.provision(&snapshot, &mut ctx).await?;
+        self.lifecycle(&mut ctx).await?;
+        self.disrupt(&mut snapshot, &mut ctx).await?;
+        self.finish(&mut ctx).await?;
+        info!(summary = %serde_json::to_string(&summary).unwrap_or_default(), "tick done");
+        Ok(summary)
+    }
+
+    async fn restore_unavailable(&self) {
+        match state::load::<UnavailableOfferings>(
+            self.kube.clone(),
+            &self.settings.namespace,
+            UNAVAILABLE_KEY,
+        )
+        .await
+        {
+            Ok(Some(saved)) => self.cloud.restore_unavailable(&saved),
+            Ok(None) => {}
+            Err(e) => {
+                warn!(error = %e, "could not read the unavailable offerings; continuing without them")
+            }
+        }
+    }
+
+    /// Plans the pending pods, creates a NodeClaim for each planned node, and launches every
+    /// NodeClaim without an instance.
+    async fn provision(
+        &self,
+        snapshot: &Snapshot,
+        ctx: &mut Applied<'_>,
+    ) -> Result<(), RuntimeError> {
+        let pending = decide::pending_pods(snapshot);
+        ctx.summary.pending_pods = pending;
+        ctx.summary
+            .metrics
+            .add(metrics::PODS_PENDING, pending as f64);
+        if pending > 0 {
+            info!(pods = pending, "found provisionable pod(s)");
+            let catalog = self.cloud.catalog(ctx.now).await?;
+            let plan = plan_pods(snapshot, &catalog, ctx.now);
+            report_plan(&plan, ctx.summary);
+            self.apply(decide::provision(ctx.dump, &plan), ctx).await?;
+            let created = std::mem::take(&mut ctx.created);
+            ctx.claims.extend(created);
+        }
+        let launches = decide::unlaunched(ctx.claims);
+        self.apply(launches, ctx).await
+    }
+
+    /// Registration, then initialization (which sees this tick's registrations), then liveness.
+    async fn lifecycle(&self, ctx: &mut Applied<'_>) -> Result<(), RuntimeError> {
+        let registrations = decide::registrations(ctx.dump, ctx.claims);
+        self.apply(registrations, ctx).await?;
+        let initializations =
+            decide::initializations(ctx.dump, ctx.claims, &ctx.summary.registered);
+        self.apply(initializations, ctx).await?;
+        let stale = decide::liveness(ctx.claims, ctx.now);
+        self.apply(stale, ctx).await
+    }
+
+    /// Carries every disruption command forward, then (with no pods pending and nothing
+    /// provisioned this tick) decides and confirms the next; a confirmed replacement launches now,
+    /// not a tick later.
+    async fn disrupt(
+        &self,
+        snapshot: &mut Snapshot,
+        ctx: &mut Applied<'_>,
+    ) -> Result<(), RuntimeError> {
+        let going =
+            disruption::continue_commands(ctx.dump, ctx.claims, &ctx.summary.initialized, ctx.now);
+        self.apply(going, ctx).await?;
+        if ctx.summary.pending_pods > 0 || !ctx.summary.nodeclaims_created.is_empty() {
+            return Ok(());
+        }
+        self.resolve_node_classes(ctx.dump, snapshot, ctx.now).await;
+        let catalog = self.cloud.catalog(ctx.now).await?;
+        let plan = fleetwright_core::disruption::plan(snapshot, &catalog, ctx.now.timestamp());
+        let (said, pending) = self.disruption_state().await;
+        let decided = disruption::decide(
+            ctx.dump,
+            snapshot,
+            &catalog,
+            plan,
+            &said,
+            pending.as_ref(),
+            ctx.now,
+        );
+        ctx.summary.disruptions.extend(decided.key);
+        self.apply(decided.actions, ctx).await?;
+        let replacements = std::mem::take(&mut ctx.created);
+        let launches = decide::unlaunched(&replacements);
+        ctx.claims.extend(replacements);
+        self.apply(launches, ctx).await
+    }
+
+    /// Finishes deletions, collects garbage, and persists the unavailable offerings.
+    async fn finish(&self, ctx: &mut Applied<'_>) -> Result<(), RuntimeError> {
+        let deletions = decide::deletions(ctx.dump, ctx.claims, ctx.now);
+        self.apply(deletions, ctx).await?;
+        let owned = self.cloud.instances().await?;
+        let launched: Vec<String> = ctx
+            .summary
+            .launched
+            .iter()
+            .map(|l| l.instance_id.clone())
+            .collect();
+        let garbage = decide::garbage(ctx.claims, &launched, &owned, ctx.now);
+        self.apply(garbage, ctx).await?;
+        let mut offerings = self.cloud.unavailable();
+        offerings.prune(ctx.now);
+        self.apply(vec![Action::SaveUnavailable { offerings }], ctx)
+            .await
+    }
+
+    /// What the EC2NodeClasses resolve to now (AMIs, subnets, security groups), for drift.
+    async fn resolve_node_classes(
+        &self,
+        dump: &ClusterDump,
+        snapshot: &mut Snapshot,
+        now: DateTime<Utc>,
+    ) {
+        for class in &dump.nodeclasses {
+            if let Ok(resolved) = self.cloud.nodeclass(class, now).await {
+                let state = snapshot.node_class_state.entry(resolved.name).or_default();
+                state.images = resolved.amis.iter().map(|a| a.id.clone()).collect();
+                state.subnets = resolved.subnets.iter().map(|s| s.id.clone()).collect();
+                state.security_groups = resolved.security_groups.iter().cloned().collect();
+            }
+        }
+    }
+
+    /// The blocked reasons already evented, and the decision waiting for confirmation.
+    async fn disruption_state(&self) -> (BTreeMap<String, String>, Option<PendingDisruption>) {
+        let ns = &self.settings.namespace;
+        let said = state::load(self.kube.clone(), ns, disruption::BLOCKED_KEY)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let pending = state::load(self.kube.clone(), ns, disruption::PENDING_KEY)
+            .await
+            .ok()
+            .flatten();
+        (said, pending)
+    }
+}
+
+/// The scheduler's plan for the pending pods.
+fn plan_pods(snapshot: &Snapshot, catalog: &Catalog, now: DateTime<Utc>) -> Plan {
+    schedule(
+        snapshot,
+        catalog,
+        &ScheduleOptions {
+            now: now.timestamp(),
+            ..Default::default()
+        },
+    )
+}
+
+/// Logs the plan (Karpenter's lines) and records the pods it could not place.
+fn report_plan(plan: &Plan, summary: &mut TickSummary) {
+    for u in &plan.unschedulable {
+        warn!(pod = %u.pod, reason = %u.reason, "could not schedule pod");
+        summary
+            .unschedulable
+            .push(format!("{}: {}", u.pod, u.reason));
+    }
+    if plan.nodeclaims.is_empty() {
+        return;
+    }
+    let pods: usize = plan.nodeclaims.iter().map(|n| n.pods.len()).sum();
+    info!(
+        nodeclaims = plan.nodeclaims.len(),
+        pods, "computed new nodeclaim(s) to fit pod(s)"
+    );
+    info!("{}", plan.packing_line());
+}
+
+/// The whole tick's actions for a cluster dump, as a live tick would decide them, with nothing
+/// applied (`fleetwright plan --actions`). A dump holds no cloud state, so nothing is planned for
+/// instances (garbage collection) and no disruption counts as confirmed: a decided command shows
+/// as waiting for confirmation. NodeClaims the plan creates have no names yet; their launch is
+/// implied.
+pub fn decide_all(
+    dump: &ClusterDump,
+    snapshot: &mut Snapshot,
+    catalog: &Catalog,
+    now: DateTime<Utc>,
+) -> Vec<Action> {
+    let mut actions = Vec::new();
+    let pending = decide::pending_pods(snapshot);
+    if pending > 0 {
+        actions.extend(decide::provision(dump, &plan_pods(snapshot, catalog, now)));
+    }
+    let creating = !actions.is_empty();
+    let claims = &dump.nodeclaims;
+    actions.extend(decide::unlaunched(claims));
+    let registrations = decide::registrations(dump, claims);
+    let registered = names(&registrations);
+    actions.extend(registrations);
+    let initializations = decide::initializations(dump, claims, &registered);
+    let initialized = names(&initializations);
+    actions.extend(initializations);
+    actions.extend(decide::liveness(claims, now));
+    actions.extend(disruption::continue_commands(
+        dump,
+        claims,
+        &initialized,
+        now,
+    ));
+    if pending == 0 && !creating {
+        let plan = fleetwright_core::disruption::plan(snapshot, catalog, now.timestamp());
+        let decided =
+            disruption::decide(dump, snapshot, catalog, plan, &BTreeMap::new(), None, now);
+        actions.extend(decided.actions);
+    }
+    actions.extend(decide::deletions(dump, claims, now));
+    actions
+}
+
+/// The NodeClaims that registration or initialization actions name.
+fn names(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Register { nodeclaim, .. } | Action::Initialize { nodeclaim, .. } => {
+                Some(nodeclaim.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
