@@ -1,4 +1,5 @@
-//! `fleetwright plan`: reads a cluster dump, runs the core scheduler, prints the plan.
+//! `fleetwright plan`: reads a cluster dump, runs the core scheduler, prints the plan; with
+//! `--actions`, every action the next tick would take on that cluster, as the tick decides them.
 
 use std::path::PathBuf;
 
@@ -31,6 +32,10 @@ pub struct PlanArgs {
     /// The instant to plan at (RFC 3339); defaults to now.
     #[arg(long, value_name = "RFC3339")]
     pub now: Option<String>,
+    /// Print what the next tick would do to the cluster (its whole action list, decided by the
+    /// tick's own code and applied to nothing) instead of the plan.
+    #[arg(long)]
+    pub actions: bool,
 }
 
 pub fn run(args: PlanArgs) -> anyhow::Result<()> {
@@ -44,14 +49,19 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
             "embedded example cluster".to_string(),
         ),
     };
-    let snapshot = fleetwright_kube::snapshot_from_yaml(&text, &source)?;
+    let dump = fleetwright_kube::dump::parse(&text, &source)?;
+    let mut snapshot = fleetwright_kube::convert::snapshot_from_dump(&dump)?;
     let catalog = args.catalog.load()?;
-    let now = match &args.now {
+    let instant = match &args.now {
         Some(t) => chrono::DateTime::parse_from_rfc3339(t)
             .with_context(|| format!("--now {t:?} is not RFC 3339"))?
-            .timestamp(),
-        None => chrono::Utc::now().timestamp(),
+            .with_timezone(&chrono::Utc),
+        None => chrono::Utc::now(),
     };
+    if args.actions {
+        return print_actions(&dump, &mut snapshot, &catalog, instant, args.output);
+    }
+    let now = instant.timestamp();
     let pending = snapshot
         .pods
         .iter()
@@ -81,6 +91,51 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     use std::io::Write;
     writeln!(std::io::stdout(), "{text}")?;
     Ok(())
+}
+
+/// The next tick's actions for the dump, as JSON (`{"actions": [...]}`) or one line each.
+fn print_actions(
+    dump: &fleetwright_kube::dump::ClusterDump,
+    snapshot: &mut fleetwright_core::Snapshot,
+    catalog: &fleetwright_core::Catalog,
+    now: chrono::DateTime<chrono::Utc>,
+    output: Output,
+) -> anyhow::Result<()> {
+    let actions = fleetwright_runtime::tick::decide_all(dump, snapshot, catalog, now);
+    let text = match output {
+        Output::Json => serde_json::to_string_pretty(&serde_json::json!({ "actions": actions }))?,
+        Output::Table => actions
+            .iter()
+            .map(|a| {
+                let mut value = serde_json::to_value(a).unwrap_or_default();
+                shorten_lists(&mut value);
+                let kind = value
+                    .as_object_mut()
+                    .and_then(|o| o.remove("action"))
+                    .and_then(|k| k.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                format!("{kind:<18} {value}")
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    use std::io::Write;
+    writeln!(std::io::stdout(), "{text}")?;
+    Ok(())
+}
+
+/// Long lists (a NodeClaim's instance types, say) shortened to their first three, for a table.
+fn shorten_lists(value: &mut serde_json::Value) {
+    let Some(fields) = value.as_object_mut() else {
+        return;
+    };
+    for field in fields.values_mut() {
+        if let Some(list) = field.as_array_mut().filter(|l| l.len() > 4) {
+            let more = list.len() - 3;
+            list.truncate(3);
+            list.push(serde_json::Value::String(format!("+{more} more")));
+        }
+    }
 }
 
 fn log_plan(plan: &Plan) {

@@ -294,3 +294,48 @@ fn plan_lists_disruptions_and_blocked_nodes_at_the_given_instant() {
         .unwrap()
         .contains("do-not-disrupt"));
 }
+
+#[test]
+fn plan_actions_lists_what_the_next_tick_would_do_and_changes_nothing() {
+    let cluster = fixture("lifecycle-cluster.yaml");
+    let before = std::fs::read_to_string(&cluster).unwrap();
+    let out = fleetwright(&[
+        "plan",
+        "--actions",
+        "--cluster",
+        &cluster,
+        "--now",
+        "2026-11-23T19:30:00Z",
+    ]);
+    let actions = json(&out)["actions"].as_array().unwrap().clone();
+    let of =
+        |kind: &str| -> Vec<&Value> { actions.iter().filter(|a| a["action"] == kind).collect() };
+    let give_up = of("giveUp");
+    assert_eq!(give_up.len(), 1, "{actions:?}");
+    assert_eq!(give_up[0]["nodeclaim"], "default-stale");
+    assert_eq!(give_up[0]["instanceId"], "i-0000000000000aaaa");
+    let evict = of("evictForDeletion");
+    assert_eq!(evict.len(), 1, "{actions:?}");
+    assert_eq!(evict[0]["pods"], serde_json::json!(["shop/web-1"]));
+    assert!(
+        of("finishDeletion").is_empty(),
+        "the instance waits for its pods: {actions:?}"
+    );
+    assert!(of("register")
+        .iter()
+        .any(|a| a["nodeclaim"] == "default-joined"));
+    assert_eq!(std::fs::read_to_string(&cluster).unwrap(), before);
+}
+
+#[test]
+fn plan_actions_on_the_example_creates_a_nodeclaim_for_each_planned_node() {
+    let plan = json(&fleetwright(&["plan"]));
+    let actions = json(&fleetwright(&["plan", "--actions"]));
+    let created = actions["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["action"] == "createNodeClaim")
+        .count();
+    assert_eq!(created, plan["nodeclaims"].as_array().unwrap().len());
+}

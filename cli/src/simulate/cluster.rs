@@ -23,8 +23,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{json, Value};
 use tracing::info;
 
-use super::cloud::SimInstance;
-use super::rng::Rng;
+use fleetwright_cloud::sim::SimInstance;
+use fleetwright_core::rng::Rng;
 
 pub const PODS: &str = "/api/v1/pods";
 pub const NODES: &str = "/api/v1/nodes";

@@ -1,5 +1,5 @@
 //! `fleetwright simulate`: the real runtime use cases (tick, interruption, webhook) on a virtual
-//! clock, one simulated second at a time, against a simulated cloud ([`cloud::SimCloud`], the
+//! clock, one simulated second at a time, against a simulated cloud ([`fleetwright_cloud::sim::SimCloud`], the
 //! runtime's `Cloud` trait over the embedded catalog) and a simulated cluster
 //! ([`cluster::Cluster`]: a real `kube::Client` over the in-memory API, plus a kubelet, the
 //! Deployment controllers and a scheduler). Pods created by a Deployment go through the webhook,
@@ -7,11 +7,9 @@
 //! EventBridge schedule does. Spot interruption warnings and instance state changes reach the
 //! interruption function as an SQS batch. Everything random comes from the scenario's seed.
 
-mod cloud;
 mod cluster;
 mod log;
 mod report;
-mod rng;
 mod scenario;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,10 +32,10 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
-use cloud::{SimCloud, ZONES};
 use cluster::Cluster;
+use fleetwright_cloud::sim::{SimCloud, ZONES};
+use fleetwright_core::rng::Rng;
 use report::{InterruptionOutcome, Latency, Launch, Report, Sample, StepOutcome};
-use rng::Rng;
 use scenario::{Action, Scenario, Step};
 
 const CLUSTER: &str = "simulated";

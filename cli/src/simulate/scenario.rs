@@ -81,14 +81,7 @@ pub struct ChangeAmi {
     pub nodeclass: Option<String>,
 }
 
-/// Insufficient capacity from now on for the offerings matched (an unset field matches all).
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Ice {
-    pub instance_type: Option<String>,
-    pub zone: Option<String>,
-    pub capacity_type: Option<String>,
-}
+pub use fleetwright_cloud::sim::Ice;
 
 /// What happens at a step.
 #[derive(Clone, Debug, PartialEq)]

@@ -19,6 +19,7 @@ pub mod instances;
 pub mod launch;
 pub mod nodeclass;
 pub mod nudge;
+pub mod sim;
 pub mod unavailable;
 
 pub use error::CloudError;

@@ -4,9 +4,9 @@
 //! decisions comes out. Nothing here performs I/O, reads the clock or the environment: time is an
 //! argument, and the adapters (`fleetwright-aws`, `fleetwright-kube`) apply the decisions.
 
-pub mod budget;
 pub mod catalog;
 pub mod disruption;
+pub use disruption::budget;
 pub mod error;
 pub mod explain;
 pub mod labels;
@@ -16,6 +16,7 @@ pub mod plan;
 pub mod quantity;
 pub mod requirements;
 pub mod resources;
+pub mod rng;
 pub mod scheduler;
 pub mod synthetic;
 mod topology;

@@ -1,8 +1,7 @@
 //! Building the `kube::Client`. Inside Lambda the client points at the EKS endpoint, trusts
 //! the cluster CA, and authenticates with an EKS IAM bearer token ([`crate::eks_token`]). The
-//! endpoint and CA come from settings or `eks:DescribeCluster`. Outside Lambda the usual
-//! kubeconfig or in-cluster inference applies. The EKS case goes through kube's own kubeconfig
-//! loader, so the CA is parsed exactly as `kubectl` would parse it.
+//! endpoint and CA come from settings or `eks:DescribeCluster`. The client is built through
+//! kube's own kubeconfig loader, so the CA is parsed exactly as `kubectl` would parse it.
 //!
 //! kube's built-in retry of 429/503 responses is turned off: an invocation is short, a
 //! PodDisruptionBudget's 429 on an eviction must come back at once (the next tick retries it),
@@ -72,17 +71,6 @@ pub async fn eks_client(endpoint: &EksEndpoint, token: &str) -> Result<Client, K
     let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| fail(&e))?;
-    config.default_retry = false;
-    Client::try_from(config).map_err(|e| fail(&e))
-}
-
-/// Kubeconfig or in-cluster inference (for the CLI and local runs).
-pub async fn inferred_client() -> Result<Client, KubeError> {
-    install_crypto_provider();
-    let fail = |e: &dyn std::fmt::Display| {
-        KubeError::Auth(format!("no usable kubeconfig or in-cluster config: {e}"))
-    };
-    let mut config = Config::infer().await.map_err(|e| fail(&e))?;
     config.default_retry = false;
     Client::try_from(config).map_err(|e| fail(&e))
 }

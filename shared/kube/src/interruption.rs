@@ -10,7 +10,6 @@ use serde_json::Value;
 
 use crate::crds::NodeClaim;
 use crate::dump::ClusterDump;
-use crate::executor;
 
 /// What a rebalance recommendation does.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -272,7 +271,7 @@ fn decide_for(
             .pods
             .iter()
             .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()))
-            .filter(|p| !executor::skipped_by_drain(p))
+            .filter(|p| !crate::objects::skipped_by_drain(p))
             .map(pod_key)
             .collect();
         actions.push(Action::Cordon { node: node.clone() });

@@ -14,6 +14,7 @@ pub mod interruption;
 pub mod lease;
 pub mod legacy;
 pub mod memory;
+pub mod objects;
 pub mod snapshot;
 pub mod state;
 pub mod yaml;

@@ -15,62 +15,14 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
-use chrono::{DateTime, Utc};
-use fleetwright_cloud::instances::{Instance, Termination};
-use fleetwright_cloud::nodeclass::ResolvedNodeClass;
-use fleetwright_cloud::unavailable::UnavailableOfferings;
-use fleetwright_cloud::Cloud;
-use fleetwright_cloud::{CloudError, LaunchRequest, Launched};
+use chrono::Utc;
+use fleetwright_cloud::sim::SimCloud;
 use fleetwright_core::Catalog;
-use fleetwright_kube::crds::EC2NodeClass;
 use fleetwright_runtime::settings::Settings;
 use fleetwright_runtime::tick::Tick;
 use serde_json::{json, Value};
 
 const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
-
-/// The embedded us-east-1 catalog and no instances: enough for a dry-run tick.
-struct StaticCloud;
-
-fn dry_run_only(operation: &'static str) -> CloudError {
-    CloudError::Api {
-        operation,
-        code: "DryRun".into(),
-        message: "the scale benchmark never calls the cloud".into(),
-    }
-}
-
-impl Cloud for StaticCloud {
-    async fn catalog(&self, _now: DateTime<Utc>) -> Result<Arc<Catalog>, CloudError> {
-        Ok(Arc::new(Catalog::embedded().clone()))
-    }
-    async fn nodeclass(
-        &self,
-        _nodeclass: &EC2NodeClass,
-        _now: DateTime<Utc>,
-    ) -> Result<ResolvedNodeClass, CloudError> {
-        Err(dry_run_only("ResolveNodeClass"))
-    }
-    async fn launch(
-        &self,
-        _req: &LaunchRequest,
-        _nodeclass: &EC2NodeClass,
-        _now: DateTime<Utc>,
-    ) -> Result<Launched, CloudError> {
-        Err(dry_run_only("CreateFleet"))
-    }
-    async fn terminate(&self, _instance_id: &str) -> Result<Termination, CloudError> {
-        Err(dry_run_only("TerminateInstances"))
-    }
-    async fn instances(&self) -> Result<Vec<Instance>, CloudError> {
-        Ok(Vec::new())
-    }
-    fn mark_unavailable(&self, _: &str, _: &str, _: &str, _: DateTime<Utc>) {}
-    fn unavailable(&self) -> UnavailableOfferings {
-        UnavailableOfferings::default()
-    }
-    fn restore_unavailable(&self, _saved: &UnavailableOfferings) {}
-}
 
 /// The cluster's shape.
 #[derive(Clone, Copy)]
@@ -260,7 +212,10 @@ fn run(shape: Shape) {
         let mut config = kube::Config::new(url.parse().expect("a URL"));
         config.default_retry = false;
         let kube = kube::Client::try_from(config).expect("a client");
-        let tick = Tick::new(StaticCloud, kube, settings);
+        // The simulated cloud over the embedded catalog, with no instances: a dry-run tick only
+        // reads its catalog.
+        let cloud = SimCloud::new("scale", Arc::new(Catalog::embedded().clone()));
+        let tick = Tick::new(cloud, kube, settings);
         let start = Instant::now();
         let summary = tick.run(Utc::now(), "scale-bench").await.expect("the tick");
         (summary, start.elapsed())

@@ -1,6 +1,7 @@
 //! Trace benchmark: a load that rises to 200 pods and falls to 40 goes through the real tick
 //! (provisioning, launch, registration, disruption, deletion) on a virtual clock, one tick a
-//! minute, against a simulated cloud and the HTTP Kubernetes API fake. Between ticks a simulated
+//! minute, against the simulated cloud (`fleetwright_cloud::sim`) and the HTTP Kubernetes API
+//! fake. Between ticks a simulated
 //! kubelet registers a Ready node for each launched instance and a simulated scheduler binds
 //! pending pods first-fit and recreates evicted ones as a ReplicaSet would.
 //!
@@ -15,25 +16,18 @@ mod fake_api;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use fake_api::FakeApi;
-use fleetwright_cloud::ami::{Ami, AmiFamily};
-use fleetwright_cloud::instances::{Instance, Termination};
-use fleetwright_cloud::nodeclass::{ResolvedNodeClass, Subnet};
-use fleetwright_cloud::unavailable::UnavailableOfferings;
-use fleetwright_cloud::Cloud;
-use fleetwright_cloud::{CloudError, LaunchRequest, Launched};
+use fleetwright_cloud::sim::SimCloud;
 use fleetwright_core::labels::{INSTANCE_CATEGORY, INSTANCE_GENERATION};
 use fleetwright_core::{Catalog, InstanceType, NodeClassSettings, ScheduleOptions};
-use fleetwright_kube::crds::EC2NodeClass;
 use fleetwright_runtime::settings::Settings;
 use fleetwright_runtime::tick::Tick;
 use serde_json::{json, Value};
 
 const CLUSTER: &str = "trace";
-const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 const PODS: &str = "/api/v1/pods";
 const NODES: &str = "/api/v1/nodes";
 const NODECLAIMS: &str = "/apis/karpenter.sh/v1/nodeclaims";
@@ -45,31 +39,25 @@ const SIZES: [(&str, &str); 4] = [
     ("2", "4Gi"),
 ];
 
-/// The embedded catalog as a cloud: a launch takes the cheapest allowed offering at once.
-struct SimCloud {
+/// The embedded catalog and its instance types by name: what the simulated kubelet gives a node,
+/// and what the whole-node bound packs.
+struct Types {
     catalog: Arc<Catalog>,
-    types: BTreeMap<String, InstanceType>,
-    live: Mutex<BTreeMap<String, (Instance, f64)>>,
+    by_name: BTreeMap<String, InstanceType>,
 }
 
-impl SimCloud {
-    fn new() -> Self {
+impl Types {
+    fn embedded() -> Self {
         let catalog = Catalog::embedded().clone();
-        let types = catalog
+        let by_name = catalog
             .instance_types(&NodeClassSettings::default())
             .into_iter()
             .map(|t| (t.name.clone(), t))
             .collect();
-        SimCloud {
+        Types {
             catalog: Arc::new(catalog),
-            types,
-            live: Mutex::new(BTreeMap::new()),
+            by_name,
         }
-    }
-
-    /// The hourly price of the live fleet.
-    fn hourly(&self) -> f64 {
-        self.live.lock().unwrap().values().map(|(_, p)| p).sum()
     }
 
     /// A lower bound that sees whole nodes, for pods that all ask for 2 GiB per CPU (as
@@ -80,7 +68,7 @@ impl SimCloud {
     fn whole_node_bound(&self, cpu_millis: i64) -> f64 {
         const STEP: i64 = 250;
         let items: Vec<(usize, f64)> = self
-            .types
+            .by_name
             .values()
             .filter_map(|t| {
                 let labels = t.requirements.single_valued_labels();
@@ -112,135 +100,6 @@ impl SimCloud {
         }
         best[need as usize]
     }
-
-    fn instance_count(&self) -> usize {
-        self.live.lock().unwrap().len()
-    }
-}
-
-impl Cloud for SimCloud {
-    async fn catalog(&self, _now: DateTime<Utc>) -> Result<Arc<Catalog>, CloudError> {
-        Ok(self.catalog.clone())
-    }
-
-    async fn nodeclass(
-        &self,
-        nodeclass: &EC2NodeClass,
-        _now: DateTime<Utc>,
-    ) -> Result<ResolvedNodeClass, CloudError> {
-        Ok(ResolvedNodeClass {
-            name: nodeclass.metadata.name.clone().unwrap_or_default(),
-            family: AmiFamily::AL2023,
-            subnets: ZONES
-                .iter()
-                .map(|z| Subnet {
-                    id: format!("subnet-{z}"),
-                    zone: z.to_string(),
-                    available_ips: 4000,
-                })
-                .collect(),
-            security_groups: vec!["sg-trace".into()],
-            amis: ["amd64", "arm64"]
-                .map(|arch| Ami {
-                    id: format!("ami-{arch}"),
-                    arch: arch.into(),
-                    variant: None,
-                    created: None,
-                })
-                .to_vec(),
-            instance_profile: "trace".into(),
-        })
-    }
-
-    async fn launch(
-        &self,
-        req: &LaunchRequest,
-        _nodeclass: &EC2NodeClass,
-        now: DateTime<Utc>,
-    ) -> Result<Launched, CloudError> {
-        let allowed = |list: &[String], v: &str| list.is_empty() || list.iter().any(|x| x == v);
-        let best = req
-            .instance_types
-            .iter()
-            .filter_map(|name| self.types.get(name))
-            .flat_map(|t| t.offerings.iter().map(move |o| (t, o)))
-            .filter(|(_, o)| {
-                o.available
-                    && allowed(&req.capacity_types, &o.capacity_type)
-                    && allowed(&req.zones, &o.zone)
-            })
-            .min_by(|a, b| a.1.price.total_cmp(&b.1.price))
-            .ok_or_else(|| CloudError::NothingLaunched {
-                nodeclaim: req.nodeclaim.clone(),
-                capacity_type: req.capacity_types.join(","),
-                errors: Vec::new(),
-            })?;
-        let (t, o) = best;
-        let mut live = self.live.lock().unwrap();
-        let id = format!("i-{:017x}", live.len() + 1 + now.timestamp() as usize);
-        let arch = t
-            .requirements
-            .get("kubernetes.io/arch")
-            .and_then(|r| r.any())
-            .unwrap_or("amd64")
-            .to_string();
-        let launched = Launched {
-            instance_id: id.clone(),
-            instance_type: t.name.clone(),
-            zone: o.zone.clone(),
-            capacity_type: o.capacity_type.clone(),
-            image_id: format!("ami-{arch}"),
-            subnet_id: format!("subnet-{}", o.zone),
-            security_groups: vec!["sg-trace".into()],
-        };
-        let tags = [
-            (
-                format!("kubernetes.io/cluster/{CLUSTER}"),
-                "owned".to_string(),
-            ),
-            ("karpenter.sh/nodepool".into(), req.nodepool.clone()),
-            ("karpenter.sh/nodeclaim".into(), req.nodeclaim.clone()),
-        ]
-        .into_iter()
-        .collect();
-        let instance = Instance {
-            id: id.clone(),
-            instance_type: t.name.clone(),
-            zone: o.zone.clone(),
-            state: "running".into(),
-            capacity_type: o.capacity_type.clone(),
-            image_id: launched.image_id.clone(),
-            subnet_id: launched.subnet_id.clone(),
-            security_groups: launched.security_groups.clone(),
-            launch_time: Some(now),
-            tags,
-        };
-        live.insert(id, (instance, o.price));
-        Ok(launched)
-    }
-
-    async fn terminate(&self, instance_id: &str) -> Result<Termination, CloudError> {
-        Ok(match self.live.lock().unwrap().remove(instance_id) {
-            Some(_) => Termination::Terminating,
-            None => Termination::AlreadyGone,
-        })
-    }
-
-    async fn instances(&self) -> Result<Vec<Instance>, CloudError> {
-        Ok(self
-            .live
-            .lock()
-            .unwrap()
-            .values()
-            .map(|(i, _)| i.clone())
-            .collect())
-    }
-
-    fn mark_unavailable(&self, _: &str, _: &str, _: &str, _: DateTime<Utc>) {}
-    fn unavailable(&self) -> UnavailableOfferings {
-        UnavailableOfferings::default()
-    }
-    fn restore_unavailable(&self, _saved: &UnavailableOfferings) {}
 }
 
 fn pending_pod(name: &str, size: (&str, &str), created: DateTime<Utc>) -> Value {
@@ -278,6 +137,7 @@ fn initial_objects() -> BTreeMap<String, Vec<Value>> {
 struct World<'a> {
     api: &'a FakeApi,
     cloud: Arc<SimCloud>,
+    types: &'a Types,
     next_pod: usize,
 }
 
@@ -308,11 +168,9 @@ impl World<'_> {
     fn kubelet(&self) {
         let live: BTreeSet<String> = self
             .cloud
-            .live
-            .lock()
-            .unwrap()
+            .live()
             .values()
-            .map(|(i, _)| format!("aws:///{}/{}", i.zone, i.id))
+            .map(|i| format!("aws:///{}/{}", i.instance.zone, i.instance.id))
             .collect();
         let mut state = self.api.state.lock().unwrap();
         let claims = state.objects.get(NODECLAIMS).cloned().unwrap_or_default();
@@ -329,7 +187,7 @@ impl World<'_> {
             let instance_type = claim["metadata"]["labels"]["node.kubernetes.io/instance-type"]
                 .as_str()
                 .unwrap_or_default();
-            let Some(t) = self.cloud.types.get(instance_type) else {
+            let Some(t) = self.types.by_name.get(instance_type) else {
                 continue;
             };
             let name = format!(
@@ -463,7 +321,7 @@ impl World<'_> {
                 .unwrap();
         let snapshot = fleetwright_kube::snapshot_from_yaml(&text, "trace").expect("a snapshot");
         let cost =
-            fleetwright_core::schedule(&snapshot, &self.cloud.catalog, &ScheduleOptions::default())
+            fleetwright_core::schedule(&snapshot, &self.types.catalog, &ScheduleOptions::default())
                 .cost;
         (cost.lower_bound, cost.hourly)
     }
@@ -529,7 +387,8 @@ async fn step(world: &mut World<'_>, settings: &Settings, now: DateTime<Utc>, n:
 fn main() {
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(async {
-        let cloud = Arc::new(SimCloud::new());
+        let types = Types::embedded();
+        let cloud = Arc::new(SimCloud::new(CLUSTER, types.catalog.clone()));
         let api = FakeApi::start(initial_objects()).await;
         let url = format!("http://{}", api.addr);
         let settings = Settings::from_lookup(|name| match name {
@@ -541,6 +400,7 @@ fn main() {
         let mut world = World {
             api: &api,
             cloud: cloud.clone(),
+            types: &types,
             next_pod: 0,
         };
         let start = DateTime::parse_from_rfc3339("2026-11-22T10:00:00Z")
@@ -558,7 +418,7 @@ fn main() {
         let _ = writeln!(
             out,
             "trace: 200 pods running after {t} tick(s) on {} node(s), ${:.3}/h",
-            cloud.instance_count(),
+            cloud.live().len(),
             cloud.hourly()
         );
         world.scale_down_to_a_fifth();
@@ -568,7 +428,7 @@ fn main() {
             "trace: scaled down to 40 pods; LP lower bound ${bound:.3}/h; a fresh plan for them ${fresh:.3}/h (cost/LP {:.3})",
             fresh / bound
         );
-        let whole = cloud.whole_node_bound(world.cpu_requested());
+        let whole = types.whole_node_bound(world.cpu_requested());
         let _ = writeln!(
             out,
             "trace: no set of whole nodes holds them for less than ${whole:.3}/h (cost/LP {:.3})",
@@ -588,7 +448,7 @@ fn main() {
             let _ = writeln!(
                 out,
                 "trace: tick {k} after the fall: {} node(s), ${:.3}/h, cost/LP {ratio:.3}",
-                cloud.instance_count(),
+                cloud.live().len(),
                 cloud.hourly()
             );
             if ratio <= 1.10 && reached.is_none() {

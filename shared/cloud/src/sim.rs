@@ -1,5 +1,6 @@
-//! The simulated cloud: the same [`Cloud`] trait the runtime uses against EC2, over the embedded
-//! catalog and prices. A launch goes through the real CreateFleet override selection
+//! The simulated cloud, the project's one: `fleetwright simulate`, the benchmarks and tests run
+//! the use cases against it through the same [`Cloud`] trait the runtime uses against EC2, over
+//! a catalog (the embedded one, usually) and its prices. A launch goes through the real CreateFleet override selection
 //! ([`launch::capacity_type`], [`launch::overrides`]) and takes the cheapest offering that has
 //! capacity; offerings short of capacity (ICE) are skipped and marked unavailable, as the EC2
 //! cloud does with CreateFleet's errors. Instances can be warned of a spot interruption and are
@@ -8,19 +9,27 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::ami::{Ami, AmiFamily, Variant};
+use crate::instances::{ownership_problem, Instance, Termination};
+use crate::launch::{self, FleetError};
+use crate::nodeclass::{ResolvedNodeClass, Subnet};
+use crate::unavailable::{OfferingKey, UnavailableOfferings};
+use crate::{Cloud, CloudError, LaunchRequest, Launched};
 use chrono::{DateTime, Duration, Utc};
-use fleetwright_cloud::ami::{Ami, AmiFamily, Variant};
-use fleetwright_cloud::instances::{ownership_problem, Instance, Termination};
-use fleetwright_cloud::launch::{self, FleetError};
-use fleetwright_cloud::nodeclass::{ResolvedNodeClass, Subnet};
-use fleetwright_cloud::unavailable::{OfferingKey, UnavailableOfferings};
-use fleetwright_cloud::{Cloud, CloudError, LaunchRequest, Launched};
 use fleetwright_core::labels::NODEPOOL;
 use fleetwright_core::Catalog;
-use fleetwright_kube::crds::EC2NodeClass;
+use fleetwright_crds::EC2NodeClass;
+use serde::Deserialize;
 use tracing::info;
 
-use super::scenario::Ice;
+/// Insufficient capacity from now on for the offerings matched (an unset field matches all).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Ice {
+    pub instance_type: Option<String>,
+    pub zone: Option<String>,
+    pub capacity_type: Option<String>,
+}
 
 /// The zones the simulated VPC has subnets in.
 pub const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];

@@ -5,7 +5,12 @@
 //! default of `10%`; a budget that cannot be read allows nothing. Nodes already being
 //! disrupted (deleting or NotReady) count against the allowance. Time is an argument.
 
-use crate::model::{Budget, NodePool};
+use std::collections::BTreeMap;
+
+use crate::model::{Budget, Node, NodePool, Snapshot};
+
+use super::candidates::{disrupting, Candidate};
+use super::Blocked;
 
 /// Why a node is disrupted, in the names budgets' `reasons` use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -220,6 +225,63 @@ fn civil_from_days(days: i64) -> (i64, usize, usize) {
     let month = if mp < 10 { mp + 3 } else { mp - 9 } as usize;
     let year = yoe + era * 400 + i64::from(month <= 2);
     (year, month, day)
+}
+
+/// Per-pool allowances for one reason, handed out in order.
+pub(crate) struct Budgets<'a> {
+    pub(crate) snapshot: &'a Snapshot,
+    pub(crate) now: i64,
+}
+
+impl<'a> Budgets<'a> {
+    pub(crate) fn new(snapshot: &'a Snapshot, now: i64) -> Self {
+        Budgets { snapshot, now }
+    }
+
+    /// How many more nodes of `pool` may be disrupted for `reason`.
+    pub(crate) fn allowance(&self, pool: &NodePool, reason: Reason) -> usize {
+        let nodes: Vec<&Node> = self
+            .snapshot
+            .nodes
+            .iter()
+            .filter(|n| n.nodepool() == Some(pool.name.as_str()))
+            .collect();
+        let disrupting = nodes
+            .iter()
+            .filter(|n| n.deleting || !n.ready || disrupting(n))
+            .count();
+        allowed(pool, reason, nodes.len(), disrupting, self.now)
+    }
+
+    /// The candidates, in order, that fit in their pools' allowances; the others are blocked.
+    pub(crate) fn take<'c>(
+        &self,
+        candidates: &[&'c Candidate<'a>],
+        reason: Reason,
+        blocked: &mut Vec<Blocked>,
+    ) -> Vec<&'c Candidate<'a>> {
+        let mut left: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut out = Vec::new();
+        for c in candidates {
+            let n = left
+                .entry(c.pool.name.as_str())
+                .or_insert_with(|| self.allowance(c.pool, reason));
+            if *n == 0 {
+                blocked.push(Blocked {
+                    node: c.node.name.clone(),
+                    reason: format!(
+                        "{} disruption budget of NodePool {} allows no more nodes now",
+                        reason.as_str(),
+                        c.pool.name
+                    ),
+                });
+                continue;
+            }
+            *n -= 1;
+            out.push(*c);
+        }
+        out
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! A small deterministic random number generator (SplitMix64), so a simulation is the same for a
-//! seed on every machine.
+//! The one deterministic random number generator (SplitMix64) of the project: synthetic
+//! clusters, the simulator and the benchmarks draw from it, so a seed gives the same run on
+//! every machine.
 
 /// SplitMix64.
 #[derive(Clone, Debug)]
@@ -29,6 +30,11 @@ impl Rng {
     /// A number in `[lo, hi)`.
     pub fn between(&mut self, lo: f64, hi: f64) -> f64 {
         lo + (hi - lo) * (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// One of `items` (which must not be empty).
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
     }
 
     /// A pod-name suffix as the ReplicaSet controller makes them: five characters of

@@ -1,0 +1,170 @@
+//! Disruption candidates: every node of a NodePool with a NodeClaim that may be disrupted, with
+//! its pods, price and disruption cost, and the reasons others are left alone (do-not-disrupt,
+//! PodDisruptionBudgets, nodes already being disrupted); and when a candidate is expired or
+//! settled.
+
+use std::collections::BTreeMap;
+
+use crate::catalog::{Catalog, NodeClassSettings};
+use crate::labels::{
+    CAPACITY_SPOT, CAPACITY_TYPE, DO_NOT_DISRUPT, INSTANCE_TYPE, TAINT_DISRUPTED, ZONE,
+};
+use crate::model::{Node, NodeClaim, NodePool, Pod, Snapshot};
+
+use super::Blocked;
+
+/// A node that may be disrupted.
+#[derive(Clone, Debug)]
+pub(crate) struct Candidate<'a> {
+    pub(crate) node: &'a Node,
+    pub(crate) claim: &'a NodeClaim,
+    pub(crate) pool: &'a NodePool,
+    pub(crate) pods: Vec<&'a Pod>,
+    pub(crate) price: f64,
+    pub(crate) spot: bool,
+    /// Karpenter's disruption cost: one per pod, nudged by deletion cost and priority.
+    pub(crate) cost: f64,
+}
+
+/// Whether a method applies to a candidate.
+pub(crate) type Applies<'f> = dyn Fn(&Candidate) -> bool + 'f;
+
+/// Hourly prices of the offerings, by (type, zone, capacity type).
+pub(crate) struct Prices {
+    pub(crate) offerings: BTreeMap<(String, String, String), f64>,
+}
+
+impl Prices {
+    pub(crate) fn new(catalog: &Catalog) -> Prices {
+        let offerings = catalog
+            .instance_types(&NodeClassSettings::default())
+            .into_iter()
+            .flat_map(|t| {
+                t.offerings
+                    .into_iter()
+                    .map(move |o| ((t.name.clone(), o.zone, o.capacity_type), o.price))
+            })
+            .collect();
+        Prices { offerings }
+    }
+
+    pub(crate) fn of(&self, labels: &BTreeMap<String, String>) -> Option<f64> {
+        let key = |k: &str| labels.get(k).cloned().unwrap_or_default();
+        self.offerings
+            .get(&(key(INSTANCE_TYPE), key(ZONE), key(CAPACITY_TYPE)))
+            .copied()
+    }
+}
+
+/// Whether a command already in progress is disrupting the node (it carries the
+/// `karpenter.sh/disrupted` taint). Such a node is no candidate, counts against its budget,
+/// and its pods are treated as moving when another command is checked.
+pub(crate) fn disrupting(node: &Node) -> bool {
+    node.taints.iter().any(|t| t.key == TAINT_DISRUPTED)
+}
+
+pub(crate) fn is_set(annotations: &BTreeMap<String, String>) -> bool {
+    annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true")
+}
+
+/// Initialized, ready, managed nodes, each with its NodeClaim and pool; the rest are blocked
+/// (when they are managed) or ignored.
+pub(crate) fn candidates<'a>(
+    snapshot: &'a Snapshot,
+    prices: &Prices,
+    blocked: &mut Vec<Blocked>,
+) -> Vec<Candidate<'a>> {
+    let mut out = Vec::new();
+    for node in &snapshot.nodes {
+        let Some(claim) = snapshot
+            .nodeclaims
+            .iter()
+            .find(|c| c.node_name.as_deref() == Some(node.name.as_str()))
+        else {
+            continue;
+        };
+        let Some(pool) = snapshot.nodepools.iter().find(|p| p.name == claim.nodepool) else {
+            continue;
+        };
+        let pods: Vec<&Pod> = snapshot
+            .pods
+            .iter()
+            .filter(|p| p.node_name.as_deref() == Some(node.name.as_str()))
+            .filter(|p| !p.terminal && !p.is_daemonset())
+            .collect();
+        let block = |reason: String| Blocked {
+            node: node.name.clone(),
+            reason,
+        };
+        if node.deleting || claim.deleting || !node.ready || !claim.initialized || disrupting(node)
+        {
+            continue;
+        }
+        if is_set(&node.annotations) || is_set(&claim.annotations) {
+            blocked.push(block(format!("node has {DO_NOT_DISRUPT}")));
+            continue;
+        }
+        if let Some(pod) = pods.iter().find(|p| p.do_not_disrupt) {
+            blocked.push(block(format!("pod {} has {DO_NOT_DISRUPT}", pod.key())));
+            continue;
+        }
+        if let Some(reason) = pdb_blocks(snapshot, &pods) {
+            blocked.push(block(reason));
+            continue;
+        }
+        let Some(price) = prices.of(&node.labels) else {
+            blocked.push(block("its offering has no known price".into()));
+            continue;
+        };
+        let cost = pods.iter().map(|p| pod_cost(p)).sum::<f64>();
+        out.push(Candidate {
+            node,
+            claim,
+            pool,
+            spot: node.labels.get(CAPACITY_TYPE).map(String::as_str) == Some(CAPACITY_SPOT),
+            pods,
+            price,
+            cost,
+        });
+    }
+    out
+}
+
+/// Karpenter's eviction cost of a pod: 1, plus its deletion cost and priority scaled down.
+pub(crate) fn pod_cost(pod: &Pod) -> f64 {
+    let cost =
+        1.0 + pod.deletion_cost as f64 / 2f64.powi(27) + f64::from(pod.priority) / 2f64.powi(25);
+    cost.clamp(-10.0, 10.0)
+}
+
+/// Why a PodDisruptionBudget stops these pods from being evicted now, if one does.
+pub(crate) fn pdb_blocks(snapshot: &Snapshot, pods: &[&Pod]) -> Option<String> {
+    for pdb in &snapshot.pdbs {
+        let covered: Vec<&&Pod> = pods
+            .iter()
+            .filter(|p| p.namespace == pdb.namespace && pdb.selector.matches_labels(&p.labels))
+            .collect();
+        if covered.len() as i64 > i64::from(pdb.disruptions_allowed.max(0)) {
+            return Some(format!(
+                "pod {} has PDB {} ({} disruptions allowed)",
+                covered[0].key(),
+                pdb.name,
+                pdb.disruptions_allowed.max(0)
+            ));
+        }
+    }
+    None
+}
+
+/// Whether the node outlived `expireAfter` (a node of unknown age never expires).
+pub(crate) fn expired(c: &Candidate, now: i64) -> bool {
+    let born = c.claim.created.max(c.node.created);
+    born > 0 && c.pool.expire_after.is_some_and(|ttl| now - born >= ttl)
+}
+
+/// Whether `consolidateAfter` has passed since the node's last pod event.
+pub(crate) fn settled(c: &Candidate, now: i64) -> bool {
+    c.pool
+        .consolidate_after
+        .is_some_and(|after| now - c.node.last_pod_event.max(c.node.created) >= after)
+}

@@ -1,0 +1,430 @@
+//! The disruption decisions' table tests: each method, budgets, blocking, and consolidation.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::catalog::{Catalog, NodeClassSettings};
+use crate::labels::{CAPACITY_TYPE, DO_NOT_DISRUPT, INSTANCE_TYPE, TAINT_DISRUPTED, ZONE};
+use crate::labels::{HOSTNAME, NODEPOOL};
+use crate::model::{Budget, Pdb};
+use crate::model::{Node, NodeClaim, NodePool, Pod, Snapshot};
+use crate::model::{NodeClassState, Taint};
+use crate::requirements::{Requirement, Requirements};
+use crate::resources::Resources;
+
+const NOW: i64 = 1_795_429_800;
+const ZONE_A: &str = "us-east-1a";
+
+fn pool(types: &[&str], capacity: &str, budget: &str) -> NodePool {
+    let mut requirements = Requirements::new();
+    requirements.add(Requirement::in_values(
+        INSTANCE_TYPE,
+        types.iter().map(|t| t.to_string()),
+    ));
+    requirements.add(Requirement::single(CAPACITY_TYPE, capacity));
+    requirements.add(Requirement::single(ZONE, ZONE_A));
+    NodePool {
+        name: "default".into(),
+        requirements,
+        node_class: "default".into(),
+        consolidate_after: Some(0),
+        budgets: vec![Budget {
+            nodes: budget.into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// A general pool: m5 and c5 sizes, on-demand.
+fn general(budget: &str) -> NodePool {
+    pool(
+        &[
+            "m5.large",
+            "m5.xlarge",
+            "m5.2xlarge",
+            "m5.4xlarge",
+            "m5.8xlarge",
+            "c5.large",
+            "c5.xlarge",
+            "c5.2xlarge",
+        ],
+        "on-demand",
+        budget,
+    )
+}
+
+struct Cluster {
+    snapshot: Snapshot,
+}
+
+impl Cluster {
+    fn new(pool: NodePool) -> Self {
+        Cluster {
+            snapshot: Snapshot {
+                nodepools: vec![pool],
+                ..Default::default()
+            },
+        }
+    }
+
+    /// A ready, initialized node of `instance_type` with its NodeClaim.
+    fn node(&mut self, name: &str, instance_type: &str, capacity: &str) -> &mut Self {
+        let catalog = Catalog::embedded();
+        let t = catalog
+            .instance_types(&NodeClassSettings::default())
+            .into_iter()
+            .find(|t| t.name == instance_type)
+            .expect("a known type");
+        let labels: BTreeMap<String, String> = [
+            (INSTANCE_TYPE, instance_type),
+            (ZONE, ZONE_A),
+            (CAPACITY_TYPE, capacity),
+            (NODEPOOL, "default"),
+            (HOSTNAME, name),
+            (crate::labels::ARCH, "amd64"),
+            (crate::labels::OS, "linux"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        self.snapshot.nodes.push(Node {
+            name: name.into(),
+            labels: labels.clone(),
+            allocatable: t.allocatable.clone(),
+            capacity: t.capacity.clone(),
+            ready: true,
+            created: NOW - 3600,
+            ..Default::default()
+        });
+        self.snapshot.nodeclaims.push(NodeClaim {
+            name: format!("claim-{name}"),
+            nodepool: "default".into(),
+            labels,
+            node_name: Some(name.into()),
+            image_id: Some("ami-old".into()),
+            launched: true,
+            registered: true,
+            initialized: true,
+            created: NOW - 3600,
+            ..Default::default()
+        });
+        self
+    }
+
+    fn pod(&mut self, name: &str, node: &str, cpu: i64) -> &mut Pod {
+        let mut pod = Pod::new("shop", name, Resources::new(cpu, 128 << 20));
+        pod.node_name = Some(node.into());
+        pod.owner_kind = Some("ReplicaSet".into());
+        pod.labels.insert("app".into(), "shop".into());
+        self.snapshot.pods.push(pod);
+        self.snapshot.pods.last_mut().expect("just pushed")
+    }
+
+    fn plan(&self) -> DisruptionPlan {
+        plan(&self.snapshot, Catalog::embedded(), NOW)
+    }
+}
+
+fn deleted(plan: &DisruptionPlan) -> usize {
+    plan.disruptions.iter().map(|d| d.nodes.len()).sum()
+}
+
+#[test]
+fn empty_nodes_are_deleted_within_the_budget() {
+    for (budget, expected) in [("30%", 3), ("0%", 0), ("100%", 10)] {
+        let mut c = Cluster::new(general(budget));
+        for i in 0..10 {
+            c.node(&format!("n{i}"), "m5.large", "on-demand");
+        }
+        let plan = c.plan();
+        assert_eq!(deleted(&plan), expected, "budget {budget}: {plan:?}");
+        if expected > 0 {
+            assert_eq!(plan.disruptions.len(), 1);
+            assert_eq!(plan.disruptions[0].command, Command::Delete);
+            assert_eq!(plan.disruptions[0].reason, Reason::Empty);
+        }
+    }
+}
+
+#[test]
+fn nodes_of_a_command_in_progress_are_no_candidates_and_use_up_the_budget() {
+    let mut c = Cluster::new(general("3"));
+    for i in 0..10 {
+        c.node(&format!("n{i}"), "m5.large", "on-demand");
+    }
+    for node in &mut c.snapshot.nodes[..2] {
+        node.taints.push(Taint {
+            key: TAINT_DISRUPTED.into(),
+            value: String::new(),
+            effect: crate::model::TaintEffect::NoSchedule,
+        });
+    }
+    let plan = c.plan();
+    assert_eq!(deleted(&plan), 1, "3 allowed, 2 in progress: {plan:?}");
+    assert!(!plan.disruptions[0]
+        .nodes
+        .iter()
+        .any(|n| n == "n0" || n == "n1"));
+}
+
+#[test]
+fn a_new_command_leaves_room_for_the_pods_of_one_in_progress() {
+    // "moving" is being drained; its 1.5-CPU pod needs the room "target" has. Deleting
+    // "target" or "spare" would pack the other's pod there and leave it 1.3 CPU: the moving
+    // pod would be stranded, so neither may simply go.
+    let m5 = || pool(&["m5.large", "m5.xlarge"], "on-demand", "100%");
+    let mut c = Cluster::new(m5());
+    c.node("moving", "m5.xlarge", "on-demand")
+        .node("target", "m5.xlarge", "on-demand")
+        .node("spare", "m5.xlarge", "on-demand");
+    c.pod("a", "moving", 1500);
+    c.pod("b", "target", 100);
+    c.pod("c", "spare", 2500);
+    c.snapshot.nodes[0].taints.push(Taint {
+        key: TAINT_DISRUPTED.into(),
+        value: String::new(),
+        effect: crate::model::TaintEffect::NoSchedule,
+    });
+    let plan = c.plan();
+    assert!(
+        plan.disruptions
+            .iter()
+            .all(|d| d.command != Command::Delete && !d.nodes.contains(&"moving".to_string())),
+        "{plan:?}"
+    );
+}
+
+#[test]
+fn lightly_used_nodes_go_in_one_multi_node_command_within_the_budget() {
+    let mut c = Cluster::new(general("30%"));
+    for i in 0..10 {
+        c.node(&format!("n{i}"), "m5.large", "on-demand");
+        c.pod(&format!("p{i}"), &format!("n{i}"), 100);
+    }
+    let plan = c.plan();
+    assert_eq!(plan.disruptions.len(), 1, "{plan:?}");
+    let d = &plan.disruptions[0];
+    assert_eq!(
+        (d.command, d.reason, d.nodes.len()),
+        (Command::Delete, Reason::Underutilized, 3)
+    );
+    assert!(d.savings > 0.0);
+}
+
+#[test]
+fn the_lighter_of_two_nodes_is_deleted_unless_its_pod_is_pinned() {
+    let m5 = || pool(&["m5.large", "m5.xlarge"], "on-demand", "100%");
+    let two_nodes = |pin: bool| {
+        let mut c = Cluster::new(m5());
+        c.node("busy", "m5.xlarge", "on-demand")
+            .node("light", "m5.large", "on-demand");
+        c.pod("a", "busy", 1700);
+        c.pod("b", "busy", 1700);
+        let light = c.pod("c", "light", 300);
+        if pin {
+            light.node_selector.insert(HOSTNAME.into(), "light".into());
+        }
+        c.plan()
+    };
+    let plan = two_nodes(false);
+    assert_eq!(plan.disruptions.len(), 1, "{plan:?}");
+    assert_eq!(plan.disruptions[0].nodes, ["light"]);
+    assert_eq!(plan.disruptions[0].command, Command::Delete);
+    let plan = two_nodes(true);
+    assert!(plan.disruptions.is_empty(), "{plan:?}");
+}
+
+#[test]
+fn an_oversized_node_is_replaced_by_a_cheaper_type_and_three_are_merged() {
+    let mut c = Cluster::new(general("100%"));
+    c.node("big", "m5.8xlarge", "on-demand");
+    c.pod("small", "big", 250);
+    let plan = c.plan();
+    let d = &plan.disruptions[0];
+    assert_eq!(
+        (d.command, d.reason),
+        (Command::Replace, Reason::Underutilized),
+        "{plan:?}"
+    );
+    let r = d.replacement.as_ref().unwrap();
+    assert!(
+        !r.instance_types.iter().any(|t| t == "m5.8xlarge"),
+        "{:?}",
+        r.instance_types
+    );
+    assert!(r.price < 1.536 && d.savings > 0.0);
+
+    let mut three = Cluster::new(general("100%"));
+    for i in 0..3 {
+        three.node(&format!("big{i}"), "m5.8xlarge", "on-demand");
+        three.pod(&format!("small{i}"), &format!("big{i}"), 250);
+    }
+    let plan = three.plan();
+    assert_eq!(plan.disruptions.len(), 1, "{plan:?}");
+    let d = &plan.disruptions[0];
+    assert_eq!((d.command, d.nodes.len()), (Command::Replace, 3));
+}
+
+#[test]
+fn two_nodes_of_the_cheapest_type_lose_one_without_a_same_type_replacement() {
+    let mut c = Cluster::new(pool(&["m5.large", "m5.xlarge"], "on-demand", "100%"));
+    c.node("x", "m5.large", "on-demand")
+        .node("y", "m5.large", "on-demand");
+    c.pod("a", "x", 500);
+    c.pod("b", "y", 500);
+    let plan = c.plan();
+    assert_eq!(plan.disruptions.len(), 1, "{plan:?}");
+    assert_eq!(plan.disruptions[0].command, Command::Delete);
+    assert_eq!(plan.disruptions[0].nodes.len(), 1);
+}
+
+#[test]
+fn spot_to_spot_needs_fifteen_cheaper_spot_types() {
+    let mut c = Cluster::new(pool(&["m5.xlarge", "m5.large", "c5.large"], "spot", "100%"));
+    c.node("s", "m5.xlarge", "spot");
+    c.pod("a", "s", 250);
+    let plan = c.plan();
+    assert!(plan.disruptions.is_empty(), "{plan:?}");
+    assert!(
+        plan.blocked
+            .iter()
+            .any(|b| b.node == "s" && b.reason.contains("15 cheaper spot types")),
+        "{:?}",
+        plan.blocked
+    );
+}
+
+#[test]
+fn do_not_disrupt_pods_and_exhausted_pdbs_block_their_nodes() {
+    let mut c = Cluster::new(general("100%"));
+    c.node("keep", "m5.8xlarge", "on-demand");
+    c.pod("precious", "keep", 100).do_not_disrupt = true;
+    let plan = c.plan();
+    assert!(plan.disruptions.is_empty());
+    assert!(
+        plan.blocked[0].reason.contains(DO_NOT_DISRUPT),
+        "{:?}",
+        plan.blocked
+    );
+
+    let mut p = Cluster::new(general("100%"));
+    p.node("guarded", "m5.8xlarge", "on-demand");
+    p.pod("checkout-1", "guarded", 100);
+    p.snapshot.pdbs.push(Pdb {
+        namespace: "shop".into(),
+        name: "checkout".into(),
+        selector: Requirements::from_labels(
+            &[("app".to_string(), "shop".to_string())]
+                .into_iter()
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        disruptions_allowed: 0,
+    });
+    let plan = p.plan();
+    assert!(plan.disruptions.is_empty());
+    assert_eq!(
+        plan.blocked[0].reason,
+        "pod shop/checkout-1 has PDB checkout (0 disruptions allowed)"
+    );
+}
+
+#[test]
+fn an_expired_node_is_replaced_even_when_it_is_well_used() {
+    let mut p = general("100%");
+    p.expire_after = Some(1800);
+    p.consolidate_after = None;
+    let mut c = Cluster::new(p);
+    c.node("old", "m5.large", "on-demand");
+    c.pod("a", "old", 1500);
+    let plan = c.plan();
+    assert_eq!(plan.disruptions.len(), 1, "{plan:?}");
+    let d = &plan.disruptions[0];
+    assert_eq!((d.command, d.reason), (Command::Replace, Reason::Expired));
+}
+
+#[test]
+fn a_new_ami_drifts_nodes_one_budget_at_a_time() {
+    let mut c = Cluster::new(general("1"));
+    for i in 0..3 {
+        c.node(&format!("n{i}"), "m5.large", "on-demand");
+        c.pod(&format!("p{i}"), &format!("n{i}"), 1500);
+    }
+    c.snapshot.node_class_state.insert(
+        "default".into(),
+        NodeClassState {
+            images: ["ami-new".to_string()].into(),
+            ..Default::default()
+        },
+    );
+    let plan = c.plan();
+    assert_eq!(plan.disruptions.len(), 1, "{plan:?}");
+    assert_eq!(plan.disruptions[0].reason, Reason::Drifted);
+    assert_eq!(
+        plan.blocked
+            .iter()
+            .filter(|b| b.reason.contains("budget"))
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn drift_is_found_for_each_changed_part_and_never_for_unknown_or_foreign_hashes() {
+    let mut c = Cluster::new(general("1"));
+    c.node("n", "m5.large", "on-demand");
+    let pool = c.snapshot.nodepools[0].clone();
+    let state = NodeClassState {
+        hash: Some("class-2".into()),
+        images: ["ami-old".to_string()].into(),
+        subnets: ["subnet-a".to_string()].into(),
+        security_groups: ["sg-1".to_string(), "sg-2".to_string()].into(),
+    };
+    c.snapshot
+        .node_class_state
+        .insert(pool.node_class.clone(), state);
+    let base = c.snapshot.nodeclaims[0].clone();
+    let with = |pairs: &[(&str, &str)]| {
+        let mut claim = base.clone();
+        for (k, v) in pairs {
+            claim.annotations.insert(k.to_string(), v.to_string());
+        }
+        claim
+    };
+    let cases: Vec<(NodeClaim, Option<&str>)> = vec![
+        (with(&[]), None),
+        (
+            with(&[(SUBNET_ID, "subnet-a"), (SECURITY_GROUP_IDS, "sg-1,sg-2")]),
+            None,
+        ),
+        (with(&[(SUBNET_ID, "subnet-b")]), Some("SubnetDrift")),
+        (
+            with(&[(SECURITY_GROUP_IDS, "sg-1")]),
+            Some("SecurityGroupDrift"),
+        ),
+        (
+            with(&[
+                (NODECLASS_HASH, "class-1"),
+                (NODECLASS_HASH_VERSION, HASH_VERSION),
+            ]),
+            Some("NodeClassDrifted"),
+        ),
+        // Karpenter's own hash, from before a migration: another version, not compared.
+        (
+            with(&[(NODECLASS_HASH, "123"), (NODECLASS_HASH_VERSION, "v4")]),
+            None,
+        ),
+        (
+            with(&[(NODEPOOL_HASH, "456"), (NODEPOOL_HASH_VERSION, "v3")]),
+            None,
+        ),
+    ];
+    for (claim, expected) in cases {
+        assert_eq!(
+            drift(&claim, &pool, &c.snapshot),
+            expected,
+            "{:?}",
+            claim.annotations
+        );
+    }
+}

@@ -1,0 +1,379 @@
+//! Nodes and Karpenter's objects into the core model: Nodes, NodePools (with their template hash),
+//! EC2NodeClasses (settings and static hash), NodeClaims, DaemonSets and PodDisruptionBudgets.
+
+use std::collections::BTreeMap;
+
+use fleetwright_core::catalog::{KubeletSettings, NodeClassSettings};
+use fleetwright_core::labels::NODEPOOL;
+use fleetwright_core::model::{self as core};
+use fleetwright_core::quantity::parse_units;
+use fleetwright_core::requirements::Requirements;
+use fleetwright_core::resources::Resources;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+use crate::crds::{self, EC2NodeClass, NodeClaim, NodePool};
+use crate::error::KubeError;
+
+use super::pod::pod_from_spec;
+use super::{
+    label_selector, match_nothing, object, quantities, requirement, resource_list, seconds,
+    taint_effect, value_list,
+};
+
+/// Converts a node.
+pub fn node(n: &Node) -> Result<core::Node, KubeError> {
+    let obj = object("Node", &n.metadata);
+    let status = n.status.as_ref();
+    let allocatable = resource_list(
+        quantities(status.and_then(|s| s.allocatable.as_ref())),
+        &obj,
+        "status.allocatable",
+    )?;
+    let capacity = resource_list(
+        quantities(status.and_then(|s| s.capacity.as_ref())),
+        &obj,
+        "status.capacity",
+    )?;
+    let spec = n.spec.as_ref();
+    let mut taints = Vec::new();
+    for (i, t) in spec
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        taints.push(core::Taint {
+            key: t.key.clone(),
+            value: t.value.clone().unwrap_or_default(),
+            effect: taint_effect(&t.effect, &obj, &format!("spec.taints[{i}].effect"))?,
+        });
+    }
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    Ok(core::Node {
+        name: n.metadata.name.clone().unwrap_or_default(),
+        labels: n.metadata.labels.clone().unwrap_or_default(),
+        taints,
+        allocatable,
+        capacity,
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        ready,
+        deleting: n.metadata.deletion_timestamp.is_some(),
+        provider_id: spec.and_then(|s| s.provider_id.clone()),
+        annotations: n.metadata.annotations.clone().unwrap_or_default(),
+        created: seconds(&n.metadata),
+        last_pod_event: seconds(&n.metadata),
+    })
+}
+
+/// The NodePool template hash NodeClaims record in `karpenter.sh/nodepool-hash`: FNV-1a over
+/// the template's canonical JSON (labels, annotations, taints, requirements, nodeClassRef,
+/// kubelet, expiry). Stable across releases; a different value means the template changed.
+pub fn template_hash(p: &NodePool) -> String {
+    fnv_hex(&serde_json::to_string(&p.spec.template).unwrap_or_default())
+}
+
+/// The EC2NodeClass static hash NodeClaims record in `karpenter.k8s.aws/ec2nodeclass-hash`:
+/// FNV-1a over the spec's canonical JSON without the selector terms, whose changes show up as
+/// AMI, subnet or security-group drift instead.
+pub fn node_class_hash(c: &EC2NodeClass) -> String {
+    let mut spec = c.spec.clone();
+    spec.ami_selector_terms.clear();
+    spec.subnet_selector_terms.clear();
+    spec.security_group_selector_terms.clear();
+    spec.capacity_reservation_selector_terms.clear();
+    fnv_hex(&serde_json::to_string(&spec).unwrap_or_default())
+}
+
+pub(crate) fn fnv_hex(text: &str) -> String {
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{hash:016x}")
+}
+
+pub(crate) fn taints(
+    list: &[crds::TaintSpec],
+    obj: &str,
+    field: &str,
+) -> Result<Vec<core::Taint>, KubeError> {
+    list.iter()
+        .enumerate()
+        .map(|(i, t)| {
+            Ok(core::Taint {
+                key: t.key.clone(),
+                value: t.value.clone().unwrap_or_default(),
+                effect: taint_effect(&t.effect, obj, &format!("{field}[{i}].effect"))?,
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn requirements(
+    list: &[crds::NodeSelectorRequirementWithMinValues],
+    obj: &str,
+    field: &str,
+) -> Result<Requirements, KubeError> {
+    let mut reqs = Requirements::new();
+    for (i, r) in list.iter().enumerate() {
+        let f = format!("{field}[{i}]");
+        reqs.add(
+            requirement(&r.key, &r.operator, &r.values, obj, &f)?.with_min_values(r.min_values),
+        );
+    }
+    Ok(reqs)
+}
+
+/// Parses a Go-style duration (`30s`, `1h30m`, `720h`) or `Never` (None).
+pub fn duration_seconds(text: &str) -> Result<Option<i64>, String> {
+    if text == "Never" {
+        return Ok(None);
+    }
+    let mut total = 0f64;
+    let mut number = String::new();
+    let mut chars = text.chars().peekable();
+    let mut any = false;
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() || c == '.' {
+            number.push(c);
+            continue;
+        }
+        let mut unit = c.to_string();
+        if c == 'm' && chars.peek() == Some(&'s') {
+            unit.push(chars.next().unwrap_or('s'));
+        }
+        let n: f64 = number
+            .parse()
+            .map_err(|_| format!("invalid duration {text:?}"))?;
+        number.clear();
+        total += n * match unit.as_str() {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 0.001,
+            _ => return Err(format!("invalid duration {text:?}: unknown unit {unit:?}")),
+        };
+        any = true;
+    }
+    if !number.is_empty() || !any {
+        return Err(format!(
+            "invalid duration {text:?}: expected a number and a unit such as 30s or 720h"
+        ));
+    }
+    Ok(Some(total.round() as i64))
+}
+
+/// Converts a NodePool.
+pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
+    let obj = object("NodePool", &p.metadata);
+    let spec = &p.spec;
+    let tmpl = &spec.template.spec;
+    let mut limits = None;
+    if let Some(l) = &spec.limits {
+        limits = Some(value_list(Some(l), &obj, "spec.limits")?);
+    }
+    let disruption = spec.disruption.clone().unwrap_or_default();
+    let consolidation_policy = match disruption.consolidation_policy.as_deref() {
+        None | Some("WhenEmptyOrUnderutilized") => {
+            core::ConsolidationPolicy::WhenEmptyOrUnderutilized
+        }
+        Some("WhenEmpty") => core::ConsolidationPolicy::WhenEmpty,
+        Some(other) => {
+            return Err(KubeError::field(
+                &obj,
+                "spec.disruption.consolidationPolicy",
+                format!("unknown policy {other:?}"),
+            ))
+        }
+    };
+    let consolidate_after = match disruption.consolidate_after.as_deref() {
+        None => Some(0),
+        Some(d) => duration_seconds(d)
+            .map_err(|e| KubeError::field(&obj, "spec.disruption.consolidateAfter", e))?,
+    };
+    let expire_after = match tmpl.expire_after.as_deref() {
+        None => Some(720 * 3600),
+        Some(d) => duration_seconds(d)
+            .map_err(|e| KubeError::field(&obj, "spec.template.spec.expireAfter", e))?,
+    };
+    let mut budgets = Vec::new();
+    for (i, b) in disruption.budgets.iter().enumerate() {
+        let duration = match &b.duration {
+            Some(d) => duration_seconds(d).map_err(|e| {
+                KubeError::field(&obj, format!("spec.disruption.budgets[{i}].duration"), e)
+            })?,
+            None => None,
+        };
+        budgets.push(core::Budget {
+            nodes: b.nodes.clone(),
+            schedule: b.schedule.clone(),
+            duration,
+            reasons: b.reasons.clone(),
+        });
+    }
+    Ok(core::NodePool {
+        name: p.metadata.name.clone().unwrap_or_default(),
+        weight: spec.weight.unwrap_or(0),
+        requirements: requirements(&tmpl.requirements, &obj, "spec.template.spec.requirements")?,
+        labels: spec
+            .template
+            .metadata
+            .as_ref()
+            .map(|m| m.labels.clone())
+            .unwrap_or_default(),
+        taints: taints(&tmpl.taints, &obj, "spec.template.spec.taints")?,
+        startup_taints: taints(
+            &tmpl.startup_taints,
+            &obj,
+            "spec.template.spec.startupTaints",
+        )?,
+        limits,
+        node_class: tmpl
+            .node_class_ref
+            .as_ref()
+            .map(|r| r.name.clone())
+            .unwrap_or_default(),
+        consolidation_policy,
+        consolidate_after,
+        expire_after,
+        budgets,
+        deleting: p.metadata.deletion_timestamp.is_some(),
+        template_hash: Some(template_hash(p)),
+    })
+}
+
+/// The node-class settings that shape allocatable resources.
+pub fn nodeclass_settings(c: &EC2NodeClass) -> Result<NodeClassSettings, KubeError> {
+    let obj = object("EC2NodeClass", &c.metadata);
+    let mut out = NodeClassSettings::default();
+    if let Some(k) = &c.spec.kubelet {
+        let list = |m: &Option<BTreeMap<String, String>>,
+                    field: &str|
+         -> Result<Option<Resources>, KubeError> {
+            match m {
+                Some(m) => Ok(Some(resource_list(
+                    m.iter().map(|(k, v)| (k, v.as_str())),
+                    &obj,
+                    field,
+                )?)),
+                None => Ok(None),
+            }
+        };
+        out.kubelet = KubeletSettings {
+            max_pods: k.max_pods,
+            pods_per_core: k.pods_per_core,
+            kube_reserved: list(&k.kube_reserved, "spec.kubelet.kubeReserved")?,
+            system_reserved: list(&k.system_reserved, "spec.kubelet.systemReserved")?,
+            eviction_hard: k.eviction_hard.clone().unwrap_or_default(),
+        };
+    }
+    let root = c
+        .spec
+        .block_device_mappings
+        .iter()
+        .enumerate()
+        .find(|(_, b)| b.root_volume == Some(true))
+        .or_else(|| c.spec.block_device_mappings.iter().enumerate().next());
+    if let Some((i, b)) = root {
+        if let Some(size) = b.ebs.as_ref().and_then(|e| e.volume_size.as_ref()) {
+            let bytes = parse_units(size).map_err(|e| {
+                KubeError::field(
+                    &obj,
+                    format!("spec.blockDeviceMappings[{i}].ebs.volumeSize"),
+                    e,
+                )
+            })?;
+            out.root_volume_bytes = Some(bytes);
+        }
+    }
+    out.instance_store_raid0 = c.spec.instance_store_policy.as_deref() == Some("RAID0");
+    Ok(out)
+}
+
+/// Converts a NodeClaim.
+pub fn nodeclaim(c: &NodeClaim) -> Result<core::NodeClaim, KubeError> {
+    let obj = object("NodeClaim", &c.metadata);
+    let labels = c.metadata.labels.clone().unwrap_or_default();
+    let status = c.status.clone().unwrap_or_default();
+    let condition = |t: &str| {
+        status
+            .conditions
+            .iter()
+            .any(|x| x.type_ == t && x.status == "True")
+    };
+    let allocatable = match &status.allocatable {
+        Some(a) if !a.is_empty() => Some(value_list(Some(a), &obj, "status.allocatable")?),
+        _ => None,
+    };
+    let capacity = match &status.capacity {
+        Some(a) if !a.is_empty() => Some(value_list(Some(a), &obj, "status.capacity")?),
+        _ => None,
+    };
+    Ok(core::NodeClaim {
+        name: c.metadata.name.clone().unwrap_or_default(),
+        nodepool: labels.get(NODEPOOL).cloned().unwrap_or_default(),
+        requirements: requirements(&c.spec.requirements, &obj, "spec.requirements")?,
+        taints: taints(&c.spec.taints, &obj, "spec.taints")?,
+        labels,
+        allocatable,
+        capacity,
+        node_name: status.node_name.clone(),
+        provider_id: status.provider_id.clone(),
+        image_id: status.image_id.clone(),
+        launched: condition("Launched"),
+        registered: condition("Registered"),
+        initialized: condition("Initialized"),
+        deleting: c.metadata.deletion_timestamp.is_some(),
+        annotations: c.metadata.annotations.clone().unwrap_or_default(),
+        created: seconds(&c.metadata),
+    })
+}
+
+/// Converts a DaemonSet into the pod it would run.
+pub fn daemonset(d: &DaemonSet) -> Result<core::DaemonSet, KubeError> {
+    let obj = object("DaemonSet", &d.metadata);
+    let spec = d
+        .spec
+        .as_ref()
+        .ok_or_else(|| KubeError::field(&obj, "spec", "missing"))?;
+    let template = &spec.template;
+    let mut meta = template.metadata.clone().unwrap_or_default();
+    meta.namespace = d.metadata.namespace.clone();
+    meta.name = d.metadata.name.clone();
+    let pod_spec = template
+        .spec
+        .as_ref()
+        .ok_or_else(|| KubeError::field(&obj, "spec.template.spec", "missing"))?;
+    let mut pod = pod_from_spec(&meta, pod_spec, &obj)?;
+    pod.owner_kind = Some("DaemonSet".into());
+    pod.owner_name = d.metadata.name.clone();
+    Ok(core::DaemonSet {
+        namespace: d.metadata.namespace.clone().unwrap_or_default(),
+        name: d.metadata.name.clone().unwrap_or_default(),
+        pod,
+    })
+}
+
+/// Converts a PodDisruptionBudget.
+pub fn pdb(p: &PodDisruptionBudget) -> Result<core::Pdb, KubeError> {
+    let obj = object("PodDisruptionBudget", &p.metadata);
+    let selector = match p.spec.as_ref().and_then(|s| s.selector.as_ref()) {
+        Some(s) => label_selector(s, &obj, "spec.selector")?,
+        None => match_nothing(),
+    };
+    Ok(core::Pdb {
+        namespace: p.metadata.namespace.clone().unwrap_or_default(),
+        name: p.metadata.name.clone().unwrap_or_default(),
+        selector,
+        disruptions_allowed: p
+            .status
+            .as_ref()
+            .map(|s| s.disruptions_allowed)
+            .unwrap_or(0),
+    })
+}

@@ -1,0 +1,353 @@
+//! Pods into the core model: requests (init containers, overhead), node selectors and affinity,
+//! tolerations, pod (anti-)affinity and topology spread, and the zones their volumes pin them to.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fleetwright_core::labels::{DO_NOT_DISRUPT, ZONE};
+use fleetwright_core::model::{self as core, ContainerRequests, HostPort, Namespaces, Toleration};
+use fleetwright_core::requirements::Requirement;
+use fleetwright_core::resources::Resources;
+use k8s_openapi::api::core::v1::{
+    PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, ResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::error::KubeError;
+
+use super::{
+    label_selector, match_nothing, node_selector_term, object, quantities, resource_list,
+    taint_effect,
+};
+
+/// Requests of one container: requests, defaulting to limits as the API server does.
+pub(crate) fn container_requests(
+    res: Option<&ResourceRequirements>,
+    obj: &str,
+    field: &str,
+) -> Result<Resources, KubeError> {
+    let mut merged: BTreeMap<String, &str> = BTreeMap::new();
+    if let Some(r) = res {
+        for (k, v) in quantities(r.limits.as_ref()) {
+            merged.insert(k.clone(), v);
+        }
+        for (k, v) in quantities(r.requests.as_ref()) {
+            merged.insert(k.clone(), v);
+        }
+    }
+    resource_list(merged.iter().map(|(k, v)| (k, *v)), obj, field)
+}
+
+/// A pod's effective requests, per Kubernetes' rules for init containers, sidecars and overhead.
+pub fn pod_requests(spec: &PodSpec, obj: &str) -> Result<Resources, KubeError> {
+    let mut reqs = ContainerRequests::default();
+    for (i, c) in spec.containers.iter().enumerate() {
+        reqs.containers.push(container_requests(
+            c.resources.as_ref(),
+            obj,
+            &format!("spec.containers[{i}].resources"),
+        )?);
+    }
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let r = container_requests(
+            c.resources.as_ref(),
+            obj,
+            &format!("spec.initContainers[{i}].resources"),
+        )?;
+        reqs.init_containers
+            .push((r, c.restart_policy.as_deref() == Some("Always")));
+    }
+    if let Some(o) = &spec.overhead {
+        reqs.overhead = Some(resource_list(quantities(Some(o)), obj, "spec.overhead")?);
+    }
+    Ok(reqs.effective())
+}
+
+pub(crate) fn affinity_term(
+    t: &k8s_openapi::api::core::v1::PodAffinityTerm,
+    pod_ns: &str,
+    pod_labels: &BTreeMap<String, String>,
+    obj: &str,
+    field: &str,
+) -> Result<core::PodAffinityTerm, KubeError> {
+    let mut selector = match &t.label_selector {
+        Some(s) => label_selector(s, obj, &format!("{field}.labelSelector"))?,
+        None => match_nothing(),
+    };
+    for key in t.match_label_keys.iter().flatten() {
+        if let Some(v) = pod_labels.get(key) {
+            selector.add(Requirement::single(key, v));
+        }
+    }
+    let namespaces = match (&t.namespaces, &t.namespace_selector) {
+        (_, Some(_)) => Namespaces::All,
+        (Some(list), None) if !list.is_empty() => {
+            Namespaces::Listed(list.iter().cloned().collect())
+        }
+        _ => Namespaces::Listed(BTreeSet::from([pod_ns.to_string()])),
+    };
+    Ok(core::PodAffinityTerm {
+        selector,
+        namespaces,
+        topology_key: t.topology_key.clone(),
+    })
+}
+
+pub(crate) fn toleration(
+    t: &k8s_openapi::api::core::v1::Toleration,
+    obj: &str,
+    field: &str,
+) -> Result<Toleration, KubeError> {
+    let effect = match t.effect.as_deref() {
+        None | Some("") => None,
+        Some(e) => Some(taint_effect(e, obj, &format!("{field}.effect"))?),
+    };
+    Ok(Toleration {
+        key: t.key.clone().filter(|k| !k.is_empty()),
+        exists: t.operator.as_deref() == Some("Exists"),
+        value: t.value.clone().unwrap_or_default(),
+        effect,
+    })
+}
+
+type AffinityTerms = (
+    Vec<core::PodAffinityTerm>,
+    Vec<(i32, core::PodAffinityTerm)>,
+);
+
+/// The required and preferred terms of a `podAffinity` or `podAntiAffinity` block.
+pub(crate) fn pod_affinity_terms(
+    required: Option<&[k8s_openapi::api::core::v1::PodAffinityTerm]>,
+    preferred: Option<&[k8s_openapi::api::core::v1::WeightedPodAffinityTerm]>,
+    (namespace, labels): (&str, &BTreeMap<String, String>),
+    obj: &str,
+    field: &str,
+) -> Result<AffinityTerms, KubeError> {
+    let mut hard = Vec::new();
+    for (i, t) in required.unwrap_or_default().iter().enumerate() {
+        let f = format!("{field}.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
+        hard.push(affinity_term(t, namespace, labels, obj, &f)?);
+    }
+    let mut soft = Vec::new();
+    for (i, t) in preferred.unwrap_or_default().iter().enumerate() {
+        let f =
+            format!("{field}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm");
+        soft.push((
+            t.weight,
+            affinity_term(&t.pod_affinity_term, namespace, labels, obj, &f)?,
+        ));
+    }
+    Ok((hard, soft))
+}
+
+/// Converts a pod spec and metadata into the core pod.
+pub fn pod_from_spec(meta: &ObjectMeta, spec: &PodSpec, obj: &str) -> Result<core::Pod, KubeError> {
+    let namespace = meta
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".to_string());
+    let labels = meta.labels.clone().unwrap_or_default();
+    let annotations = meta.annotations.clone().unwrap_or_default();
+    let mut p = core::Pod {
+        namespace: namespace.clone(),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        labels: labels.clone(),
+        requests: pod_requests(spec, obj)?,
+        node_selector: spec.node_selector.clone().unwrap_or_default(),
+        priority: spec.priority.unwrap_or(0),
+        node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
+        do_not_disrupt: annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true"),
+        deletion_cost: annotations
+            .get("controller.kubernetes.io/pod-deletion-cost")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+        ..Default::default()
+    };
+    if let Some(owner) = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+    {
+        p.owner_kind = Some(owner.kind.clone());
+        p.owner_name = Some(owner.name.clone());
+    }
+    for (i, t) in spec.tolerations.iter().flatten().enumerate() {
+        p.tolerations
+            .push(toleration(t, obj, &format!("spec.tolerations[{i}]"))?);
+    }
+    for (ci, c) in spec.containers.iter().enumerate() {
+        for port in c
+            .ports
+            .iter()
+            .flatten()
+            .filter(|p| p.host_port.unwrap_or(0) > 0)
+        {
+            let _ = ci;
+            p.host_ports.push(HostPort {
+                port: port.host_port.unwrap_or(0),
+                protocol: port.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                ip: port.host_ip.clone().unwrap_or_default(),
+            });
+        }
+    }
+    if let Some(aff) = &spec.affinity {
+        if let Some(na) = &aff.node_affinity {
+            if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
+                for (i, t) in req.node_selector_terms.iter().enumerate() {
+                    let f = format!("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]");
+                    p.required_terms.push(node_selector_term(t, obj, &f)?);
+                }
+            }
+            for (i, t) in na
+                .preferred_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let f = format!("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference");
+                p.preferred_terms
+                    .push((t.weight, node_selector_term(&t.preference, obj, &f)?));
+            }
+        }
+        if let Some(pa) = &aff.pod_affinity {
+            let (required, preferred) = pod_affinity_terms(
+                pa.required_during_scheduling_ignored_during_execution
+                    .as_deref(),
+                pa.preferred_during_scheduling_ignored_during_execution
+                    .as_deref(),
+                (&namespace, &labels),
+                obj,
+                "spec.affinity.podAffinity",
+            )?;
+            p.affinity = required;
+            p.preferred_affinity = preferred;
+        }
+        if let Some(pa) = &aff.pod_anti_affinity {
+            let (required, preferred) = pod_affinity_terms(
+                pa.required_during_scheduling_ignored_during_execution
+                    .as_deref(),
+                pa.preferred_during_scheduling_ignored_during_execution
+                    .as_deref(),
+                (&namespace, &labels),
+                obj,
+                "spec.affinity.podAntiAffinity",
+            )?;
+            p.anti_affinity = required;
+            p.preferred_anti_affinity = preferred;
+        }
+    }
+    for (i, c) in spec
+        .topology_spread_constraints
+        .iter()
+        .flatten()
+        .enumerate()
+    {
+        let f = format!("spec.topologySpreadConstraints[{i}]");
+        let mut selector = match &c.label_selector {
+            Some(s) => label_selector(s, obj, &format!("{f}.labelSelector"))?,
+            None => match_nothing(),
+        };
+        for key in c.match_label_keys.iter().flatten() {
+            if let Some(v) = labels.get(key) {
+                selector.add(Requirement::single(key, v));
+            }
+        }
+        let hard = match c.when_unsatisfiable.as_str() {
+            "DoNotSchedule" => true,
+            "ScheduleAnyway" => false,
+            other => {
+                return Err(KubeError::field(
+                    obj,
+                    format!("{f}.whenUnsatisfiable"),
+                    format!("unknown value {other:?}"),
+                ))
+            }
+        };
+        if c.max_skew < 1 {
+            return Err(KubeError::field(
+                obj,
+                format!("{f}.maxSkew"),
+                "must be at least 1",
+            ));
+        }
+        p.spread.push(core::SpreadConstraint {
+            max_skew: c.max_skew,
+            topology_key: c.topology_key.clone(),
+            hard,
+            selector,
+            min_domains: c.min_domains,
+        });
+    }
+    Ok(p)
+}
+
+/// Zones of bound persistent volumes, by (namespace, claim name).
+pub type VolumeZones = BTreeMap<(String, String), BTreeSet<String>>;
+
+/// PVC name → zones of its bound volume, from the volume's node affinity or zone label.
+pub fn volume_zones(pvcs: &[PersistentVolumeClaim], pvs: &[PersistentVolume]) -> VolumeZones {
+    let mut pv_zones: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for pv in pvs {
+        let name = pv.metadata.name.clone().unwrap_or_default();
+        let mut zones = BTreeSet::new();
+        if let Some(z) = pv.metadata.labels.as_ref().and_then(|l| l.get(ZONE)) {
+            zones.insert(z.clone());
+        }
+        let terms = pv
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_affinity.as_ref())
+            .and_then(|a| a.required.as_ref());
+        for term in terms
+            .map(|t| t.node_selector_terms.as_slice())
+            .unwrap_or_default()
+        {
+            for e in term.match_expressions.iter().flatten() {
+                if (e.key == ZONE || e.key == "topology.ebs.csi.aws.com/zone") && e.operator == "In"
+                {
+                    zones.extend(e.values.iter().flatten().cloned());
+                }
+            }
+        }
+        if !zones.is_empty() {
+            pv_zones.insert(name, zones);
+        }
+    }
+    let mut out = BTreeMap::new();
+    for pvc in pvcs {
+        let volume = pvc.spec.as_ref().and_then(|s| s.volume_name.clone());
+        if let Some(zones) = volume.and_then(|v| pv_zones.get(&v)) {
+            let key = (
+                pvc.metadata.namespace.clone().unwrap_or_default(),
+                pvc.metadata.name.clone().unwrap_or_default(),
+            );
+            out.insert(key, zones.clone());
+        }
+    }
+    out
+}
+
+/// Converts a pod.
+pub fn pod(p: &Pod, volume_zones: &VolumeZones) -> Result<core::Pod, KubeError> {
+    let obj = object("Pod", &p.metadata);
+    let spec = p
+        .spec
+        .as_ref()
+        .ok_or_else(|| KubeError::field(&obj, "spec", "missing"))?;
+    let mut out = pod_from_spec(&p.metadata, spec, &obj)?;
+    let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+    out.terminal = matches!(phase, Some("Succeeded") | Some("Failed"));
+    for v in spec.volumes.iter().flatten() {
+        if let Some(claim) = &v.persistent_volume_claim {
+            if let Some(z) = volume_zones.get(&(out.namespace.clone(), claim.claim_name.clone())) {
+                let merged = match &out.volume_zones {
+                    Some(prev) => prev.intersection(z).cloned().collect(),
+                    None => z.clone(),
+                };
+                out.volume_zones = Some(merged);
+            }
+        }
+    }
+    Ok(out)
+}
