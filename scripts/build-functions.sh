@@ -48,9 +48,10 @@ esac
 scripts/setup-test-tools.sh >/dev/null
 export PATH="$PWD/.venv-lambda/bin:$PATH"
 cargo lambda build --profile lambda "$flag" --bin tick --bin interruption --bin webhook
+out="${CARGO_TARGET_DIR:-target}/lambda"
 for f in tick interruption webhook; do
-    test -x "target/lambda/$f/bootstrap" || { echo "target/lambda/$f/bootstrap was not built" >&2; exit 1; }
+    test -x "$out/$f/bootstrap" || { echo "$out/$f/bootstrap was not built" >&2; exit 1; }
     kind=""
-    if command -v file >/dev/null; then kind=$(file -b "target/lambda/$f/bootstrap" | cut -d, -f1-2); fi
-    printf '%-13s %s MB  %s\n' "$f" "$(python3 -c 'import os,sys; print(f"{os.path.getsize(sys.argv[1]) / 1e6:.1f}")' "target/lambda/$f/bootstrap")" "$kind"
+    if command -v file >/dev/null; then kind=$(file -b "$out/$f/bootstrap" | cut -d, -f1-2); fi
+    printf '%-13s %s MB  %s\n' "$f" "$(python3 -c 'import os,sys; print(f"{os.path.getsize(sys.argv[1]) / 1e6:.1f}")' "$out/$f/bootstrap")" "$kind"
 done

@@ -1,4 +1,6 @@
-//! Table tests for each scheduling constraint, with concrete numbers on the embedded us-east-1 catalog.
+//! Table tests for each scheduling constraint, with concrete numbers on the embedded us-east-1
+//! catalog. It is one table, longer than most files: each case is a few lines over the shared
+//! builders in `common`, and splitting the table by constraint would only scatter them.
 
 mod common;
 

@@ -1,7 +1,8 @@
 //! The use cases end to end against moto (EC2, SSM, EventBridge, SQS) and the HTTP-level
 //! Kubernetes API fake: a pending pod becomes a NodeClaim and a tagged instance, a spot warning
 //! becomes a cordoned, drained node and a terminated instance, an SQS batch fails only its poison
-//! message, and the webhook admits and nudges exactly once.
+//! message, and the webhook admits and nudges exactly once. The scenarios share one moto setup
+//! and fake API per test and read as stories, so the file is kept whole though it is long.
 
 mod common;
 #[path = "../../kube/tests/fake_api/mod.rs"]

@@ -11,8 +11,8 @@ use fleetwright_cloud::instances::{self, Instance};
 use fleetwright_core::{Plan, Snapshot};
 use fleetwright_kube::crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
-use fleetwright_kube::executor;
 use fleetwright_kube::interruption::instance_id;
+use fleetwright_kube::objects;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::action::Action;
@@ -50,7 +50,7 @@ pub fn provision(dump: &ClusterDump, plan: &Plan) -> Vec<Action> {
     plan.nodeclaims
         .iter()
         .filter_map(|planned| {
-            let claim = executor::nodeclaim_in(dump, planned)?;
+            let claim = objects::nodeclaim_in(dump, planned)?;
             Some(Action::CreateNodeClaim {
                 nodepool: planned.nodepool.clone(),
                 requests: serde_json::to_value(planned.requests.to_map()).unwrap_or_default(),
@@ -188,7 +188,7 @@ fn pods_to_move(dump: &ClusterDump, node: &str, now: DateTime<Utc>) -> Vec<Pod> 
     dump.pods
         .iter()
         .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-        .filter(|p| !executor::skipped_by_drain(p) && !finished(p) && !stuck(p, now))
+        .filter(|p| !objects::skipped_by_drain(p) && !finished(p) && !stuck(p, now))
         .cloned()
         .collect()
 }

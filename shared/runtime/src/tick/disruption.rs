@@ -23,7 +23,7 @@ use fleetwright_core::labels::TAINT_DISRUPTED;
 use fleetwright_core::{Catalog, Snapshot};
 use fleetwright_kube::crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
-use fleetwright_kube::executor;
+use fleetwright_kube::objects;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::{Deserialize, Serialize};
 
@@ -239,7 +239,7 @@ fn drain_and_delete(
                 .filter(|p| {
                     p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node_name.as_str())
                 })
-                .filter(|p| !executor::skipped_by_drain(p))
+                .filter(|p| !objects::skipped_by_drain(p))
                 .cloned()
                 .collect();
             let recorded = drain_started(claim);
@@ -405,7 +405,7 @@ fn carry_out(dump: &ClusterDump, first: &Disruption, now: DateTime<Utc>) -> Vec<
 fn start(dump: &ClusterDump, command: &Disruption) -> Option<Action> {
     let replacement = match &command.replacement {
         Some(r) => {
-            let claim = executor::nodeclaim_in(dump, &r.nodeclaim)?;
+            let claim = objects::nodeclaim_in(dump, &r.nodeclaim)?;
             Some(Box::new(Action::CreateNodeClaim {
                 nodepool: r.nodeclaim.nodepool.clone(),
                 requests: serde_json::to_value(r.nodeclaim.requests.to_map()).unwrap_or_default(),

@@ -1,0 +1,327 @@
+//! The instance catalog: EC2 instance types and their per-zone offerings and prices, read from the
+//! exact shapes `aws ec2 describe-instance-types`, `describe-instance-type-offerings` and a price
+//! table print, and resolved into schedulable types (labels, capacity, allocatable) with the
+//! EKS/Karpenter formulas. A compressed us-east-1 catalog is embedded so everything works offline.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::sync::OnceLock;
+
+use crate::error::CoreError;
+use crate::labels::*;
+use crate::requirements::Requirements;
+use crate::resources::Resources;
+
+/// Spot prices default to this fraction of the on-demand price until real spot prices are supplied.
+pub const DEFAULT_SPOT_PRICE_FRACTION: f64 = 0.35;
+/// Share of memory the hypervisor keeps (Karpenter's `VM_MEMORY_OVERHEAD_PERCENT`).
+pub const VM_MEMORY_OVERHEAD: f64 = 0.075;
+/// Root volume size when the EC2NodeClass does not set one (Karpenter's default EBS volume).
+pub const DEFAULT_ROOT_VOLUME_BYTES: i64 = 20 << 30;
+const MIB: i64 = 1 << 20;
+
+static EMBEDDED_TYPES: &[u8] = include_bytes!("../../data/describe-instance-types.json.gz");
+static EMBEDDED_OFFERINGS: &[u8] =
+    include_bytes!("../../data/instance-type-offerings-us-east-1.json.gz");
+static EMBEDDED_PRICES: &[u8] = include_bytes!("../../data/ondemand-prices-us-east-1.csv.gz");
+
+mod raw;
+mod resolve;
+#[cfg(test)]
+mod tests;
+
+pub use self::raw::*;
+pub use self::resolve::{architecture, eni_limited_pods, kube_reserved_cpu};
+use self::resolve::{capacity, overhead, type_requirements};
+
+/// Where and how an instance type can be bought, and for how much.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Offering {
+    pub zone: String,
+    pub capacity_type: String,
+    /// USD per hour.
+    pub price: f64,
+    pub available: bool,
+}
+
+/// Kubelet settings from the EC2NodeClass that change a node's allocatable resources.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct KubeletSettings {
+    pub max_pods: Option<i64>,
+    pub pods_per_core: Option<i64>,
+    pub kube_reserved: Option<Resources>,
+    pub system_reserved: Option<Resources>,
+    /// `evictionHard` entries such as `memory.available: 5%`.
+    pub eviction_hard: BTreeMap<String, String>,
+}
+
+/// The node-class facts that shape every instance type of a NodePool.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct NodeClassSettings {
+    pub kubelet: KubeletSettings,
+    /// Root volume size in bytes; None means the 20Gi default.
+    pub root_volume_bytes: Option<i64>,
+    /// `instanceStorePolicy: RAID0`: local NVMe becomes ephemeral storage.
+    pub instance_store_raid0: bool,
+}
+
+/// An instance type resolved for one node class: labels as requirements, capacity, allocatable.
+#[derive(Clone, Debug)]
+pub struct InstanceType {
+    pub name: String,
+    pub requirements: Requirements,
+    pub capacity: Resources,
+    pub overhead: Resources,
+    pub allocatable: Resources,
+    pub offerings: Vec<Offering>,
+}
+
+impl InstanceType {
+    /// The cheapest available offering that the given requirements allow.
+    pub fn cheapest_offering(&self, reqs: &Requirements) -> Option<&Offering> {
+        self.offerings
+            .iter()
+            .filter(|o| o.available && offering_allowed(o, reqs))
+            .min_by(|a, b| {
+                a.price
+                    .total_cmp(&b.price)
+                    .then_with(|| a.zone.cmp(&b.zone))
+            })
+    }
+}
+
+/// Whether requirements on zone and capacity type allow an offering.
+pub fn offering_allowed(o: &Offering, reqs: &Requirements) -> bool {
+    reqs.get(ZONE).is_none_or(|r| r.has(&o.zone))
+        && reqs
+            .get(CAPACITY_TYPE)
+            .is_none_or(|r| r.has(&o.capacity_type))
+}
+
+/// The raw catalog: instance facts, zones and prices for one region.
+#[derive(Clone, Debug)]
+pub struct Catalog {
+    pub region: String,
+    pub raw: Vec<RawInstanceType>,
+    pub zones: BTreeMap<String, BTreeSet<String>>,
+    pub on_demand: BTreeMap<String, f64>,
+    /// Spot prices by (instance type, zone); missing ones default to a fraction of on-demand.
+    pub spot: BTreeMap<(String, String), f64>,
+    /// Offerings known to be unavailable (capacity type, instance type, zone), e.g. after an ICE.
+    pub unavailable: BTreeSet<(String, String, String)>,
+    /// Pre-resolved types (synthetic catalogs for benchmarks and tests); used as they are.
+    pub fixed: Option<Vec<InstanceType>>,
+    /// Spot price as a fraction of on-demand where no spot price is known: 0.35 for the embedded
+    /// catalog, 1.0 for a live catalog before its first spot-price refresh.
+    pub spot_fraction: f64,
+}
+
+impl Catalog {
+    /// Builds a catalog from the three AWS documents.
+    pub fn from_documents(
+        region: &str,
+        instance_types_json: &[u8],
+        offerings_json: &[u8],
+        prices: &[u8],
+    ) -> Result<Self, CoreError> {
+        let types: DescribeInstanceTypes = serde_json::from_slice(instance_types_json)
+            .map_err(|e| CoreError::input("describe-instance-types", "InstanceTypes", e))?;
+        let offerings: DescribeOfferings = serde_json::from_slice(offerings_json).map_err(|e| {
+            CoreError::input(
+                "describe-instance-type-offerings",
+                "InstanceTypeOfferings",
+                e,
+            )
+        })?;
+        let offerings = offerings
+            .instance_type_offerings
+            .into_iter()
+            .map(|o| (o.instance_type, o.location));
+        Ok(Catalog::from_raw(
+            region,
+            types.instance_types,
+            offerings,
+            parse_prices(prices)?,
+        ))
+    }
+
+    /// Builds a catalog from instance facts already read (e.g. from the live EC2 API), with
+    /// `(instance type, zone)` offerings and on-demand prices.
+    pub fn from_raw(
+        region: &str,
+        raw: Vec<RawInstanceType>,
+        offerings: impl IntoIterator<Item = (String, String)>,
+        on_demand: BTreeMap<String, f64>,
+    ) -> Self {
+        let mut zones: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (instance_type, zone) in offerings {
+            zones.entry(instance_type).or_default().insert(zone);
+        }
+        Catalog {
+            region: region.to_string(),
+            raw,
+            zones,
+            on_demand,
+            spot: BTreeMap::new(),
+            unavailable: BTreeSet::new(),
+            fixed: None,
+            spot_fraction: DEFAULT_SPOT_PRICE_FRACTION,
+        }
+    }
+
+    /// The embedded on-demand price table (us-east-1; used as the fallback for other regions).
+    pub fn embedded_prices() -> BTreeMap<String, f64> {
+        // Only the price table is read (not the whole catalog): the functions call this while
+        // they start, and a cold start should not parse 1,395 instance types it may not need.
+        parse_prices(&gunzip(EMBEDDED_PRICES)).expect("the embedded price table parses")
+    }
+
+    /// A catalog of already resolved instance types (node-class settings do not change them).
+    pub fn from_types(region: &str, types: Vec<InstanceType>) -> Self {
+        Catalog {
+            region: region.to_string(),
+            raw: Vec::new(),
+            zones: BTreeMap::new(),
+            on_demand: BTreeMap::new(),
+            spot: BTreeMap::new(),
+            unavailable: BTreeSet::new(),
+            fixed: Some(types),
+            spot_fraction: DEFAULT_SPOT_PRICE_FRACTION,
+        }
+    }
+
+    /// The us-east-1 catalog embedded in the binary (1,395 types, per-zone offerings, on-demand prices).
+    pub fn embedded() -> &'static Catalog {
+        static CATALOG: OnceLock<Catalog> = OnceLock::new();
+        CATALOG.get_or_init(|| {
+            let types = gunzip(EMBEDDED_TYPES);
+            let offerings = gunzip(EMBEDDED_OFFERINGS);
+            let prices = gunzip(EMBEDDED_PRICES);
+            Catalog::from_documents("us-east-1", &types, &offerings, &prices)
+                .expect("the embedded catalog is valid")
+        })
+    }
+
+    pub fn spot_price(&self, instance_type: &str, zone: &str) -> Option<f64> {
+        self.spot
+            .get(&(instance_type.to_string(), zone.to_string()))
+            .copied()
+            .or_else(|| {
+                self.on_demand
+                    .get(instance_type)
+                    .map(|p| p * self.spot_fraction)
+            })
+    }
+
+    /// Resolves every usable instance type for one node class.
+    pub fn instance_types(&self, settings: &NodeClassSettings) -> Vec<InstanceType> {
+        if let Some(fixed) = &self.fixed {
+            return fixed.clone();
+        }
+        self.raw
+            .iter()
+            .filter_map(|raw| self.resolve(raw, settings))
+            .collect()
+    }
+
+    fn resolve(&self, raw: &RawInstanceType, settings: &NodeClassSettings) -> Option<InstanceType> {
+        let arch = architecture(raw)?;
+        let offerings = self.offerings(raw);
+        if offerings.iter().all(|o| !o.available) {
+            return None;
+        }
+        let capacity = capacity(raw, arch, settings);
+        let overhead = overhead(raw, &capacity, settings);
+        let mut allocatable = capacity.minus(&overhead);
+        allocatable.cpu = allocatable.cpu.max(0);
+        allocatable.memory = allocatable.memory.max(0);
+        allocatable.ephemeral = allocatable.ephemeral.max(0);
+        let requirements = type_requirements(raw, arch, &offerings, &self.region);
+        Some(InstanceType {
+            name: raw.instance_type.clone(),
+            requirements,
+            capacity,
+            overhead,
+            allocatable,
+            offerings,
+        })
+    }
+
+    /// Every offering of a type: each zone it is offered in × each capacity type it supports.
+    pub fn offerings(&self, raw: &RawInstanceType) -> Vec<Offering> {
+        let name = &raw.instance_type;
+        let mut out = Vec::new();
+        let Some(zones) = self.zones.get(name) else {
+            return out;
+        };
+        for zone in zones {
+            for class in [CAPACITY_ON_DEMAND, CAPACITY_SPOT] {
+                if !raw.supported_usage_classes.iter().any(|c| c == class) {
+                    continue;
+                }
+                let price = if class == CAPACITY_SPOT {
+                    self.spot_price(name, zone)
+                } else {
+                    self.on_demand.get(name).copied()
+                };
+                let blocked =
+                    self.unavailable
+                        .contains(&(class.to_string(), name.clone(), zone.clone()));
+                out.push(Offering {
+                    zone: zone.clone(),
+                    capacity_type: class.to_string(),
+                    price: price.unwrap_or(f64::MAX),
+                    available: price.is_some() && !blocked,
+                });
+            }
+        }
+        out
+    }
+}
+
+fn gunzip(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_end(&mut out)
+        .expect("embedded data is valid gzip");
+    out
+}
+
+/// Parses a price table: CSV `instance_type,usd_per_hour` (header optional) or a JSON object
+/// `{"m5.large": 0.096}`.
+pub fn parse_prices(bytes: &[u8]) -> Result<BTreeMap<String, f64>, CoreError> {
+    let text =
+        std::str::from_utf8(bytes).map_err(|e| CoreError::input("price table", "encoding", e))?;
+    if text.trim_start().starts_with('{') {
+        return serde_json::from_str(text).map_err(|e| CoreError::input("price table", "json", e));
+    }
+    let mut out = BTreeMap::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut cols = line.split(',');
+        let (Some(name), Some(price)) = (cols.next(), cols.next()) else {
+            return Err(CoreError::input(
+                "price table",
+                format!("line {}", number + 1),
+                "expected instance_type,usd_per_hour",
+            ));
+        };
+        match price.trim().parse::<f64>() {
+            Ok(p) if p.is_finite() && p >= 0.0 => {
+                out.insert(name.trim().to_string(), p);
+            }
+            _ if number == 0 => continue, // header
+            _ => {
+                return Err(CoreError::input(
+                    "price table",
+                    format!("line {} ({name})", number + 1),
+                    format!("price {price:?} is not a non-negative number"),
+                ))
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,99 @@
+//! The catalog against the embedded data and Karpenter's published figures.
+
+use super::resolve::category_and_generation;
+use super::*;
+
+#[test]
+fn the_embedded_price_table_is_the_embedded_catalogs() {
+    assert_eq!(Catalog::embedded_prices(), Catalog::embedded().on_demand);
+}
+
+fn find<'a>(types: &'a [InstanceType], name: &str) -> &'a InstanceType {
+    types.iter().find(|t| t.name == name).unwrap()
+}
+
+#[test]
+fn embedded_catalog_resolves_m5_large_like_karpenter() {
+    let catalog = Catalog::embedded();
+    assert_eq!(catalog.raw.len(), 1395);
+    let types = catalog.instance_types(&NodeClassSettings::default());
+    let m5 = find(&types, "m5.large");
+    // 3 ENIs × (10 − 1) + 2
+    assert_eq!(m5.capacity.pods, 29);
+    assert_eq!(m5.capacity.cpu, 2000);
+    // 8192 MiB − ceil(8192 × 0.075) = 7577 MiB
+    assert_eq!(m5.capacity.memory, 7577 * MIB);
+    // cpu: 60 + 10 = 70m reserved
+    assert_eq!(m5.allocatable.cpu, 1930);
+    // memory: 7577 − (11 × 29 + 255) − 100 = 6903 MiB
+    assert_eq!(m5.allocatable.memory, 6903 * MIB);
+    assert_eq!(m5.capacity.get(RESOURCE_POD_ENI), 9);
+    let labels = m5.requirements.single_valued_labels();
+    assert_eq!(labels[INSTANCE_FAMILY], "m5");
+    assert_eq!(labels[INSTANCE_CATEGORY], "m");
+    assert_eq!(labels[INSTANCE_GENERATION], "5");
+    assert_eq!(labels[INSTANCE_SIZE], "large");
+    assert_eq!(labels[ARCH], "amd64");
+    assert_eq!(labels[INSTANCE_HYPERVISOR], "nitro");
+    assert_eq!(labels[INSTANCE_NETWORK_BANDWIDTH], "750");
+    assert!(m5.requirements.get(ZONE).unwrap().len() >= 5);
+    let od = m5.cheapest_offering(&Requirements::new()).unwrap();
+    assert!(od.price < 0.096 && od.capacity_type == CAPACITY_SPOT);
+}
+
+#[test]
+fn gpu_and_graviton_types() {
+    let types = Catalog::embedded().instance_types(&NodeClassSettings::default());
+    let g4 = find(&types, "g4dn.xlarge");
+    assert_eq!(g4.capacity.get(RESOURCE_NVIDIA_GPU), 1);
+    let labels = g4.requirements.single_valued_labels();
+    assert_eq!(labels[INSTANCE_GPU_NAME], "t4");
+    assert_eq!(labels[INSTANCE_GPU_MANUFACTURER], "nvidia");
+    assert_eq!(labels[INSTANCE_LOCAL_NVME], "125");
+    let c6g = find(&types, "c6g.large");
+    assert_eq!(c6g.requirements.single_valued_labels()[ARCH], "arm64");
+    // (4096 − 64) − ceil(4032 × 0.075) = 3729 MiB
+    assert_eq!(c6g.capacity.memory, 3729 * MIB);
+    let t3 = find(&types, "t3.micro");
+    assert_eq!(t3.capacity.get(RESOURCE_POD_ENI), 0);
+    assert_eq!(t3.capacity.pods, 4);
+}
+
+#[test]
+fn kubelet_max_pods_and_reserved_cpu() {
+    assert_eq!(kube_reserved_cpu(1000), 60);
+    assert_eq!(kube_reserved_cpu(4000), 80);
+    assert_eq!(kube_reserved_cpu(8000), 90);
+    let settings = NodeClassSettings {
+        kubelet: KubeletSettings {
+            max_pods: Some(5),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let types = Catalog::embedded().instance_types(&settings);
+    assert!(types.iter().all(|t| t.capacity.pods == 5));
+}
+
+#[test]
+fn bad_price_table_names_the_line() {
+    let err = parse_prices(b"instance_type,usd_per_hour\nm5.large,abc\n").unwrap_err();
+    assert!(err.to_string().contains("line 2"), "{err}");
+    assert!(err.to_string().contains("m5.large"), "{err}");
+}
+
+#[test]
+fn names_split_into_category_and_generation() {
+    assert_eq!(
+        category_and_generation("c7i.2xlarge"),
+        (Some("c".into()), Some("7".into()))
+    );
+    assert_eq!(
+        category_and_generation("u-6tb1.metal"),
+        (Some("u".into()), Some("1".into()))
+    );
+    assert_eq!(
+        category_and_generation("inf2.xlarge"),
+        (Some("inf".into()), Some("2".into()))
+    );
+}
