@@ -32,31 +32,68 @@ pub async fn load<T: DeserializeOwned>(
     let Some(text) = map.data.as_ref().and_then(|d| d.get(key)) else {
         return Ok(None);
     };
-    serde_json::from_str(text).map(Some).map_err(|e| {
-        KubeError::field(
-            format!("ConfigMap {namespace}/{STATE_CONFIGMAP}"),
-            format!("data.{key}"),
-            e,
-        )
-    })
+    decode(namespace, key, text).map(Some)
 }
 
 /// Writes the value under `key`, creating the ConfigMap when needed; conflicting writers are
-/// retried by re-reading.
+/// retried by re-reading. The value replaces whatever the key held: for state that several
+/// writers add to, use [`modify`].
 pub async fn store<T: Serialize>(
     client: Client,
     namespace: &str,
     key: &str,
     value: &T,
 ) -> Result<(), KubeError> {
-    let text = serde_json::to_string(value).map_err(|e| {
-        KubeError::field(
-            format!("ConfigMap {namespace}/{STATE_CONFIGMAP}"),
-            format!("data.{key}"),
-            e,
-        )
-    })?;
+    let text = encode(namespace, key, value)?;
+    write(client, namespace, key, |_| Ok(text.clone())).await
+}
+
+/// Writes `change(current)` under `key`, where `current` is what the key holds at the moment of
+/// the write: on a conflict the ConfigMap is re-read and `change` applied again, so a concurrent
+/// writer's update is built on, never lost.
+pub async fn modify<T, F>(
+    client: Client,
+    namespace: &str,
+    key: &str,
+    change: F,
+) -> Result<(), KubeError>
+where
+    T: Serialize + DeserializeOwned,
+    F: Fn(Option<T>) -> T,
+{
+    write(client, namespace, key, |current: Option<&String>| {
+        let current = current
+            .map(|text| decode(namespace, key, text))
+            .transpose()?;
+        encode(namespace, key, &change(current))
+    })
+    .await
+}
+
+fn encode<T: Serialize>(namespace: &str, key: &str, value: &T) -> Result<String, KubeError> {
+    serde_json::to_string(value).map_err(|e| field_error(namespace, key, e))
+}
+
+fn decode<T: DeserializeOwned>(namespace: &str, key: &str, text: &str) -> Result<T, KubeError> {
+    serde_json::from_str(text).map_err(|e| field_error(namespace, key, e))
+}
+
+fn field_error(namespace: &str, key: &str, e: serde_json::Error) -> KubeError {
+    KubeError::field(
+        format!("ConfigMap {namespace}/{STATE_CONFIGMAP}"),
+        format!("data.{key}"),
+        e,
+    )
+}
+
+/// Writes `next(current text)` under `key` with optimistic concurrency, creating the ConfigMap
+/// when needed.
+async fn write<F>(client: Client, namespace: &str, key: &str, next: F) -> Result<(), KubeError>
+where
+    F: Fn(Option<&String>) -> Result<String, KubeError>,
+{
     let api: Api<ConfigMap> = Api::namespaced(client, namespace);
+    let failed = std::sync::Mutex::new(None);
     for _ in 0..2 {
         let changed = update(
             &api,
@@ -65,17 +102,27 @@ pub async fn store<T: Serialize>(
             Write::Object,
             |current| {
                 let data = current.data.clone().unwrap_or_default();
+                let text = match next(data.get(key)) {
+                    Ok(text) => text,
+                    Err(e) => {
+                        *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        return None;
+                    }
+                };
                 if data.get(key) == Some(&text) {
                     return None;
                 }
                 let mut next = current.clone();
                 next.data
                     .get_or_insert_with(Default::default)
-                    .insert(key.to_string(), text.clone());
+                    .insert(key.to_string(), text);
                 Some(next)
             },
         )
         .await?;
+        if let Some(e) = failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Err(e);
+        }
         if changed != Update::Gone {
             return Ok(());
         }
@@ -92,7 +139,7 @@ pub async fn store<T: Serialize>(
                 ),
                 ..Default::default()
             },
-            data: Some([(key.to_string(), text.clone())].into()),
+            data: Some([(key.to_string(), next(None)?)].into()),
             ..Default::default()
         };
         match api.create(&PostParams::default(), &map).await {

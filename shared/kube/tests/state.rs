@@ -77,3 +77,71 @@ async fn a_malformed_value_names_the_configmap_and_key() {
         "{err}"
     );
 }
+
+/// Two writers adding to one key (the tick's end-of-tick write and the interruption function's
+/// mark): `modify` builds on what the other wrote, where `store` would have erased it.
+#[tokio::test]
+async fn modify_builds_on_a_concurrent_writer_instead_of_erasing_it() {
+    use fleetwright_kube::state::modify;
+    let api = FakeApi::start(BTreeMap::new()).await;
+    let set = |items: &[&str]| -> Vec<String> { items.iter().map(|s| s.to_string()).collect() };
+    store(api.client(), "karpenter", "offerings", &set(&["a"]))
+        .await
+        .unwrap();
+    // The tick read ["a"] at its start; meanwhile another writer added "b".
+    let tick_read: Vec<String> = load(api.client(), "karpenter", "offerings")
+        .await
+        .unwrap()
+        .unwrap();
+    let add = |item: &'static str| {
+        move |current: Option<Vec<String>>| {
+            let mut next = current.unwrap_or_default();
+            if !next.iter().any(|x| x == item) {
+                next.push(item.to_string());
+            }
+            next
+        }
+    };
+    modify(api.client(), "karpenter", "offerings", add("b"))
+        .await
+        .unwrap();
+    // The tick ends: it merges what it knows into what is stored now.
+    modify(
+        api.client(),
+        "karpenter",
+        "offerings",
+        |current: Option<Vec<String>>| {
+            let mut next = current.unwrap_or_default();
+            for item in &tick_read {
+                if !next.contains(item) {
+                    next.push(item.clone());
+                }
+            }
+            next
+        },
+    )
+    .await
+    .unwrap();
+    let stored: Vec<String> = load(api.client(), "karpenter", "offerings")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored,
+        set(&["a", "b"]),
+        "the other writer's \"b\" survives"
+    );
+    // A value that cannot be read is an error naming the key, not silently replaced.
+    store(api.client(), "karpenter", "broken", &"not a list")
+        .await
+        .unwrap();
+    let err = modify(
+        api.client(),
+        "karpenter",
+        "broken",
+        |_: Option<Vec<String>>| Vec::new(),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("data.broken"), "{err}");
+}

@@ -16,7 +16,6 @@ pub use fleetwright_kube::interruption::{
     decide, pod_key, Action, Envelope, InstanceOutcome, Kind, Message, RebalanceAction,
 };
 use fleetwright_kube::snapshot::SnapshotReader;
-use fleetwright_kube::state;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use serde_json::{json, Value};
@@ -26,7 +25,7 @@ use crate::error::RuntimeError;
 use crate::metrics::{self, Metrics};
 use crate::nudge::{Nudge, CAPACITY_NEEDED};
 use crate::settings::Settings;
-use crate::tick::UNAVAILABLE_KEY;
+use crate::tick::persist_unavailable;
 
 /// Parses an EventBridge event into a message (see [`fleetwright_kube::interruption::parse`]).
 pub fn parse(event: &EventBridgeEvent<Value>) -> Result<Option<Message>, String> {
@@ -173,14 +172,8 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
                 self.cloud
                     .mark_unavailable(capacity_type, instance_type, zone, now);
                 let saved = self.cloud.unavailable();
-                if let Err(e) = state::store(
-                    self.kube.clone(),
-                    &self.settings.namespace,
-                    UNAVAILABLE_KEY,
-                    &saved,
-                )
-                .await
-                {
+                let ns = &self.settings.namespace;
+                if let Err(e) = persist_unavailable(self.kube.clone(), ns, &saved, now).await {
                     warn!(error = %e, "could not persist the unavailable offering");
                 }
             }

@@ -51,9 +51,10 @@ impl<N: Nudge> Webhook<N> {
     fn path_allowed(&self, path: &str) -> bool {
         match &self.token {
             None => true,
-            Some(token) => {
-                path.trim_end_matches('/').strip_prefix("/admit/") == Some(token.as_str())
-            }
+            Some(token) => path
+                .trim_end_matches('/')
+                .strip_prefix("/admit/")
+                .is_some_and(|given| same_secret(given.as_bytes(), token.as_bytes())),
         }
     }
 
@@ -92,5 +93,38 @@ impl<N: Nudge> Webhook<N> {
             status: 200,
             body: admission::allow(&request),
         }
+    }
+}
+
+/// Compares a presented secret with the expected one in time that depends only on their
+/// lengths, not on where they first differ, so the token cannot be guessed byte by byte from
+/// response times.
+fn same_secret(given: &[u8], expected: &[u8]) -> bool {
+    if given.len() != expected.len() {
+        return false;
+    }
+    given
+        .iter()
+        .zip(expected)
+        .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+        == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_secret;
+
+    #[test]
+    fn secrets_match_only_when_every_byte_does() {
+        let token = b"0123456789abcdef0123456789abcdef";
+        assert!(same_secret(token, token));
+        let mut last = *token;
+        last[31] = b'x';
+        assert!(!same_secret(&last, token));
+        let mut first = *token;
+        first[0] = b'x';
+        assert!(!same_secret(&first, token));
+        assert!(!same_secret(&token[..31], token));
+        assert!(!same_secret(b"", token));
     }
 }

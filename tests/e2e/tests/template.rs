@@ -233,9 +233,21 @@ fn the_five_interruption_rules_are_exact_and_target_the_queue() {
 fn the_queue_is_encrypted_short_lived_redriven_and_https_only() {
     let t = template();
     let queue = &t["Resources"]["InterruptionQueue"]["Properties"];
-    assert_eq!(queue["MessageRetentionPeriod"], 300);
     assert_eq!(queue["SqsManagedSseEnabled"], true);
     assert_eq!(queue["RedrivePolicy"]["maxReceiveCount"], 3);
+    // A message must get all its receives before it expires, or a failing one never reaches
+    // the DLQ: retention >= maxReceiveCount x visibility timeout.
+    let retention = queue["MessageRetentionPeriod"].as_u64().unwrap();
+    let visibility = queue["VisibilityTimeout"].as_u64().unwrap();
+    let receives = queue["RedrivePolicy"]["maxReceiveCount"].as_u64().unwrap();
+    assert!(
+        retention >= receives * visibility,
+        "retention {retention}s < {receives} x {visibility}s: messages expire before the DLQ"
+    );
+    assert!(
+        retention <= 900,
+        "interruption messages are short-lived: {retention}s"
+    );
     let policy =
         resolve(&t["Resources"]["InterruptionQueuePolicy"]["Properties"]["PolicyDocument"]);
     let statements = policy["Statement"].as_array().unwrap();
@@ -261,6 +273,11 @@ fn functions_are_wired_as_the_runtime_expects() {
     let t = template();
     let f = |name: &str| &t["Resources"][name]["Properties"];
     assert_eq!(f("TickFunction")["ReservedConcurrentExecutions"], 1);
+    // Spot handling has capacity of its own, and the public webhook has a ceiling, so a flood
+    // of webhook calls cannot starve interruption handling.
+    let reserved = |name: &str| f(name)["ReservedConcurrentExecutions"].as_u64();
+    assert!(reserved("InterruptionFunction").is_some_and(|n| n >= 2));
+    assert!(reserved("WebhookFunction").is_some_and(|n| (1..=20).contains(&n)));
     assert_eq!(
         resolve(&f("TickFunction")["DeadLetterQueue"]["TargetArn"]),
         json!({"GetAtt": "TickDeadLetterQueue.Arn"})

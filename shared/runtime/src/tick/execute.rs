@@ -49,7 +49,21 @@ impl<C: Cloud> Tick<C> {
                 describe(&action, ctx.summary);
                 continue;
             }
-            self.apply_one(action, ctx).await?;
+            let terminating = terminates(&action);
+            let Err(e) = self.apply_one(action, ctx).await else {
+                continue;
+            };
+            // One instance that cannot be terminated now must not stop the rest of the tick
+            // (the other deletions, garbage collection, the state write): its NodeClaim keeps
+            // its finalizer, so a later tick tries again.
+            let Some(what) = terminating else {
+                return Err(e);
+            };
+            warn!(target: TICK, %what, error = %e, "terminating failed; a later tick retries");
+            ctx.summary.metrics.add(metrics::TERMINATION_FAILURES, 1.0);
+            ctx.summary
+                .termination_failures
+                .push(format!("{what}: {e}"));
         }
         Ok(())
     }
@@ -122,7 +136,7 @@ impl<C: Cloud> Tick<C> {
                     .metrics
                     .add(metrics::INSTANCES_GARBAGE_COLLECTED, 1.0);
             }
-            Action::SaveUnavailable { offerings } => self.save_unavailable(&offerings).await,
+            Action::SaveUnavailable { offerings } => self.save_unavailable(&offerings, now).await,
             Action::Blocked { node, reason } => {
                 info!(target: DISRUPT, node = %node, reason = %reason, "not disrupting node")
             }
@@ -398,15 +412,9 @@ impl<C: Cloud> Tick<C> {
         Ok(())
     }
 
-    async fn save_unavailable(&self, offerings: &UnavailableOfferings) {
-        if let Err(e) = state::store(
-            self.kube.clone(),
-            &self.settings.namespace,
-            super::UNAVAILABLE_KEY,
-            offerings,
-        )
-        .await
-        {
+    async fn save_unavailable(&self, offerings: &UnavailableOfferings, now: DateTime<Utc>) {
+        let ns = &self.settings.namespace;
+        if let Err(e) = super::persist_unavailable(self.kube.clone(), ns, offerings, now).await {
             warn!(target: TICK, error = %e, "could not persist the unavailable offerings");
         }
     }
@@ -519,6 +527,17 @@ impl<C: Cloud> Tick<C> {
             summary.disrupted.push(name.to_string());
         }
         Ok(())
+    }
+}
+
+/// The NodeClaim or instance an action terminates, if it terminates one.
+fn terminates(action: &Action) -> Option<String> {
+    match action {
+        Action::GiveUp { nodeclaim, .. } | Action::FinishDeletion { nodeclaim, .. } => {
+            Some(nodeclaim.clone())
+        }
+        Action::CollectGarbage { instance_id, .. } => Some(instance_id.clone()),
+        _ => None,
     }
 }
 

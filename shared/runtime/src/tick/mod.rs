@@ -67,6 +67,8 @@ pub struct TickSummary {
     pub initialized: Vec<String>,
     pub liveness_deleted: Vec<String>,
     pub terminated: Vec<String>,
+    /// Terminations that failed (`<NodeClaim or instance>: <error>`); a later tick retries them.
+    pub termination_failures: Vec<String>,
     pub garbage_collected: Vec<String>,
     pub unschedulable: Vec<String>,
     /// Disruption commands decided this tick (`<reason>/<command>:<nodes>`).
@@ -294,6 +296,29 @@ impl<C: Cloud> Tick<C> {
     }
 }
 
+/// Merges `ours` into the unavailable offerings stored in the state ConfigMap (keeping each
+/// offering's later deadline, dropping expired ones). The tick and the interruption function both
+/// write them, so neither may replace what the other has just added.
+pub async fn persist_unavailable(
+    kube: Client,
+    namespace: &str,
+    ours: &UnavailableOfferings,
+    now: DateTime<Utc>,
+) -> Result<(), fleetwright_kube::KubeError> {
+    state::modify(
+        kube,
+        namespace,
+        UNAVAILABLE_KEY,
+        |stored: Option<UnavailableOfferings>| {
+            let mut merged = stored.unwrap_or_default();
+            merged.merge(ours);
+            merged.prune(now);
+            merged
+        },
+    )
+    .await
+}
+
 /// The scheduler's plan for the pending pods.
 fn plan_pods(snapshot: &Snapshot, catalog: &Catalog, now: DateTime<Utc>) -> Plan {
     schedule(
@@ -378,4 +403,35 @@ fn names(actions: &[Action]) -> Vec<String> {
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleetwright_kube::memory::MemoryApi;
+
+    /// The interruption function marked `spot/m5.large/us-east-1b` while a tick ran; the tick's
+    /// end-of-tick write (which knows only `us-east-1a`) must not erase it.
+    #[tokio::test]
+    async fn the_ticks_write_keeps_offerings_another_writer_just_marked() {
+        let api = MemoryApi::new(Default::default());
+        let now = Utc::now();
+        let mut theirs = UnavailableOfferings::default();
+        theirs.mark("spot", "m5.large", "us-east-1b", now);
+        persist_unavailable(api.client(), "karpenter", &theirs, now)
+            .await
+            .unwrap();
+        let mut ours = UnavailableOfferings::default();
+        ours.mark("spot", "m5.large", "us-east-1a", now);
+        persist_unavailable(api.client(), "karpenter", &ours, now)
+            .await
+            .unwrap();
+        let stored: UnavailableOfferings = state::load(api.client(), "karpenter", UNAVAILABLE_KEY)
+            .await
+            .unwrap()
+            .unwrap();
+        let zones: Vec<String> = stored.active(now).into_iter().map(|(_, _, z)| z).collect();
+        assert!(zones.contains(&"us-east-1a".to_string()), "{zones:?}");
+        assert!(zones.contains(&"us-east-1b".to_string()), "{zones:?}");
+    }
 }
