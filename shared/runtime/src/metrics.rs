@@ -16,6 +16,8 @@ pub const NODECLAIMS_TERMINATED: &str = "karpenter_nodeclaims_terminated_total";
 pub const LAUNCH_FAILURES: &str = "karpenter_cloudprovider_instance_launch_failures_total";
 pub const PODS_PENDING: &str = "karpenter_pods_state";
 pub const INSTANCES_GARBAGE_COLLECTED: &str = "karpenter_nodeclaims_garbage_collected_total";
+/// NodeClaims deleted because their instance was gone.
+pub const NODECLAIMS_STRANDED: &str = "fleetwright_nodeclaims_stranded_total";
 /// Terminations that failed and are left for a later tick.
 pub const TERMINATION_FAILURES: &str = "fleetwright_termination_failures_total";
 pub const INTERRUPTION_RECEIVED: &str = "karpenter_interruption_received_messages_total";

@@ -141,3 +141,76 @@ async fn a_failed_termination_is_reported_and_the_rest_of_the_tick_runs() {
         "the end-of-tick state write ran"
     );
 }
+
+fn launched_claim(name: &str, instance: &str, launched: &str) -> Value {
+    json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": "1",
+            "creationTimestamp": launched, "finalizers": ["karpenter.sh/termination"],
+            "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": []},
+        "status": {"providerID": format!("aws:///us-east-1a/{instance}"), "nodeName": format!("node-{name}"),
+            "conditions": [{"type": "Launched", "status": "True", "reason": "Launched", "lastTransitionTime": launched}]}})
+}
+
+fn node(name: &str, instance: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": "1",
+            "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {"providerID": format!("aws:///us-east-1a/{instance}")},
+        "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}})
+}
+
+/// An instance that died without a warning (or was terminated outside Fleetwright) leaves a
+/// NodeClaim whose capacity does not exist: the tick deletes it and its node, so the pods are
+/// planned again. A NodeClaim launched a moment ago is left alone while the listing catches up.
+#[tokio::test]
+async fn a_nodeclaim_whose_instance_is_gone_is_deleted_with_its_node() {
+    let objects: BTreeMap<String, Vec<Value>> = [
+        (
+            NODECLAIMS.to_string(),
+            vec![
+                launched_claim(
+                    "default-dead",
+                    "i-00000000000000dead",
+                    "2026-11-23T19:00:00Z",
+                ),
+                launched_claim(
+                    "default-fresh",
+                    "i-0000000000000fresh",
+                    "2026-11-23T19:29:50Z",
+                ),
+            ],
+        ),
+        (
+            "/api/v1/nodes".to_string(),
+            vec![node("node-default-dead", "i-00000000000000dead")],
+        ),
+    ]
+    .into();
+    let api = MemoryApi::new(objects);
+    let cloud = SimCloud::new("faults", Arc::new(Catalog::embedded().clone()));
+    let tick = Tick::new(cloud, api.client(), settings());
+    let now = DateTime::parse_from_rfc3339("2026-11-23T19:30:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+
+    let summary = tick.run(now, "faults").await.expect("the tick");
+
+    assert_eq!(
+        summary.stranded_deleted,
+        vec!["default-dead"],
+        "{summary:?}"
+    );
+    assert_eq!(claim_names(&api), vec!["default-fresh"]);
+    let nodes = api
+        .lock()
+        .objects
+        .get("/api/v1/nodes")
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        nodes.is_empty(),
+        "the dead instance's node goes too: {nodes:?}"
+    );
+}

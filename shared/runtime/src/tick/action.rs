@@ -63,6 +63,13 @@ pub enum Action {
         instance_id: Option<String>,
         node: Option<String>,
     },
+    /// Delete a NodeClaim (and its node) whose instance is gone: nothing to terminate.
+    #[serde(rename_all = "camelCase")]
+    ForgetNodeClaim {
+        nodeclaim: String,
+        instance_id: String,
+        node: Option<String>,
+    },
     /// Terminate an owned instance that no NodeClaim accounts for.
     #[serde(rename_all = "camelCase")]
     CollectGarbage {

@@ -19,6 +19,9 @@ use super::action::Action;
 
 /// A NodeClaim that is launched but not registered this long after creation is given up.
 pub const REGISTRATION_TTL: Duration = Duration::minutes(15);
+/// How long after its launch a NodeClaim's instance may be missing from the cloud's listing
+/// (DescribeInstances is eventually consistent) before the NodeClaim counts as stranded.
+pub const INSTANCE_GRACE: Duration = Duration::minutes(1);
 
 pub(crate) fn name_of(claim: &NodeClaim) -> String {
     claim.metadata.name.clone().unwrap_or_default()
@@ -234,6 +237,50 @@ pub fn garbage(
             nodeclaim: orphan.nodeclaim().map(str::to_string),
         })
         .collect()
+}
+
+/// Launched NodeClaims whose instance is gone (terminated outside Fleetwright, reclaimed without
+/// a warning, failed): their capacity does not exist, so the NodeClaim (and its node) go, and the
+/// next plan provisions for the pods again. A NodeClaim launched by this tick (`launched`) or
+/// within [`INSTANCE_GRACE`] is left alone while the listing catches up.
+pub fn stranded(
+    dump: &ClusterDump,
+    claims: &[NodeClaim],
+    launched: &[String],
+    owned: &[Instance],
+    now: DateTime<Utc>,
+) -> Vec<Action> {
+    let live: BTreeSet<&str> = owned.iter().map(|i| i.id.as_str()).collect();
+    claims
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter_map(|c| {
+            let id = provider_id(c).and_then(instance_id)?;
+            let gone = !live.contains(id) && !launched.iter().any(|l| l == id);
+            let settled = launched_at(c).is_some_and(|t| now - t >= INSTANCE_GRACE);
+            (gone && settled).then(|| Action::ForgetNodeClaim {
+                nodeclaim: name_of(c),
+                instance_id: id.to_string(),
+                node: dump.node_of(c).and_then(|n| n.metadata.name.clone()),
+            })
+        })
+        .collect()
+}
+
+/// When a NodeClaim's instance was launched: its Launched condition, else its creation.
+fn launched_at(claim: &NodeClaim) -> Option<DateTime<Utc>> {
+    let condition = claim.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == "Launched" && c.status == "True")
+            .and_then(|c| c.last_transition_time.as_deref())
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&Utc))
+    });
+    condition.or_else(|| {
+        let created = claim.metadata.creation_timestamp.as_ref()?;
+        DateTime::from_timestamp(created.0.as_second(), 0)
+    })
 }
 
 /// Ready, and free of the unregistered taint and of the NodeClaim's startup taints.

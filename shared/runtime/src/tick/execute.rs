@@ -136,6 +136,19 @@ impl<C: Cloud> Tick<C> {
                     .metrics
                     .add(metrics::INSTANCES_GARBAGE_COLLECTED, 1.0);
             }
+            Action::ForgetNodeClaim {
+                nodeclaim,
+                instance_id,
+                node,
+            } => {
+                warn!(target: TICK, nodeclaim = %nodeclaim, instance_id = %instance_id, "the nodeclaim's instance is gone; deleting the nodeclaim");
+                if let Some(node) = node {
+                    executor::delete_node(self.kube.clone(), &node, true).await?;
+                }
+                executor::delete_nodeclaim(self.kube.clone(), &nodeclaim, true).await?;
+                ctx.summary.metrics.add(metrics::NODECLAIMS_STRANDED, 1.0);
+                ctx.summary.stranded_deleted.push(nodeclaim);
+            }
             Action::SaveUnavailable { offerings } => self.save_unavailable(&offerings, now).await,
             Action::Blocked { node, reason } => {
                 info!(target: DISRUPT, node = %node, reason = %reason, "not disrupting node")
@@ -565,6 +578,14 @@ fn describe(action: &Action, summary: &mut TickSummary) {
         } => {
             warn!(target: TICK, instance_id = %instance_id, nodeclaim = ?nodeclaim, "garbage collecting an instance with no nodeclaim");
             summary.garbage_collected.push(instance_id.clone());
+        }
+        Action::ForgetNodeClaim {
+            nodeclaim,
+            instance_id,
+            ..
+        } => {
+            warn!(target: TICK, nodeclaim = %nodeclaim, instance_id = %instance_id, "the nodeclaim's instance is gone; deleting the nodeclaim");
+            summary.stranded_deleted.push(nodeclaim.clone());
         }
         Action::Blocked { node, reason } => {
             info!(target: DISRUPT, node = %node, reason = %reason, "not disrupting node")

@@ -67,6 +67,8 @@ pub struct TickSummary {
     pub initialized: Vec<String>,
     pub liveness_deleted: Vec<String>,
     pub terminated: Vec<String>,
+    /// NodeClaims deleted because their instance is gone.
+    pub stranded_deleted: Vec<String>,
     /// Terminations that failed (`<NodeClaim or instance>: <error>`); a later tick retries them.
     pub termination_failures: Vec<String>,
     pub garbage_collected: Vec<String>,
@@ -257,6 +259,8 @@ impl<C: Cloud> Tick<C> {
             .collect();
         let garbage = decide::garbage(ctx.claims, &launched, &owned, ctx.now);
         self.apply(garbage, ctx).await?;
+        let stranded = decide::stranded(ctx.dump, ctx.claims, &launched, &owned, ctx.now);
+        self.apply(stranded, ctx).await?;
         let mut offerings = self.cloud.unavailable();
         offerings.prune(ctx.now);
         self.apply(vec![Action::SaveUnavailable { offerings }], ctx)
