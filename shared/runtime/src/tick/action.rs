@@ -124,6 +124,9 @@ pub enum Action {
         /// `(node, its NodeClaim)`.
         candidates: Vec<(String, String)>,
     },
+    /// Taint a command's candidate `karpenter.sh/disrupted:NoSchedule` (again: a tick cut off
+    /// between annotating a NodeClaim and tainting its node left it untainted).
+    Cordon { node: String },
     /// A command in progress waits for its replacement to initialize.
     AwaitReplacement { replacement: String },
     /// The replacement is gone before it initialized: untaint the candidates, drop the

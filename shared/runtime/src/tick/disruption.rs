@@ -184,6 +184,7 @@ fn continue_command(
     initialized: &[String],
     now: DateTime<Utc>,
 ) -> Vec<Action> {
+    let mut actions = Vec::new();
     if let Some(replacement) = value.split('/').nth(2) {
         match claims
             .iter()
@@ -194,14 +195,38 @@ fn continue_command(
                 if !has_condition(c, "Initialized")
                     && !initialized.iter().any(|n| n == replacement) =>
             {
-                return vec![Action::AwaitReplacement {
+                actions.extend(untainted(dump, in_progress));
+                actions.push(Action::AwaitReplacement {
                     replacement: replacement.to_string(),
-                }];
+                });
+                return actions;
             }
             Some(_) => {}
         }
     }
-    drain_and_delete(dump, in_progress, now)
+    actions.extend(untainted(dump, in_progress));
+    actions.extend(drain_and_delete(dump, in_progress, now));
+    actions
+}
+
+/// A [`Action::Cordon`] for each candidate whose node lacks the disrupted taint: a command is
+/// recorded on the NodeClaims before their nodes are tainted, so a tick cut off between the
+/// two leaves the taint to the next.
+fn untainted(dump: &ClusterDump, in_progress: &[&NodeClaim]) -> Vec<Action> {
+    in_progress
+        .iter()
+        .filter_map(|c| dump.node_of(c))
+        .filter(|node| {
+            !node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|t| t.iter().any(|t| t.key == TAINT_DISRUPTED))
+        })
+        .map(|node| Action::Cordon {
+            node: node.metadata.name.clone().unwrap_or_default(),
+        })
+        .collect()
 }
 
 fn abandon(dump: &ClusterDump, in_progress: &[&NodeClaim], replacement: &str) -> Action {
@@ -515,5 +540,46 @@ mod tests {
         assert!(with_annotation(Some("empty/delete".into()))(&set).is_none());
         let cleared = with_annotation(None)(&set).unwrap();
         assert_eq!(annotation(&cleared), None);
+    }
+
+    /// A tick cut off between recording a command on a NodeClaim and tainting its node: the next
+    /// tick taints the node before it goes on, so no command runs on a schedulable node and no
+    /// node stays tainted without a command.
+    #[test]
+    fn a_command_whose_node_was_left_untainted_is_tainted_first() {
+        let dump = fleetwright_kube::dump::parse(
+            r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: karpenter.sh/v1
+  kind: NodeClaim
+  metadata:
+    name: default-old
+    annotations: {fleetwright.io/disruption: underutilized/delete}
+  spec:
+    nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+    requirements: []
+  status: {providerID: "aws:///us-east-1a/i-0aaa", nodeName: node-old}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: node-old}
+  spec: {providerID: "aws:///us-east-1a/i-0aaa"}
+"#,
+            "cut-off",
+        )
+        .unwrap();
+        let now = Utc::now();
+        let actions = continue_commands(&dump, &dump.nodeclaims, &[], now);
+        assert!(
+            matches!(actions.first(), Some(Action::Cordon { node }) if node == "node-old"),
+            "{actions:?}"
+        );
+        assert!(
+            actions
+                .iter()
+                .any(|a| matches!(a, Action::DrainDisrupted { nodeclaim, .. } if nodeclaim == "default-old")),
+            "{actions:?}"
+        );
     }
 }

@@ -195,6 +195,9 @@ impl<C: Cloud> Tick<C> {
                 replacement,
                 candidates,
             } => self.start(command, replacement, candidates, ctx).await?,
+            Action::Cordon { node } => {
+                executor::update_node(self.kube.clone(), &node, executor::cordoned).await?;
+            }
             Action::AwaitReplacement { replacement } => {
                 info!(target: DISRUPT, replacement = %replacement, "waiting for the replacement to initialize");
             }
@@ -449,14 +452,19 @@ impl<C: Cloud> Tick<C> {
             command = format!("{command}/{name}");
             ctx.created.push(created);
         }
-        for (node, claim) in candidates {
-            executor::update_node(self.kube.clone(), &node, executor::cordoned).await?;
+        // The command is recorded on every NodeClaim before any node is tainted: a tick cut off
+        // in between leaves a command the next tick continues (tainting what is left), never a
+        // tainted node that no command accounts for.
+        for (_, claim) in &candidates {
             executor::update_nodeclaim(
                 self.kube.clone(),
-                &claim,
+                claim,
                 disruption::with_annotation(Some(command.clone())),
             )
             .await?;
+        }
+        for (node, _) in &candidates {
+            executor::update_node(self.kube.clone(), node, executor::cordoned).await?;
         }
         Ok(())
     }
