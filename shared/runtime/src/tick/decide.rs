@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Duration, Utc};
 use fleetwright_cloud::instances::{self, Instance};
+use fleetwright_core::plan::NewNodeClaim;
 use fleetwright_core::{Plan, Snapshot};
 use fleetwright_kube::crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
@@ -52,16 +53,19 @@ pub fn pending_pods(snapshot: &Snapshot) -> usize {
 pub fn provision(dump: &ClusterDump, plan: &Plan) -> Vec<Action> {
     plan.nodeclaims
         .iter()
-        .filter_map(|planned| {
-            let claim = objects::nodeclaim_in(dump, planned)?;
-            Some(Action::CreateNodeClaim {
-                nodepool: planned.nodepool.clone(),
-                requests: serde_json::to_value(planned.requests.to_map()).unwrap_or_default(),
-                instance_types: planned.instance_types.clone(),
-                claim: Box::new(claim),
-            })
-        })
+        .filter_map(|planned| create(dump, planned))
         .collect()
+}
+
+/// Creating the NodeClaim for a planned node, or None when its NodePool is gone from the dump.
+pub fn create(dump: &ClusterDump, planned: &NewNodeClaim) -> Option<Action> {
+    let claim = objects::nodeclaim_in(dump, planned)?;
+    Some(Action::CreateNodeClaim {
+        nodepool: planned.nodepool.clone(),
+        requests: serde_json::to_value(planned.requests.to_map()).unwrap_or_default(),
+        instance_types: planned.instance_types.clone(),
+        claim: Box::new(claim),
+    })
 }
 
 /// Every NodeClaim with no instance yet that is not being deleted.

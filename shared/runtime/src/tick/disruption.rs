@@ -28,7 +28,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::{Deserialize, Serialize};
 
 use super::action::Action;
-use super::decide::{has_condition, name_of as name};
+use super::decide::{create, has_condition, name_of as name};
 
 /// On a candidate's NodeClaim: `<reason>/<command>[/<replacement NodeClaim>]`.
 pub const DISRUPTION_ANNOTATION: &str = "fleetwright.io/disruption";
@@ -429,15 +429,7 @@ fn carry_out(dump: &ClusterDump, first: &Disruption, now: DateTime<Utc>) -> Vec<
 /// cannot be built (its NodePool is gone) starts nothing.
 fn start(dump: &ClusterDump, command: &Disruption) -> Option<Action> {
     let replacement = match &command.replacement {
-        Some(r) => {
-            let claim = objects::nodeclaim_in(dump, &r.nodeclaim)?;
-            Some(Box::new(Action::CreateNodeClaim {
-                nodepool: r.nodeclaim.nodepool.clone(),
-                requests: serde_json::to_value(r.nodeclaim.requests.to_map()).unwrap_or_default(),
-                instance_types: r.nodeclaim.instance_types.clone(),
-                claim: Box::new(claim),
-            }))
-        }
+        Some(r) => Some(Box::new(create(dump, &r.nodeclaim)?)),
         None => None,
     };
     let candidates = command
