@@ -1,6 +1,6 @@
 //! The tick's one executor: it applies [`Action`]s in order through the Kubernetes API and the
 //! cloud, records what happened in the [`TickSummary`], and writes the log lines. A dry run is
-//! decided here and nowhere else: the actions are described (logged and summarized) and not
+//! decided here and nowhere else: the actions are described ([`super::dry_run`]) and not
 //! applied.
 
 use chrono::{DateTime, Utc};
@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use tracing::{info, warn};
 
 use super::action::Action;
+use super::dry_run::describe;
 
 use super::decide::name_of;
 use super::disruption::{self, DRAIN_STARTED_ANNOTATION};
@@ -22,9 +23,9 @@ use crate::error::RuntimeError;
 use crate::metrics;
 
 /// The log target of the tick's lifecycle lines (what the simulator's log calls the component).
-const TICK: &str = "fleetwright_runtime::tick";
+pub(crate) const TICK: &str = "fleetwright_runtime::tick";
 /// The log target of the disruption lines.
-const DISRUPT: &str = "fleetwright_runtime::disrupt";
+pub(crate) const DISRUPT: &str = "fleetwright_runtime::disrupt";
 
 /// What the executor works on: the tick's read of the cluster, the NodeClaims known so far
 /// (launches record their instance here), and what it has done.
@@ -559,59 +560,5 @@ fn terminates(action: &Action) -> Option<String> {
         }
         Action::CollectGarbage { instance_id, .. } => Some(instance_id.clone()),
         _ => None,
-    }
-}
-
-/// What a dry run says of an action it does not apply: the decision's log line, and the
-/// summary entries that do not depend on applying it.
-fn describe(action: &Action, summary: &mut TickSummary) {
-    match action {
-        Action::CreateNodeClaim { nodepool, .. } => {
-            summary
-                .nodeclaims_created
-                .push(format!("{nodepool}<dry-run>"));
-        }
-        Action::Register { nodeclaim, .. } => summary.registered.push(nodeclaim.clone()),
-        Action::Initialize { nodeclaim, node } => {
-            info!(target: TICK, nodeclaim = %nodeclaim, node = %node, "initialized nodeclaim");
-            summary.initialized.push(nodeclaim.clone());
-        }
-        Action::GiveUp { nodeclaim, .. } => {
-            warn!(target: TICK, nodeclaim = %nodeclaim, "nodeclaim did not register within 15m; deleting it");
-            summary.liveness_deleted.push(nodeclaim.clone());
-        }
-        Action::CollectGarbage {
-            instance_id,
-            nodeclaim,
-        } => {
-            warn!(target: TICK, instance_id = %instance_id, nodeclaim = ?nodeclaim, "garbage collecting an instance with no nodeclaim");
-            summary.garbage_collected.push(instance_id.clone());
-        }
-        Action::ForgetNodeClaim {
-            nodeclaim,
-            instance_id,
-            ..
-        } => {
-            warn!(target: TICK, nodeclaim = %nodeclaim, instance_id = %instance_id, "the nodeclaim's instance is gone; deleting the nodeclaim");
-            summary.stranded_deleted.push(nodeclaim.clone());
-        }
-        Action::Blocked { node, reason } => {
-            info!(target: DISRUPT, node = %node, reason = %reason, "not disrupting node")
-        }
-        Action::ConfirmLater {
-            command, savings, ..
-        } => {
-            info!(target: DISRUPT, command = %command, savings = savings, "disruption decided; confirming on a later tick");
-        }
-        Action::Disrupting { nodes, .. } => {
-            info!(target: DISRUPT, "disrupting node(s) {} (dry run)", nodes.join(", "))
-        }
-        Action::AwaitReplacement { replacement } => {
-            info!(target: DISRUPT, replacement = %replacement, "waiting for the replacement to initialize");
-        }
-        Action::Abandon { replacement, .. } => {
-            warn!(target: DISRUPT, %replacement, "the replacement is gone before it initialized; abandoning the disruption");
-        }
-        _ => {}
     }
 }

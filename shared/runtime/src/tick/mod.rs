@@ -12,6 +12,7 @@
 pub mod action;
 pub mod decide;
 pub mod disruption;
+mod dry_run;
 mod execute;
 
 use std::collections::BTreeMap;

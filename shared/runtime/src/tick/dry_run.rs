@@ -1,0 +1,62 @@
+//! What a dry run says of the actions it does not apply: the decisions' log lines, and the
+//! summary entries that do not depend on applying them.
+
+use tracing::{info, warn};
+
+use super::action::Action;
+use super::execute::{DISRUPT, TICK};
+use super::TickSummary;
+
+/// What a dry run says of an action it does not apply: the decision's log line, and the
+/// summary entries that do not depend on applying it.
+pub(crate) fn describe(action: &Action, summary: &mut TickSummary) {
+    match action {
+        Action::CreateNodeClaim { nodepool, .. } => {
+            summary
+                .nodeclaims_created
+                .push(format!("{nodepool}<dry-run>"));
+        }
+        Action::Register { nodeclaim, .. } => summary.registered.push(nodeclaim.clone()),
+        Action::Initialize { nodeclaim, node } => {
+            info!(target: TICK, nodeclaim = %nodeclaim, node = %node, "initialized nodeclaim");
+            summary.initialized.push(nodeclaim.clone());
+        }
+        Action::GiveUp { nodeclaim, .. } => {
+            warn!(target: TICK, nodeclaim = %nodeclaim, "nodeclaim did not register within 15m; deleting it");
+            summary.liveness_deleted.push(nodeclaim.clone());
+        }
+        Action::CollectGarbage {
+            instance_id,
+            nodeclaim,
+        } => {
+            warn!(target: TICK, instance_id = %instance_id, nodeclaim = ?nodeclaim, "garbage collecting an instance with no nodeclaim");
+            summary.garbage_collected.push(instance_id.clone());
+        }
+        Action::ForgetNodeClaim {
+            nodeclaim,
+            instance_id,
+            ..
+        } => {
+            warn!(target: TICK, nodeclaim = %nodeclaim, instance_id = %instance_id, "the nodeclaim's instance is gone; deleting the nodeclaim");
+            summary.stranded_deleted.push(nodeclaim.clone());
+        }
+        Action::Blocked { node, reason } => {
+            info!(target: DISRUPT, node = %node, reason = %reason, "not disrupting node")
+        }
+        Action::ConfirmLater {
+            command, savings, ..
+        } => {
+            info!(target: DISRUPT, command = %command, savings = savings, "disruption decided; confirming on a later tick");
+        }
+        Action::Disrupting { nodes, .. } => {
+            info!(target: DISRUPT, "disrupting node(s) {} (dry run)", nodes.join(", "))
+        }
+        Action::AwaitReplacement { replacement } => {
+            info!(target: DISRUPT, replacement = %replacement, "waiting for the replacement to initialize");
+        }
+        Action::Abandon { replacement, .. } => {
+            warn!(target: DISRUPT, %replacement, "the replacement is gone before it initialized; abandoning the disruption");
+        }
+        _ => {}
+    }
+}
