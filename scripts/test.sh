@@ -86,6 +86,11 @@ unset AWS_PROFILE AWS_SESSION_TOKEN AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTA
 echo "moto server on $FLEETWRIGHT_MOTO_ENDPOINT"
 cargo test --workspace --all-targets --all-features
 
+# README command 1 builds the CLI with its default features (no AWS SDK); the run above has
+# them all on. Build and lint that CLI too, and run the test of what it says without AWS.
+stage "the CLI with default features, as README command 1 builds it: cargo test -p fleetwright-cli --test replay"
+cargo test -p fleetwright-cli --test replay
+
 stage "scripts/e2e.sh (the local stack: moto, cargo lambda watch, the Kubernetes API fake)"
 scripts/e2e.sh
 

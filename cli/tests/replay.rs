@@ -226,13 +226,7 @@ async fn from_queue_replays_every_waiting_message_and_leaves_them_there() {
 #[cfg(not(feature = "aws"))]
 #[test]
 fn from_queue_without_the_aws_feature_says_how_to_get_it() {
-    let cluster = repo(CLUSTER);
-    let out = replay(&[
-        "--cluster",
-        &cluster,
-        "--from-queue",
-        "http://127.0.0.1:1/q",
-    ]);
+    let out = replay(&["--from-queue", "http://127.0.0.1:1/q"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--features aws"), "{err}");
