@@ -1,13 +1,12 @@
 //! `fleetwright simulate`: the real runtime use cases (tick, interruption, webhook) on a virtual
-//! clock, one simulated second at a time, against a simulated cloud ([`fleetwright_cloud::sim::SimCloud`], the
+//! clock, one simulated second at a time, against a simulated cloud ([`fleetwright_sim::SimCloud`], the
 //! runtime's `Cloud` trait over the embedded catalog) and a simulated cluster
-//! ([`cluster::Cluster`]: a real `kube::Client` over the in-memory API, plus a kubelet, the
+//! ([`fleetwright_sim::Cluster`]: a real `kube::Client` over the in-memory API, plus a kubelet, the
 //! Deployment controllers and a scheduler). Pods created by a Deployment go through the webhook,
 //! whose nudge starts a tick a second later; a tick also runs at every whole minute, as the
 //! EventBridge schedule does. Spot interruption warnings and instance state changes reach the
 //! interruption function as an SQS batch. Everything random comes from the scenario's seed.
 
-mod cluster;
 mod log;
 mod report;
 mod scenario;
@@ -32,9 +31,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
-use cluster::Cluster;
-use fleetwright_cloud::sim::{SimCloud, ZONES};
 use fleetwright_core::rng::Rng;
+use fleetwright_sim::{Cluster, SimCloud, ZONES};
 use report::{InterruptionOutcome, Latency, Launch, Report, Sample, StepOutcome};
 use scenario::{Action, Scenario, Step};
 
@@ -567,7 +565,7 @@ impl Simulation {
 fn ec2_event(detail_type: &str, instance_id: &str, detail: Value, now: DateTime<Utc>) -> Value {
     let id = format!(
         "{:08x}-sim-{}",
-        cluster::fnv(&format!("{detail_type}{instance_id}")) & 0xffff_ffff,
+        fleetwright_sim::cluster::fnv(&format!("{detail_type}{instance_id}")) & 0xffff_ffff,
         now.timestamp()
     );
     json!({"version": "0", "id": id, "detail-type": detail_type, "source": "aws.ec2",

@@ -81,7 +81,7 @@ pub struct ChangeAmi {
     pub nodeclass: Option<String>,
 }
 
-pub use fleetwright_cloud::sim::Ice;
+pub use fleetwright_sim::Ice;
 
 /// What happens at a step.
 #[derive(Clone, Debug, PartialEq)]

@@ -2,7 +2,7 @@
 //! that cross it (launch requests, launched and owned instances, resolved node classes,
 //! unavailable offerings), its one error type ([`CloudError`]), and the pure rules every
 //! implementation shares: offering selection for a launch, ownership and orphans. The EC2 adapter
-//! (`fleetwright-aws`) and the simulator implement it; nothing here talks to a cloud, so the use
+//! (`fleetwright-aws`) and the simulator (`fleetwright-sim`) implement it; nothing here talks to a cloud, so the use
 //! cases and the simulator build without the AWS SDK.
 
 use std::future::Future;
@@ -19,7 +19,6 @@ pub mod instances;
 pub mod launch;
 pub mod nodeclass;
 pub mod nudge;
-pub mod sim;
 pub mod unavailable;
 
 pub use error::CloudError;

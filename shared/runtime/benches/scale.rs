@@ -16,10 +16,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::Utc;
-use fleetwright_cloud::sim::SimCloud;
 use fleetwright_core::Catalog;
 use fleetwright_runtime::settings::Settings;
 use fleetwright_runtime::tick::Tick;
+use fleetwright_sim::SimCloud;
 use serde_json::{json, Value};
 
 const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];

@@ -1,9 +1,9 @@
 //! Trace benchmark: a load that rises to 200 pods and falls to 40 goes through the real tick
 //! (provisioning, launch, registration, disruption, deletion) on a virtual clock, one tick a
-//! minute, against the simulated cloud (`fleetwright_cloud::sim`) and the HTTP Kubernetes API
-//! fake. Between ticks a simulated
-//! kubelet registers a Ready node for each launched instance and a simulated scheduler binds
-//! pending pods first-fit and recreates evicted ones as a ReplicaSet would.
+//! minute, in the project's one simulated world (`fleetwright_sim`): the simulated cloud, and the
+//! simulated cluster behind a real `kube::Client` whose kubelet registers launched instances,
+//! whose ReplicaSets replace evicted pods and whose scheduler binds pending ones. The cluster
+//! steps every simulated second between ticks, as `fleetwright simulate` does.
 //!
 //! After the fall it prints, per tick, the fleet's hourly cost against the LP lower bound for the
 //! 40 pods left. The target is a ratio of at most 1.10 within 5 ticks of the fall.
@@ -11,27 +11,21 @@
 //! `cargo bench -p fleetwright-runtime --bench trace` (it also runs, identically, as a check
 //! under `cargo test`: the trace is small). `TRACE_VERBOSE=1` prints each tick's summary.
 
-#[path = "../../kube/tests/fake_api/mod.rs"]
-mod fake_api;
-
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use fake_api::FakeApi;
-use fleetwright_cloud::sim::SimCloud;
 use fleetwright_core::labels::{INSTANCE_CATEGORY, INSTANCE_GENERATION};
 use fleetwright_core::{Catalog, InstanceType, NodeClassSettings, ScheduleOptions};
 use fleetwright_runtime::settings::Settings;
 use fleetwright_runtime::tick::Tick;
+use fleetwright_sim::cluster::PODS;
+use fleetwright_sim::{Cluster, SimCloud};
 use serde_json::{json, Value};
 
 const CLUSTER: &str = "trace";
-const PODS: &str = "/api/v1/pods";
-const NODES: &str = "/api/v1/nodes";
-const NODECLAIMS: &str = "/apis/karpenter.sh/v1/nodeclaims";
-/// Pod sizes, cycled: (cpu, memory).
+/// Pod sizes, one Deployment each: (cpu, memory).
 const SIZES: [(&str, &str); 4] = [
     ("250m", "512Mi"),
     ("500m", "1Gi"),
@@ -102,17 +96,15 @@ impl Types {
     }
 }
 
-fn pending_pod(name: &str, size: (&str, &str), created: DateTime<Utc>) -> Value {
-    json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "apps", "uid": format!("uid-{name}"),
-            "creationTimestamp": created.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            "labels": {"app": "web"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5db4558c8", "uid": "uid-rs", "controller": true}]},
-        "spec": {"containers": [{"name": "app", "image": "nginx", "resources": {"requests": {"cpu": size.0, "memory": size.1}}}]},
-        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}})
+fn deployment(index: usize, size: (&str, &str)) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": format!("web-{index}"), "namespace": "apps"},
+        "spec": {"replicas": 0, "template": {"metadata": {"labels": {"app": format!("web-{index}")}},
+            "spec": {"containers": [{"name": "app", "image": "nginx",
+                "resources": {"requests": {"cpu": size.0, "memory": size.1}}}]}}}})
 }
 
-fn initial_objects() -> BTreeMap<String, Vec<Value>> {
+fn objects() -> Vec<Value> {
     let nodepool = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default", "uid": "np-1"},
         "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
             "requirements": [{"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
@@ -124,198 +116,77 @@ fn initial_objects() -> BTreeMap<String, Vec<Value>> {
         "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}], "role": "trace",
             "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
             "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}]}});
-    [
-        ("/apis/karpenter.sh/v1/nodepools", vec![nodepool]),
-        ("/apis/karpenter.k8s.aws/v1/ec2nodeclasses", vec![nodeclass]),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    let mut objects = vec![nodepool, nodeclass];
+    objects.extend(SIZES.iter().enumerate().map(|(i, s)| deployment(i, *s)));
+    objects
 }
 
-/// The kubelet and the scheduler between two ticks.
+/// The simulated world and what the trace asks of it.
 struct World<'a> {
-    api: &'a FakeApi,
+    cluster: Cluster,
     cloud: Arc<SimCloud>,
     types: &'a Types,
-    next_pod: usize,
 }
 
 impl World<'_> {
-    fn scale_up(&mut self, to: usize, now: DateTime<Utc>) {
-        let mut state = self.api.state.lock().unwrap();
-        let pods = state.objects.entry(PODS.into()).or_default();
-        while pods.len() < to {
-            let size = SIZES[self.next_pod % SIZES.len()];
-            pods.push(pending_pod(&format!("web-{}", self.next_pod), size, now));
-            self.next_pod += 1;
+    fn scale_up(&mut self, total: usize) {
+        for i in 0..SIZES.len() {
+            self.cluster
+                .scale(&format!("web-{i}"), (total / SIZES.len()) as u32);
         }
     }
 
-    /// A ReplicaSet scale-down that spreads: it keeps every fifth pod.
+    /// A ReplicaSet scale-down that spreads, as kube-controller-manager's ranking of pods on
+    /// crowded nodes first does: it keeps every fifth pod, in creation order.
     fn scale_down_to_a_fifth(&mut self) {
-        let mut state = self.api.state.lock().unwrap();
-        let pods = state.objects.entry(PODS.into()).or_default();
-        let mut i = 0;
-        pods.retain(|_| {
-            i += 1;
-            (i - 1) % 5 == 0
-        });
-    }
-
-    /// Registers a Ready node for every launched NodeClaim without one; removes nodes whose
-    /// instance is gone.
-    fn kubelet(&self) {
-        let live: BTreeSet<String> = self
-            .cloud
-            .live()
-            .values()
-            .map(|i| format!("aws:///{}/{}", i.instance.zone, i.instance.id))
-            .collect();
-        let mut state = self.api.state.lock().unwrap();
-        let claims = state.objects.get(NODECLAIMS).cloned().unwrap_or_default();
-        let nodes = state.objects.entry(NODES.into()).or_default();
-        nodes.retain(|n| live.contains(n["spec"]["providerID"].as_str().unwrap_or_default()));
-        for claim in claims {
-            let Some(provider) = claim["status"]["providerID"].as_str() else {
-                continue;
-            };
-            if !live.contains(provider) || nodes.iter().any(|n| n["spec"]["providerID"] == provider)
-            {
-                continue;
-            }
-            let instance_type = claim["metadata"]["labels"]["node.kubernetes.io/instance-type"]
-                .as_str()
-                .unwrap_or_default();
-            let Some(t) = self.types.by_name.get(instance_type) else {
-                continue;
-            };
-            let name = format!(
-                "ip-10-0-{}.ec2.internal",
-                provider.rsplit('/').next().unwrap_or("")
-            );
-            let mut labels = claim["metadata"]["labels"].clone();
-            labels["kubernetes.io/hostname"] = json!(name);
-            let a = &t.allocatable;
-            let allocatable = json!({"cpu": format!("{}m", a.cpu), "memory": a.memory.to_string(), "pods": a.pods.to_string()});
-            nodes.push(json!({"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": name, "uid": format!("uid-{name}"), "labels": labels},
-                "spec": {"providerID": provider, "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]},
-                "status": {"allocatable": allocatable, "capacity": allocatable,
-                    "conditions": [{"type": "Ready", "status": "True"}]}}));
+        {
+            let mut state = self.cluster.api.lock();
+            let pods = state.objects.entry(PODS.into()).or_default();
+            let mut i = 0;
+            pods.retain(|_| {
+                i += 1;
+                (i - 1) % 5 == 0
+            });
+        }
+        for i in 0..SIZES.len() {
+            let name = format!("web-{i}");
+            let (_, total) = self.cluster.deployment_pods(&name);
+            self.cluster.scale(&name, total as u32);
         }
     }
 
-    /// Recreates evicted pods and pods whose node is gone as pending; binds pending pods
-    /// first-fit to Ready, untainted nodes with room.
-    fn scheduler(&mut self, now: DateTime<Utc>) {
-        let mut state = self.api.state.lock().unwrap();
-        let evicted: BTreeSet<String> = std::mem::take(&mut state.evicted).into_iter().collect();
-        let nodes = state.objects.get(NODES).cloned().unwrap_or_default();
-        let node_names: BTreeSet<String> = nodes
+    /// One simulated second of the rest of Kubernetes.
+    fn second(&mut self, now: DateTime<Utc>) {
+        self.cluster.set_clock(now);
+        self.cluster.kubelet(&self.cloud.live(), now);
+        self.cluster.controllers(now);
+        self.cluster.scheduler(now);
+    }
+
+    /// The CPU the workload now requests, in millicores.
+    fn cpu_requested(&self) -> i64 {
+        self.cluster
+            .workload_as_pending()
             .iter()
-            .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
-            .collect();
-        let pods = state.objects.entry(PODS.into()).or_default();
-        for pod in pods.iter_mut() {
-            let key = format!(
-                "apps/{}",
-                pod["metadata"]["name"].as_str().unwrap_or_default()
-            );
-            let node = pod["spec"]["nodeName"].as_str().map(str::to_string);
-            let orphaned = node.as_ref().is_some_and(|n| !node_names.contains(n));
-            if evicted.contains(&key) || orphaned {
-                let size = (
+            .map(|pod| {
+                milli(
                     pod["spec"]["containers"][0]["resources"]["requests"]["cpu"]
                         .as_str()
-                        .unwrap_or("1")
-                        .to_string(),
-                    pod["spec"]["containers"][0]["resources"]["requests"]["memory"]
-                        .as_str()
-                        .unwrap_or("1Gi")
-                        .to_string(),
-                );
-                *pod = pending_pod(&format!("web-{}", self.next_pod), (&size.0, &size.1), now);
-                self.next_pod += 1;
-            }
-        }
-        let mut used: BTreeMap<String, (i64, i64)> = BTreeMap::new();
-        for pod in pods.iter() {
-            if let Some(node) = pod["spec"]["nodeName"].as_str() {
-                let (c, m) = requests(pod);
-                let u = used.entry(node.to_string()).or_default();
-                u.0 += c;
-                u.1 += m;
-            }
-        }
-        for pod in pods.iter_mut().filter(|p| p["spec"]["nodeName"].is_null()) {
-            let (c, m) = requests(pod);
-            let fits = nodes.iter().find(|n| {
-                let name = n["metadata"]["name"].as_str().unwrap_or_default();
-                let schedulable = n["spec"]["taints"].as_array().is_none_or(|t| t.is_empty());
-                let (uc, um) = used.get(name).copied().unwrap_or_default();
-                let (ac, am) = allocatable(n);
-                schedulable && uc + c <= ac && um + m <= am
-            });
-            if let Some(n) = fits {
-                let name = n["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                let u = used.entry(name.clone()).or_default();
-                u.0 += c;
-                u.1 += m;
-                pod["spec"]["nodeName"] = json!(name);
-                pod["status"] = json!({"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]});
-            }
-        }
-    }
-
-    /// The CPU the pods now in the cluster request, in millicores.
-    fn cpu_requested(&self) -> i64 {
-        let state = self.api.state.lock().unwrap();
-        state
-            .objects
-            .get(PODS)
-            .map_or(0, |p| p.iter().map(|pod| requests(pod).0).sum())
+                        .unwrap_or("0"),
+                )
+            })
+            .sum()
     }
 
     fn pending(&self) -> usize {
-        let state = self.api.state.lock().unwrap();
-        state.objects.get(PODS).map_or(0, |p| {
-            p.iter().filter(|p| p["spec"]["nodeName"].is_null()).count()
-        })
+        self.cluster.workload().1.len()
     }
 
     /// The LP lower bound on the hourly cost of the pods now in the cluster, and the cost of
     /// the scheduler's own plan for them from scratch.
     fn lower_bound(&self) -> (f64, f64) {
-        let state = self.api.state.lock().unwrap();
-        let mut items: Vec<Value> = Vec::new();
-        for path in [
-            "/apis/karpenter.sh/v1/nodepools",
-            "/apis/karpenter.k8s.aws/v1/ec2nodeclasses",
-        ] {
-            items.extend(state.objects.get(path).cloned().unwrap_or_default());
-        }
-        for pod in state.objects.get(PODS).cloned().unwrap_or_default() {
-            let size = (
-                pod["spec"]["containers"][0]["resources"]["requests"]["cpu"].clone(),
-                pod["spec"]["containers"][0]["resources"]["requests"]["memory"].clone(),
-            );
-            let name = pod["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            items.push(pending_pod(
-                &name,
-                (
-                    size.0.as_str().unwrap_or("1"),
-                    size.1.as_str().unwrap_or("1Gi"),
-                ),
-                Utc::now(),
-            ));
-        }
+        let mut items = self.cluster.configuration();
+        items.extend(self.cluster.workload_as_pending());
         let text =
             serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": items}))
                 .unwrap();
@@ -327,22 +198,6 @@ impl World<'_> {
     }
 }
 
-fn requests(pod: &Value) -> (i64, i64) {
-    let r = &pod["spec"]["containers"][0]["resources"]["requests"];
-    (
-        milli(r["cpu"].as_str().unwrap_or("0")),
-        bytes(r["memory"].as_str().unwrap_or("0")),
-    )
-}
-
-fn allocatable(node: &Value) -> (i64, i64) {
-    let a = &node["status"]["allocatable"];
-    (
-        milli(a["cpu"].as_str().unwrap_or("0")),
-        bytes(a["memory"].as_str().unwrap_or("0")),
-    )
-}
-
 fn milli(q: &str) -> i64 {
     match q.strip_suffix('m') {
         Some(m) => m.parse().unwrap_or(0),
@@ -350,18 +205,14 @@ fn milli(q: &str) -> i64 {
     }
 }
 
-fn bytes(q: &str) -> i64 {
-    for (suffix, factor) in [("Ki", 1 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30)] {
-        if let Some(n) = q.strip_suffix(suffix) {
-            return n.parse::<i64>().unwrap_or(0) * factor;
-        }
-    }
-    q.parse().unwrap_or(0)
-}
-
-/// One tick at `now`, then the kubelet and the scheduler.
+/// One tick at `now`, then a minute of the rest of the cluster.
 async fn step(world: &mut World<'_>, settings: &Settings, now: DateTime<Utc>, n: usize) {
-    let tick = Tick::new(world.cloud.clone(), world.api.client(), settings.clone());
+    world.cluster.set_clock(now);
+    let tick = Tick::new(
+        world.cloud.clone(),
+        world.cluster.api.client(),
+        settings.clone(),
+    );
     let s = tick
         .run(now, &format!("trace-{n}"))
         .await
@@ -380,8 +231,9 @@ async fn step(world: &mut World<'_>, settings: &Settings, now: DateTime<Utc>, n:
             s.terminated
         );
     }
-    world.kubelet();
-    world.scheduler(now);
+    for second in 0..60 {
+        world.second(now + Duration::seconds(second));
+    }
 }
 
 fn main() {
@@ -389,19 +241,17 @@ fn main() {
     runtime.block_on(async {
         let types = Types::embedded();
         let cloud = Arc::new(SimCloud::new(CLUSTER, types.catalog.clone()));
-        let api = FakeApi::start(initial_objects()).await;
-        let url = format!("http://{}", api.addr);
+        let cluster = Cluster::new(&objects(), types.by_name.clone(), 1);
         let settings = Settings::from_lookup(|name| match name {
             "FLEETWRIGHT_CLUSTER_NAME" => Some(CLUSTER.into()),
-            "FLEETWRIGHT_KUBE_API_URL" => Some(url.clone()),
+            "FLEETWRIGHT_KUBE_API_URL" => Some("http://127.0.0.1:1".into()),
             _ => None,
         })
         .expect("valid settings");
         let mut world = World {
-            api: &api,
+            cluster,
             cloud: cloud.clone(),
             types: &types,
-            next_pod: 0,
         };
         let start = DateTime::parse_from_rfc3339("2026-11-22T10:00:00Z")
             .unwrap()
@@ -409,7 +259,8 @@ fn main() {
         let mut out = std::io::stdout();
         let mut t = 0;
         let at = |t: usize| start + Duration::minutes(t as i64);
-        world.scale_up(200, at(0));
+        world.scale_up(200);
+        world.second(at(0));
         while world.pending() > 0 && t < 12 {
             step(&mut world, &settings, at(t), t).await;
             t += 1;

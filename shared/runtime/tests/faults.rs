@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use fleetwright_cloud::sim::SimCloud;
 use fleetwright_cloud::{
     Cloud, CloudError, Instance, LaunchRequest, Launched, ResolvedNodeClass, Termination,
     UnavailableOfferings,
@@ -16,6 +15,7 @@ use fleetwright_kube::crds::EC2NodeClass;
 use fleetwright_kube::memory::MemoryApi;
 use fleetwright_runtime::settings::Settings;
 use fleetwright_runtime::tick::Tick;
+use fleetwright_sim::SimCloud;
 use serde_json::{json, Value};
 
 const NODECLAIMS: &str = "/apis/karpenter.sh/v1/nodeclaims";

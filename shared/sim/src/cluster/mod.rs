@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{json, Value};
 use tracing::info;
 
-use fleetwright_cloud::sim::SimInstance;
+use crate::cloud::SimInstance;
 use fleetwright_core::rng::Rng;
 
 pub const PODS: &str = "/api/v1/pods";

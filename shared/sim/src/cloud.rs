@@ -9,13 +9,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::ami::{Ami, AmiFamily, Variant};
-use crate::instances::{ownership_problem, Instance, Termination};
-use crate::launch::{self, FleetError};
-use crate::nodeclass::{ResolvedNodeClass, Subnet};
-use crate::unavailable::{OfferingKey, UnavailableOfferings};
-use crate::{Cloud, CloudError, LaunchRequest, Launched};
 use chrono::{DateTime, Duration, Utc};
+use fleetwright_cloud::ami::{Ami, AmiFamily, Variant};
+use fleetwright_cloud::instances::{ownership_problem, Instance, Termination};
+use fleetwright_cloud::launch::{self, FleetError};
+use fleetwright_cloud::nodeclass::{ResolvedNodeClass, Subnet};
+use fleetwright_cloud::unavailable::{OfferingKey, UnavailableOfferings};
+use fleetwright_cloud::{Cloud, CloudError, LaunchRequest, Launched};
 use fleetwright_core::labels::NODEPOOL;
 use fleetwright_core::Catalog;
 use fleetwright_crds::EC2NodeClass;
