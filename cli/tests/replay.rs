@@ -40,7 +40,7 @@ fn action_names(decision: &Value) -> Vec<String> {
 }
 
 #[test]
-fn a_spot_warning_replays_as_cordon_drain_terminate_against_the_dump() {
+fn a_spot_warning_replays_as_cordon_drain_delete_against_the_dump() {
     let out = replay(&["--event", &repo("events/spot-interruption.json")]);
     assert!(
         out.status.success(),
@@ -58,7 +58,6 @@ fn a_spot_warning_replays_as_cordon_drain_terminate_against_the_dump() {
             "cordon",
             "drain",
             "markUnavailable",
-            "terminate",
             "deleteNodeClaim"
         ]
     );
@@ -68,7 +67,7 @@ fn a_spot_warning_replays_as_cordon_drain_terminate_against_the_dump() {
         json!(["shop/web-5d8f7c9b4-abcde"]),
         "DaemonSet pods stay"
     );
-    assert_eq!(decision["actions"][4]["instanceId"], "i-0abcdef1234567890");
+    assert_eq!(decision["actions"][4]["nodeclaim"], "default-x7k2p");
 }
 
 #[test]
@@ -77,7 +76,11 @@ fn a_rebalance_recommendation_only_records_unless_drain_is_chosen() {
     let default = stdout_json(&replay(&["--event", &event]));
     assert_eq!(action_names(&default), ["recordEvent"]);
     let drain = stdout_json(&replay(&["--event", &event, "--rebalance", "drain"]));
-    assert_eq!(action_names(&drain), ["recordEvent", "cordon", "drain"]);
+    assert_eq!(
+        action_names(&drain),
+        ["recordEvent", "cordon", "drain", "deleteNodeClaim"],
+        "a drained node is replaced, not left cordoned for good"
+    );
 }
 
 #[test]

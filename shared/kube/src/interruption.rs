@@ -4,7 +4,9 @@
 //! Nothing here talks to an API.
 
 use fleetwright_core::labels::{CAPACITY_TYPE, INSTANCE_TYPE, TAINT_DISRUPTED, ZONE};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -148,9 +150,7 @@ pub fn parse(event: Envelope<'_>) -> Result<Option<Message>, String> {
 )]
 pub enum Action {
     /// Nothing to do for this instance, and why.
-    Ignore {
-        reason: String,
-    },
+    Ignore { reason: String },
     /// A Kubernetes Event on the NodeClaim.
     RecordEvent {
         nodeclaim: String,
@@ -158,26 +158,18 @@ pub enum Action {
         message: String,
     },
     /// Taint the node `karpenter.sh/disrupted:NoSchedule`.
-    Cordon {
-        node: String,
-    },
+    Cordon { node: String },
     /// Evict these pods (`namespace/name`) through the Eviction API.
-    Drain {
-        node: String,
-        pods: Vec<String>,
-    },
+    Drain { node: String, pods: Vec<String> },
     /// Avoid this offering for a while.
     MarkUnavailable {
         capacity_type: String,
         instance_type: String,
         zone: String,
     },
-    Terminate {
-        instance_id: String,
-    },
-    DeleteNodeClaim {
-        nodeclaim: String,
-    },
+    /// Delete the NodeClaim: its finalizer holds it while the tick drains the node and then
+    /// terminates the instance.
+    DeleteNodeClaim { nodeclaim: String },
 }
 
 /// What handling one instance decided.
@@ -225,8 +217,10 @@ pub fn pod_key(p: &k8s_openapi::api::core::v1::Pod) -> String {
 }
 
 /// Decides what to do for every instance of a message, from the cluster as read. Pure: the same
-/// dump and message always give the same actions. A node already cordoned for disruption is not
-/// drained again and a NodeClaim already deleting is not terminated again, so duplicates are no-ops.
+/// dump and message always give the same actions. Every kind but a rebalance recommendation (unless
+/// the settings say drain) cordons and drains the node and deletes its NodeClaim; the tick then
+/// terminates the instance once the pods are gone. A NodeClaim already deleting is left to that
+/// flow, so duplicates are no-ops.
 pub fn decide(
     dump: &ClusterDump,
     message: &Message,
@@ -263,19 +257,23 @@ fn decide_for(
         reason: reason.into(),
         message: text,
     }];
-    let drain = *kind != Kind::RebalanceRecommendation || rebalance == RebalanceAction::Drain;
+    let disrupt = *kind != Kind::RebalanceRecommendation || rebalance == RebalanceAction::Drain;
+    let deleting = claim.metadata.deletion_timestamp.is_some();
     let node = dump.node_of(claim);
-    if let Some(node) = node.filter(|n| drain && !is_cordoned(n)) {
-        let node = node.metadata.name.clone().unwrap_or_default();
-        let pods = dump
-            .pods
-            .iter()
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()))
-            .filter(|p| !crate::objects::skipped_by_drain(p))
-            .map(pod_key)
-            .collect();
-        actions.push(Action::Cordon { node: node.clone() });
-        actions.push(Action::Drain { node, pods });
+    if let Some(node) = node.filter(|_| disrupt) {
+        let cordoned = is_cordoned(node);
+        let name = node.metadata.name.clone().unwrap_or_default();
+        if !cordoned {
+            actions.push(Action::Cordon { node: name.clone() });
+        }
+        // A node a disruption already tainted is drained too (that command may not be
+        // draining yet); once the NodeClaim is deleting, the tick's termination drains it.
+        if !cordoned || !deleting {
+            actions.push(Action::Drain {
+                pods: pods_to_drain(dump, &name),
+                node: name,
+            });
+        }
     }
     if *kind == Kind::SpotInterruption {
         let labels = claim.metadata.labels.clone().unwrap_or_default();
@@ -289,14 +287,14 @@ fn decide_for(
                 zone: z.clone(),
             });
         }
-        if claim.metadata.deletion_timestamp.is_none() {
-            actions.push(Action::Terminate {
-                instance_id: instance_id.to_string(),
-            });
-            actions.push(Action::DeleteNodeClaim {
-                nodeclaim: name.clone(),
-            });
-        }
+    }
+    // As Karpenter does, the NodeClaim is deleted and the instance left to the termination
+    // flow (the tick's deletions): it waits for the evicted pods to leave, within the
+    // NodeClaim's terminationGracePeriod, so they get their graceful shutdown.
+    if disrupt && !deleting {
+        actions.push(Action::DeleteNodeClaim {
+            nodeclaim: name.clone(),
+        });
     }
     InstanceOutcome {
         instance_id: instance_id.to_string(),
@@ -304,6 +302,51 @@ fn decide_for(
         node: node_name,
         actions,
     }
+}
+
+/// Updates a dump read before `outcome` was executed as if it had been read after: cordoned
+/// nodes carry the disruption taint and deleted NodeClaims a deletion timestamp. An SQS batch
+/// reads the cluster once and decides each message over the dump the earlier ones left, so a
+/// duplicate in the same batch decides nothing new. Pure.
+pub fn assume(dump: &mut ClusterDump, outcome: &InstanceOutcome, now: Timestamp) {
+    for action in &outcome.actions {
+        match action {
+            Action::Cordon { node } => {
+                if let Some(n) = dump
+                    .nodes
+                    .iter_mut()
+                    .find(|n| n.metadata.name.as_deref() == Some(node.as_str()))
+                {
+                    let spec = n.spec.get_or_insert_with(Default::default);
+                    spec.taints.get_or_insert_with(Vec::new).push(Taint {
+                        key: TAINT_DISRUPTED.into(),
+                        effect: "NoSchedule".into(),
+                        ..Default::default()
+                    });
+                }
+            }
+            Action::DeleteNodeClaim { nodeclaim } => {
+                if let Some(c) = dump
+                    .nodeclaims
+                    .iter_mut()
+                    .find(|c| c.metadata.name.as_deref() == Some(nodeclaim.as_str()))
+                {
+                    c.metadata.deletion_timestamp.get_or_insert(Time(now));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The pods a drain of `node` evicts (not DaemonSet pods, mirror pods or finished ones).
+fn pods_to_drain(dump: &ClusterDump, node: &str) -> Vec<String> {
+    dump.pods
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .filter(|p| !crate::objects::skipped_by_drain(p))
+        .map(pod_key)
+        .collect()
 }
 
 fn claim_for<'a>(dump: &'a ClusterDump, instance: &str) -> Option<&'a NodeClaim> {
@@ -453,7 +496,7 @@ items:
     }
 
     #[test]
-    fn a_spot_warning_decides_cordon_drain_unavailable_terminate_delete() {
+    fn a_spot_warning_decides_cordon_drain_unavailable_delete_and_leaves_termination_to_the_tick() {
         let out = decide(
             &dump(false, false),
             &message(Kind::SpotInterruption, &["i-1", "i-other"]),
@@ -476,7 +519,6 @@ items:
                 "cordon",
                 "drain",
                 "markUnavailable",
-                "terminate",
                 "deleteNodeClaim"
             ]
         );
@@ -530,8 +572,69 @@ items:
             !drain[0]
                 .actions
                 .iter()
-                .any(|a| matches!(a, Action::Terminate { .. })),
-            "only spot warnings terminate"
+                .any(|a| matches!(a, Action::MarkUnavailable { .. })),
+            "only spot warnings mark offerings unavailable"
         );
+    }
+
+    #[test]
+    fn a_duplicate_decided_over_the_assumed_dump_does_nothing_new() {
+        let mut dump = dump(false, false);
+        let message = message(Kind::SpotInterruption, &["i-1"]);
+        let first = decide(&dump, &message, RebalanceAction::Event);
+        assume(&mut dump, &first[0], Timestamp::UNIX_EPOCH);
+        let again = decide(&dump, &message, RebalanceAction::Event);
+        assert!(
+            again[0].actions.iter().all(|a| matches!(
+                a,
+                Action::RecordEvent { .. } | Action::MarkUnavailable { .. }
+            )),
+            "{:?}",
+            again[0].actions
+        );
+    }
+
+    #[test]
+    fn a_spot_warning_drains_a_node_a_disruption_already_tainted() {
+        let out = decide(
+            &dump(true, false),
+            &message(Kind::SpotInterruption, &["i-1"]),
+            RebalanceAction::Event,
+        );
+        let actions = &out[0].actions;
+        assert!(
+            actions.contains(&Action::Drain {
+                node: "node-a".into(),
+                pods: vec!["shop/web".into()]
+            }),
+            "{actions:?}"
+        );
+        assert!(!actions.iter().any(|a| matches!(a, Action::Cordon { .. })));
+        assert!(actions.contains(&Action::DeleteNodeClaim {
+            nodeclaim: "default-a".into()
+        }));
+    }
+
+    #[test]
+    fn state_changes_and_health_events_delete_the_nodeclaim_as_karpenter_does() {
+        for kind in [
+            Kind::StateChange("stopping".into()),
+            Kind::ScheduledChange,
+            Kind::CapacityReservationInterruption,
+        ] {
+            let out = decide(
+                &dump(false, false),
+                &message(kind.clone(), &["i-1"]),
+                RebalanceAction::Event,
+            );
+            let actions = &out[0].actions;
+            assert!(
+                actions.iter().any(|a| matches!(a, Action::Drain { .. }))
+                    && actions.contains(&Action::DeleteNodeClaim {
+                        nodeclaim: "default-a".into()
+                    }),
+                "{kind:?}: {actions:?}"
+            );
+        }
     }
 }

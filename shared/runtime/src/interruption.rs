@@ -1,10 +1,11 @@
 //! The interruption use case: EC2 and AWS Health events (directly from EventBridge or through the
-//! SQS queue) become cordons, drains, NodeClaim deletions and terminations. Each message is handled
-//! on its own, so one bad message fails alone (an SQS batch item failure) and the rest go on.
-//! What to do is decided by [`fleetwright_kube::interruption::decide`] (pure, also behind
-//! `fleetwright replay-event`); this module reads the cluster and executes the actions.
-//! Handling is idempotent: a node that is already cordoned for disruption is not drained again,
-//! and a NodeClaim that is already deleting is not terminated again.
+//! SQS queue) become cordons, drains and NodeClaim deletions; the tick's termination flow then
+//! terminates the instance once its pods are gone. Each message is handled on its own, so one bad
+//! message fails alone (an SQS batch item failure) and the rest go on. An SQS batch reads the
+//! cluster once, however many messages it holds. What to do is decided by
+//! [`fleetwright_kube::interruption::decide`] (pure, also behind `fleetwright replay-event`);
+//! this module reads the cluster and executes the actions. Handling is idempotent: a NodeClaim
+//! that is already deleting is left to the tick.
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
@@ -13,7 +14,7 @@ use fleetwright_cloud::Cloud;
 use fleetwright_kube::dump::ClusterDump;
 use fleetwright_kube::executor;
 pub use fleetwright_kube::interruption::{
-    decide, pod_key, Action, Envelope, InstanceOutcome, Kind, Message, RebalanceAction,
+    assume, decide, pod_key, Action, Envelope, InstanceOutcome, Kind, Message, RebalanceAction,
 };
 use fleetwright_kube::snapshot::SnapshotReader;
 use k8s_openapi::jiff::Timestamp;
@@ -63,8 +64,9 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
         }
     }
 
-    /// An SQS batch: every record is handled on its own; the ids of the ones that failed are
-    /// returned so SQS redelivers (and eventually dead-letters) only those.
+    /// An SQS batch: every record is handled on its own over one read of the cluster; the ids
+    /// of the ones that failed are returned so SQS redelivers (and eventually dead-letters) only
+    /// those.
     pub async fn handle_sqs(
         &self,
         event: SqsEvent,
@@ -72,18 +74,35 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
         metrics: &mut Metrics,
     ) -> SqsBatchResponse {
         let mut response = SqsBatchResponse::default();
+        let mut messages = Vec::new();
         for record in event.records {
             let id = record.message_id.clone().unwrap_or_default();
             let body = record.body.as_deref().unwrap_or_default();
-            let result = match serde_json::from_str::<EventBridgeEvent<Value>>(body) {
-                Ok(e) => self.handle_event(&e, now, metrics).await.map(|_| ()),
-                Err(e) => Err(format!("body is not an EventBridge event: {e}")),
-            };
-            if let Err(reason) = result {
-                warn!(message_id = %id, %reason, "interruption message failed; leaving it for redelivery and the DLQ");
-                let mut failure = BatchItemFailure::default();
-                failure.item_identifier = id;
-                response.batch_item_failures.push(failure);
+            let parsed = serde_json::from_str::<EventBridgeEvent<Value>>(body)
+                .map_err(|e| format!("body is not an EventBridge event: {e}"))
+                .and_then(|e| parse(&e).map(|m| (m, e.detail_type)));
+            match parsed {
+                Ok((Some(message), _)) => messages.push((id, message)),
+                Ok((None, detail_type)) => info!(%detail_type, "event needs no action"),
+                Err(reason) => fail(&mut response, id, &reason),
+            }
+        }
+        if messages.is_empty() {
+            return response;
+        }
+        let mut dump = match SnapshotReader::new(self.kube.clone()).read_dump().await {
+            Ok(dump) => dump,
+            Err(e) => {
+                for (id, _) in messages {
+                    fail(&mut response, id, &format!("reading the cluster: {e}"));
+                }
+                return response;
+            }
+        };
+        for (id, message) in messages {
+            metrics.add(metrics::INTERRUPTION_RECEIVED, 1.0);
+            if let Err(e) = self.act(&mut dump, &message, now, metrics).await {
+                fail(&mut response, id, &e.to_string());
             }
         }
         response
@@ -106,27 +125,44 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
             .map_err(|e| e.to_string())
     }
 
-    /// Decides and executes the actions for a parsed message (in dry-run, decides only).
+    /// Reads the cluster, then decides and executes the actions for a parsed message (in
+    /// dry-run, decides only).
     pub async fn handle(
         &self,
         message: &Message,
         now: DateTime<Utc>,
         metrics: &mut Metrics,
     ) -> Result<Vec<InstanceOutcome>, RuntimeError> {
-        let dump = SnapshotReader::new(self.kube.clone()).read_dump().await?;
-        let outcomes = decide(&dump, message, self.settings.rebalance);
+        let mut dump = SnapshotReader::new(self.kube.clone()).read_dump().await?;
+        self.act(&mut dump, message, now, metrics).await
+    }
+
+    /// Decides over `dump` and executes; `dump` is then updated as the actions left the cluster.
+    async fn act(
+        &self,
+        dump: &mut ClusterDump,
+        message: &Message,
+        now: DateTime<Utc>,
+        metrics: &mut Metrics,
+    ) -> Result<Vec<InstanceOutcome>, RuntimeError> {
+        let outcomes = decide(dump, message, self.settings.rebalance);
         if self.settings.dry_run {
             return Ok(outcomes);
         }
-        let mut drained = false;
+        let stamp = Timestamp::from_second(now.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH);
+        let mut disrupted = false;
         for outcome in &outcomes {
             for action in &outcome.actions {
-                self.execute(&dump, action, now).await?;
-                drained |= matches!(action, Action::Drain { .. });
+                self.execute(dump, action, now).await?;
+                disrupted |= matches!(
+                    action,
+                    Action::Drain { .. } | Action::DeleteNodeClaim { .. }
+                );
             }
+            assume(dump, outcome, stamp);
             metrics.add(metrics::INTERRUPTION_ACTIONS, outcome.actions.len() as f64);
         }
-        if drained {
+        if disrupted {
             let detail =
                 json!({"reason": format!("{:?}", message.kind), "instances": message.instance_ids});
             if let Err(e) = self.nudge.nudge(CAPACITY_NEEDED, detail).await {
@@ -177,12 +213,8 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
                     warn!(error = %e, "could not persist the unavailable offering");
                 }
             }
-            Action::Terminate { instance_id } => {
-                self.cloud.terminate(instance_id).await?;
-                info!(%instance_id, "terminated interrupted instance");
-            }
             Action::DeleteNodeClaim { nodeclaim } => {
-                executor::delete_nodeclaim(self.kube.clone(), nodeclaim, true).await?;
+                executor::delete_nodeclaim(self.kube.clone(), nodeclaim, false).await?;
             }
         }
         Ok(())
@@ -206,4 +238,12 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
         executor::record_event_or_warn(self.kube.clone(), &reference, true, reason, message, stamp)
             .await;
     }
+}
+
+/// Marks an SQS record failed, so SQS redelivers it (and, after `maxReceiveCount`, dead-letters it).
+fn fail(response: &mut SqsBatchResponse, id: String, reason: &str) {
+    warn!(message_id = %id, %reason, "interruption message failed; leaving it for redelivery and the DLQ");
+    let mut failure = BatchItemFailure::default();
+    failure.item_identifier = id;
+    response.batch_item_failures.push(failure);
 }

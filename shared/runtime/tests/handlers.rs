@@ -268,7 +268,7 @@ async fn instance_state(cloud: &Ec2Cloud, id: &str) -> String {
 }
 
 #[tokio::test]
-async fn a_spot_warning_cordons_drains_and_terminates() {
+async fn a_spot_warning_drains_and_deletes_the_nodeclaim_and_the_tick_terminates_after_the_pods() {
     let (cloud, api, instance) = interrupted_cluster("spot-e2e").await;
     let nudges = Recorder::default();
     let use_case = Interruption::new(
@@ -295,12 +295,15 @@ async fn a_spot_warning_cordons_drains_and_terminates() {
         vec!["default/web-1"],
         "the DaemonSet pod stays"
     );
-    assert!(
-        ["shutting-down", "terminated"].contains(&instance_state(&cloud, &instance).await.as_str())
+    assert_eq!(
+        instance_state(&cloud, &instance).await,
+        "running",
+        "the pods get their graceful shutdown before the instance goes"
     );
+    let claims = stored(&api, NODECLAIMS);
     assert!(
-        stored(&api, NODECLAIMS).is_empty(),
-        "the NodeClaim is deleted once the instance is terminating"
+        !claims[0]["metadata"]["deletionTimestamp"].is_null(),
+        "the NodeClaim is deleting, held by its finalizer: {claims:?}"
     );
     assert!(cloud
         .unavailable()
@@ -309,6 +312,28 @@ async fn a_spot_warning_cordons_drains_and_terminates() {
     assert!(
         !api.state.lock().unwrap().events.is_empty(),
         "a SpotInterrupted event is recorded"
+    );
+
+    // The tick waits for the evicted pod, then terminates once the kubelet has removed it.
+    let tick = Tick::new(cloud.clone(), api.client(), settings("spot-e2e"));
+    let waiting = tick.run(Utc::now(), "t1").await.unwrap();
+    assert!(waiting.terminated.is_empty(), "{waiting:?}");
+    assert_eq!(instance_state(&cloud, &instance).await, "running");
+    api.state
+        .lock()
+        .unwrap()
+        .objects
+        .get_mut(PODS)
+        .unwrap()
+        .retain(|p| p["metadata"]["name"] != "web-1");
+    let done = tick.run(Utc::now(), "t2").await.unwrap();
+    assert!(
+        ["shutting-down", "terminated"].contains(&instance_state(&cloud, &instance).await.as_str()),
+        "{done:?}"
+    );
+    assert!(
+        stored(&api, NODECLAIMS).is_empty(),
+        "the NodeClaim goes once its instance is terminating"
     );
 }
 
@@ -346,8 +371,10 @@ async fn an_sqs_batch_fails_only_its_poison_message_and_drains_once() {
         "drained once"
     );
     assert_eq!(nudges.count(), 1, "the duplicate does nothing");
-    assert!(
-        ["shutting-down", "terminated"].contains(&instance_state(&cloud, &instance).await.as_str())
+    assert_eq!(
+        instance_state(&cloud, &instance).await,
+        "running",
+        "the tick terminates it once the pods are gone"
     );
 }
 

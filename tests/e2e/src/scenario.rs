@@ -225,6 +225,23 @@ async fn ensure_terminated(stack: &Stack, id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The interrupted instance keeps running while its evicted pods shut down (their graceful
+/// shutdown); once the kubelet has removed them, a tick terminates it.
+async fn ensure_running_until_drained(stack: &Stack, id: &str) -> anyhow::Result<()> {
+    let (state, _) = instance_state(stack, id).await?;
+    ensure!(
+        state == "running",
+        "{id} is {state} before its pods shut down"
+    );
+    stack.shut_down_evicted();
+    let summary = stack
+        .invoke("tick", &repo_file("events/tick-scheduled.json")?)
+        .await?;
+    ensure_terminated(stack, id)
+        .await
+        .with_context(|| format!("the tick after the drain: {summary}"))
+}
+
 /// A record of the SQS sample with another id and body.
 fn record(template: &Value, id: &str, body: &str) -> Value {
     let mut r = template.clone();
@@ -247,7 +264,7 @@ pub async fn check(stack: &Stack) -> anyhow::Result<()> {
     );
 
     let (a_id, a_node, a_pod) = &joined[0];
-    step("a spot warning (events/spot-interruption.json) cordons, drains and terminates");
+    step("a spot warning (events/spot-interruption.json) cordons, drains and deletes the NodeClaim; tick terminates once the pods are gone");
     let answer = stack
         .invoke(
             "interruption",
@@ -256,7 +273,7 @@ pub async fn check(stack: &Stack) -> anyhow::Result<()> {
         .await?;
     ensure!(tainted(stack, a_node), "{a_node} not cordoned: {answer}");
     ensure!(stack.evicted().contains(a_pod), "{a_pod} not evicted");
-    ensure_terminated(stack, a_id).await?;
+    ensure_running_until_drained(stack, a_id).await?;
     let nudges = stack.take_nudges(Duration::from_secs(10)).await?;
     ensure!(
         nudges.iter().any(|n| n["detail-type"] == "Capacity Needed"),
@@ -281,7 +298,7 @@ pub async fn check(stack: &Stack) -> anyhow::Result<()> {
     ensure!(tainted(stack, b_node), "{b_node} not cordoned");
     let evictions = stack.evicted().iter().filter(|p| *p == b_pod).count();
     ensure!(evictions == 1, "{b_pod} evicted {evictions} times");
-    ensure_terminated(stack, b_id).await?;
+    ensure_running_until_drained(stack, b_id).await?;
 
     step("the webhook answers garbage with 400");
     let mut garbage = repo_file("events/webhook-admission.json")?;

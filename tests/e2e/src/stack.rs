@@ -204,6 +204,22 @@ impl Stack {
         list.push(object);
     }
 
+    /// Removes the evicted pods, as their kubelet does once they have shut down.
+    pub fn shut_down_evicted(&self) {
+        let mut state = self.fake.state.lock().unwrap_or_else(|p| p.into_inner());
+        let evicted = state.evicted.clone();
+        if let Some(pods) = state.objects.get_mut("/api/v1/pods") {
+            pods.retain(|p| {
+                let key = format!(
+                    "{}/{}",
+                    p["metadata"]["namespace"].as_str().unwrap_or("default"),
+                    p["metadata"]["name"].as_str().unwrap_or_default()
+                );
+                !evicted.contains(&key)
+            });
+        }
+    }
+
     /// Pods whose eviction the API accepted (`namespace/name`, once per eviction).
     pub fn evicted(&self) -> Vec<String> {
         let state = self.fake.state.lock().unwrap_or_else(|p| p.into_inner());
