@@ -240,6 +240,24 @@ impl Ec2Cloud {
             }
         }
     }
+
+    /// After CreateFleet refused the token as `IdempotentParameterMismatch`: an earlier call for
+    /// this NodeClaim (an invocation cut off before it recorded the instance) used the same
+    /// token with other subnets or an other order. Its instance, found by tag, is the launch;
+    /// if it is not listed yet, the launch fails and the NodeClaim is planned again (an instance
+    /// that shows up later is collected as garbage).
+    async fn launched_before(&self, req: &LaunchRequest) -> Result<Launched, AwsError> {
+        match instances::find_for_nodeclaim(&self.clients.ec2, &self.cluster, &req.nodeclaim).await? {
+            Some(existing) => {
+                info!(instance_id = %existing.id, "CreateFleet: IdempotentParameterMismatch; the instance an earlier call launched is the launch");
+                Ok(existing.launched())
+            }
+            None => Err(AwsError::Launch {
+                nodeclaim: req.nodeclaim.clone(),
+                reason: "CreateFleet: IdempotentParameterMismatch, and the instance an earlier call with this token launched is not listed yet".into(),
+            }),
+        }
+    }
 }
 
 /// The family's user data for a NodeClaim's labels and taints.
@@ -382,8 +400,13 @@ impl Cloud for Ec2Cloud {
             .templates(req, nodeclass, &resolved, capacity_type, overrides)
             .await?;
         let tags = fleet::instance_tags(&self.cluster, req, &nodeclass.spec.tags);
-        let (mut launched, errors) =
-            fleet::create(&self.clients.ec2, req, capacity_type, &templates, &tags).await?;
+        let created = fleet::create(&self.clients.ec2, req, capacity_type, &templates, &tags).await;
+        let (mut launched, errors) = match created {
+            Err(e) if e.code() == Some("IdempotentParameterMismatch") => {
+                return self.launched_before(req).await;
+            }
+            other => other?,
+        };
         self.record_fleet_errors(&errors, capacity_type, &templates, now);
         if let Some(l) = launched.as_mut() {
             // The launch templates carry the class's security groups.

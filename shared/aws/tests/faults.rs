@@ -188,6 +188,48 @@ async fn insufficient_capacity_marks_the_offering_unavailable_and_the_next_plan_
     assert!(cold.catalog(later).await.unwrap().unavailable.is_empty());
 }
 
+/// An invocation launched, was cut off before recording the instance, and the retry's
+/// DescribeInstances does not list the instance yet (eventual consistency). Its CreateFleet,
+/// with the same token and another subnet pick, is refused as IdempotentParameterMismatch: the
+/// instance found by tag is the launch, and no second one starts.
+#[tokio::test]
+async fn an_idempotent_parameter_mismatch_adopts_the_earlier_launch() {
+    let faults = FaultInjector::default();
+    let clients = AwsClients::new(&sdk_config(Some(faults.client())));
+    let fx = Fixture::new(&clients, "retry").await;
+    let cloud = Ec2Cloud::new(clients, "retry")
+        .with_cluster_info(fx.cluster_info())
+        .with_parameter_root(PARAMETER_ROOT);
+    let now = Utc::now();
+    let first = cloud
+        .launch(&request("default-retry"), &fx.nodeclass("default"), now)
+        .await
+        .unwrap();
+    faults.inject(
+        "DescribeInstances",
+        200,
+        "<DescribeInstancesResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>r</requestId><reservationSet/></DescribeInstancesResponse>",
+        1,
+    );
+    faults.inject(
+        "CreateFleet",
+        400,
+        &ec2_error(
+            "IdempotentParameterMismatch",
+            "The client token you have provided is associated with a resource that is already deleted or has different parameters.",
+        ),
+        1,
+    );
+    let again = cloud
+        .launch(&request("default-retry"), &fx.nodeclass("default"), now)
+        .await
+        .unwrap();
+    assert_eq!(again.instance_id, first.instance_id);
+    assert_eq!(faults.requests("CreateFleet").len(), 2);
+    let owned = cloud.instances().await.unwrap();
+    assert_eq!(owned.len(), 1, "{owned:?}");
+}
+
 #[tokio::test]
 async fn throttling_is_retried_with_backoff() {
     let faults = FaultInjector::default();

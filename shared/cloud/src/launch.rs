@@ -3,7 +3,7 @@
 //! first), the idempotency token and the tags. The EC2 adapter and the simulated cloud both
 //! launch through these, so they pick the same offerings.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use fleetwright_core::catalog::{architecture, RawInstanceType};
 use fleetwright_core::labels::{
@@ -238,14 +238,33 @@ pub fn overrides(
     out
 }
 
-/// A token derived from the NodeClaim and the exact request, so a retried invocation with the
-/// same request is recognised by EC2 as the same launch, and a changed request (a fallback to
-/// on-demand, say) is a new one.
+/// A token derived from the NodeClaim, the capacity type and the set of offerings asked for (each
+/// instance type, zone and image), so a retried invocation is recognised by EC2 as the same launch
+/// even after a price refresh reordered the overrides or a subnet's free addresses changed its
+/// pick; a changed request (a fallback to on-demand, offerings dropped after a capacity error, a
+/// new AMI) is a new one. Prices and subnets are left out on purpose: a retry that EC2 then
+/// refuses as `IdempotentParameterMismatch` is resolved by looking the instance up by its tags.
 pub fn client_token(nodeclaim: &str, capacity_type: &str, overrides: &[Override]) -> String {
+    let offerings: BTreeSet<(&str, &str, &str)> = overrides
+        .iter()
+        .map(|o| {
+            (
+                o.instance_type.as_str(),
+                o.zone.as_str(),
+                o.image_id.as_str(),
+            )
+        })
+        .collect();
     let mut hasher = Sha256::new();
     hasher.update(nodeclaim.as_bytes());
+    hasher.update([0]);
     hasher.update(capacity_type.as_bytes());
-    hasher.update(serde_json::to_vec(overrides).expect("overrides serialize"));
+    for (instance_type, zone, image) in offerings {
+        for part in [instance_type, zone, image] {
+            hasher.update([0]);
+            hasher.update(part.as_bytes());
+        }
+    }
     format!("fleetwright-{}", &hex(&hasher.finalize())[..40])
 }
 
@@ -449,6 +468,17 @@ mod tests {
         assert!(token.len() <= 64);
         assert_ne!(token, client_token("default-abcde", "on-demand", &od));
         assert_ne!(token, client_token("default-fghij", "spot", &spot));
+
+        // A price refresh (another order, other prices) and another subnet keep the token.
+        let mut refreshed = spot.clone();
+        refreshed.reverse();
+        for o in &mut refreshed {
+            o.price *= 1.5;
+            o.subnet_id = format!("{}-other", o.subnet_id);
+        }
+        assert_eq!(token, client_token("default-abcde", "spot", &refreshed));
+        // Dropping an offering (after a capacity error) makes a new launch.
+        assert_ne!(token, client_token("default-abcde", "spot", &spot[1..]));
     }
 
     #[test]
