@@ -76,7 +76,7 @@ impl Clients {
                     .parse()
                     .map_err(|e| RuntimeError::setting("FLEETWRIGHT_KUBE_API_URL", e))?;
                 let mut config = kube::Config::new(uri);
-                config.default_retry = false;
+                fleetwright_kube::retry::bound(&mut config);
                 Client::try_from(config)
                     .map_err(|e| RuntimeError::setting("FLEETWRIGHT_KUBE_API_URL", e))
             }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use aws_lambda_events::event::sqs::SqsEvent;
 use fleetwright_connect::Clients;
+use fleetwright_runtime::deadline::Deadline;
 use fleetwright_runtime::interruption::Interruption;
 use fleetwright_runtime::metrics::Metrics;
 use lambda_runtime::{service_fn, Error, LambdaEvent};
@@ -18,7 +19,11 @@ async fn main() -> Result<(), Error> {
     let cloud = Arc::new(clients.cloud());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
         let (clients, cloud) = (clients.clone(), cloud.clone());
-        async move { handle(&clients, cloud, event.payload).await }
+        async move {
+            let deadline =
+                Deadline::from_epoch_millis(event.context.deadline, std::time::SystemTime::now());
+            handle(&clients, cloud, event.payload, deadline).await
+        }
     }))
     .await
 }
@@ -27,13 +32,15 @@ async fn handle(
     clients: &Clients,
     cloud: Arc<fleetwright_aws::Ec2Cloud>,
     payload: Value,
+    deadline: Deadline,
 ) -> Result<Value, Error> {
     let use_case = Interruption::new(
         cloud,
         clients.kube().await?,
         clients.nudge(),
         clients.settings.clone(),
-    );
+    )
+    .with_deadline(deadline);
     let now = chrono::Utc::now();
     let mut metrics = Metrics::default();
     let answer = if payload.get("Records").is_some() {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use fleetwright_connect::Clients;
+use fleetwright_runtime::deadline::Deadline;
 use fleetwright_runtime::tick::{Tick, TickSummary};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::Value;
@@ -30,7 +31,9 @@ async fn handle(
 ) -> Result<TickSummary, Error> {
     tracing::info!(trigger = %event.payload.detail_type, source = %event.payload.source, "tick");
     let kube = clients.kube().await?;
-    let tick = Tick::new(cloud, kube, clients.settings.clone());
+    let deadline =
+        Deadline::from_epoch_millis(event.context.deadline, std::time::SystemTime::now());
+    let tick = Tick::new(cloud, kube, clients.settings.clone()).with_deadline(deadline);
     let now = chrono::Utc::now();
     let summary = tick.run(now, &event.context.request_id).await?;
     summary.metrics.emit(

@@ -3,9 +3,10 @@
 //! endpoint and CA come from settings or `eks:DescribeCluster`. The client is built through
 //! kube's own kubeconfig loader, so the CA is parsed exactly as `kubectl` would parse it.
 //!
-//! kube's built-in retry of 429/503 responses is turned off: an invocation is short, a
-//! PodDisruptionBudget's 429 on an eviction must come back at once (the next tick retries it),
-//! and throttled calls are retried by the next tick as well.
+//! kube's built-in retry of 429/503 responses is turned off: a PodDisruptionBudget's 429 on an
+//! eviction must come back at once (the next tick retries it). Reads retry transient errors
+//! themselves ([`crate::retry`]), and every call is bounded by connect, read and write timeouts
+//! ([`crate::retry::bound`]), so a hung API server fails a call, not the whole invocation.
 
 use kube::config::{
     AuthInfo, Cluster, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster,
@@ -71,6 +72,6 @@ pub async fn eks_client(endpoint: &EksEndpoint, token: &str) -> Result<Client, K
     let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| fail(&e))?;
-    config.default_retry = false;
+    crate::retry::bound(&mut config);
     Client::try_from(config).map_err(|e| fail(&e))
 }

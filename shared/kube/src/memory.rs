@@ -11,7 +11,7 @@
 //! with the same `resourceVersion` checks; a delete of an object with finalizers only sets its
 //! `deletionTimestamp`, and the object goes once its finalizers are removed. Node conflicts can be
 //! injected with `node_conflicts`. Events can be created. A NodeClaim with neither `name` nor
-//! `generateName` is refused with 422 Invalid. Pod evictions are accepted, or refused with 429 for the
+//! `generateName` is refused with 422 Invalid. Any request can be made to fail with `faults`. Pod evictions are accepted, or refused with 429 for the
 //! pods listed in `pdb_blocked` (no real PodDisruptionBudget arithmetic). Pods can be deleted
 //! one by one (no grace period: they go at once).
 //!
@@ -81,6 +81,26 @@ pub struct State {
     /// The server's clock (RFC 3339) for the `deletionTimestamp` it sets; a fixed instant
     /// when unset.
     pub now: Option<String>,
+    /// Injected failures, answered before anything else (see [`Fault`]).
+    pub faults: Vec<Fault>,
+}
+
+/// An injected failure: the next `times` requests whose method is `method` (any, when empty)
+/// and whose path starts with `path` answer `status` (429, 500, 503, …) with a `Status` body.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Fault {
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+    pub times: usize,
+}
+
+impl Fault {
+    fn matches(&self, method: &str, path: &str) -> bool {
+        self.times > 0
+            && (self.method.is_empty() || self.method == method)
+            && path.starts_with(&self.path)
+    }
 }
 
 /// The answer to one request: an HTTP status and a JSON body.
@@ -396,7 +416,25 @@ fn write(state: &mut State, method: &str, path: &str, body: &[u8]) -> Option<Rep
     Some(response)
 }
 
+/// The first matching injected fault's answer, if any (and one fewer of it left).
+fn injected(state: &mut State, method: &str, uri: &str) -> Option<Reply> {
+    let path = uri.split('?').next().unwrap_or(uri);
+    let fault = state.faults.iter_mut().find(|f| f.matches(method, path))?;
+    fault.times -= 1;
+    let reason = match fault.status {
+        429 => "TooManyRequests",
+        409 => "Conflict",
+        503 => "ServiceUnavailable",
+        _ => "InternalError",
+    };
+    state.requests.push(format!("{method} {uri}"));
+    Some(status(fault.status, reason, format!("injected: {reason}")))
+}
+
 fn respond(state: &mut State, method: &str, uri: &str, authorization: &str, body: &[u8]) -> Reply {
+    if let Some(reply) = injected(state, method, uri) {
+        return reply;
+    }
     let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
     state.requests.push(format!("{method} {uri}"));
     state.authorizations.push(authorization.to_string());

@@ -164,10 +164,13 @@ impl SnapshotReader {
             if let Some(t) = &token {
                 params = params.continue_token(t);
             }
-            let page = api.list(&params).await.map_err(|e| KubeError::Api {
-                kind: format!("listing {}", K::kind(&())),
-                reason: e.to_string(),
-            })?;
+            let what = format!("listing {}", K::kind(&()));
+            let page = crate::retry::with_retries(&what, || api.list(&params))
+                .await
+                .map_err(|e| KubeError::Api {
+                    kind: what.clone(),
+                    reason: e.to_string(),
+                })?;
             let remaining = page.metadata.remaining_item_count.unwrap_or(0).max(0);
             on_page(page.items, usize::try_from(remaining).unwrap_or(0))?;
             match page.metadata.continue_.filter(|c| !c.is_empty()) {

@@ -22,6 +22,7 @@ use kube::Client;
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
+use crate::deadline::Deadline;
 use crate::error::RuntimeError;
 use crate::metrics::{self, Metrics};
 use crate::nudge::{Nudge, CAPACITY_NEEDED};
@@ -44,6 +45,8 @@ pub struct Interruption<C, N> {
     pub kube: Client,
     pub nudge: N,
     pub settings: Settings,
+    /// When the invocation ends: messages not started by then are left for redelivery.
+    pub deadline: Deadline,
 }
 
 impl<C, N> std::fmt::Debug for Interruption<C, N> {
@@ -61,7 +64,14 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
             kube,
             nudge,
             settings,
+            deadline: Deadline::none(),
         }
+    }
+
+    /// The same use case, leaving messages it has no time for to SQS.
+    pub fn with_deadline(mut self, deadline: Deadline) -> Self {
+        self.deadline = deadline;
+        self
     }
 
     /// An SQS batch: every record is handled on its own over one read of the cluster; the ids
@@ -100,6 +110,14 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
             }
         };
         for (id, message) in messages {
+            if self.deadline.near() {
+                fail(
+                    &mut response,
+                    id,
+                    "the invocation's deadline is near; left for redelivery",
+                );
+                continue;
+            }
             metrics.add(metrics::INTERRUPTION_RECEIVED, 1.0);
             if let Err(e) = self.act(&mut dump, &message, now, metrics).await {
                 fail(&mut response, id, &e.to_string());

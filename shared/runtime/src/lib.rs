@@ -5,6 +5,7 @@
 //! ports (`fleetwright_cloud::Cloud`, [`nudge::Nudge`], a `kube::Client`); the functions' wiring
 //! (`fleetwright-connect`) builds them, so nothing here depends on the AWS SDK.
 
+pub mod deadline;
 pub mod error;
 pub mod interruption;
 pub mod metrics;

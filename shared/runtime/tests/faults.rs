@@ -1,6 +1,8 @@
-//! The tick under cloud faults, on the in-memory Kubernetes API and the simulated cloud: a
+//! The use cases under faults, on the in-memory Kubernetes API and the simulated cloud: a
 //! refused or failing termination is reported and retried by a later tick, and never stops the
-//! rest of the tick (the other deletions, garbage collection, the state write).
+//! rest of the tick (the other deletions, garbage collection, the state write); 429s and 5xx
+//! from the API server are retried on reads; an invocation near its deadline stops between
+//! actions (the tick) or leaves its messages to SQS (interruption), and the next one finishes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -213,4 +215,120 @@ async fn a_nodeclaim_whose_instance_is_gone_is_deleted_with_its_node() {
         nodes.is_empty(),
         "the dead instance's node goes too: {nodes:?}"
     );
+}
+
+/// The Kubernetes side: throttling and server errors on the cluster read are retried, so a
+/// 429 or a 503 does not end the tick; an API server that keeps failing fails the tick with the
+/// list it could not read (and the next tick starts over).
+#[tokio::test]
+async fn transient_api_errors_on_the_read_are_retried_and_a_persistent_one_is_named() {
+    use fleetwright_kube::memory::Fault;
+    let objects: BTreeMap<String, Vec<Value>> = [(
+        NODECLAIMS.to_string(),
+        vec![deleting_claim("default-going", "i-0000000000000000b")],
+    )]
+    .into();
+    let api = MemoryApi::new(objects);
+    let fault = |path: &str, status, times| Fault {
+        method: "GET".into(),
+        path: path.into(),
+        status,
+        times,
+    };
+    api.lock().faults = vec![
+        fault("/api/v1/pods", 429, 1),
+        fault("/api/v1/nodes", 503, 2),
+        fault(NODECLAIMS, 500, 1),
+    ];
+    let cloud = SimCloud::new("faults", Arc::new(Catalog::embedded().clone()));
+    let tick = Tick::new(cloud, api.client(), settings());
+    let now = DateTime::parse_from_rfc3339("2026-11-23T19:30:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let summary = tick
+        .run(now, "faults")
+        .await
+        .expect("transient errors are retried");
+    assert_eq!(summary.terminated, vec!["i-0000000000000000b"]);
+    assert!(api.lock().faults.iter().all(|f| f.times == 0));
+
+    api.lock().faults = vec![fault("/api/v1/nodes", 503, 100)];
+    let err = tick.run(now, "faults").await.unwrap_err().to_string();
+    assert!(err.contains("listing Node"), "{err}");
+    let left = api.lock().faults[0].times;
+    assert_eq!(
+        100 - left,
+        fleetwright_kube::retry::ATTEMPTS as usize,
+        "retried a bounded number of times"
+    );
+}
+
+/// A tick whose invocation is about to be cut off starts no action, says so, and leaves a state
+/// the next tick completes.
+#[tokio::test]
+async fn a_tick_near_its_deadline_stops_between_actions_and_the_next_one_finishes() {
+    use fleetwright_runtime::deadline::Deadline;
+    let objects: BTreeMap<String, Vec<Value>> = [(
+        NODECLAIMS.to_string(),
+        vec![deleting_claim("default-going", "i-0000000000000000b")],
+    )]
+    .into();
+    let api = MemoryApi::new(objects);
+    let cloud = Arc::new(SimCloud::new(
+        "faults",
+        Arc::new(Catalog::embedded().clone()),
+    ));
+    let now = DateTime::parse_from_rfc3339("2026-11-23T19:30:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let cut = Tick::new(cloud.clone(), api.client(), settings())
+        .with_deadline(Deadline::at(std::time::Instant::now()));
+    let summary = cut.run(now, "faults").await.unwrap();
+    assert!(summary.stopped_early.is_some(), "{summary:?}");
+    assert!(summary.terminated.is_empty());
+    assert_eq!(claim_names(&api), vec!["default-going"]);
+
+    let next = Tick::new(cloud, api.client(), settings());
+    let summary = next.run(now, "faults").await.unwrap();
+    assert_eq!(summary.terminated, vec!["i-0000000000000000b"]);
+    assert!(claim_names(&api).is_empty());
+}
+
+struct NoNudge;
+
+impl fleetwright_runtime::nudge::Nudge for NoNudge {
+    async fn nudge(&self, _: &str, _: Value) -> Result<(), CloudError> {
+        Ok(())
+    }
+}
+
+/// An SQS batch whose invocation is about to be cut off handles nothing more and fails the
+/// messages it has not started, so SQS redelivers them instead of losing them to the timeout.
+#[tokio::test]
+async fn an_sqs_batch_near_its_deadline_leaves_its_messages_to_redelivery() {
+    use aws_lambda_events::event::sqs::SqsEvent;
+    use fleetwright_runtime::deadline::Deadline;
+    use fleetwright_runtime::interruption::Interruption;
+    use fleetwright_runtime::metrics::Metrics;
+    let api = MemoryApi::new(BTreeMap::new());
+    let cloud = SimCloud::new("faults", Arc::new(Catalog::embedded().clone()));
+    let warning = json!({"version": "0", "id": "e-1", "detail-type": "EC2 Spot Instance Interruption Warning",
+        "source": "aws.ec2", "account": "123456789012", "time": "2026-11-23T19:30:00Z", "region": "us-east-1",
+        "resources": [], "detail": {"instance-id": "i-0000000000000000a", "instance-action": "terminate"}});
+    let batch: SqsEvent = serde_json::from_value(json!({"Records": [
+        {"messageId": "m-1", "body": warning.to_string()},
+        {"messageId": "m-2", "body": warning.to_string()},
+    ]}))
+    .unwrap();
+    let use_case = Interruption::new(cloud, api.client(), NoNudge, settings())
+        .with_deadline(Deadline::at(std::time::Instant::now()));
+    let response = use_case
+        .handle_sqs(batch, Utc::now(), &mut Metrics::default())
+        .await;
+    let failed: Vec<&str> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(failed, ["m-1", "m-2"]);
 }

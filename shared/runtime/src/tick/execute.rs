@@ -50,6 +50,14 @@ impl<C: Cloud> Tick<C> {
                 describe(&action, ctx.summary);
                 continue;
             }
+            if self.deadline.near() {
+                // Every action is decided again from the cluster by the next tick.
+                if ctx.summary.stopped_early.is_none() {
+                    warn!(target: TICK, "the invocation's deadline is near; leaving the rest to the next tick");
+                    ctx.summary.stopped_early = Some("the invocation's deadline was near".into());
+                }
+                return Ok(());
+            }
             let terminating = terminates(&action);
             let Err(e) = self.apply_one(action, ctx).await else {
                 continue;

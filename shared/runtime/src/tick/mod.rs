@@ -35,6 +35,7 @@ pub use self::action::Action;
 pub use self::decide::REGISTRATION_TTL;
 use self::disruption::PendingDisruption;
 use self::execute::Applied;
+use crate::deadline::Deadline;
 use crate::error::RuntimeError;
 use crate::metrics::{self, Metrics};
 use crate::settings::Settings;
@@ -70,6 +71,10 @@ pub struct TickSummary {
     pub terminated: Vec<String>,
     /// NodeClaims deleted because their instance is gone.
     pub stranded_deleted: Vec<String>,
+    /// Set when the invocation's deadline came near and the remaining actions were left for
+    /// the next tick.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_early: Option<String>,
     /// Terminations that failed (`<NodeClaim or instance>: <error>`); a later tick retries them.
     pub termination_failures: Vec<String>,
     pub garbage_collected: Vec<String>,
@@ -87,6 +92,8 @@ pub struct Tick<C> {
     pub cloud: C,
     pub kube: Client,
     pub settings: Settings,
+    /// When the invocation ends; the executor starts no action once it is near.
+    pub deadline: Deadline,
 }
 
 pub(crate) fn jiff(now: DateTime<Utc>) -> Timestamp {
@@ -107,7 +114,14 @@ impl<C: Cloud> Tick<C> {
             cloud,
             kube,
             settings,
+            deadline: Deadline::none(),
         }
+    }
+
+    /// The same tick, stopping before the invocation's deadline.
+    pub fn with_deadline(mut self, deadline: Deadline) -> Self {
+        self.deadline = deadline;
+        self
     }
 
     /// Runs one reconcile at `now`; `holder` names this invocation in the Lease.

@@ -1,0 +1,57 @@
+//! The invocation's deadline. Lambda ends an invocation at its timeout wherever it is; the use
+//! cases check the deadline between actions instead, and stop starting new work once too little
+//! time is left for one more call to finish. What was not done is repaired by the next
+//! invocation: every step is decided again from what the cluster and the cloud then hold.
+
+use std::time::{Duration, Instant};
+
+/// Work stops when less than this is left: one API call's read timeout with room to spare.
+pub const MARGIN: Duration = Duration::from_secs(10);
+
+/// When the invocation ends, if known.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Deadline(Option<Instant>);
+
+impl Deadline {
+    /// No deadline (the CLI, the simulator, tests).
+    pub fn none() -> Deadline {
+        Deadline(None)
+    }
+
+    pub fn at(instant: Instant) -> Deadline {
+        Deadline(Some(instant))
+    }
+
+    /// From Lambda's `deadline` (milliseconds since the epoch) and the wall clock now.
+    pub fn from_epoch_millis(deadline_ms: u64, now: std::time::SystemTime) -> Deadline {
+        let now_ms = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        Deadline::at(Instant::now() + Duration::from_millis(deadline_ms.saturating_sub(now_ms)))
+    }
+
+    /// Whether too little time is left to start another call.
+    pub fn near(&self) -> bool {
+        self.0.is_some_and(|d| Instant::now() + MARGIN >= d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_is_near_inside_the_margin_only() {
+        assert!(!Deadline::none().near());
+        assert!(Deadline::at(Instant::now() + Duration::from_secs(5)).near());
+        assert!(!Deadline::at(Instant::now() + Duration::from_secs(60)).near());
+        let now = std::time::SystemTime::now();
+        let in_a_minute = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+            + 60_000;
+        assert!(!Deadline::from_epoch_millis(in_a_minute, now).near());
+        assert!(Deadline::from_epoch_millis(0, now).near());
+    }
+}
