@@ -641,3 +641,38 @@ fn gt_lt_requirements_are_written_back_as_gt_and_lt() {
         ]
     );
 }
+
+/// An initialized node that went NotReady (its `node.kubernetes.io/not-ready` taint) holds no new
+/// pods, so capacity is launched for them; a node still starting (its NodeClaim not initialized)
+/// is expected to lose that taint, and pods are counted on it.
+#[test]
+fn not_ready_taints_block_initialized_nodes_only() {
+    use fleetwright_core::model::{NodeClaim, Taint, TaintEffect};
+    let not_ready = Taint {
+        key: "node.kubernetes.io/not-ready".into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    };
+    let with_claim = |initialized: bool| {
+        let mut snap = snapshot(vec![pod("web", 500, 512)], vec![pool("default")]);
+        let mut n = node("n1", "us-east-1a", "m5.large", 1930, 6903);
+        n.taints.push(not_ready.clone());
+        snap.nodes.push(n);
+        snap.nodeclaims.push(NodeClaim {
+            name: "default-n1".into(),
+            nodepool: "default".into(),
+            node_name: Some("n1".into()),
+            launched: true,
+            registered: true,
+            initialized,
+            ..Default::default()
+        });
+        plan(&snap)
+    };
+    let starting = with_claim(false);
+    assert_eq!(starting.existing.len(), 1, "{:?}", starting.nodeclaims);
+    assert!(starting.nodeclaims.is_empty());
+    let unhealthy = with_claim(true);
+    assert!(unhealthy.existing.is_empty(), "{:?}", unhealthy.existing);
+    assert_eq!(unhealthy.nodeclaims.len(), 1);
+}

@@ -34,6 +34,22 @@ pub(crate) fn memberships(topo: &Topology, pod: &Pod) -> (Vec<usize>, Vec<usize>
     (member_of, repelled_by)
 }
 
+/// The nodes (by name and by provider id) whose NodeClaim is not initialized yet. A node is
+/// initialized, as Karpenter counts it, when its NodeClaim says so or no NodeClaim manages it. An
+/// uninitialized node's ephemeral taints (not-ready, unreachable, uninitialized, unregistered)
+/// are expected to go and are ignored; on an initialized node they mean it is unhealthy, and
+/// pods are not counted as fitting there.
+pub(crate) fn uninitialized_nodes(snapshot: &Snapshot) -> BTreeSet<&str> {
+    snapshot
+        .nodeclaims
+        .iter()
+        .filter(|c| !c.initialized)
+        .flat_map(|c| [c.node_name.as_deref(), c.provider_id.as_deref()])
+        .flatten()
+        .collect()
+}
+
+/// Taints a node carries while it starts, or when it stops answering.
 pub(crate) fn is_ephemeral_taint(key: &str) -> bool {
     matches!(
         key,
@@ -156,6 +172,7 @@ impl<'a> Ctx<'a> {
     pub(crate) fn build_bins(&mut self) {
         let snap = self.snapshot;
         let mut names: BTreeSet<&str> = BTreeSet::new();
+        let starting = uninitialized_nodes(snap);
         for node in &snap.nodes {
             names.insert(&node.name);
             if node.unschedulable
@@ -176,7 +193,14 @@ impl<'a> Ctx<'a> {
                 taints: node
                     .taints
                     .iter()
-                    .filter(|t| !is_ephemeral_taint(&t.key))
+                    .filter(|t| {
+                        let initialized = !starting.contains(node.name.as_str())
+                            && !node
+                                .provider_id
+                                .as_deref()
+                                .is_some_and(|p| starting.contains(p));
+                        initialized || !is_ephemeral_taint(&t.key)
+                    })
                     .cloned()
                     .collect(),
                 used: Resources::default(),
