@@ -1,10 +1,16 @@
-//! Scale benchmark: one tick (lease, read, plan; dry run, so execution is a no-op) over a
-//! synthetic cluster served by the HTTP Kubernetes API fake, which runs in a child process so
-//! the figures are the tick's own. Prints wall time and the tick process's peak RSS.
+//! Scale benchmark: one tick over a synthetic cluster served by the HTTP Kubernetes API fake,
+//! which runs in a child process so the figures are the tick's own. Prints wall time and the
+//! tick process's peak RSS. Two cases:
 //!
-//! `cargo bench -p fleetwright-runtime --bench scale` runs 5,000 nodes and 50,000 pods (the
-//! issue's target: under 5 s and 512 MB). Under `cargo test` it runs a small cluster as a check
-//! that the benchmark works and the tick plans the pending pods.
+//! * **provisioning**: 1,000 pending pods on a full cluster (a dry run: lease, read, plan);
+//! * **consolidation**: no pending pod, every node a little under half used, and the tick runs
+//!   with its writes: it plans consolidation over the whole fleet, decides a command within the
+//!   disruption budget and applies it to the API (the simulated cloud holds the fleet's
+//!   instances, so nothing looks stranded).
+//!
+//! `cargo bench -p fleetwright-runtime --bench scale` runs 5,000 nodes and 50,000 pods for each
+//! (the target: under 5 s and 512 MB). Under `cargo test` it runs small clusters as a check that
+//! the benchmark works, that the tick plans the pending pods and that it decides to consolidate.
 
 #[path = "../../kube/tests/fake_api/mod.rs"]
 mod fake_api;
@@ -24,12 +30,23 @@ use serde_json::{json, Value};
 
 const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 
-/// The cluster's shape.
+/// The cluster's shape. With no pending pods the app pods are small (400m, 1Gi), so the fleet
+/// can be consolidated; with pending pods they fill the nodes (900m, 3Gi).
 #[derive(Clone, Copy)]
 struct Shape {
     nodes: usize,
     pods: usize,
     pending: usize,
+}
+
+impl Shape {
+    fn app_pod(&self) -> (&'static str, &'static str) {
+        if self.pending == 0 {
+            ("400m", "1Gi")
+        } else {
+            ("900m", "3Gi")
+        }
+    }
 }
 
 fn node(i: usize) -> (Value, Value) {
@@ -108,6 +125,7 @@ fn cluster(shape: Shape) -> BTreeMap<String, Vec<Value>> {
         claims.push(c);
     }
     let mut i = 0;
+    let (cpu, memory) = shape.app_pod();
     while pods.len() < bound {
         let node = nodes[i % shape.nodes]["metadata"]["name"]
             .as_str()
@@ -117,8 +135,8 @@ fn cluster(shape: Shape) -> BTreeMap<String, Vec<Value>> {
             &format!("web-{i}"),
             ("ReplicaSet", "web-5db4558c8"),
             Some(&node),
-            "900m",
-            "3Gi",
+            cpu,
+            memory,
         ));
         i += 1;
     }
@@ -203,7 +221,7 @@ fn run(shape: Shape) {
     let settings = Settings::from_lookup(|name| match name {
         "FLEETWRIGHT_CLUSTER_NAME" => Some("scale".into()),
         "FLEETWRIGHT_KUBE_API_URL" => Some(url.clone()),
-        "FLEETWRIGHT_DRY_RUN" => Some("true".into()),
+        "FLEETWRIGHT_DRY_RUN" => Some((shape.pending > 0).to_string()),
         _ => None,
     })
     .expect("valid settings");
@@ -212,9 +230,11 @@ fn run(shape: Shape) {
         let mut config = kube::Config::new(url.parse().expect("a URL"));
         config.default_retry = false;
         let kube = kube::Client::try_from(config).expect("a client");
-        // The simulated cloud over the embedded catalog, with no instances: a dry-run tick only
-        // reads its catalog.
+        // The simulated cloud over the embedded catalog, holding the fleet's instances.
         let cloud = SimCloud::new("scale", Arc::new(Catalog::embedded().clone()));
+        for i in 0..shape.nodes {
+            cloud.adopt(instance(i), 0.384);
+        }
         let tick = Tick::new(cloud, kube, settings);
         let start = Instant::now();
         let summary = tick.run(Utc::now(), "scale-bench").await.expect("the tick");
@@ -227,22 +247,69 @@ fn run(shape: Shape) {
         summary.pending_pods, shape.pending,
         "the tick saw every pending pod"
     );
-    assert!(
-        summary.unschedulable.is_empty() && !summary.nodeclaims_created.is_empty(),
-        "the tick planned NodeClaims for the pending pods: {:?}",
-        summary.unschedulable
-    );
     let mut out = std::io::stdout();
-    let _ = writeln!(
-        out,
-        "scale: one dry-run tick over {} nodes and {} pods ({} pending): {:.2} s wall, peak RSS {:.0} MiB, {} nodeclaims planned",
-        shape.nodes,
-        shape.pods,
-        shape.pending,
-        elapsed.as_secs_f64(),
-        peak_rss_mib(),
-        summary.nodeclaims_created.len()
-    );
+    if shape.pending > 0 {
+        assert!(
+            summary.unschedulable.is_empty() && !summary.nodeclaims_created.is_empty(),
+            "the tick planned NodeClaims for the pending pods: {:?}",
+            summary.unschedulable
+        );
+        let _ = writeln!(
+            out,
+            "scale: provisioning, one dry-run tick over {} nodes and {} pods ({} pending): {:.2} s wall, peak RSS {:.0} MiB, {} nodeclaims planned",
+            shape.nodes,
+            shape.pods,
+            shape.pending,
+            elapsed.as_secs_f64(),
+            peak_rss_mib(),
+            summary.nodeclaims_created.len()
+        );
+    } else {
+        assert!(
+            !summary.disruptions.is_empty(),
+            "the tick decided to consolidate the half-empty fleet: {summary:?}"
+        );
+        let _ = writeln!(
+            out,
+            "scale: consolidation, one tick with writes over {} nodes and {} pods (none pending): {:.2} s wall, peak RSS {:.0} MiB, command {}",
+            shape.nodes,
+            shape.pods,
+            elapsed.as_secs_f64(),
+            peak_rss_mib(),
+            summary.disruptions.join(" ").chars().take(60).collect::<String>()
+        );
+    }
+}
+
+/// The instance behind node `i`, tagged as this cluster's.
+fn instance(i: usize) -> fleetwright_cloud::Instance {
+    let tags = [
+        ("kubernetes.io/cluster/scale", "owned"),
+        ("karpenter.sh/nodepool", "default"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .chain([(
+        "karpenter.sh/nodeclaim".to_string(),
+        format!("default-{i:06}"),
+    )])
+    .collect();
+    fleetwright_cloud::Instance {
+        id: format!("i-{i:017x}"),
+        instance_type: "m5.2xlarge".into(),
+        zone: ZONES[i % ZONES.len()].into(),
+        state: "running".into(),
+        capacity_type: "on-demand".into(),
+        image_id: String::new(),
+        subnet_id: String::new(),
+        security_groups: Vec::new(),
+        launch_time: Some(
+            chrono::DateTime::parse_from_rfc3339("2026-11-22T09:00:00Z")
+                .unwrap()
+                .with_timezone(&Utc),
+        ),
+        tags,
+    }
 }
 
 fn main() {
@@ -257,18 +324,33 @@ fn main() {
         return;
     }
     let full = args.iter().any(|a| a == "--bench");
-    let shape = if full {
-        Shape {
-            nodes: 5_000,
-            pods: 50_000,
-            pending: 1_000,
-        }
-    } else {
-        Shape {
-            nodes: 50,
-            pods: 500,
-            pending: 20,
-        }
+    let (nodes, pods) = if full { (5_000, 50_000) } else { (50, 500) };
+    let case = |pending| Shape {
+        nodes,
+        pods,
+        pending,
     };
-    run(shape);
+    match args
+        .iter()
+        .position(|a| a == "--case")
+        .and_then(|i| args.get(i + 1))
+    {
+        Some(c) if c == "provisioning" => run(case(if full { 1_000 } else { 20 })),
+        Some(c) if c == "consolidation" => run(case(0)),
+        _ => {
+            // Each case in its own process, so each peak RSS is its own.
+            for c in ["provisioning", "consolidation"] {
+                let mut child_args: Vec<&str> = vec!["--case", c];
+                if full {
+                    child_args.push("--bench");
+                }
+                let exe = std::env::current_exe().expect("the bench's own path");
+                let status = Command::new(exe)
+                    .args(&child_args)
+                    .status()
+                    .expect("run the case");
+                assert!(status.success(), "the {c} case failed");
+            }
+        }
+    }
 }

@@ -102,6 +102,19 @@ impl SimCloud {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Takes over an instance that was running before the simulation started (the fleet of a
+    /// cluster a benchmark or a test starts from), at `price` an hour.
+    pub fn adopt(&self, instance: Instance, price: f64) {
+        self.state().live.insert(
+            instance.id.clone(),
+            SimInstance {
+                instance,
+                price,
+                warned: None,
+            },
+        );
+    }
+
     /// The live instances, by id.
     pub fn live(&self) -> BTreeMap<String, SimInstance> {
         self.state().live.clone()
