@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The full test suite (the README's command 2; CI runs exactly this through .ci/run):
 #   formatting; clippy with -D warnings on every target; every test of the workspace; the local
-#   end-to-end stack; the deployment checks; and a check that the functions build for arm64.
+#   end-to-end stack; the deployment checks; 50 chaos seeds; and a check that the functions
+#   build for arm64.
 #
 # Clippy and the tests share one compilation: the test build runs with clippy-driver as the
 # workspace's rustc wrapper (what `cargo clippy` itself does), so every lint of
@@ -96,6 +97,11 @@ scripts/e2e.sh
 
 stage "scripts/check-infra.sh (cfn-lint, sam validate --lint, manifests against the schemas)"
 scripts/check-infra.sh
+
+# The chaos mode (cli/src/simulate/chaos.rs) over 50 seeds, with the release build README
+# command 1 uses: faults injected, invariants checked every simulated second.
+stage "chaos: cargo run --release -p fleetwright-cli -- simulate --chaos --seeds 50"
+cargo run --release -p fleetwright-cli -- simulate --chaos --seeds 50
 
 stage "scripts/build-functions.sh --check (the functions compile for aarch64-unknown-linux-gnu)"
 scripts/build-functions.sh --check

@@ -179,3 +179,20 @@ fn bad_scenarios_fail_with_the_field_named() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/scenario.yaml"));
 }
+
+/// Chaos mode runs its seeds with faults injected, reports what it injected, and keeps every
+/// invariant (CI runs 50 seeds with the release build; this is the quick check).
+#[test]
+fn chaos_seeds_inject_faults_and_keep_every_invariant() {
+    let out = simulate(&["--chaos", "--seed", "3", "--seeds", "2"]);
+    assert!(out.contains("chaos: 2 seed(s), 0 violation(s)"), "{out}");
+    let faults = out
+        .lines()
+        .find_map(|l| l.strip_prefix("chaos: faults injected: "))
+        .unwrap_or_else(|| panic!("no fault line in {out}"));
+    let injected: usize = faults
+        .split(", ")
+        .filter_map(|f| f.rsplit(' ').next()?.parse::<usize>().ok())
+        .sum();
+    assert!(injected > 10, "{faults}");
+}

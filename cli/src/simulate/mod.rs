@@ -7,6 +7,7 @@
 //! EventBridge schedule does. Spot interruption warnings and instance state changes reach the
 //! interruption function as an SQS batch. Everything random comes from the scenario's seed.
 
+mod chaos;
 mod log;
 mod report;
 mod scenario;
@@ -59,12 +60,30 @@ pub struct SimulateArgs {
     speed: f64,
     #[arg(long, value_enum, default_value = "log")]
     output: Output,
-    /// Overrides the scenario's seed.
+    /// Overrides the scenario's seed (with --chaos: the first seed).
     #[arg(long)]
     seed: Option<u64>,
+    /// Chaos mode: random faults from each seed (API errors, invocations cut off, instances
+    /// dying, late, duplicated and poison SQS deliveries, concurrent ticks, webhook floods, lost
+    /// nudges) on the cluster of examples/simulate/chaos.yaml, with invariants checked after
+    /// every simulated second. Exits non-zero when one is broken.
+    #[arg(long, conflicts_with = "scenario")]
+    chaos: bool,
+    /// With --chaos: how many seeds to run.
+    #[arg(long, default_value_t = 50)]
+    seeds: u64,
+    /// With --chaos: seeds run at once (default: the CPUs available).
+    #[arg(long)]
+    jobs: Option<usize>,
 }
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
+    if args.chaos {
+        let jobs = args.jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        });
+        return chaos::run(args.seed.unwrap_or(1), args.seeds, jobs);
+    }
     let scenario = match &args.scenario {
         Some(path) => {
             let text = std::fs::read_to_string(path)

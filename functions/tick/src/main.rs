@@ -10,7 +10,9 @@ use fleetwright_runtime::tick::{Tick, TickSummary};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::Value;
 
-#[tokio::main]
+// One thread: a tick is one sequential reconcile, and a single allocator arena keeps the peak
+// memory of a large cluster's tick down (see docs/benchmarks.md).
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     fleetwright_connect::init_tracing();
     let clients = Arc::new(Clients::from_env().await?);

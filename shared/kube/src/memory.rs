@@ -85,21 +85,27 @@ pub struct State {
     pub faults: Vec<Fault>,
 }
 
-/// An injected failure: the next `times` requests whose method is `method` (any, when empty)
-/// and whose path starts with `path` answer `status` (429, 500, 503, …) with a `Status` body.
+/// An injected failure: after `skip` matching requests pass, the next `times` requests whose
+/// method is `method` (any, when empty; any but GET, when `WRITE`) and whose path starts with
+/// `path` answer `status` (429, 500, 503, …) with a `Status` body. A `WRITE` fault with a large
+/// `times` is an invocation cut off at an await point: nothing after it reaches the server.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Fault {
     pub method: String,
     pub path: String,
     pub status: u16,
+    pub skip: usize,
     pub times: usize,
 }
 
 impl Fault {
     fn matches(&self, method: &str, path: &str) -> bool {
-        self.times > 0
-            && (self.method.is_empty() || self.method == method)
-            && path.starts_with(&self.path)
+        let method_matches = match self.method.as_str() {
+            "" => true,
+            "WRITE" => method != "GET",
+            m => m == method,
+        };
+        self.times > 0 && method_matches && path.starts_with(&self.path)
     }
 }
 
@@ -420,6 +426,10 @@ fn write(state: &mut State, method: &str, path: &str, body: &[u8]) -> Option<Rep
 fn injected(state: &mut State, method: &str, uri: &str) -> Option<Reply> {
     let path = uri.split('?').next().unwrap_or(uri);
     let fault = state.faults.iter_mut().find(|f| f.matches(method, path))?;
+    if fault.skip > 0 {
+        fault.skip -= 1;
+        return None;
+    }
     fault.times -= 1;
     let reason = match fault.status {
         429 => "TooManyRequests",

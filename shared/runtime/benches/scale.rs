@@ -225,7 +225,11 @@ fn run(shape: Shape) {
         _ => None,
     })
     .expect("valid settings");
-    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    // One thread, as the tick function runs (its invocations are sequential).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
     let summary = runtime.block_on(async {
         let mut config = kube::Config::new(url.parse().expect("a URL"));
         config.default_retry = false;

@@ -61,7 +61,9 @@ impl Settings {
         let cluster_name = non_empty("FLEETWRIGHT_CLUSTER_NAME")
             .ok_or_else(|| RuntimeError::setting("FLEETWRIGHT_CLUSTER_NAME", "is required"))?;
         let lease_seconds = match non_empty("FLEETWRIGHT_LEASE_SECONDS") {
-            None => 120,
+            // The tick function's timeout (60 s) and 10 s of clock skew: no tick outlives its
+            // timeout, so the lease of one cut off before releasing it holds back one tick at most.
+            None => 70,
             Some(v) => v
                 .parse::<u64>()
                 .ok()
@@ -156,7 +158,7 @@ mod tests {
     fn defaults_need_only_the_cluster_name() {
         let s = settings(&[("FLEETWRIGHT_CLUSTER_NAME", "dev")]).unwrap();
         assert_eq!(s.namespace, "karpenter");
-        assert_eq!(s.lease_duration, Duration::from_secs(120));
+        assert_eq!(s.lease_duration, Duration::from_secs(70));
         assert_eq!(s.rebalance, RebalanceAction::Event);
         assert_eq!(s.kube_api, KubeApi::Eks);
         assert!(!s.dry_run);

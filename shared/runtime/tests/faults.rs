@@ -233,6 +233,7 @@ async fn transient_api_errors_on_the_read_are_retried_and_a_persistent_one_is_na
         method: "GET".into(),
         path: path.into(),
         status,
+        skip: 0,
         times,
     };
     api.lock().faults = vec![

@@ -115,6 +115,12 @@ impl SimCloud {
         );
     }
 
+    /// The instance dies without a warning or an event (a hardware failure, a terminate by
+    /// hand): it is simply gone. Returns whether it was live.
+    pub fn kill(&self, instance_id: &str) -> bool {
+        self.state().live.remove(instance_id).is_some()
+    }
+
     /// The live instances, by id.
     pub fn live(&self) -> BTreeMap<String, SimInstance> {
         self.state().live.clone()
