@@ -15,28 +15,27 @@
 //! Then the faults stop and the run goes on for [`QUIET`] seconds. The first invariant broken
 //! ends the seed and is printed with the seed and the second; see [`Invariants`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use anyhow::Context;
-use aws_lambda_events::event::sqs::SqsEvent;
 use chrono::{DateTime, Duration, Utc};
 use fleetwright_core::{Catalog, NodeClassSettings, ScheduleOptions};
-use fleetwright_kube::memory::Fault;
-use fleetwright_runtime::metrics::Metrics;
-use fleetwright_runtime::tick::{Tick, TickSummary};
-use fleetwright_runtime::RuntimeError;
 use fleetwright_sim::cluster::{NODECLAIMS, NODES, PODS};
 use serde_json::{json, Value};
-use tracing::warn;
+
+mod faults;
+mod invariants;
+
+use invariants::{is_disrupted, Invariants, Queue};
 
 use super::scenario::{Action, Ice, Interrupt, Scale, Scenario, Step};
-use super::{ec2_event, log, Simulation, ACCOUNT, CLUSTER};
+use super::{ec2_event, log, Simulation};
 use fleetwright_core::rng::Rng;
 use fleetwright_sim::ZONES;
 
 /// The cluster every seed starts from.
-const BASE: &str = include_str!("../../../examples/simulate/chaos.yaml");
+const BASE: &str = include_str!("../../../../examples/simulate/chaos.yaml");
 /// Faults are injected until this second.
 pub const CHAOS_END: i64 = 8 * 60;
 /// How long the run goes on without faults.
@@ -202,160 +201,6 @@ fn timeline(seed: u64) -> Vec<Step> {
     steps
 }
 
-/// A message in the simulated SQS queue.
-#[derive(Clone, Debug)]
-struct Message {
-    id: String,
-    body: String,
-    receives: u32,
-    due: i64,
-}
-
-/// The interruption queue: deliveries in flight, acknowledged, and dead-lettered.
-#[derive(Debug, Default)]
-struct Queue {
-    waiting: Vec<Message>,
-    acked: BTreeSet<String>,
-    dead: BTreeSet<String>,
-    sent: BTreeSet<String>,
-}
-
-/// What the invariants remember between seconds.
-#[derive(Debug, Default)]
-struct Invariants {
-    /// Instance → the second it was first seen without a NodeClaim.
-    unclaimed: BTreeMap<String, i64>,
-    /// NodeClaim → the second it was first seen without a live instance.
-    unbacked: BTreeMap<String, i64>,
-    /// NodeClaim (its tag) → every instance ever launched for it.
-    launched_for: BTreeMap<String, BTreeSet<String>>,
-    /// Node → the second it was first seen cordoned for disruption.
-    cordoned: BTreeMap<String, i64>,
-    /// Instances warned, reclaimed or killed: their pods may be evicted whatever they say.
-    interrupted: BTreeSet<String>,
-    /// Every instance ever seen live.
-    ever: BTreeSet<String>,
-    /// The nodes the workload needed, planned from scratch, per 30 s.
-    needed: Vec<(i64, usize)>,
-}
-
-impl Invariants {
-    /// Instances without NodeClaims and NodeClaims without instances, for 5 minutes.
-    fn pairs(
-        &mut self,
-        t: i64,
-        owned: &BTreeMap<&String, &fleetwright_sim::SimInstance>,
-        claims: &[Value],
-    ) -> Option<String> {
-        let claimed: BTreeMap<String, String> = claims
-            .iter()
-            .filter_map(|c| {
-                let provider = c["status"]["providerID"].as_str()?;
-                let id = provider.rsplit('/').next()?.to_string();
-                Some((
-                    id,
-                    c["metadata"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                ))
-            })
-            .collect();
-        self.unclaimed
-            .retain(|id, _| owned.contains_key(id) && !claimed.contains_key(id));
-        for id in owned.keys().filter(|id| !claimed.contains_key(**id)) {
-            let since = *self.unclaimed.entry((*id).clone()).or_insert(t);
-            if t - since > UNPAIRED_LIMIT {
-                return Some(format!(
-                    "instance {id} has run {} s without a NodeClaim",
-                    t - since
-                ));
-            }
-        }
-        let unbacked: BTreeSet<&String> = claimed
-            .iter()
-            .filter(|(id, _)| !owned.contains_key(*id))
-            .map(|(_, claim)| claim)
-            .collect();
-        self.unbacked.retain(|c, _| unbacked.contains(c));
-        for claim in unbacked {
-            let since = *self.unbacked.entry(claim.clone()).or_insert(t);
-            if t - since > UNPAIRED_LIMIT {
-                return Some(format!(
-                    "NodeClaim {claim} has had no instance for {} s",
-                    t - since
-                ));
-            }
-        }
-        None
-    }
-
-    /// No NodeClaim ever has two instances.
-    fn launches(
-        &mut self,
-        owned: &BTreeMap<&String, &fleetwright_sim::SimInstance>,
-    ) -> Option<String> {
-        for (id, i) in owned {
-            let Some(claim) = i.instance.nodeclaim() else {
-                continue;
-            };
-            let ids = self.launched_for.entry(claim.to_string()).or_default();
-            ids.insert((*id).clone());
-            if ids.len() > 1 {
-                return Some(format!("NodeClaim {claim} got two instances: {ids:?}"));
-            }
-        }
-        None
-    }
-
-    /// No node stays cordoned for disruption 10 minutes while its NodeClaim is not deleting.
-    fn cordons(&mut self, t: i64, nodes: &[Value], claims: &[Value]) -> Option<String> {
-        let deleting: BTreeSet<&str> = claims
-            .iter()
-            .filter(|c| !c["metadata"]["deletionTimestamp"].is_null())
-            .filter_map(|c| c["status"]["nodeName"].as_str())
-            .collect();
-        let cordoned: BTreeSet<String> = nodes
-            .iter()
-            .filter(|n| is_disrupted(n))
-            .filter_map(|n| n["metadata"]["name"].as_str())
-            .filter(|n| !deleting.contains(n))
-            .map(str::to_string)
-            .collect();
-        self.cordoned.retain(|n, _| cordoned.contains(n));
-        for node in cordoned {
-            let since = *self.cordoned.entry(node.clone()).or_insert(t);
-            if t - since > CORDON_LIMIT {
-                return Some(format!(
-                    "node {node} has been cordoned {} s with no command finishing it",
-                    t - since
-                ));
-            }
-        }
-        None
-    }
-}
-
-impl Queue {
-    /// Every message was handled or dead-lettered; none is lost, and no poison was acknowledged.
-    fn check(&self) -> Option<String> {
-        if let Some(m) = self.waiting.first() {
-            return Some(format!("message {} is still in flight at the end", m.id));
-        }
-        for id in &self.sent {
-            if id.starts_with("poison-") && self.acked.contains(id) {
-                return Some(format!("poison message {id} was acknowledged"));
-            }
-            if !self.acked.contains(id) && !self.dead.contains(id) {
-                return Some(format!(
-                    "message {id} was neither handled nor dead-lettered"
-                ));
-            }
-        }
-        None
-    }
-}
-
 struct Chaos {
     sim: Simulation,
     rng: Rng,
@@ -503,212 +348,6 @@ impl Chaos {
                     self.seen.interrupted.insert(instance.id.clone());
                     let event = spot_warning(&instance.id, now);
                     self.send(event, t, true);
-                }
-            }
-        }
-    }
-
-    /// Instances that die without a warning, and warnings for instances already gone.
-    fn cloud_faults(&mut self, t: i64, now: DateTime<Utc>) {
-        if self.chance(0.004) {
-            let live: Vec<String> = self
-                .sim
-                .cloud
-                .live()
-                .into_keys()
-                .filter(|id| id != FOREIGN)
-                .collect();
-            if !live.is_empty() {
-                let id = self.rng.pick(&live).clone();
-                self.sim.cloud.kill(&id);
-                self.seen.interrupted.insert(id);
-                self.count("instances killed without a warning");
-            }
-        }
-        if self.chance(0.004) {
-            let live = self.sim.cloud.live();
-            let gone: Vec<String> = self
-                .seen
-                .ever
-                .iter()
-                .filter(|id| !live.contains_key(*id))
-                .cloned()
-                .collect();
-            if !gone.is_empty() {
-                let id = self.rng.pick(&gone).clone();
-                self.send(spot_warning(&id, now), t, true);
-                self.count("warnings for gone instances");
-            }
-        }
-    }
-
-    /// Transient API errors on reads (retried) and on writes (the tick fails; the next repairs).
-    fn api_faults(&mut self) {
-        const READS: [&str; 4] = [PODS, NODES, NODECLAIMS, "/apis/karpenter.sh/v1/nodepools"];
-        if self.chance(0.003) {
-            let fault = Fault {
-                method: "GET".into(),
-                path: self.rng.pick(&READS).to_string(),
-                status: *self.rng.pick(&[429, 500, 503]),
-                skip: 0,
-                times: 1,
-            };
-            self.sim.cluster.api.lock().faults.push(fault);
-            self.count("API read errors");
-        }
-        if self.chance(0.003) {
-            let fault = Fault {
-                method: "WRITE".into(),
-                path: "/".into(),
-                status: *self.rng.pick(&[409, 500, 503]),
-                skip: self.rng.below(5),
-                times: 1 + self.rng.below(3),
-            };
-            self.sim.cluster.api.lock().faults.push(fault);
-            self.count("API write errors");
-        }
-    }
-
-    /// A webhook flood: the same pod's CREATE reviewed 30 times.
-    async fn flood(&mut self, now: DateTime<Utc>) {
-        let pods = self.sim.cluster.workload_as_pending();
-        if pods.is_empty() {
-            return;
-        }
-        let pod = self.rng.pick(&pods).clone();
-        for _ in 0..30 {
-            self.sim.admit(&pod, now).await;
-        }
-        self.count("webhook floods");
-    }
-
-    /// The tick: sometimes cut off at a random await point, sometimes two at once.
-    async fn tick(&mut self, t: i64, now: DateTime<Utc>, chaos: bool) {
-        let cut = chaos && self.chance(0.08);
-        if cut {
-            let fault = Fault {
-                method: "WRITE".into(),
-                path: "/".into(),
-                status: 503,
-                skip: self.rng.below(12),
-                times: CUT,
-            };
-            self.sim.cluster.api.lock().faults.push(fault);
-            self.count("ticks cut off");
-        }
-        self.sim.watch.ticks += 1;
-        if chaos && self.chance(0.1) {
-            self.count("concurrent ticks");
-            let tick = &self.sim.tick;
-            let other = Tick::new(tick.cloud.clone(), tick.kube.clone(), tick.settings.clone());
-            let (first, second) = (format!("chaos-{t}-a"), format!("chaos-{t}-b"));
-            let (a, b) = tokio::join!(tick.run(now, &first), other.run(now, &second));
-            for result in [a, b] {
-                self.tick_done(result);
-            }
-        } else {
-            let result = self.sim.tick.run(now, &format!("chaos-{t}")).await;
-            self.tick_done(result);
-        }
-        if cut {
-            self.sim
-                .cluster
-                .api
-                .lock()
-                .faults
-                .retain(|f| f.times > 0 && f.times < CUT / 2);
-        }
-    }
-
-    fn tick_done(&mut self, result: Result<TickSummary, RuntimeError>) {
-        match result {
-            Ok(summary) => self.sim.note_tick(&summary),
-            Err(e) => {
-                warn!(target: "simulate::tick", error = %e, "tick failed; the next one retries")
-            }
-        }
-    }
-
-    /// Puts an event on the queue: late, sometimes twice, sometimes beside a poison message.
-    fn send(&mut self, event: Value, t: i64, chaos: bool) {
-        let id = event["id"].as_str().unwrap_or_default().to_string();
-        let late = if chaos { self.rng.below(30) as i64 } else { 0 };
-        let message = Message {
-            id: id.clone(),
-            body: event.to_string(),
-            receives: 0,
-            due: t + late,
-        };
-        self.queue.sent.insert(id.clone());
-        if chaos && self.chance(0.2) {
-            let mut again = message.clone();
-            again.due += self.rng.below(20) as i64;
-            self.queue.waiting.push(again);
-            self.count("duplicate deliveries");
-        }
-        self.queue.waiting.push(message);
-        if chaos && self.chance(0.1) {
-            let poison = format!("poison-{id}");
-            self.queue.sent.insert(poison.clone());
-            self.queue.waiting.push(Message {
-                id: poison,
-                body: "{\"detail-type\": 42".into(),
-                receives: 0,
-                due: t + late,
-            });
-            self.count("poison messages");
-        }
-    }
-
-    /// Delivers the messages due, in a shuffled batch of up to ten; failures come back after
-    /// the visibility timeout or go to the DLQ.
-    async fn receive(&mut self, t: i64, now: DateTime<Utc>) {
-        let (mut due, rest): (Vec<Message>, Vec<Message>) = std::mem::take(&mut self.queue.waiting)
-            .into_iter()
-            .partition(|m| m.due <= t);
-        self.queue.waiting = rest;
-        // Out of order.
-        for i in (1..due.len()).rev() {
-            let j = self.rng.below(i + 1);
-            due.swap(i, j);
-        }
-        for batch in due.chunks(10) {
-            let records: Vec<Value> = batch
-                .iter()
-                .map(|m| {
-                    json!({"messageId": m.id, "receiptHandle": format!("rh-{}-{}", m.id, m.receives),
-                        "body": m.body, "attributes": {"ApproximateReceiveCount": (m.receives + 1).to_string()},
-                        "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs", "awsRegion": "us-east-1",
-                        "eventSourceARN": format!("arn:aws:sqs:us-east-1:{ACCOUNT}:fleetwright-{CLUSTER}-interruption")})
-                })
-                .collect();
-            let Ok(event) = serde_json::from_value::<SqsEvent>(json!({ "Records": records }))
-            else {
-                continue;
-            };
-            let response = self
-                .sim
-                .interruption
-                .handle_sqs(event, now, &mut Metrics::default())
-                .await;
-            let failed: BTreeSet<String> = response
-                .batch_item_failures
-                .into_iter()
-                .map(|f| f.item_identifier)
-                .collect();
-            for m in batch {
-                if !failed.contains(&m.id) {
-                    // A poison message acknowledged is reported by check_queue.
-                    self.queue.acked.insert(m.id.clone());
-                    continue;
-                }
-                let mut m = m.clone();
-                m.receives += 1;
-                if m.receives >= MAX_RECEIVES {
-                    self.queue.dead.insert(m.id.clone());
-                } else {
-                    m.due = t + VISIBILITY;
-                    self.queue.waiting.push(m);
                 }
             }
         }
@@ -886,12 +525,6 @@ fn schedule_count(snapshot: &fleetwright_core::Snapshot, catalog: &Catalog) -> u
         .len()
 }
 
-fn is_disrupted(node: &Value) -> bool {
-    node["spec"]["taints"]
-        .as_array()
-        .is_some_and(|t| t.iter().any(|t| t["key"] == "karpenter.sh/disrupted"))
-}
-
 fn spot_warning(instance_id: &str, now: DateTime<Utc>) -> Value {
     ec2_event(
         "EC2 Spot Instance Interruption Warning",
@@ -899,95 +532,4 @@ fn spot_warning(instance_id: &str, now: DateTime<Utc>) -> Value {
         json!({"instance-id": instance_id, "instance-action": "terminate"}),
         now,
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn instance(id: &str, nodeclaim: &str) -> fleetwright_sim::SimInstance {
-        let mut tags = BTreeMap::new();
-        tags.insert("karpenter.sh/nodeclaim".to_string(), nodeclaim.to_string());
-        fleetwright_sim::SimInstance {
-            instance: fleetwright_cloud::Instance {
-                id: id.into(),
-                instance_type: "m6i.large".into(),
-                zone: ZONES[0].into(),
-                state: "running".into(),
-                capacity_type: "spot".into(),
-                image_id: String::new(),
-                subnet_id: String::new(),
-                security_groups: Vec::new(),
-                launch_time: None,
-                tags,
-            },
-            price: 0.1,
-            warned: None,
-        }
-    }
-
-    #[test]
-    fn an_instance_without_a_nodeclaim_breaks_after_five_minutes() {
-        let mut seen = Invariants::default();
-        let i = instance("i-1", "web-1");
-        let id = "i-1".to_string();
-        let owned: BTreeMap<&String, &fleetwright_sim::SimInstance> = [(&id, &i)].into();
-        assert!(seen.pairs(0, &owned, &[]).is_none());
-        assert!(seen.pairs(UNPAIRED_LIMIT, &owned, &[]).is_none());
-        let broken = seen.pairs(UNPAIRED_LIMIT + 1, &owned, &[]).unwrap();
-        assert!(broken.contains("i-1"), "{broken}");
-        let claim = json!({"metadata": {"name": "web-1"}, "status": {"providerID": "aws:///us-east-1a/i-1"}});
-        assert!(seen
-            .pairs(UNPAIRED_LIMIT + 2, &owned, std::slice::from_ref(&claim))
-            .is_none());
-        // The claim outlives its instance.
-        let none = BTreeMap::new();
-        assert!(seen
-            .pairs(1000, &none, std::slice::from_ref(&claim))
-            .is_none());
-        assert!(seen
-            .pairs(1000 + UNPAIRED_LIMIT + 1, &none, &[claim])
-            .unwrap()
-            .contains("web-1"));
-    }
-
-    #[test]
-    fn two_instances_for_one_nodeclaim_break_at_once() {
-        let mut seen = Invariants::default();
-        let (a, b) = (instance("i-a", "web-1"), instance("i-b", "web-1"));
-        let (ia, ib) = ("i-a".to_string(), "i-b".to_string());
-        assert!(seen.launches(&[(&ia, &a)].into()).is_none());
-        assert!(seen.launches(&[(&ib, &b)].into()).is_some());
-    }
-
-    #[test]
-    fn a_node_cordoned_ten_minutes_without_a_deletion_breaks() {
-        let mut seen = Invariants::default();
-        let node = json!({"metadata": {"name": "n1"}, "spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}});
-        assert!(seen.cordons(0, std::slice::from_ref(&node), &[]).is_none());
-        let deleting = json!({"metadata": {"name": "c1", "deletionTimestamp": "2026-11-22T10:00:00Z"}, "status": {"nodeName": "n1"}});
-        assert!(
-            seen.cordons(CORDON_LIMIT + 1, std::slice::from_ref(&node), &[deleting])
-                .is_none(),
-            "a deletion is finishing it"
-        );
-        assert!(
-            seen.cordons(CORDON_LIMIT + 2, std::slice::from_ref(&node), &[])
-                .is_none(),
-            "counted again from now"
-        );
-        assert!(seen.cordons(2 * CORDON_LIMIT + 3, &[node], &[]).is_some());
-    }
-
-    #[test]
-    fn a_message_neither_handled_nor_dead_lettered_or_an_acknowledged_poison_breaks() {
-        let mut queue = Queue::default();
-        queue.sent.insert("m-1".into());
-        assert!(queue.check().unwrap().contains("m-1"));
-        queue.dead.insert("m-1".into());
-        assert!(queue.check().is_none());
-        queue.sent.insert("poison-m-2".into());
-        queue.acked.insert("poison-m-2".into());
-        assert!(queue.check().unwrap().contains("poison"));
-    }
 }

@@ -1,0 +1,228 @@
+//! The faults a chaos run injects, as methods of the driver: instances that die and warnings
+//! for instances already gone, Kubernetes API errors on reads and writes, webhook floods, ticks
+//! cut off at a random await point or run two at once, and the simulated SQS queue's late,
+//! duplicated, shuffled and poison deliveries with redelivery and the DLQ.
+
+use std::collections::BTreeSet;
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use chrono::{DateTime, Utc};
+use fleetwright_kube::memory::Fault;
+use fleetwright_runtime::metrics::Metrics;
+use fleetwright_runtime::tick::{Tick, TickSummary};
+use fleetwright_runtime::RuntimeError;
+use fleetwright_sim::cluster::{NODECLAIMS, NODES, PODS};
+use serde_json::{json, Value};
+use tracing::warn;
+
+use super::invariants::Message;
+use super::{spot_warning, Chaos, CUT, FOREIGN, MAX_RECEIVES, VISIBILITY};
+use crate::simulate::{ACCOUNT, CLUSTER};
+
+impl Chaos {
+    /// Instances that die without a warning, and warnings for instances already gone.
+    pub(super) fn cloud_faults(&mut self, t: i64, now: DateTime<Utc>) {
+        if self.chance(0.004) {
+            let live: Vec<String> = self
+                .sim
+                .cloud
+                .live()
+                .into_keys()
+                .filter(|id| id != FOREIGN)
+                .collect();
+            if !live.is_empty() {
+                let id = self.rng.pick(&live).clone();
+                self.sim.cloud.kill(&id);
+                self.seen.interrupted.insert(id);
+                self.count("instances killed without a warning");
+            }
+        }
+        if self.chance(0.004) {
+            let live = self.sim.cloud.live();
+            let gone: Vec<String> = self
+                .seen
+                .ever
+                .iter()
+                .filter(|id| !live.contains_key(*id))
+                .cloned()
+                .collect();
+            if !gone.is_empty() {
+                let id = self.rng.pick(&gone).clone();
+                self.send(spot_warning(&id, now), t, true);
+                self.count("warnings for gone instances");
+            }
+        }
+    }
+
+    /// Transient API errors on reads (retried) and on writes (the tick fails; the next repairs).
+    pub(super) fn api_faults(&mut self) {
+        const READS: [&str; 4] = [PODS, NODES, NODECLAIMS, "/apis/karpenter.sh/v1/nodepools"];
+        if self.chance(0.003) {
+            let fault = Fault {
+                method: "GET".into(),
+                path: self.rng.pick(&READS).to_string(),
+                status: *self.rng.pick(&[429, 500, 503]),
+                skip: 0,
+                times: 1,
+            };
+            self.sim.cluster.api.lock().faults.push(fault);
+            self.count("API read errors");
+        }
+        if self.chance(0.003) {
+            let fault = Fault {
+                method: "WRITE".into(),
+                path: "/".into(),
+                status: *self.rng.pick(&[409, 500, 503]),
+                skip: self.rng.below(5),
+                times: 1 + self.rng.below(3),
+            };
+            self.sim.cluster.api.lock().faults.push(fault);
+            self.count("API write errors");
+        }
+    }
+
+    /// A webhook flood: the same pod's CREATE reviewed 30 times.
+    pub(super) async fn flood(&mut self, now: DateTime<Utc>) {
+        let pods = self.sim.cluster.workload_as_pending();
+        if pods.is_empty() {
+            return;
+        }
+        let pod = self.rng.pick(&pods).clone();
+        for _ in 0..30 {
+            self.sim.admit(&pod, now).await;
+        }
+        self.count("webhook floods");
+    }
+
+    /// The tick: sometimes cut off at a random await point, sometimes two at once.
+    pub(super) async fn tick(&mut self, t: i64, now: DateTime<Utc>, chaos: bool) {
+        let cut = chaos && self.chance(0.08);
+        if cut {
+            let fault = Fault {
+                method: "WRITE".into(),
+                path: "/".into(),
+                status: 503,
+                skip: self.rng.below(12),
+                times: CUT,
+            };
+            self.sim.cluster.api.lock().faults.push(fault);
+            self.count("ticks cut off");
+        }
+        self.sim.watch.ticks += 1;
+        if chaos && self.chance(0.1) {
+            self.count("concurrent ticks");
+            let tick = &self.sim.tick;
+            let other = Tick::new(tick.cloud.clone(), tick.kube.clone(), tick.settings.clone());
+            let (first, second) = (format!("chaos-{t}-a"), format!("chaos-{t}-b"));
+            let (a, b) = tokio::join!(tick.run(now, &first), other.run(now, &second));
+            for result in [a, b] {
+                self.tick_done(result);
+            }
+        } else {
+            let result = self.sim.tick.run(now, &format!("chaos-{t}")).await;
+            self.tick_done(result);
+        }
+        if cut {
+            self.sim
+                .cluster
+                .api
+                .lock()
+                .faults
+                .retain(|f| f.times > 0 && f.times < CUT / 2);
+        }
+    }
+
+    pub(super) fn tick_done(&mut self, result: Result<TickSummary, RuntimeError>) {
+        match result {
+            Ok(summary) => self.sim.note_tick(&summary),
+            Err(e) => {
+                warn!(target: "simulate::tick", error = %e, "tick failed; the next one retries")
+            }
+        }
+    }
+
+    /// Puts an event on the queue: late, sometimes twice, sometimes beside a poison message.
+    pub(super) fn send(&mut self, event: Value, t: i64, chaos: bool) {
+        let id = event["id"].as_str().unwrap_or_default().to_string();
+        let late = if chaos { self.rng.below(30) as i64 } else { 0 };
+        let message = Message {
+            id: id.clone(),
+            body: event.to_string(),
+            receives: 0,
+            due: t + late,
+        };
+        self.queue.sent.insert(id.clone());
+        if chaos && self.chance(0.2) {
+            let mut again = message.clone();
+            again.due += self.rng.below(20) as i64;
+            self.queue.waiting.push(again);
+            self.count("duplicate deliveries");
+        }
+        self.queue.waiting.push(message);
+        if chaos && self.chance(0.1) {
+            let poison = format!("poison-{id}");
+            self.queue.sent.insert(poison.clone());
+            self.queue.waiting.push(Message {
+                id: poison,
+                body: "{\"detail-type\": 42".into(),
+                receives: 0,
+                due: t + late,
+            });
+            self.count("poison messages");
+        }
+    }
+
+    /// Delivers the messages due, in a shuffled batch of up to ten; failures come back after
+    /// the visibility timeout or go to the DLQ.
+    pub(super) async fn receive(&mut self, t: i64, now: DateTime<Utc>) {
+        let (mut due, rest): (Vec<Message>, Vec<Message>) = std::mem::take(&mut self.queue.waiting)
+            .into_iter()
+            .partition(|m| m.due <= t);
+        self.queue.waiting = rest;
+        // Out of order.
+        for i in (1..due.len()).rev() {
+            let j = self.rng.below(i + 1);
+            due.swap(i, j);
+        }
+        for batch in due.chunks(10) {
+            let records: Vec<Value> = batch
+                .iter()
+                .map(|m| {
+                    json!({"messageId": m.id, "receiptHandle": format!("rh-{}-{}", m.id, m.receives),
+                        "body": m.body, "attributes": {"ApproximateReceiveCount": (m.receives + 1).to_string()},
+                        "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs", "awsRegion": "us-east-1",
+                        "eventSourceARN": format!("arn:aws:sqs:us-east-1:{ACCOUNT}:fleetwright-{CLUSTER}-interruption")})
+                })
+                .collect();
+            let Ok(event) = serde_json::from_value::<SqsEvent>(json!({ "Records": records }))
+            else {
+                continue;
+            };
+            let response = self
+                .sim
+                .interruption
+                .handle_sqs(event, now, &mut Metrics::default())
+                .await;
+            let failed: BTreeSet<String> = response
+                .batch_item_failures
+                .into_iter()
+                .map(|f| f.item_identifier)
+                .collect();
+            for m in batch {
+                if !failed.contains(&m.id) {
+                    // A poison message acknowledged is reported by check_queue.
+                    self.queue.acked.insert(m.id.clone());
+                    continue;
+                }
+                let mut m = m.clone();
+                m.receives += 1;
+                if m.receives >= MAX_RECEIVES {
+                    self.queue.dead.insert(m.id.clone());
+                } else {
+                    m.due = t + VISIBILITY;
+                    self.queue.waiting.push(m);
+                }
+            }
+        }
+    }
+}

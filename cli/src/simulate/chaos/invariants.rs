@@ -1,0 +1,263 @@
+//! The chaos run's invariants and its simulated SQS queue: what is remembered between simulated
+//! seconds, and the checks that need no simulator (instances and NodeClaims paired, one instance
+//! per NodeClaim, no node cordoned for good, every message handled or dead-lettered). The driver
+//! in the parent module feeds them the cluster and the cloud each second.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use super::{CORDON_LIMIT, UNPAIRED_LIMIT};
+
+/// A message in the simulated SQS queue.
+#[derive(Clone, Debug)]
+pub(super) struct Message {
+    pub(super) id: String,
+    pub(super) body: String,
+    pub(super) receives: u32,
+    pub(super) due: i64,
+}
+
+/// The interruption queue: deliveries in flight, acknowledged, and dead-lettered.
+#[derive(Debug, Default)]
+pub(super) struct Queue {
+    pub(super) waiting: Vec<Message>,
+    pub(super) acked: BTreeSet<String>,
+    pub(super) dead: BTreeSet<String>,
+    pub(super) sent: BTreeSet<String>,
+}
+
+/// What the invariants remember between seconds.
+#[derive(Debug, Default)]
+pub(super) struct Invariants {
+    /// Instance → the second it was first seen without a NodeClaim.
+    pub(super) unclaimed: BTreeMap<String, i64>,
+    /// NodeClaim → the second it was first seen without a live instance.
+    pub(super) unbacked: BTreeMap<String, i64>,
+    /// NodeClaim (its tag) → every instance ever launched for it.
+    pub(super) launched_for: BTreeMap<String, BTreeSet<String>>,
+    /// Node → the second it was first seen cordoned for disruption.
+    pub(super) cordoned: BTreeMap<String, i64>,
+    /// Instances warned, reclaimed or killed: their pods may be evicted whatever they say.
+    pub(super) interrupted: BTreeSet<String>,
+    /// Every instance ever seen live.
+    pub(super) ever: BTreeSet<String>,
+    /// The nodes the workload needed, planned from scratch, per 30 s.
+    pub(super) needed: Vec<(i64, usize)>,
+}
+
+impl Invariants {
+    /// Instances without NodeClaims and NodeClaims without instances, for 5 minutes.
+    pub(super) fn pairs(
+        &mut self,
+        t: i64,
+        owned: &BTreeMap<&String, &fleetwright_sim::SimInstance>,
+        claims: &[Value],
+    ) -> Option<String> {
+        let claimed: BTreeMap<String, String> = claims
+            .iter()
+            .filter_map(|c| {
+                let provider = c["status"]["providerID"].as_str()?;
+                let id = provider.rsplit('/').next()?.to_string();
+                Some((
+                    id,
+                    c["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                ))
+            })
+            .collect();
+        self.unclaimed
+            .retain(|id, _| owned.contains_key(id) && !claimed.contains_key(id));
+        for id in owned.keys().filter(|id| !claimed.contains_key(**id)) {
+            let since = *self.unclaimed.entry((*id).clone()).or_insert(t);
+            if t - since > UNPAIRED_LIMIT {
+                return Some(format!(
+                    "instance {id} has run {} s without a NodeClaim",
+                    t - since
+                ));
+            }
+        }
+        let unbacked: BTreeSet<&String> = claimed
+            .iter()
+            .filter(|(id, _)| !owned.contains_key(*id))
+            .map(|(_, claim)| claim)
+            .collect();
+        self.unbacked.retain(|c, _| unbacked.contains(c));
+        for claim in unbacked {
+            let since = *self.unbacked.entry(claim.clone()).or_insert(t);
+            if t - since > UNPAIRED_LIMIT {
+                return Some(format!(
+                    "NodeClaim {claim} has had no instance for {} s",
+                    t - since
+                ));
+            }
+        }
+        None
+    }
+
+    /// No NodeClaim ever has two instances.
+    pub(super) fn launches(
+        &mut self,
+        owned: &BTreeMap<&String, &fleetwright_sim::SimInstance>,
+    ) -> Option<String> {
+        for (id, i) in owned {
+            let Some(claim) = i.instance.nodeclaim() else {
+                continue;
+            };
+            let ids = self.launched_for.entry(claim.to_string()).or_default();
+            ids.insert((*id).clone());
+            if ids.len() > 1 {
+                return Some(format!("NodeClaim {claim} got two instances: {ids:?}"));
+            }
+        }
+        None
+    }
+
+    /// No node stays cordoned for disruption 10 minutes while its NodeClaim is not deleting.
+    pub(super) fn cordons(&mut self, t: i64, nodes: &[Value], claims: &[Value]) -> Option<String> {
+        let deleting: BTreeSet<&str> = claims
+            .iter()
+            .filter(|c| !c["metadata"]["deletionTimestamp"].is_null())
+            .filter_map(|c| c["status"]["nodeName"].as_str())
+            .collect();
+        let cordoned: BTreeSet<String> = nodes
+            .iter()
+            .filter(|n| is_disrupted(n))
+            .filter_map(|n| n["metadata"]["name"].as_str())
+            .filter(|n| !deleting.contains(n))
+            .map(str::to_string)
+            .collect();
+        self.cordoned.retain(|n, _| cordoned.contains(n));
+        for node in cordoned {
+            let since = *self.cordoned.entry(node.clone()).or_insert(t);
+            if t - since > CORDON_LIMIT {
+                return Some(format!(
+                    "node {node} has been cordoned {} s with no command finishing it",
+                    t - since
+                ));
+            }
+        }
+        None
+    }
+}
+
+impl Queue {
+    /// Every message was handled or dead-lettered; none is lost, and no poison was acknowledged.
+    pub(super) fn check(&self) -> Option<String> {
+        if let Some(m) = self.waiting.first() {
+            return Some(format!("message {} is still in flight at the end", m.id));
+        }
+        for id in &self.sent {
+            if id.starts_with("poison-") && self.acked.contains(id) {
+                return Some(format!("poison message {id} was acknowledged"));
+            }
+            if !self.acked.contains(id) && !self.dead.contains(id) {
+                return Some(format!(
+                    "message {id} was neither handled nor dead-lettered"
+                ));
+            }
+        }
+        None
+    }
+}
+
+pub(super) fn is_disrupted(node: &Value) -> bool {
+    node["spec"]["taints"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t["key"] == "karpenter.sh/disrupted"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleetwright_sim::ZONES;
+    use serde_json::json;
+
+    fn instance(id: &str, nodeclaim: &str) -> fleetwright_sim::SimInstance {
+        let mut tags = BTreeMap::new();
+        tags.insert("karpenter.sh/nodeclaim".to_string(), nodeclaim.to_string());
+        fleetwright_sim::SimInstance {
+            instance: fleetwright_cloud::Instance {
+                id: id.into(),
+                instance_type: "m6i.large".into(),
+                zone: ZONES[0].into(),
+                state: "running".into(),
+                capacity_type: "spot".into(),
+                image_id: String::new(),
+                subnet_id: String::new(),
+                security_groups: Vec::new(),
+                launch_time: None,
+                tags,
+            },
+            price: 0.1,
+            warned: None,
+        }
+    }
+
+    #[test]
+    fn an_instance_without_a_nodeclaim_breaks_after_five_minutes() {
+        let mut seen = Invariants::default();
+        let i = instance("i-1", "web-1");
+        let id = "i-1".to_string();
+        let owned: BTreeMap<&String, &fleetwright_sim::SimInstance> = [(&id, &i)].into();
+        assert!(seen.pairs(0, &owned, &[]).is_none());
+        assert!(seen.pairs(UNPAIRED_LIMIT, &owned, &[]).is_none());
+        let broken = seen.pairs(UNPAIRED_LIMIT + 1, &owned, &[]).unwrap();
+        assert!(broken.contains("i-1"), "{broken}");
+        let claim = json!({"metadata": {"name": "web-1"}, "status": {"providerID": "aws:///us-east-1a/i-1"}});
+        assert!(seen
+            .pairs(UNPAIRED_LIMIT + 2, &owned, std::slice::from_ref(&claim))
+            .is_none());
+        // The claim outlives its instance.
+        let none = BTreeMap::new();
+        assert!(seen
+            .pairs(1000, &none, std::slice::from_ref(&claim))
+            .is_none());
+        assert!(seen
+            .pairs(1000 + UNPAIRED_LIMIT + 1, &none, &[claim])
+            .unwrap()
+            .contains("web-1"));
+    }
+
+    #[test]
+    fn two_instances_for_one_nodeclaim_break_at_once() {
+        let mut seen = Invariants::default();
+        let (a, b) = (instance("i-a", "web-1"), instance("i-b", "web-1"));
+        let (ia, ib) = ("i-a".to_string(), "i-b".to_string());
+        assert!(seen.launches(&[(&ia, &a)].into()).is_none());
+        assert!(seen.launches(&[(&ib, &b)].into()).is_some());
+    }
+
+    #[test]
+    fn a_node_cordoned_ten_minutes_without_a_deletion_breaks() {
+        let mut seen = Invariants::default();
+        let node = json!({"metadata": {"name": "n1"}, "spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}});
+        assert!(seen.cordons(0, std::slice::from_ref(&node), &[]).is_none());
+        let deleting = json!({"metadata": {"name": "c1", "deletionTimestamp": "2026-11-22T10:00:00Z"}, "status": {"nodeName": "n1"}});
+        assert!(
+            seen.cordons(CORDON_LIMIT + 1, std::slice::from_ref(&node), &[deleting])
+                .is_none(),
+            "a deletion is finishing it"
+        );
+        assert!(
+            seen.cordons(CORDON_LIMIT + 2, std::slice::from_ref(&node), &[])
+                .is_none(),
+            "counted again from now"
+        );
+        assert!(seen.cordons(2 * CORDON_LIMIT + 3, &[node], &[]).is_some());
+    }
+
+    #[test]
+    fn a_message_neither_handled_nor_dead_lettered_or_an_acknowledged_poison_breaks() {
+        let mut queue = Queue::default();
+        queue.sent.insert("m-1".into());
+        assert!(queue.check().unwrap().contains("m-1"));
+        queue.dead.insert("m-1".into());
+        assert!(queue.check().is_none());
+        queue.sent.insert("poison-m-2".into());
+        queue.acked.insert("poison-m-2".into());
+        assert!(queue.check().unwrap().contains("poison"));
+    }
+}
