@@ -434,6 +434,7 @@ fn injected(state: &mut State, method: &str, uri: &str) -> Option<Reply> {
     let reason = match fault.status {
         429 => "TooManyRequests",
         409 => "Conflict",
+        410 => "Expired",
         503 => "ServiceUnavailable",
         _ => "InternalError",
     };

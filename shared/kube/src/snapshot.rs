@@ -109,7 +109,11 @@ impl SnapshotReader {
     ) -> Result<(Vec<Pod>, Vec<fleetwright_core::model::Pod>), KubeError> {
         let mut slim = Vec::new();
         let mut converted = Vec::new();
-        self.list_pages::<Pod>(Read::Consistent, |page, remaining| {
+        self.list_pages::<Pod>(Read::Consistent, |page, remaining, first| {
+            if first {
+                slim.clear();
+                converted.clear();
+            }
             slim.reserve(page.len() + remaining);
             converted.reserve(page.len() + remaining);
             for pod in page.into_iter().filter(schedulable_view) {
@@ -132,7 +136,10 @@ impl SnapshotReader {
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     {
         let mut items = Vec::new();
-        self.list_pages::<K>(read, |page, remaining| {
+        self.list_pages::<K>(read, |page, remaining, first| {
+            if first {
+                items.clear();
+            }
             // The API server counts what is left after each page; reserving it avoids doubling
             // the buffer (and holding both copies) as pages arrive.
             items.reserve(page.len() + remaining);
@@ -143,18 +150,23 @@ impl SnapshotReader {
         Ok(items)
     }
 
-    /// Lists every page of a kind, handing each page (and the count the server says remains)
-    /// to `on_page` as it arrives.
+    /// Lists every page of a kind, handing each page (the count the server says remains, and
+    /// whether the page starts a listing) to `on_page` as it arrives. When the server has dropped
+    /// the listing's continue token (410 Gone: the snapshot it paged through was compacted), the
+    /// listing starts again from the first page, up to [`RELISTS`] times; `on_page` is told, so
+    /// it drops what it kept of the abandoned listing.
     async fn list_pages<K>(
         &self,
         read: Read,
-        mut on_page: impl FnMut(Vec<K>, usize) -> Result<(), KubeError>,
+        mut on_page: impl FnMut(Vec<K>, usize, bool) -> Result<(), KubeError>,
     ) -> Result<(), KubeError>
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     {
         let api: Api<K> = Api::all(self.client.clone());
+        let what = format!("listing {}", K::kind(&()));
         let mut token: Option<String> = None;
+        let mut relists = 0;
         loop {
             let mut params = match read {
                 Read::Consistent => ListParams::default().limit(self.page_size),
@@ -164,15 +176,26 @@ impl SnapshotReader {
             if let Some(t) = &token {
                 params = params.continue_token(t);
             }
-            let what = format!("listing {}", K::kind(&()));
-            let page = crate::retry::with_retries(&what, || api.list(&params))
-                .await
-                .map_err(|e| KubeError::Api {
+            let page = match crate::retry::with_retries(&what, || api.list(&params)).await {
+                Err(kube::Error::Api(status))
+                    if status.code == 410 && token.is_some() && relists < RELISTS =>
+                {
+                    tracing::warn!(%what, "the continue token expired; listing again from the start");
+                    relists += 1;
+                    token = None;
+                    continue;
+                }
+                other => other.map_err(|e| KubeError::Api {
                     kind: what.clone(),
                     reason: e.to_string(),
-                })?;
+                })?,
+            };
             let remaining = page.metadata.remaining_item_count.unwrap_or(0).max(0);
-            on_page(page.items, usize::try_from(remaining).unwrap_or(0))?;
+            on_page(
+                page.items,
+                usize::try_from(remaining).unwrap_or(0),
+                token.is_none(),
+            )?;
             match page.metadata.continue_.filter(|c| !c.is_empty()) {
                 Some(next) => token = Some(next),
                 None => return Ok(()),
@@ -180,6 +203,9 @@ impl SnapshotReader {
         }
     }
 }
+
+/// How many times one listing starts again after its continue token expired.
+pub const RELISTS: u32 = 3;
 
 /// What drains and interruption decisions read of a pod: identity, owners, annotations,
 /// labels, timestamps, node, priority class and phase. Containers, volumes and the rest go.

@@ -144,3 +144,37 @@ async fn api_errors_name_the_kind() {
     let err = reader.read().await.unwrap_err().to_string();
     assert!(err.starts_with("listing "), "{err}");
 }
+
+/// A listing whose continue token expires between pages (410 Gone, as the API server answers
+/// once the snapshot it paged through is compacted) starts again from the first page, and keeps
+/// no pod twice.
+#[tokio::test]
+async fn a_listing_whose_continue_token_expired_starts_again() {
+    use fleetwright_kube::memory::{Fault, MemoryApi};
+    let mut objects = BTreeMap::new();
+    objects.insert("/api/v1/pods".to_string(), pods());
+    objects.insert("/api/v1/nodes".to_string(), nodes());
+    let api = MemoryApi::new(objects);
+    api.lock().faults.push(Fault {
+        method: "GET".into(),
+        path: "/api/v1/pods".into(),
+        status: 410,
+        skip: 1,
+        times: 1,
+    });
+    let dump = SnapshotReader::new(api.client())
+        .with_page_size(200)
+        .read_dump()
+        .await
+        .expect("the listing starts again");
+    let kept = dump.converted_pods.as_ref().map_or(0, Vec::len);
+    let names: std::collections::BTreeSet<_> =
+        dump.pods.iter().map(|p| p.metadata.name.clone()).collect();
+    assert_eq!(names.len(), dump.pods.len(), "no pod twice");
+    assert_eq!(kept, dump.pods.len());
+    assert_eq!(
+        api.requests_to("/api/v1/pods").len(),
+        5,
+        "page 1, the expired page 2, then pages 1 to 3 again"
+    );
+}

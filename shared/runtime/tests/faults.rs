@@ -333,3 +333,33 @@ async fn an_sqs_batch_near_its_deadline_leaves_its_messages_to_redelivery() {
         .collect();
     assert_eq!(failed, ["m-1", "m-2"]);
 }
+
+/// A spot storm's SQS batch reads the cluster once, not once per message (finding: every record
+/// re-read the whole cluster in a 30 s function).
+#[tokio::test]
+async fn an_sqs_batch_reads_the_cluster_once_for_all_its_messages() {
+    use aws_lambda_events::event::sqs::SqsEvent;
+    use fleetwright_runtime::interruption::Interruption;
+    use fleetwright_runtime::metrics::Metrics;
+    let api = MemoryApi::new(BTreeMap::new());
+    let cloud = SimCloud::new("faults", Arc::new(Catalog::embedded().clone()));
+    let records: Vec<Value> = (0..5)
+        .map(|i| {
+            let warning = json!({"version": "0", "id": format!("e-{i}"), "detail-type": "EC2 Spot Instance Interruption Warning",
+                "source": "aws.ec2", "account": "123456789012", "time": "2026-11-23T19:30:00Z", "region": "us-east-1",
+                "resources": [], "detail": {"instance-id": format!("i-000000000000000{i}"), "instance-action": "terminate"}});
+            json!({"messageId": format!("m-{i}"), "body": warning.to_string()})
+        })
+        .collect();
+    let batch: SqsEvent = serde_json::from_value(json!({ "Records": records })).unwrap();
+    let use_case = Interruption::new(cloud, api.client(), NoNudge, settings());
+    let response = use_case
+        .handle_sqs(batch, Utc::now(), &mut Metrics::default())
+        .await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(
+        api.requests_to(NODECLAIMS).len(),
+        1,
+        "one read for five messages"
+    );
+}
