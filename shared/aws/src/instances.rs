@@ -106,14 +106,22 @@ pub async fn find_for_nodeclaim(
     cluster: &str,
     nodeclaim: &str,
 ) -> Result<Option<Instance>, AwsError> {
-    let mut filters = owned_filters(cluster);
+    // Any state: a NodeClaim gets one instance for life. If the one it got has already died,
+    // that dead instance is its launch (the tick then lets the NodeClaim go, and the pods are
+    // planned again), never a second instance.
+    let mut filters: Vec<Filter> = owned_filters(cluster)
+        .into_iter()
+        .filter(|f| f.name() != Some("instance-state-name"))
+        .collect();
     filters.push(
         Filter::builder()
             .name("tag:karpenter.sh/nodeclaim")
             .values(nodeclaim)
             .build(),
     );
-    Ok(describe(ec2, filters, None).await?.into_iter().next())
+    let mut found = describe(ec2, filters, None).await?;
+    found.sort_by_key(|i| (LIVE_STATES.contains(&i.state.as_str()), i.launch_time));
+    Ok(found.pop())
 }
 
 /// Terminates one instance after checking, in code, that this cluster launched it.

@@ -196,8 +196,8 @@ async fn insufficient_capacity_marks_the_offering_unavailable_and_the_next_plan_
 async fn an_idempotent_parameter_mismatch_adopts_the_earlier_launch() {
     let faults = FaultInjector::default();
     let clients = AwsClients::new(&sdk_config(Some(faults.client())));
-    let fx = Fixture::new(&clients, "retry").await;
-    let cloud = Ec2Cloud::new(clients, "retry")
+    let fx = Fixture::new(&clients, "mismatch").await;
+    let cloud = Ec2Cloud::new(clients, "mismatch")
         .with_cluster_info(fx.cluster_info())
         .with_parameter_root(PARAMETER_ROOT);
     let now = Utc::now();
@@ -228,6 +228,31 @@ async fn an_idempotent_parameter_mismatch_adopts_the_earlier_launch() {
     assert_eq!(faults.requests("CreateFleet").len(), 2);
     let owned = cloud.instances().await.unwrap();
     assert_eq!(owned.len(), 1, "{owned:?}");
+}
+
+/// A NodeClaim gets one instance for life: when the instance an earlier, unrecorded launch
+/// started has died already, a retried launch answers with that dead instance (the tick then
+/// lets the NodeClaim go) instead of starting a second one.
+#[tokio::test]
+async fn a_nodeclaim_whose_first_instance_died_is_not_launched_again() {
+    let faults = FaultInjector::default();
+    let clients = AwsClients::new(&sdk_config(Some(faults.client())));
+    let fx = Fixture::new(&clients, "once").await;
+    let cloud = Ec2Cloud::new(clients, "once")
+        .with_cluster_info(fx.cluster_info())
+        .with_parameter_root(PARAMETER_ROOT);
+    let now = Utc::now();
+    let first = cloud
+        .launch(&request("default-once"), &fx.nodeclass("default"), now)
+        .await
+        .unwrap();
+    cloud.terminate(&first.instance_id).await.unwrap();
+    let again = cloud
+        .launch(&request("default-once"), &fx.nodeclass("default"), now)
+        .await
+        .unwrap();
+    assert_eq!(again.instance_id, first.instance_id);
+    assert_eq!(faults.requests("CreateFleet").len(), 1, "no second launch");
 }
 
 #[tokio::test]

@@ -66,6 +66,8 @@ struct State {
     ice: Vec<Ice>,
     unavailable: UnavailableOfferings,
     composed: Option<(BTreeSet<OfferingKey>, Arc<Catalog>)>,
+    /// Every instance launched, by the NodeClaim it was launched for.
+    launched_for: BTreeMap<String, Instance>,
     launches: usize,
     terminations: usize,
     capacity_errors: usize,
@@ -211,12 +213,17 @@ impl SimCloud {
         s.releases.get(nodeclass).copied().unwrap_or(s.release_all)
     }
 
+    /// The instance already launched for a NodeClaim, live or not: as EC2 answers a retried
+    /// CreateFleet with its client token, and as `Ec2Cloud` finds it by tag in any state. A
+    /// NodeClaim gets one instance for life.
     fn existing(&self, nodeclaim: &str) -> Option<Launched> {
-        self.state()
-            .live
+        let s = self.state();
+        s.live
             .values()
-            .find(|i| i.instance.nodeclaim() == Some(nodeclaim))
-            .map(|i| i.instance.launched())
+            .map(|i| &i.instance)
+            .find(|i| i.nodeclaim() == Some(nodeclaim))
+            .or_else(|| s.launched_for.get(nodeclaim))
+            .map(Instance::launched)
     }
 
     fn has_capacity(&self, instance_type: &str, zone: &str, capacity_type: &str) -> bool {
@@ -349,6 +356,8 @@ impl Cloud for SimCloud {
                 tags: launch::instance_tags(&self.cluster, req, &nodeclass.spec.tags),
             };
             let launched = instance.launched();
+            s.launched_for
+                .insert(req.nodeclaim.clone(), instance.clone());
             s.live.insert(
                 instance.id.clone(),
                 SimInstance {
