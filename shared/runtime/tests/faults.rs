@@ -363,3 +363,51 @@ async fn an_sqs_batch_reads_the_cluster_once_for_all_its_messages() {
         "one read for five messages"
     );
 }
+
+/// A write that fails for one NodeClaim does not stop the tick's other work: the other stranded
+/// NodeClaim is still let go, the failure is reported, and the next tick finishes the first.
+#[tokio::test]
+async fn a_failed_write_for_one_nodeclaim_leaves_the_others_to_proceed() {
+    use fleetwright_kube::memory::Fault;
+    let objects: BTreeMap<String, Vec<Value>> = [(
+        NODECLAIMS.to_string(),
+        ["default-one", "default-two"]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let mut claim = launched_claim(
+                    name,
+                    &format!("i-000000000000000{i}"),
+                    "2026-11-23T19:00:00Z",
+                );
+                claim["status"]["conditions"].as_array_mut().unwrap().push(
+                    json!({"type": "Registered", "status": "True", "reason": "Registered",
+                        "lastTransitionTime": "2026-11-23T19:01:00Z"}),
+                );
+                claim
+            })
+            .collect(),
+    )]
+    .into();
+    let api = MemoryApi::new(objects);
+    api.lock().faults.push(Fault {
+        method: "PUT".into(),
+        path: NODECLAIMS.into(),
+        status: 500,
+        skip: 0,
+        times: 1,
+    });
+    let cloud = SimCloud::new("faults", Arc::new(Catalog::embedded().clone()));
+    let tick = Tick::new(cloud, api.client(), settings());
+    let now = DateTime::parse_from_rfc3339("2026-11-23T19:30:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let summary = tick.run(now, "faults").await.expect("the tick goes on");
+    assert_eq!(summary.failures.len(), 1, "{summary:?}");
+    assert_eq!(claim_names(&api).len(), 1, "the other NodeClaim went");
+    tick.run(now, "faults").await.unwrap();
+    assert!(
+        claim_names(&api).is_empty(),
+        "the next tick finishes the first"
+    );
+}

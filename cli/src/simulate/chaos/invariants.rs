@@ -42,8 +42,8 @@ pub(super) struct Invariants {
     pub(super) interrupted: BTreeSet<String>,
     /// Every instance ever seen live.
     pub(super) ever: BTreeSet<String>,
-    /// The nodes the workload needed, planned from scratch, per 30 s.
-    pub(super) needed: Vec<(i64, usize)>,
+    /// The CPU the workload asked for (millicores), every 10 s.
+    pub(super) needed: Vec<(i64, i64)>,
 }
 
 impl Invariants {

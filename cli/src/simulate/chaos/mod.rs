@@ -20,7 +20,7 @@ use std::io::Write;
 
 use anyhow::Context;
 use chrono::{DateTime, Duration, Utc};
-use fleetwright_core::{Catalog, NodeClassSettings, ScheduleOptions};
+use fleetwright_core::NodeClassSettings;
 use fleetwright_sim::cluster::{NODECLAIMS, NODES, PODS};
 use serde_json::{json, Value};
 
@@ -53,6 +53,8 @@ const LEASE_SECONDS: i64 = 70;
 /// The pool's limits in the base cluster.
 const CPU_LIMIT: i64 = 120;
 const NODE_BUDGET: usize = 2;
+/// Room for the commands in flight in the runaway check: two 2xlarge nodes' CPU.
+const IN_FLIGHT_CPU: i64 = 16_000;
 const FOREIGN: &str = "i-0f0re1gn00000000";
 /// A cut-off invocation's fault: every write from its point on fails (more than any tick makes).
 const CUT: usize = 1_000_000;
@@ -276,6 +278,10 @@ impl Chaos {
                 self.step(step, t, now);
             }
             let chaos = t < CHAOS_END;
+            if t == CHAOS_END {
+                // The faults stop: none injected earlier is left waiting for a request.
+                self.sim.cluster.api.lock().faults.clear();
+            }
             if chaos {
                 self.cloud_faults(t, now);
                 self.api_faults();
@@ -405,7 +411,16 @@ impl Chaos {
                 .or_else(|| self.check_budget_and_limits(&owned, nodes))
                 .or_else(|| self.check_pending(t, pods))
         };
-        broken.or_else(|| self.check_runaway(t, owned.len()))
+        let capacity = owned
+            .values()
+            .map(|i| {
+                self.cpu_of
+                    .get(&i.instance.instance_type)
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .sum();
+        broken.or_else(|| self.check_runaway(t, capacity))
     }
 
     /// The pool's node budget (voluntary disruptions at once) and CPU limit.
@@ -447,33 +462,35 @@ impl Chaos {
         None
     }
 
-    /// No runaway scale-up: the fleet stays within twice what the workload needed at any time
-    /// in the last ten minutes, plus room for the commands in flight.
-    fn check_runaway(&mut self, t: i64, instances: usize) -> Option<String> {
-        if t % 30 == 0 {
-            let needed = self.needed_nodes();
-            self.seen.needed.push((t, needed));
+    /// No runaway scale-up: the fleet's CPU stays within twice the most CPU the workload asked
+    /// for at any time in the last ten minutes, plus [`IN_FLIGHT_CPU`] for the commands in
+    /// flight (a replacement launched before the node it replaces goes, say).
+    fn check_runaway(&mut self, t: i64, capacity: i64) -> Option<String> {
+        if t % 10 == 0 {
+            let asked = self.requested_cpu();
+            self.seen.needed.push((t, asked));
         }
         self.seen.needed.retain(|(at, _)| t - at <= 600);
         let most = self.seen.needed.iter().map(|(_, n)| *n).max().unwrap_or(0);
-        let bound = 2 * most + 4;
-        (instances > bound).then(|| {
-            format!("{instances} instances run; the workload needed at most {most} nodes in the last 10 minutes")
+        (capacity > 2 * most + IN_FLIGHT_CPU).then(|| {
+            format!("the fleet has {capacity}m CPU; the workload asked for at most {most}m in the last 10 minutes")
         })
     }
 
-    /// The nodes a from-scratch plan uses for the workload now.
-    fn needed_nodes(&self) -> usize {
-        let pods = self.sim.cluster.workload_as_pending();
-        if pods.is_empty() {
-            return 0;
-        }
-        let mut items = self.sim.cluster.configuration();
-        items.extend(pods);
-        let text = json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string();
-        fleetwright_kube::snapshot_from_yaml(&text, "chaos")
-            .map(|s| schedule_count(&s, &self.sim.catalog))
-            .unwrap_or(0)
+    /// The CPU the workload's pods ask for now, bound or pending, in millicores.
+    fn requested_cpu(&self) -> i64 {
+        self.sim
+            .cluster
+            .workload_as_pending()
+            .iter()
+            .flat_map(|p| {
+                p["spec"]["containers"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .map(|c| millicores(c["resources"]["requests"]["cpu"].as_str().unwrap_or("0")))
+            .sum()
     }
 
     /// Once the faults have stopped (and the Lease of a tick cut off at the last moment has
@@ -519,10 +536,11 @@ impl Chaos {
     }
 }
 
-fn schedule_count(snapshot: &fleetwright_core::Snapshot, catalog: &Catalog) -> usize {
-    fleetwright_core::schedule(snapshot, catalog, &ScheduleOptions::default())
-        .nodeclaims
-        .len()
+fn millicores(q: &str) -> i64 {
+    match q.strip_suffix('m') {
+        Some(m) => m.parse().unwrap_or(0),
+        None => q.parse::<f64>().map_or(0, |c| (c * 1000.0) as i64),
+    }
 }
 
 fn spot_warning(instance_id: &str, now: DateTime<Utc>) -> Value {

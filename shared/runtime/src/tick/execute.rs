@@ -59,12 +59,20 @@ impl<C: Cloud> Tick<C> {
                 return Ok(());
             }
             let terminating = terminates(&action);
+            let action_name = independent_target(&action);
             let Err(e) = self.apply_one(action, ctx).await else {
                 continue;
             };
+            // An action on one object that failed must not stop the rest of the tick (the
+            // other objects, garbage collection, the state write): the next tick decides it
+            // again from what the cluster then holds. Ordered steps (a disruption's) stop here.
+            if let Some(what) = &action_name {
+                warn!(target: TICK, %what, error = %e, "an action failed; a later tick retries");
+                ctx.summary.failures.push(format!("{what}: {e}"));
+                continue;
+            }
             // One instance that cannot be terminated now must not stop the rest of the tick
-            // (the other deletions, garbage collection, the state write): its NodeClaim keeps
-            // its finalizer, so a later tick tries again.
+            // either: its NodeClaim keeps its finalizer, so a later tick tries again.
             let Some(what) = terminating else {
                 return Err(e);
             };
@@ -557,6 +565,20 @@ impl<C: Cloud> Tick<C> {
             summary.disrupted.push(name.to_string());
         }
         Ok(())
+    }
+}
+
+/// The object of an action on one object alone (creating, registering, initializing or
+/// forgetting a NodeClaim, evicting a deleting node's pods), whose failure leaves the rest of the
+/// tick unaffected.
+fn independent_target(action: &Action) -> Option<String> {
+    match action {
+        Action::Register { nodeclaim, .. }
+        | Action::Initialize { nodeclaim, .. }
+        | Action::ForgetNodeClaim { nodeclaim, .. } => Some(nodeclaim.clone()),
+        Action::EvictForDeletion { node, .. } => Some(node.clone()),
+        Action::CreateNodeClaim { nodepool, .. } => Some(format!("a NodeClaim of {nodepool}")),
+        _ => None,
     }
 }
 

@@ -71,6 +71,10 @@ pub struct TickSummary {
     pub terminated: Vec<String>,
     /// NodeClaims deleted because their instance is gone.
     pub stranded_deleted: Vec<String>,
+    /// Actions on one object that failed (`<object>: <error>`); the rest of the tick went on,
+    /// and a later tick decides them again.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<String>,
     /// Set when the invocation's deadline came near and the remaining actions were left for
     /// the next tick.
     #[serde(skip_serializing_if = "Option::is_none")]
