@@ -86,6 +86,18 @@ fn settings() -> Settings {
         .expect("valid settings")
 }
 
+/// The instant every test here runs at.
+fn half_past_seven() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-11-23T19:30:00Z")
+        .unwrap()
+        .with_timezone(&Utc)
+}
+
+/// The simulated cloud over the embedded catalog, for cluster `faults`.
+fn sim_cloud() -> SimCloud {
+    SimCloud::new("faults", Arc::new(Catalog::embedded().clone()))
+}
+
 fn claim_names(api: &MemoryApi) -> Vec<String> {
     api.lock()
         .objects
@@ -111,13 +123,11 @@ async fn a_failed_termination_is_reported_and_the_rest_of_the_tick_runs() {
     .into();
     let api = MemoryApi::new(objects);
     let cloud = FailingTermination {
-        inner: SimCloud::new("faults", Arc::new(Catalog::embedded().clone())),
+        inner: sim_cloud(),
         refused: "i-0000000000000000a".into(),
     };
     let tick = Tick::new(cloud, api.client(), settings());
-    let now = DateTime::parse_from_rfc3339("2026-11-23T19:30:00Z")
-        .unwrap()
-        .with_timezone(&Utc);
+    let now = half_past_seven();
 
     let summary = tick
         .run(now, "faults")
@@ -191,11 +201,9 @@ async fn a_nodeclaim_whose_instance_is_gone_is_deleted_with_its_node() {
     ]
     .into();
     let api = MemoryApi::new(objects);
-    let cloud = SimCloud::new("faults", Arc::new(Catalog::embedded().clone()));
+    let cloud = sim_cloud();
     let tick = Tick::new(cloud, api.client(), settings());
-    let now = DateTime::parse_from_rfc3339("2026-11-23T19:30:00Z")
-        .unwrap()
-        .with_timezone(&Utc);
+    let now = half_past_seven();
 
     let summary = tick.run(now, "faults").await.expect("the tick");
 
@@ -241,11 +249,9 @@ async fn transient_api_errors_on_the_read_are_retried_and_a_persistent_one_is_na
         fault("/api/v1/nodes", 503, 2),
         fault(NODECLAIMS, 500, 1),
     ];
-    let cloud = SimCloud::new("faults", Arc::new(Catalog::embedded().clone()));
+    let cloud = sim_cloud();
     let tick = Tick::new(cloud, api.client(), settings());
-    let now = DateTime::parse_from_rfc3339("2026-11-23T19:30:00Z")
-        .unwrap()
-        .with_timezone(&Utc);
+    let now = half_past_seven();
     let summary = tick
         .run(now, "faults")
         .await
@@ -275,13 +281,8 @@ async fn a_tick_near_its_deadline_stops_between_actions_and_the_next_one_finishe
     )]
     .into();
     let api = MemoryApi::new(objects);
-    let cloud = Arc::new(SimCloud::new(
-        "faults",
-        Arc::new(Catalog::embedded().clone()),
-    ));
-    let now = DateTime::parse_from_rfc3339("2026-11-23T19:30:00Z")
-        .unwrap()
-        .with_timezone(&Utc);
+    let cloud = Arc::new(sim_cloud());
+    let now = half_past_seven();
     let cut = Tick::new(cloud.clone(), api.client(), settings())
         .with_deadline(Deadline::at(std::time::Instant::now()));
     let summary = cut.run(now, "faults").await.unwrap();
@@ -312,7 +313,7 @@ async fn an_sqs_batch_near_its_deadline_leaves_its_messages_to_redelivery() {
     use fleetwright_runtime::interruption::Interruption;
     use fleetwright_runtime::metrics::Metrics;
     let api = MemoryApi::new(BTreeMap::new());
-    let cloud = SimCloud::new("faults", Arc::new(Catalog::embedded().clone()));
+    let cloud = sim_cloud();
     let warning = json!({"version": "0", "id": "e-1", "detail-type": "EC2 Spot Instance Interruption Warning",
         "source": "aws.ec2", "account": "123456789012", "time": "2026-11-23T19:30:00Z", "region": "us-east-1",
         "resources": [], "detail": {"instance-id": "i-0000000000000000a", "instance-action": "terminate"}});
@@ -342,7 +343,7 @@ async fn an_sqs_batch_reads_the_cluster_once_for_all_its_messages() {
     use fleetwright_runtime::interruption::Interruption;
     use fleetwright_runtime::metrics::Metrics;
     let api = MemoryApi::new(BTreeMap::new());
-    let cloud = SimCloud::new("faults", Arc::new(Catalog::embedded().clone()));
+    let cloud = sim_cloud();
     let records: Vec<Value> = (0..5)
         .map(|i| {
             let warning = json!({"version": "0", "id": format!("e-{i}"), "detail-type": "EC2 Spot Instance Interruption Warning",
@@ -397,11 +398,9 @@ async fn a_failed_write_for_one_nodeclaim_leaves_the_others_to_proceed() {
         skip: 0,
         times: 1,
     });
-    let cloud = SimCloud::new("faults", Arc::new(Catalog::embedded().clone()));
+    let cloud = sim_cloud();
     let tick = Tick::new(cloud, api.client(), settings());
-    let now = DateTime::parse_from_rfc3339("2026-11-23T19:30:00Z")
-        .unwrap()
-        .with_timezone(&Utc);
+    let now = half_past_seven();
     let summary = tick.run(now, "faults").await.expect("the tick goes on");
     assert_eq!(summary.failures.len(), 1, "{summary:?}");
     assert_eq!(claim_names(&api).len(), 1, "the other NodeClaim went");
