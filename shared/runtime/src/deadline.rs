@@ -8,6 +8,10 @@ use std::time::{Duration, Instant};
 /// Work stops when less than this is left: one API call's read timeout with room to spare.
 pub const MARGIN: Duration = Duration::from_secs(10);
 
+/// 2001-09-09 in milliseconds since the epoch: no Lambda invocation's deadline is earlier, and
+/// no invocation lasts this long (the limit is 15 minutes).
+pub const EPOCH_FLOOR_MS: u64 = 1_000_000_000_000;
+
 /// When the invocation ends, if known.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Deadline(Option<Instant>);
@@ -23,11 +27,20 @@ impl Deadline {
     }
 
     /// From Lambda's `deadline` (milliseconds since the epoch) and the wall clock now.
+    ///
+    /// Lambda sends an epoch time. Local emulators may send the time left instead:
+    /// `cargo lambda watch` sends `600000` (ten minutes). A value below [`EPOCH_FLOOR_MS`]
+    /// cannot be an invocation's epoch deadline, so it is read as the time left.
     pub fn from_epoch_millis(deadline_ms: u64, now: std::time::SystemTime) -> Deadline {
-        let now_ms = now
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        Deadline::at(Instant::now() + Duration::from_millis(deadline_ms.saturating_sub(now_ms)))
+        let left_ms = if deadline_ms < EPOCH_FLOOR_MS {
+            deadline_ms
+        } else {
+            let now_ms = now
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            deadline_ms.saturating_sub(now_ms)
+        };
+        Deadline::at(Instant::now() + Duration::from_millis(left_ms))
     }
 
     /// Whether too little time is left to start another call.
@@ -53,5 +66,15 @@ mod tests {
             + 60_000;
         assert!(!Deadline::from_epoch_millis(in_a_minute, now).near());
         assert!(Deadline::from_epoch_millis(0, now).near());
+        let an_hour_ago = in_a_minute - 3_660_000;
+        assert!(Deadline::from_epoch_millis(an_hour_ago, now).near());
+    }
+
+    #[test]
+    fn an_emulators_time_left_is_read_as_time_left() {
+        let now = std::time::SystemTime::now();
+        // `cargo lambda watch` sends the time left: ten minutes.
+        assert!(!Deadline::from_epoch_millis(600_000, now).near());
+        assert!(Deadline::from_epoch_millis(5_000, now).near());
     }
 }
