@@ -5,6 +5,10 @@
 //! capacity; offerings short of capacity (ICE) are skipped and marked unavailable, as the EC2
 //! cloud does with CreateFleet's errors. Instances can be warned of a spot interruption and are
 //! reclaimed two minutes later. Termination checks the ownership tags, as EC2's does.
+//!
+//! Faults can be injected ([`SimCloud::inject`]): API errors on CreateFleet, TerminateInstances
+//! and DescribeInstances (throttling, 5xx), a CreateFleet whose answer is lost after it launched,
+//! and DescribeInstances' eventual consistency ([`SimCloud::set_listing_lag`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -55,6 +59,18 @@ impl SimInstance {
     }
 }
 
+/// An injected API fault: the next `times` calls of `operation` (`CreateFleet`,
+/// `TerminateInstances`, `DescribeInstances`) fail with `code` (`RequestLimitExceeded`,
+/// `InternalError`, `Unavailable`, …). With `after_launch`, a CreateFleet launches first and its
+/// answer is lost: the caller sees the error, the instance runs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CloudFault {
+    pub operation: &'static str,
+    pub code: String,
+    pub times: usize,
+    pub after_launch: bool,
+}
+
 #[derive(Debug, Default)]
 struct State {
     live: BTreeMap<String, SimInstance>,
@@ -71,6 +87,11 @@ struct State {
     launches: usize,
     terminations: usize,
     capacity_errors: usize,
+    faults: Vec<CloudFault>,
+    /// DescribeInstances lists an instance only this long after its launch.
+    listing_lag: Duration,
+    /// The simulation's clock, for the listing lag.
+    clock: Option<DateTime<Utc>>,
 }
 
 /// The simulated cloud.
@@ -126,6 +147,44 @@ impl SimCloud {
     /// The live instances, by id.
     pub fn live(&self) -> BTreeMap<String, SimInstance> {
         self.state().live.clone()
+    }
+
+    /// Injects an API fault (see [`CloudFault`]).
+    pub fn inject(&self, fault: CloudFault) {
+        self.state().faults.push(fault);
+    }
+
+    /// DescribeInstances lists an instance only `lag` after its launch, from the clock set by
+    /// [`SimCloud::set_clock`].
+    pub fn set_listing_lag(&self, lag: Duration) {
+        self.state().listing_lag = lag;
+    }
+
+    pub fn set_clock(&self, now: DateTime<Utc>) {
+        self.state().clock = Some(now);
+    }
+
+    /// No injected fault from now on, and no listing lag.
+    pub fn clear_faults(&self) {
+        let mut s = self.state();
+        s.faults.clear();
+        s.listing_lag = Duration::zero();
+    }
+
+    /// The injected fault for one call of `operation`, if any (and one fewer of it left).
+    fn take_fault(&self, operation: &str) -> Option<CloudFault> {
+        let mut s = self.state();
+        let index = s
+            .faults
+            .iter()
+            .position(|f| f.operation == operation && f.times > 0)?;
+        let fault = &mut s.faults[index];
+        fault.times -= 1;
+        let taken = fault.clone();
+        if fault.times == 0 {
+            s.faults.remove(index);
+        }
+        Some(taken)
     }
 
     /// The hourly price of the live fleet.
@@ -272,32 +331,17 @@ fn resolved(nodeclass: &EC2NodeClass, release: u32) -> ResolvedNodeClass {
     }
 }
 
-impl Cloud for SimCloud {
-    async fn catalog(&self, now: DateTime<Utc>) -> Result<Arc<Catalog>, CloudError> {
-        let mut s = self.state();
-        let unavailable = s.unavailable.active(now);
-        if let Some((key, catalog)) = &s.composed {
-            if *key == unavailable {
-                return Ok(catalog.clone());
-            }
-        }
-        let mut catalog = (*self.catalog).clone();
-        catalog.unavailable = unavailable.clone();
-        let catalog = Arc::new(catalog);
-        s.composed = Some((unavailable, catalog.clone()));
-        Ok(catalog)
+fn api_error(fault: &CloudFault) -> CloudError {
+    CloudError::Api {
+        operation: fault.operation,
+        code: fault.code.clone(),
+        message: "injected".into(),
     }
+}
 
-    async fn nodeclass(
-        &self,
-        nodeclass: &EC2NodeClass,
-        _now: DateTime<Utc>,
-    ) -> Result<ResolvedNodeClass, CloudError> {
-        let name = nodeclass.metadata.name.clone().unwrap_or_default();
-        Ok(resolved(nodeclass, self.release_of(&name)))
-    }
-
-    async fn launch(
+impl SimCloud {
+    /// CreateFleet without the injected faults.
+    async fn launch_now(
         &self,
         req: &LaunchRequest,
         nodeclass: &EC2NodeClass,
@@ -374,8 +418,54 @@ impl Cloud for SimCloud {
             errors,
         })
     }
+}
+
+impl Cloud for SimCloud {
+    async fn catalog(&self, now: DateTime<Utc>) -> Result<Arc<Catalog>, CloudError> {
+        let mut s = self.state();
+        let unavailable = s.unavailable.active(now);
+        if let Some((key, catalog)) = &s.composed {
+            if *key == unavailable {
+                return Ok(catalog.clone());
+            }
+        }
+        let mut catalog = (*self.catalog).clone();
+        catalog.unavailable = unavailable.clone();
+        let catalog = Arc::new(catalog);
+        s.composed = Some((unavailable, catalog.clone()));
+        Ok(catalog)
+    }
+
+    async fn nodeclass(
+        &self,
+        nodeclass: &EC2NodeClass,
+        _now: DateTime<Utc>,
+    ) -> Result<ResolvedNodeClass, CloudError> {
+        let name = nodeclass.metadata.name.clone().unwrap_or_default();
+        Ok(resolved(nodeclass, self.release_of(&name)))
+    }
+
+    async fn launch(
+        &self,
+        req: &LaunchRequest,
+        nodeclass: &EC2NodeClass,
+        now: DateTime<Utc>,
+    ) -> Result<Launched, CloudError> {
+        let fault = self.take_fault("CreateFleet");
+        if let Some(f) = fault.as_ref().filter(|f| !f.after_launch) {
+            return Err(api_error(f));
+        }
+        let launched = self.launch_now(req, nodeclass, now).await?;
+        match fault {
+            Some(lost) => Err(api_error(&lost)),
+            None => Ok(launched),
+        }
+    }
 
     async fn terminate(&self, instance_id: &str) -> Result<Termination, CloudError> {
+        if let Some(f) = self.take_fault("TerminateInstances") {
+            return Err(api_error(&f));
+        }
         let mut s = self.state();
         let Some(found) = s.live.get(instance_id) else {
             return Ok(Termination::AlreadyGone);
@@ -393,10 +483,17 @@ impl Cloud for SimCloud {
     }
 
     async fn instances(&self) -> Result<Vec<Instance>, CloudError> {
-        Ok(self
-            .state()
-            .live
+        if let Some(f) = self.take_fault("DescribeInstances") {
+            return Err(api_error(&f));
+        }
+        let s = self.state();
+        let listed = |i: &&SimInstance| match (s.clock, i.instance.launch_time) {
+            (Some(now), Some(launched)) => now - launched >= s.listing_lag,
+            _ => true,
+        };
+        Ok(s.live
             .values()
+            .filter(listed)
             .map(|i| i.instance.clone())
             .collect())
     }

@@ -11,6 +11,7 @@ use fleetwright_kube::memory::Fault;
 use fleetwright_runtime::metrics::Metrics;
 use fleetwright_runtime::tick::{Tick, TickSummary};
 use fleetwright_runtime::RuntimeError;
+use fleetwright_sim::cloud::CloudFault;
 use fleetwright_sim::cluster::{NODECLAIMS, NODES, PODS};
 use serde_json::{json, Value};
 use tracing::warn;
@@ -54,7 +55,40 @@ impl Chaos {
         }
     }
 
-    /// Transient API errors on reads (retried) and on writes (the tick fails; the next repairs).
+    /// EC2 API faults: throttling and 5xx on CreateFleet, TerminateInstances and
+    /// DescribeInstances, and a CreateFleet that launches but whose answer is lost.
+    pub(super) fn ec2_faults(&mut self) {
+        const CODES: [&str; 3] = ["RequestLimitExceeded", "InternalError", "Unavailable"];
+        for (operation, label) in [
+            ("CreateFleet", "EC2 CreateFleet errors"),
+            ("TerminateInstances", "EC2 TerminateInstances errors"),
+            ("DescribeInstances", "EC2 DescribeInstances errors"),
+        ] {
+            if self.chance(0.003) {
+                let code = self.rng.pick(&CODES).to_string();
+                let times = 1 + self.rng.below(2);
+                self.sim.cloud.inject(CloudFault {
+                    operation,
+                    code,
+                    times,
+                    after_launch: false,
+                });
+                self.count(label);
+            }
+        }
+        if self.chance(0.002) {
+            self.sim.cloud.inject(CloudFault {
+                operation: "CreateFleet",
+                code: "RequestTimeout".into(),
+                times: 1,
+                after_launch: true,
+            });
+            self.count("CreateFleet answers lost after launching");
+        }
+    }
+
+    /// Transient API errors on reads (retried) and on writes (the tick fails; the next repairs),
+    /// and latency: a few requests held up to 200 ms, so concurrent writers interleave.
     pub(super) fn api_faults(&mut self) {
         const READS: [&str; 4] = [PODS, NODES, NODECLAIMS, "/apis/karpenter.sh/v1/nodepools"];
         if self.chance(0.003) {
@@ -78,6 +112,12 @@ impl Chaos {
             };
             self.sim.cluster.api.lock().faults.push(fault);
             self.count("API write errors");
+        }
+        if self.chance(0.003) {
+            let delay = std::time::Duration::from_millis(20 + self.rng.below(181) as u64);
+            let requests = 1 + self.rng.below(5);
+            self.sim.cluster.api.lock().latency = Some((delay, requests));
+            self.count("API latency");
         }
     }
 

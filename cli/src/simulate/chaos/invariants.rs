@@ -44,9 +44,26 @@ pub(super) struct Invariants {
     pub(super) ever: BTreeSet<String>,
     /// The CPU the workload asked for (millicores), every 10 s.
     pub(super) needed: Vec<(i64, i64)>,
+    /// How much of the API server's request log has been checked.
+    pub(super) requests_read: usize,
 }
 
 impl Invariants {
+    /// PodDisruptionBudgets are respected: a pod leaves a node only through the Eviction API
+    /// (which the simulated API server refuses when a budget does not allow it), never by a
+    /// direct DELETE. The chaos pool sets no `terminationGracePeriod`, the one case where
+    /// Karpenter deletes pods that their budgets still hold.
+    pub(super) fn evictions_only(&mut self, requests: &[String]) -> Option<String> {
+        let new = requests.get(self.requests_read..).unwrap_or_default();
+        self.requests_read = requests.len();
+        new.iter()
+            .find(|r| {
+                let path = r.strip_prefix("DELETE ").unwrap_or_default();
+                path.starts_with("/api/v1/namespaces/") && path.contains("/pods/")
+            })
+            .map(|r| format!("a pod was deleted around its PodDisruptionBudget: {r}"))
+    }
+
     /// Instances without NodeClaims and NodeClaims without instances, for 5 minutes.
     pub(super) fn pairs(
         &mut self,

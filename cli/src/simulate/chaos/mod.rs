@@ -7,6 +7,10 @@
 //!   and tick invocations cut off at a random await point (every write after it fails);
 //! * two tick invocations at once (the Lease lets one through);
 //! * instances that die without a warning, and spot warnings for instances already gone;
+//! * EC2 API faults: throttling and 5xx on CreateFleet, TerminateInstances and DescribeInstances,
+//!   a CreateFleet whose answer is lost after it launched, and DescribeInstances listing new
+//!   instances only after a lag of up to 20 s (its eventual consistency);
+//! * Kubernetes API latency (requests held up to 200 ms);
 //! * SQS deliveries that come late, twice, out of order, or with a poison message beside them
 //!   (a failed message comes back after the visibility timeout, and goes to the DLQ after
 //!   [`MAX_RECEIVES`] receives);
@@ -245,9 +249,13 @@ impl Chaos {
             },
             0.0,
         );
+        let mut rng = Rng::new(seed.rotate_left(29) ^ 0x0bad_cafe);
+        // DescribeInstances' eventual consistency: new instances are listed up to 20 s late.
+        sim.cloud
+            .set_listing_lag(Duration::seconds(rng.below(21) as i64));
         Chaos {
             sim,
-            rng: Rng::new(seed.rotate_left(29) ^ 0x0bad_cafe),
+            rng,
             queue: Queue::default(),
             seen: Invariants::default(),
             outcome: SeedOutcome {
@@ -274,16 +282,22 @@ impl Chaos {
             let now = stamp(self.sim.start, t);
             self.sim.clock.set(now);
             self.sim.cluster.set_clock(now);
+            self.sim.cloud.set_clock(now);
             while let Some(step) = steps.next_if(|s| s.at <= t) {
                 self.step(step, t, now);
             }
             let chaos = t < CHAOS_END;
             if t == CHAOS_END {
                 // The faults stop: none injected earlier is left waiting for a request.
-                self.sim.cluster.api.lock().faults.clear();
+                let mut api = self.sim.cluster.api.lock();
+                api.faults.clear();
+                api.latency = None;
+                drop(api);
+                self.sim.cloud.clear_faults();
             }
             if chaos {
                 self.cloud_faults(t, now);
+                self.ec2_faults();
                 self.api_faults();
             }
             for instance in self.sim.cloud.reclaim(now) {
@@ -404,8 +418,10 @@ impl Chaos {
             let none = Vec::new();
             let get = |p: &str| state.objects.get(p).unwrap_or(&none);
             let (claims, nodes, pods) = (get(NODECLAIMS), get(NODES), get(PODS));
+            let requests = &state.requests;
             self.seen
                 .pairs(t, &owned, claims)
+                .or_else(|| self.seen.evictions_only(requests))
                 .or_else(|| self.seen.launches(&owned))
                 .or_else(|| self.seen.cordons(t, nodes, claims))
                 .or_else(|| self.check_budget_and_limits(&owned, nodes))

@@ -11,9 +11,10 @@
 //! with the same `resourceVersion` checks; a delete of an object with finalizers only sets its
 //! `deletionTimestamp`, and the object goes once its finalizers are removed. Node conflicts can be
 //! injected with `node_conflicts`. Events can be created. A NodeClaim with neither `name` nor
-//! `generateName` is refused with 422 Invalid. Any request can be made to fail with `faults`. Pod evictions are accepted, or refused with 429 for the
-//! pods listed in `pdb_blocked` (no real PodDisruptionBudget arithmetic). Pods can be deleted
-//! one by one (no grace period: they go at once).
+//! `generateName` is refused with 422 Invalid. Any request can be made to fail with `faults`, or
+//! to wait with `latency`. Pod evictions are accepted, or refused with 429 when a
+//! PodDisruptionBudget does not allow them (see [`budget`]) or the pod is listed in
+//! `pdb_blocked`. Pods can be deleted one by one (no grace period: they go at once).
 //!
 //! It does not emulate: watches, label or field selectors, `resourceVersion` on lists, writes to
 //! other kinds, patches, admission, or authentication.
@@ -24,6 +25,8 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+
+mod budget;
 use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
 
@@ -83,6 +86,9 @@ pub struct State {
     pub now: Option<String>,
     /// Injected failures, answered before anything else (see [`Fault`]).
     pub faults: Vec<Fault>,
+    /// Injected latency: the next `.1` requests through [`MemoryApi::client`] are each held
+    /// for `.0` before the server reads them (another writer may get there first meanwhile).
+    pub latency: Option<(std::time::Duration, usize)>,
 }
 
 /// An injected failure: after `skip` matching requests pass, the next `times` requests whose
@@ -164,11 +170,26 @@ impl MemoryApi {
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or_default();
                 let uri = parts.uri.to_string();
+                if let Some(delay) = api.take_latency() {
+                    tokio::time::sleep(delay).await;
+                }
                 let reply = api.respond(parts.method.as_str(), &uri, authorization, &body);
                 Ok::<_, Infallible>(reply.into_http())
             }
         });
         kube::Client::new(service, "default")
+    }
+
+    /// The delay for one request, if latency is injected (and one fewer request to delay).
+    fn take_latency(&self) -> Option<std::time::Duration> {
+        let mut state = self.lock();
+        let (delay, left) = state.latency.as_mut()?;
+        let delay = *delay;
+        *left -= 1;
+        if *left == 0 {
+            state.latency = None;
+        }
+        Some(delay)
     }
 
     /// Answers one request: `uri` is the path and query.
@@ -279,7 +300,9 @@ fn write(state: &mut State, method: &str, path: &str, body: &[u8]) -> Option<Rep
     {
         let (namespace, name) = rest.split_once("/pods/")?;
         let key = format!("{namespace}/{name}");
-        if state.pdb_blocked.contains(&key) {
+        let refused = state.pdb_blocked.contains(&key)
+            || budget::refusing_budget(state, namespace, name).is_some();
+        if refused {
             return Some(status(
                 429,
                 "TooManyRequests",
