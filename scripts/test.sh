@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The full test suite (the README's command 2; CI runs exactly this through .ci/run):
 #   formatting; clippy with -D warnings on every target; every test of the workspace; the local
-#   end-to-end stack; the deployment checks; 50 chaos seeds; and a check that the functions
-#   build for arm64.
+#   end-to-end stack; the deployment checks; 50 chaos seeds; Karpenter's scheduler beside
+#   Fleetwright's on a few hundred pods; and a check that the functions build for arm64.
 #
 # Clippy and the tests share one compilation: the test build runs with clippy-driver as the
 # workspace's rustc wrapper (what `cargo clippy` itself does), so every lint of
@@ -102,6 +102,12 @@ scripts/check-infra.sh
 # command 1 uses: faults injected, invariants checked every simulated second.
 stage "chaos: cargo run --release -p fleetwright-cli -- simulate --chaos --seeds 50"
 cargo run --release -p fleetwright-cli -- simulate --chaos --seeds 50
+
+# Karpenter's own provisioning scheduler beside Fleetwright's on a few hundred pods (the Go
+# harness in peers/karpenter, built from the Go module proxy), so that the harness cannot rot.
+# It fails when the independent checker finds a broken constraint in either plan.
+stage "Karpenter side by side, smoke: scripts/peer-bench.sh smoke"
+scripts/peer-bench.sh smoke --repeat 1
 
 stage "scripts/build-functions.sh --check (the functions compile for aarch64-unknown-linux-gnu)"
 scripts/build-functions.sh --check

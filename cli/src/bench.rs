@@ -24,6 +24,15 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Run a peer scheduler on the same inputs and print one table: `karpenter`.
+    #[arg(long)]
+    pub peer: Option<String>,
+    /// The peer harness's binary (built by scripts/peer-bench.sh).
+    #[arg(long, default_value = "target/peers/karpenter-peer")]
+    pub peer_bin: std::path::PathBuf,
+    /// With --peer: `smoke` (a few hundred pods) or `full`.
+    #[arg(long, default_value = "full")]
+    pub cases: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -54,6 +63,13 @@ struct Report {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    match args.peer.as_deref() {
+        None => {}
+        Some("karpenter") => {
+            return crate::peer::run(&args.peer_bin, &args.cases, args.seed, args.repeat)
+        }
+        Some(other) => anyhow::bail!("--peer: {other} is not a known peer (karpenter)"),
+    }
     let synthetic_catalog = synthetic::benchmark_catalog(400);
     let mut throughput = Vec::new();
     for &n in &args.pods {

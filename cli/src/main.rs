@@ -5,6 +5,7 @@ mod catalog_args;
 mod convert;
 mod explain;
 mod manifests;
+mod peer;
 mod plan;
 #[cfg(feature = "aws")]
 mod queue;

@@ -5,6 +5,7 @@
 //! argument, and the adapters (`fleetwright-aws`, `fleetwright-kube`) apply the decisions.
 
 pub mod catalog;
+pub mod check;
 pub mod disruption;
 pub use disruption::budget;
 pub mod error;

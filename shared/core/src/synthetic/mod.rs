@@ -15,6 +15,9 @@ const MIB: i64 = 1 << 20;
 
 pub use crate::rng::Rng;
 
+mod clusters;
+pub use clusters::{cluster_mix, CLUSTER_MIXES};
+
 /// Zones of the synthetic catalog.
 pub const ZONES: [&str; 3] = ["test-zone-a", "test-zone-b", "test-zone-c"];
 
