@@ -208,17 +208,7 @@ fn plan_side(
         plan.get_or_insert(p);
     }
     let plan = plan.expect("at least one run");
-    let claims: Vec<Claim> = plan
-        .nodeclaims
-        .iter()
-        .map(|n| Claim {
-            nodepool: n.nodepool.clone(),
-            pods: n.pods.clone(),
-            instance_types: n.instance_types.clone(),
-            zones: n.zones.clone(),
-            capacity_types: n.capacity_types.clone(),
-        })
-        .collect();
+    let claims = Claim::of_plan(&plan);
     let hourly = plan
         .nodeclaims
         .iter()

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::catalog::InstanceType;
 use crate::labels::{CAPACITY_TYPE, HOSTNAME, NODEPOOL, ZONE};
 use crate::model::{NodePool, Pod, PodAffinityTerm, Snapshot, SpreadConstraint, TaintEffect};
+use crate::plan::Plan;
 use crate::requirements::{Operator, Requirement, Requirements};
 use crate::resources::Resources;
 
@@ -27,6 +28,22 @@ pub struct Claim {
     pub zones: Vec<String>,
     /// Empty: any capacity type the options are offered as.
     pub capacity_types: Vec<String>,
+}
+
+impl Claim {
+    /// A plan's new NodeClaims, as claims to check.
+    pub fn of_plan(plan: &Plan) -> Vec<Claim> {
+        plan.nodeclaims
+            .iter()
+            .map(|n| Claim {
+                nodepool: n.nodepool.clone(),
+                pods: n.pods.clone(),
+                instance_types: n.instance_types.clone(),
+                zones: n.zones.clone(),
+                capacity_types: n.capacity_types.clone(),
+            })
+            .collect()
+    }
 }
 
 /// A label's possible values on a node: fixed, one of several (zone, capacity type), or absent.

@@ -24,19 +24,6 @@ fn types() -> BTreeMap<String, InstanceType> {
         .collect()
 }
 
-fn claims_of(plan: &fleetwright_core::Plan) -> Vec<Claim> {
-    plan.nodeclaims
-        .iter()
-        .map(|n| Claim {
-            nodepool: n.nodepool.clone(),
-            pods: n.pods.clone(),
-            instance_types: n.instance_types.clone(),
-            zones: n.zones.clone(),
-            capacity_types: n.capacity_types.clone(),
-        })
-        .collect()
-}
-
 fn pod(name: &str, cpu: i64, mem: i64) -> Pod {
     let mut p = Pod::new("default", name, Resources::new(cpu, mem));
     p.labels.insert("app".into(), "x".into());
@@ -193,7 +180,7 @@ fn fleetwrights_plans_for_generated_small_clusters_break_nothing() {
             // 10 to 30 pods.
             let snap = cluster_mix(mix, count, seed).expect("a known mix");
             let plan = schedule(&snap, Catalog::embedded(), &ScheduleOptions::default());
-            let found = violations(&snap, &types, &claims_of(&plan));
+            let found = violations(&snap, &types, &Claim::of_plan(&plan));
             assert!(
                 found.is_empty(),
                 "{mix} seed {seed} ({count} pods): {found:#?}"

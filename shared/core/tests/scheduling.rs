@@ -676,3 +676,36 @@ fn not_ready_taints_block_initialized_nodes_only() {
     assert!(unhealthy.existing.is_empty(), "{:?}", unhealthy.existing);
     assert_eq!(unhealthy.nodeclaims.len(), 1);
 }
+
+/// A node that joined before the tick registered its NodeClaim is one place, not two: its
+/// launched, unregistered claim (matched by provider id) is not counted again as in-flight
+/// capacity. Counting both let pods "fit" on room that does not exist, and they waited a tick.
+#[test]
+fn a_joined_node_and_its_unregistered_claim_count_once() {
+    use fleetwright_core::model::{NodeClaim, Taint, TaintEffect};
+    let provider = "aws:///us-east-1a/i-0000000000000001";
+    let mut snap = snapshot(pods("web", 2, 1200, 512), vec![pool("default")]);
+    let mut n = node("n1", "us-east-1a", "m5.large", 1930, 6903);
+    n.provider_id = Some(provider.into());
+    n.taints.push(Taint {
+        key: "karpenter.sh/unregistered".into(),
+        value: String::new(),
+        effect: TaintEffect::NoExecute,
+    });
+    snap.nodes.push(n);
+    snap.nodeclaims.push(NodeClaim {
+        name: "default-abcde".into(),
+        nodepool: "default".into(),
+        provider_id: Some(provider.into()),
+        requirements: Requirements::from_labels(&BTreeMap::from([(
+            INSTANCE_TYPE.to_string(),
+            "m5.large".to_string(),
+        )])),
+        launched: true,
+        ..Default::default()
+    });
+    let plan = plan(&snap);
+    // Two 1.2-CPU pods: one fits the joined node; the other needs a new one.
+    assert_eq!(plan.existing.len(), 1, "{:?}", plan.existing);
+    assert_eq!(plan.nodeclaims.len(), 1, "{:?}", plan.nodeclaims);
+}

@@ -3,8 +3,11 @@
 //! stream of the same objects, parsed into typed objects.
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{
+    Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, PodStatus,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
@@ -15,7 +18,11 @@ use crate::error::KubeError;
 /// Every object of a dump, by kind.
 #[derive(Clone, Debug, Default)]
 pub struct ClusterDump {
+    /// The pods of a dump parsed from a file, complete. Empty after a live read, which keeps
+    /// `slim_pods` instead.
     pub pods: Vec<Pod>,
+    /// The pods of a live read, slim: what drains and interruption decisions read.
+    pub slim_pods: Vec<SlimPod>,
     pub nodes: Vec<Node>,
     pub daemonsets: Vec<DaemonSet>,
     pub pdbs: Vec<PodDisruptionBudget>,
@@ -26,19 +33,95 @@ pub struct ClusterDump {
     pub nodeclaims: Vec<NodeClaim>,
     /// Kinds that were present but are not read, with their counts.
     pub skipped: Vec<(String, usize)>,
-    /// The pods already converted into the core model, in the order of `pods`, when the reader
-    /// converted them page by page. `pods` then holds slim copies: what drains and interruption
-    /// decisions read (identity, owners, annotations, node, priority class, phase), not the
-    /// containers. `None` for dumps parsed from files, whose `pods` are complete.
+    /// The pods already converted into the core model, in the order of `slim_pods`, when the
+    /// reader converted them page by page. `None` for dumps parsed from files, whose `pods` are
+    /// complete.
     pub converted_pods: Option<Vec<fleetwright_core::model::Pod>>,
-    /// Whether `pods` are slim copies (set by the reader).
+    /// Whether the pods were read slim (set by the reader).
     pub slim: bool,
     /// What converting legacy objects (v1alpha5 Provisioners, v1alpha1 AWSNodeTemplates, v1beta1
     /// NodePools and EC2NodeClasses) found in the dump could not map, or defaulted.
     pub notes: Vec<crate::legacy::Note>,
 }
 
+/// What drains and interruption decisions read of a pod: identity, owners, annotations, labels,
+/// timestamps, node, priority class and phase. A fifth of a `Pod`'s size (its spec and status
+/// are large even when empty), which is what lets a tick hold 50,000 of them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SlimPod {
+    pub metadata: ObjectMeta,
+    pub node_name: Option<String>,
+    pub priority_class_name: Option<String>,
+    pub priority: Option<i32>,
+    pub phase: Option<String>,
+}
+
+impl SlimPod {
+    pub fn new(pod: Pod) -> SlimPod {
+        let mut metadata = pod.metadata;
+        metadata.managed_fields = None;
+        let spec = pod.spec.unwrap_or_default();
+        SlimPod {
+            metadata,
+            node_name: spec.node_name,
+            priority_class_name: spec.priority_class_name,
+            priority: spec.priority,
+            phase: pod.status.and_then(|s| s.phase),
+        }
+    }
+
+    /// The pod again, with what was kept.
+    pub fn to_pod(&self) -> Pod {
+        Pod {
+            metadata: self.metadata.clone(),
+            spec: Some(PodSpec {
+                node_name: self.node_name.clone(),
+                priority_class_name: self.priority_class_name.clone(),
+                priority: self.priority,
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: self.phase.clone(),
+                ..Default::default()
+            }),
+        }
+    }
+}
+
 impl ClusterDump {
+    /// The pods bound to `node` (those of a live read rebuilt from their slim copies).
+    pub fn pods_on(&self, node: &str) -> Vec<Pod> {
+        let on = |n: Option<&str>| n == Some(node);
+        self.pods
+            .iter()
+            .filter(|p| on(p.spec.as_ref().and_then(|s| s.node_name.as_deref())))
+            .cloned()
+            .chain(
+                self.slim_pods
+                    .iter()
+                    .filter(|p| on(p.node_name.as_deref()))
+                    .map(SlimPod::to_pod),
+            )
+            .collect()
+    }
+
+    /// Every pod's node (if bound) and metadata, complete or slim.
+    pub fn pod_placements(&self) -> impl Iterator<Item = (Option<&str>, &ObjectMeta)> {
+        self.pods
+            .iter()
+            .map(|p| {
+                (
+                    p.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+                    &p.metadata,
+                )
+            })
+            .chain(
+                self.slim_pods
+                    .iter()
+                    .map(|p| (p.node_name.as_deref(), &p.metadata)),
+            )
+    }
+
     /// The node a NodeClaim's status names, when it exists.
     pub fn node_of(&self, claim: &NodeClaim) -> Option<&Node> {
         let name = claim.status.as_ref()?.node_name.as_deref()?;

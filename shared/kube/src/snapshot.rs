@@ -18,7 +18,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::crds::{EC2NodeClass, NodeClaim, NodePool};
-use crate::dump::ClusterDump;
+use crate::dump::{ClusterDump, SlimPod};
 use crate::error::KubeError;
 
 /// How fresh a list must be.
@@ -86,7 +86,8 @@ impl SnapshotReader {
             "read cluster"
         );
         Ok(ClusterDump {
-            pods,
+            pods: Vec::new(),
+            slim_pods: pods,
             nodes,
             daemonsets,
             pdbs,
@@ -106,7 +107,7 @@ impl SnapshotReader {
     async fn pods(
         &self,
         zones: &crate::convert::VolumeZones,
-    ) -> Result<(Vec<Pod>, Vec<fleetwright_core::model::Pod>), KubeError> {
+    ) -> Result<(Vec<SlimPod>, Vec<fleetwright_core::model::Pod>), KubeError> {
         let mut slim = Vec::new();
         let mut converted = Vec::new();
         self.list_pages::<Pod>(Read::Consistent, |page, remaining, first| {
@@ -118,7 +119,7 @@ impl SnapshotReader {
             converted.reserve(page.len() + remaining);
             for pod in page.into_iter().filter(schedulable_view) {
                 converted.push(crate::convert::pod(&pod, zones)?);
-                slim.push(slimmed(pod));
+                slim.push(SlimPod::new(pod));
             }
             Ok(())
         })
@@ -206,28 +207,6 @@ impl SnapshotReader {
 
 /// How many times one listing starts again after its continue token expired.
 pub const RELISTS: u32 = 3;
-
-/// What drains and interruption decisions read of a pod: identity, owners, annotations,
-/// labels, timestamps, node, priority class and phase. Containers, volumes and the rest go.
-fn slimmed(pod: Pod) -> Pod {
-    let mut metadata = pod.metadata;
-    metadata.managed_fields = None;
-    let spec = pod.spec.map(|s| k8s_openapi::api::core::v1::PodSpec {
-        node_name: s.node_name,
-        priority_class_name: s.priority_class_name,
-        priority: s.priority,
-        ..Default::default()
-    });
-    let status = pod.status.map(|s| k8s_openapi::api::core::v1::PodStatus {
-        phase: s.phase,
-        ..Default::default()
-    });
-    Pod {
-        metadata,
-        spec,
-        status,
-    }
-}
 
 /// Pods scheduling should see: bound, non-terminal pods, and pending ones.
 fn schedulable_view(pod: &Pod) -> bool {

@@ -168,10 +168,13 @@ async fn a_listing_whose_continue_token_expired_starts_again() {
         .await
         .expect("the listing starts again");
     let kept = dump.converted_pods.as_ref().map_or(0, Vec::len);
-    let names: std::collections::BTreeSet<_> =
-        dump.pods.iter().map(|p| p.metadata.name.clone()).collect();
-    assert_eq!(names.len(), dump.pods.len(), "no pod twice");
-    assert_eq!(kept, dump.pods.len());
+    let names: std::collections::BTreeSet<_> = dump
+        .slim_pods
+        .iter()
+        .map(|p| p.metadata.name.clone())
+        .collect();
+    assert_eq!(names.len(), dump.slim_pods.len(), "no pod twice");
+    assert_eq!(kept, dump.slim_pods.len());
     assert_eq!(
         api.requests_to("/api/v1/pods").len(),
         5,

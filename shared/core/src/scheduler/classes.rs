@@ -175,6 +175,9 @@ impl<'a> Ctx<'a> {
         let starting = uninitialized_nodes(snap);
         for node in &snap.nodes {
             names.insert(&node.name);
+            if let Some(provider) = node.provider_id.as_deref() {
+                names.insert(provider);
+            }
             if node.unschedulable
                 || node.deleting
                 || node.taints.iter().any(|t| t.key == TAINT_DISRUPTED)
@@ -213,10 +216,12 @@ impl<'a> Ctx<'a> {
             });
         }
         for claim in &snap.nodeclaims {
-            let has_node = claim
-                .node_name
-                .as_deref()
-                .is_some_and(|n| names.contains(n));
+            // A node that joined before its claim was registered is found by provider id: it is
+            // the claim's capacity, already counted above.
+            let has_node = [claim.node_name.as_deref(), claim.provider_id.as_deref()]
+                .into_iter()
+                .flatten()
+                .any(|n| names.contains(n));
             if has_node || claim.deleting {
                 continue;
             }

@@ -97,10 +97,10 @@ pub(crate) fn snapshot_with_pods(
 /// pod's creation).
 pub(crate) fn stamp_last_pod_events(dump: &ClusterDump, nodes: &mut [core::Node]) {
     let mut latest: std::collections::BTreeMap<&str, i64> = std::collections::BTreeMap::new();
-    for p in &dump.pods {
-        if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+    for (node, metadata) in dump.pod_placements() {
+        if let Some(node) = node {
             let t = latest.entry(node).or_insert(0);
-            *t = (*t).max(seconds(&p.metadata));
+            *t = (*t).max(seconds(metadata));
         }
     }
     for n in nodes {

@@ -341,9 +341,8 @@ pub fn assume(dump: &mut ClusterDump, outcome: &InstanceOutcome, now: Timestamp)
 
 /// The pods a drain of `node` evicts (not DaemonSet pods, mirror pods or finished ones).
 fn pods_to_drain(dump: &ClusterDump, node: &str) -> Vec<String> {
-    dump.pods
+    dump.pods_on(node)
         .iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
         .filter(|p| !crate::objects::skipped_by_drain(p))
         .map(pod_key)
         .collect()

@@ -192,11 +192,9 @@ pub fn deletions(dump: &ClusterDump, claims: &[NodeClaim], now: DateTime<Utc>) -
 /// The pods on `node` that hold its instance up: not skipped by a drain, not finished, not
 /// stuck terminating.
 fn pods_to_move(dump: &ClusterDump, node: &str, now: DateTime<Utc>) -> Vec<Pod> {
-    dump.pods
-        .iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+    dump.pods_on(node)
+        .into_iter()
         .filter(|p| !objects::skipped_by_drain(p) && !finished(p) && !stuck(p, now))
-        .cloned()
         .collect()
 }
 

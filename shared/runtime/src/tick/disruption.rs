@@ -259,13 +259,9 @@ fn drain_and_delete(
             };
             let node_name = node.metadata.name.clone().unwrap_or_default();
             let pods: Vec<Pod> = dump
-                .pods
-                .iter()
-                .filter(|p| {
-                    p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node_name.as_str())
-                })
+                .pods_on(&node_name)
+                .into_iter()
                 .filter(|p| !objects::skipped_by_drain(p))
-                .cloned()
                 .collect();
             let recorded = drain_started(claim);
             let started = recorded.unwrap_or(now);
