@@ -250,7 +250,10 @@ impl Ec2Cloud {
         match instances::find_for_nodeclaim(&self.clients.ec2, &self.cluster, &req.nodeclaim).await? {
             Some(existing) => {
                 info!(instance_id = %existing.id, "CreateFleet: IdempotentParameterMismatch; the instance an earlier call launched is the launch");
-                Ok(existing.launched())
+                existing.adopted().map_err(|reason| AwsError::Launch {
+                    nodeclaim: req.nodeclaim.clone(),
+                    reason,
+                })
             }
             None => Err(AwsError::Launch {
                 nodeclaim: req.nodeclaim.clone(),
@@ -369,8 +372,11 @@ impl Cloud for Ec2Cloud {
         if let Some(existing) =
             instances::find_for_nodeclaim(&self.clients.ec2, &self.cluster, &req.nodeclaim).await?
         {
-            info!(instance_id = %existing.id, "nodeclaim already has an instance; not launching another");
-            return Ok(existing.launched());
+            info!(instance_id = %existing.id, state = %existing.state, "nodeclaim already has an instance; not launching another");
+            return existing.adopted().map_err(|reason| AwsError::Launch {
+                nodeclaim: req.nodeclaim.clone(),
+                reason,
+            });
         }
         let catalog = self.catalog(now).await?;
         let resolved = self.nodeclass(nodeclass, now).await?;

@@ -40,6 +40,20 @@ impl Instance {
         self.tags.get("karpenter.sh/nodeclaim").map(String::as_str)
     }
 
+    /// This instance as the launch of the NodeClaim it was found for, unless it has died: a
+    /// NodeClaim gets one instance for life, so a dead one ends the NodeClaim (the reason says
+    /// so) rather than being recorded as capacity that does not exist.
+    pub fn adopted(&self) -> Result<Launched, String> {
+        if LIVE_STATES.contains(&self.state.as_str()) {
+            Ok(self.launched())
+        } else {
+            Err(format!(
+                "its instance {} is {}, and a NodeClaim gets one instance for life",
+                self.id, self.state
+            ))
+        }
+    }
+
     pub fn launched(&self) -> Launched {
         Launched {
             instance_id: self.id.clone(),

@@ -275,14 +275,20 @@ impl SimCloud {
     /// The instance already launched for a NodeClaim, live or not: as EC2 answers a retried
     /// CreateFleet with its client token, and as `Ec2Cloud` finds it by tag in any state. A
     /// NodeClaim gets one instance for life.
-    fn existing(&self, nodeclaim: &str) -> Option<Launched> {
+    fn existing(&self, nodeclaim: &str) -> Option<Instance> {
         let s = self.state();
-        s.live
+        let live = s
+            .live
             .values()
             .map(|i| &i.instance)
-            .find(|i| i.nodeclaim() == Some(nodeclaim))
-            .or_else(|| s.launched_for.get(nodeclaim))
-            .map(Instance::launched)
+            .find(|i| i.nodeclaim() == Some(nodeclaim));
+        match live {
+            Some(i) => Some(i.clone()),
+            None => s.launched_for.get(nodeclaim).map(|i| Instance {
+                state: "terminated".into(),
+                ..i.clone()
+            }),
+        }
     }
 
     fn has_capacity(&self, instance_type: &str, zone: &str, capacity_type: &str) -> bool {
@@ -348,7 +354,10 @@ impl SimCloud {
         now: DateTime<Utc>,
     ) -> Result<Launched, CloudError> {
         if let Some(existing) = self.existing(&req.nodeclaim) {
-            return Ok(existing);
+            return existing.adopted().map_err(|reason| CloudError::Launch {
+                nodeclaim: req.nodeclaim.clone(),
+                reason,
+            });
         }
         let catalog = self.catalog(now).await?;
         let resolved = self.nodeclass(nodeclass, now).await?;

@@ -232,8 +232,16 @@ pub fn garbage(
         .map(str::to_string)
         .collect();
     claimed.extend(launched.iter().cloned());
+    // An instance tagged for a NodeClaim that has not recorded it yet (the write after CreateFleet
+    // failed) is that NodeClaim's: its next launch adopts it by tag.
+    let recording: BTreeSet<&str> = claims
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none() && provider_id(c).is_none())
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect();
     instances::orphans(owned, &claimed, now)
         .into_iter()
+        .filter(|orphan| !orphan.nodeclaim().is_some_and(|n| recording.contains(n)))
         .map(|orphan| Action::CollectGarbage {
             instance_id: orphan.id.clone(),
             nodeclaim: orphan.nodeclaim().map(str::to_string),

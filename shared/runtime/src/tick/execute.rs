@@ -302,7 +302,9 @@ impl<C: Cloud> Tick<C> {
         .await;
     }
 
-    /// Launches a NodeClaim's instance and records it; a failed launch deletes the NodeClaim.
+    /// Launches a NodeClaim's instance and records it. A launch that failed deletes the
+    /// NodeClaim (its pods are planned again); a launch whose record failed keeps it, and the
+    /// next tick's launch adopts the instance by its tag.
     async fn launch_claim(&self, name: &str, ctx: &mut Applied<'_>) {
         let Some(claim) = ctx
             .claims
@@ -311,22 +313,8 @@ impl<C: Cloud> Tick<C> {
         else {
             return;
         };
-        match self.launch(ctx.dump, claim, ctx.now).await {
-            Ok(launched) => {
-                info!(target: TICK, nodeclaim = %name, provider_id = %launched.provider_id(), instance_type = %launched.instance_type, zone = %launched.zone, capacity_type = %launched.capacity_type, "launched nodeclaim");
-                ctx.summary.metrics.add(metrics::NODECLAIMS_LAUNCHED, 1.0);
-                claim
-                    .status
-                    .get_or_insert_with(Default::default)
-                    .provider_id = Some(launched.provider_id());
-                ctx.summary.launched.push(LaunchSummary {
-                    nodeclaim: name.to_string(),
-                    instance_id: launched.instance_id,
-                    instance_type: launched.instance_type,
-                    zone: launched.zone,
-                    capacity_type: launched.capacity_type,
-                });
-            }
+        let launched = match self.launch(ctx.dump, claim, ctx.now).await {
+            Ok(launched) => launched,
             Err(e) => {
                 warn!(target: TICK, nodeclaim = %name, error = %e, "failed launching nodeclaim");
                 ctx.summary.metrics.add(metrics::LAUNCH_FAILURES, 1.0);
@@ -334,10 +322,30 @@ impl<C: Cloud> Tick<C> {
                 if let Err(e) = executor::delete_nodeclaim(self.kube.clone(), name, true).await {
                     warn!(target: TICK, nodeclaim = %name, error = %e, "could not delete the unlaunched nodeclaim");
                 }
+                return;
             }
+        };
+        ctx.summary.launched.push(LaunchSummary {
+            nodeclaim: name.to_string(),
+            instance_id: launched.instance_id.clone(),
+            instance_type: launched.instance_type.clone(),
+            zone: launched.zone.clone(),
+            capacity_type: launched.capacity_type.clone(),
+        });
+        if let Err(e) = self.record_launch(claim, &launched, ctx.now).await {
+            warn!(target: TICK, nodeclaim = %name, instance_id = %launched.instance_id, error = %e, "launched, but recording the instance failed; the next tick adopts it by tag");
+            ctx.summary.failures.push(format!("{name}: {e}"));
+            return;
         }
+        info!(target: TICK, nodeclaim = %name, provider_id = %launched.provider_id(), instance_type = %launched.instance_type, zone = %launched.zone, capacity_type = %launched.capacity_type, "launched nodeclaim");
+        ctx.summary.metrics.add(metrics::NODECLAIMS_LAUNCHED, 1.0);
+        claim
+            .status
+            .get_or_insert_with(Default::default)
+            .provider_id = Some(launched.provider_id());
     }
 
+    /// Asks the cloud for the NodeClaim's instance (a new one, or the one it already has).
     async fn launch(
         &self,
         dump: &ClusterDump,
@@ -353,9 +361,7 @@ impl<C: Cloud> Tick<C> {
                 nodeclaim: request.nodeclaim.clone(),
                 reason: format!("EC2NodeClass {:?} not found", request.nodeclass),
             })?;
-        let launched = self.cloud.launch(&request, nodeclass, now).await?;
-        self.record_launch(claim, &launched, now).await?;
-        Ok(launched)
+        Ok(self.cloud.launch(&request, nodeclass, now).await?)
     }
 
     /// Writes the instance's labels (and its subnet and security groups, for drift) onto the
