@@ -182,15 +182,31 @@ fn pools(w: &mut Workload, rng: &mut Rng, count: usize) -> Vec<NodePool> {
 /// One general pool with both architectures; pods select arm64, require families, require more
 /// than three vCPUs outside the r category, or prefer on-demand.
 fn selectors(w: &mut Workload, rng: &mut Rng, count: usize) -> Vec<NodePool> {
-    let mut general = general_purpose_pool();
-    general.requirements.add(Requirement::in_values(
-        ARCH,
-        ["amd64", "arm64"].map(String::from),
-    ));
-    general.requirements.add(Requirement::in_values(
-        CAPACITY_TYPE,
-        [CAPACITY_SPOT, CAPACITY_ON_DEMAND].map(String::from),
-    ));
+    // Both architectures and both capacity types: the pods' selectors do the choosing.
+    let mut general = pool(
+        "general",
+        0,
+        &[
+            (INSTANCE_CATEGORY, Operator::In, &["c", "m", "r"]),
+            (INSTANCE_GENERATION, Operator::Gt, &["2"]),
+            (
+                CAPACITY_TYPE,
+                Operator::In,
+                &[CAPACITY_SPOT, CAPACITY_ON_DEMAND],
+            ),
+        ],
+    );
+    general.requirements = {
+        let mut reqs = Requirements::new();
+        for r in general.requirements.iter().filter(|r| r.key != ARCH) {
+            reqs.add(r.clone());
+        }
+        reqs.add(Requirement::in_values(
+            ARCH,
+            ["amd64", "arm64"].map(String::from),
+        ));
+        reqs
+    };
     let per = (count / 20).max(1);
     for d in 0..20 {
         let mut template = pod(rng, &SMALL_CPU, &SMALL_MEM);
