@@ -39,6 +39,6 @@ if [ "$which" = full ]; then
     (cd peers/karpenter && go test -c -tags=test_performance -o ../../target/peers/karpenter-scheduling.test \
         sigs.k8s.io/karpenter/pkg/controllers/provisioning/scheduling)
     "${pin[@]}" target/peers/karpenter-scheduling.test -test.run=XXX -test.benchtime=1x \
-        -test.bench='^BenchmarkScheduling(1000|2000|5000)$' | grep -E 'Benchmark|PASS|FAIL'
-    "${pin[@]}" target/release/fleetwright bench --pods 1000,2000,5000 --repeat 3 | grep -E 'CASE|karpenter-shape'
+        -test.bench='^BenchmarkScheduling[0-9]+$' | grep -E 'Benchmark|PASS|FAIL'
+    "${pin[@]}" target/release/fleetwright bench --pods 1,50,100,500,1000,2000,5000 --repeat 3 | grep -E 'CASE|karpenter-shape'
 fi
