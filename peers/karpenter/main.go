@@ -27,7 +27,6 @@ import (
 	"github.com/samber/lo"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -52,13 +51,12 @@ import (
 // Input is what Fleetwright hands over: Kubernetes objects as the API server would hold them,
 // and the instance types as Fleetwright resolved them (capacity, overhead, offerings, prices).
 type Input struct {
-	InstanceTypes []InstanceType      `json:"instanceTypes"`
-	NodePools     []v1.NodePool       `json:"nodePools"`
-	Pods          []corev1.Pod        `json:"pods"`
-	DaemonSets    []appsv1.DaemonSet  `json:"daemonSets"`
-	Repeat        int                 `json:"repeat"`
-	Labels        []string            `json:"wellKnownLabels"`
-	Extra         map[string][]string `json:"-"`
+	InstanceTypes []InstanceType     `json:"instanceTypes"`
+	NodePools     []v1.NodePool      `json:"nodePools"`
+	Pods          []corev1.Pod       `json:"pods"`
+	DaemonSets    []appsv1.DaemonSet `json:"daemonSets"`
+	Repeat        int                `json:"repeat"`
+	Labels        []string           `json:"wellKnownLabels"`
 }
 
 // InstanceType is one instance type: its labels (arch, os and the provider's own, such as
@@ -270,5 +268,3 @@ func karpenterVersion() string {
 	}
 	return "unknown"
 }
-
-var _ = resource.MustParse
