@@ -210,10 +210,9 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
             }
             Action::Drain { node, pods } => {
                 let pods: Vec<_> = dump
-                    .pods
-                    .iter()
+                    .pods_on(node)
+                    .into_iter()
                     .filter(|p| pods.contains(&pod_key(p)))
-                    .cloned()
                     .collect();
                 let drained = executor::drain(self.kube.clone(), &pods).await?;
                 info!(%node, evicted = drained.evicted.len(), blocked = drained.blocked.len(), "cordoned and draining node");
