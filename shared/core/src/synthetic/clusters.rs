@@ -58,17 +58,7 @@ impl Workload {
     }
 
     fn daemonset(&mut self, name: &str, cpu: i64, mem_mib: i64) {
-        let mut pod = Pod::new("kube-system", name, Resources::new(cpu, mem_mib * MIB));
-        pod.owner_kind = Some("DaemonSet".into());
-        pod.tolerations.push(Toleration {
-            exists: true,
-            ..Default::default()
-        });
-        self.daemonsets.push(DaemonSet {
-            namespace: "kube-system".into(),
-            name: name.into(),
-            pod,
-        });
+        self.daemonsets.push(super::daemonset(name, cpu, mem_mib));
     }
 }
 

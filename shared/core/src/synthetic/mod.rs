@@ -244,20 +244,25 @@ pub fn mix_snapshot(mix: &str, seed: u64) -> Option<Snapshot> {
         }
         _ => return None,
     }
-    let mut ds_pod = Pod::new("kube-system", "aws-node", Resources::new(25, 64 * MIB));
-    ds_pod.owner_kind = Some("DaemonSet".into());
-    ds_pod.tolerations.push(Toleration {
-        exists: true,
-        ..Default::default()
-    });
     Some(Snapshot {
         pods,
         nodepools: vec![general_purpose_pool()],
-        daemonsets: vec![DaemonSet {
-            namespace: "kube-system".into(),
-            name: "aws-node".into(),
-            pod: ds_pod,
-        }],
+        daemonsets: vec![daemonset("aws-node", 25, 64)],
         ..Default::default()
     })
+}
+
+/// A kube-system DaemonSet whose pod tolerates every taint.
+fn daemonset(name: &str, cpu: i64, mem_mib: i64) -> DaemonSet {
+    let mut pod = Pod::new("kube-system", name, Resources::new(cpu, mem_mib * MIB));
+    pod.owner_kind = Some("DaemonSet".into());
+    pod.tolerations.push(Toleration {
+        exists: true,
+        ..Default::default()
+    });
+    DaemonSet {
+        namespace: "kube-system".into(),
+        name: name.into(),
+        pod,
+    }
 }
