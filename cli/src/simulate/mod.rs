@@ -208,6 +208,8 @@ impl Simulation {
         clock: log::Clock,
         bar: Option<ProgressBar>,
     ) -> anyhow::Result<Simulation> {
+        // The API server is in memory and each tick happens at one instant of simulated time.
+        fleetwright_kube::retry::set_first_pause(std::time::Duration::ZERO);
         let catalog = Arc::new(catalog(scenario.seed));
         let cloud = Arc::new(SimCloud::new(CLUSTER, catalog.clone()));
         let types = catalog

@@ -67,6 +67,22 @@ impl CloudError {
         }
     }
 
+    /// Whether the call may have taken effect although it failed: a timeout, a lost answer or a
+    /// server error (not a throttle, which AWS refused before acting). A CreateFleet failing
+    /// this way may have launched an instance, so its NodeClaim is kept for the next launch to
+    /// find that instance by tag.
+    pub fn outcome_unknown(&self) -> bool {
+        const UNKNOWN: [&str; 6] = [
+            "Unknown",
+            "RequestTimeout",
+            "InternalError",
+            "InternalFailure",
+            "ServiceUnavailable",
+            "Unavailable",
+        ];
+        self.code().is_some_and(|code| UNKNOWN.contains(&code))
+    }
+
     /// The AWS error code, when the error came from AWS.
     pub fn code(&self) -> Option<&str> {
         match self {

@@ -85,7 +85,10 @@ impl Update {
 }
 
 /// The optimistic update loop every write shares: read the object, apply `change`, write it
-/// back (or its status), and on 409 Conflict re-read and try again instead of overwriting.
+/// back (or its status), and on 409 Conflict re-read and try again instead of overwriting. A
+/// transient answer (429, 5xx, the transport) is retried the same way after a pause: the write
+/// carries the resourceVersion it read, so a retry after a write that did land meets a 409 and
+/// re-reads, and `change` then finds nothing left to do.
 pub(crate) async fn update<K>(
     api: &Api<K>,
     kind: &str,
@@ -97,9 +100,11 @@ where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
     let params = PostParams::default();
+    let mut transient_left = crate::retry::ATTEMPTS - 1;
+    let mut pause = crate::retry::first_pause();
     for attempt in 0..=CONFLICT_RETRIES {
-        let Some(current) = api
-            .get_opt(name)
+        let what = format!("reading {kind} {name}");
+        let Some(current) = crate::retry::with_retries(&what, || api.get_opt(name))
             .await
             .map_err(|e| api_error(&format!("reading {kind}"), e))?
         else {
@@ -117,6 +122,12 @@ where
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Update::Gone),
             Err(kube::Error::Api(e)) if e.code == 409 => {
                 tracing::debug!(kind, name, attempt, "conflict writing; re-reading");
+            }
+            Err(e) if crate::retry::transient(&e) && transient_left > 0 => {
+                tracing::warn!(kind, name, error = %e, pause_ms = pause.as_millis() as u64, "transient API error writing; re-reading and retrying");
+                transient_left -= 1;
+                tokio::time::sleep(pause).await;
+                pause *= 2;
             }
             Err(e) => return Err(api_error(&format!("updating {kind}"), e)),
         }

@@ -37,11 +37,12 @@ impl LeaseGuard {
             spec.holder_identity = None;
             spec.renew_time = None;
         }
-        match self
-            .api
-            .replace(&name, &PostParams::default(), &self.lease)
-            .await
-        {
+        let api = &self.api;
+        let lease = &self.lease;
+        let params = PostParams::default();
+        let released =
+            crate::retry::with_retries("releasing Lease", || api.replace(&name, &params, lease));
+        match released.await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
             Err(e) => Err(api_error(e)),
@@ -71,8 +72,11 @@ pub async fn try_acquire(
     now: Timestamp,
 ) -> Result<Option<LeaseGuard>, KubeError> {
     let api: Api<Lease> = Api::namespaced(client, namespace);
-    let existing = api.get_opt(name).await.map_err(api_error)?;
+    let existing = crate::retry::with_retries("reading Lease", || api.get_opt(name))
+        .await
+        .map_err(api_error)?;
     let seconds = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
+    let params = PostParams::default();
     let result = match existing {
         None => {
             let lease = Lease {
@@ -90,7 +94,7 @@ pub async fn try_acquire(
                     ..Default::default()
                 }),
             };
-            api.create(&PostParams::default(), &lease).await
+            crate::retry::with_retries("creating Lease", || api.create(&params, &lease)).await
         }
         Some(mut lease) => {
             let spec = lease.spec.get_or_insert_with(Default::default);
@@ -106,7 +110,8 @@ pub async fn try_acquire(
                 spec.acquire_time = Some(MicroTime(now));
                 spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
             }
-            api.replace(name, &PostParams::default(), &lease).await
+            crate::retry::with_retries("updating Lease", || api.replace(name, &params, &lease))
+                .await
         }
     };
     match result {

@@ -2,10 +2,13 @@
 //! [`crate::client`]) because it would also retry a PodDisruptionBudget's 429 on an eviction,
 //! which must come back at once. Reads go through [`with_retries`] instead: a 429, a 5xx, or a
 //! transport error or timeout is retried a few times with a doubling pause, so one throttled or
-//! failed list does not end an invocation. Writes are not retried here: each is re-decided by
-//! the next invocation from what the cluster then holds.
+//! failed list does not end an invocation. Writes that carry a resourceVersion (the Lease, and
+//! every read-modify-write in [`crate::executor`]) are retried the same way, since a retry after a
+//! write that did land meets a 409. Other writes are not: each is re-decided by the next
+//! invocation from what the cluster then holds.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tracing::warn;
@@ -14,6 +17,21 @@ use tracing::warn;
 pub const ATTEMPTS: u32 = 4;
 /// The pause before the first retry; it doubles after each.
 pub const FIRST_PAUSE: Duration = Duration::from_millis(100);
+
+/// The first pause in use, in milliseconds: [`FIRST_PAUSE`] unless [`set_first_pause`] changed it.
+static FIRST_PAUSE_MS: AtomicU64 = AtomicU64::new(FIRST_PAUSE.as_millis() as u64);
+
+/// Changes the first pause for the whole process. The simulator sets zero: its API server is in
+/// memory and a tick happens at one instant of simulated time, so waiting on the wall clock
+/// would only slow the simulation down.
+pub fn set_first_pause(pause: Duration) {
+    FIRST_PAUSE_MS.store(pause.as_millis() as u64, Ordering::Relaxed);
+}
+
+/// The pause before the first retry now.
+pub fn first_pause() -> Duration {
+    Duration::from_millis(FIRST_PAUSE_MS.load(Ordering::Relaxed))
+}
 
 /// How long a client waits to connect, and for each response: a hung call fails well inside a
 /// Lambda's timeout instead of running into it.
@@ -36,7 +54,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,
 {
-    let mut pause = FIRST_PAUSE;
+    let mut pause = first_pause();
     let mut attempt = 1;
     loop {
         match call().await {

@@ -99,3 +99,30 @@ async fn the_same_holder_renews_its_own_lease() {
         .unwrap()
         .is_some());
 }
+
+/// A 503 on the Lease write is retried (the write carries its resourceVersion, so a retry after
+/// one that landed meets a 409), and so is one on its release: a blip of the API server does not
+/// leave the lease held for its whole duration, and every later tick skipped.
+#[tokio::test]
+async fn transient_errors_on_the_lease_writes_are_retried() {
+    use fleetwright_kube::memory::{Fault, MemoryApi};
+    let api = MemoryApi::new(BTreeMap::new());
+    let write_fails = |times| Fault {
+        method: "WRITE".into(),
+        path: "/".into(),
+        status: 503,
+        skip: 0,
+        times,
+    };
+    api.lock().faults.push(write_fails(2));
+    let held = try_acquire(api.client(), "fleetwright", "tick", "a", TTL, at(0))
+        .await
+        .expect("retried past two 503s")
+        .expect("the lease is free");
+    api.lock().faults.push(write_fails(1));
+    held.release().await.expect("the release is retried too");
+    let next = try_acquire(api.client(), "fleetwright", "tick", "b", TTL, at(1))
+        .await
+        .unwrap();
+    assert!(next.is_some(), "the released lease is free at once");
+}

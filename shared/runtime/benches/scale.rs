@@ -9,7 +9,8 @@
 //!   instances, so nothing looks stranded).
 //!
 //! `cargo bench -p fleetwright-runtime --bench scale` runs 5,000 nodes and 50,000 pods for each
-//! (the target: under 5 s and 512 MB). Under `cargo test` it runs small clusters as a check that
+//! (the target: under 5 s and 512 MB); `SCALE_LOG=fleetwright_runtime=debug` adds the tick's logs
+//! with each phase's time. Under `cargo test` it runs small clusters as a check that
 //! the benchmark works, that the tick plans the pending pods and that it decides to consolidate.
 
 #[path = "../../kube/tests/fake_api/mod.rs"]
@@ -317,6 +318,13 @@ fn instance(i: usize) -> fleetwright_cloud::Instance {
 }
 
 fn main() {
+    // `SCALE_LOG=fleetwright_runtime=debug` prints the tick's logs, with each phase's time.
+    if let Ok(filter) = std::env::var("SCALE_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--serve-fake") {
         let n = |i: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(0);

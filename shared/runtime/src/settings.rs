@@ -18,6 +18,13 @@ pub enum KubeApi {
     Plain { url: String },
 }
 
+/// The tick Lease's default term. The tick function's timeout is 60 s and a tick takes no
+/// action within [`crate::deadline::MARGIN`] (10 s) of it, so its last action starts by 50 s;
+/// 55 s covers that with 5 s of clock skew, and stays under the 60-s schedule, so a tick cut off
+/// before releasing the Lease holds back no scheduled tick (only nudges in between). The tick's
+/// reserved concurrency of 1 is the other guard against two ticks at once.
+pub const DEFAULT_LEASE_SECONDS: u64 = 55;
+
 /// Every setting of the three functions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
@@ -61,9 +68,7 @@ impl Settings {
         let cluster_name = non_empty("FLEETWRIGHT_CLUSTER_NAME")
             .ok_or_else(|| RuntimeError::setting("FLEETWRIGHT_CLUSTER_NAME", "is required"))?;
         let lease_seconds = match non_empty("FLEETWRIGHT_LEASE_SECONDS") {
-            // The tick function's timeout (60 s) and 10 s of clock skew: no tick outlives its
-            // timeout, so the lease of one cut off before releasing it holds back one tick at most.
-            None => 70,
+            None => DEFAULT_LEASE_SECONDS,
             Some(v) => v
                 .parse::<u64>()
                 .ok()
@@ -158,7 +163,7 @@ mod tests {
     fn defaults_need_only_the_cluster_name() {
         let s = settings(&[("FLEETWRIGHT_CLUSTER_NAME", "dev")]).unwrap();
         assert_eq!(s.namespace, "karpenter");
-        assert_eq!(s.lease_duration, Duration::from_secs(70));
+        assert_eq!(s.lease_duration, Duration::from_secs(DEFAULT_LEASE_SECONDS));
         assert_eq!(s.rebalance, RebalanceAction::Event);
         assert_eq!(s.kube_api, KubeApi::Eks);
         assert!(!s.dry_run);

@@ -22,14 +22,23 @@ use serde_json::{json, Value};
 
 const NODECLAIMS: &str = "/apis/karpenter.sh/v1/nodeclaims";
 
-/// The simulated cloud, except that terminating `refused` fails as EC2 would on an outage.
+/// The simulated cloud, except that terminating `refused` fails as EC2 would on an outage, and
+/// with `catalog_down` the catalog (prices, offerings) cannot be read.
 struct FailingTermination {
     inner: SimCloud,
     refused: String,
+    catalog_down: bool,
 }
 
 impl Cloud for FailingTermination {
     async fn catalog(&self, now: DateTime<Utc>) -> Result<Arc<Catalog>, CloudError> {
+        if self.catalog_down {
+            return Err(CloudError::Api {
+                operation: "GetProducts",
+                code: "ServiceUnavailable".into(),
+                message: "the pricing API is down".into(),
+            });
+        }
         self.inner.catalog(now).await
     }
     async fn nodeclass(
@@ -125,6 +134,7 @@ async fn a_failed_termination_is_reported_and_the_rest_of_the_tick_runs() {
     let cloud = FailingTermination {
         inner: sim_cloud(),
         refused: "i-0000000000000000a".into(),
+        catalog_down: false,
     };
     let tick = Tick::new(cloud, api.client(), settings());
     let now = half_past_seven();
@@ -222,6 +232,152 @@ async fn a_nodeclaim_whose_instance_is_gone_is_deleted_with_its_node() {
     assert!(
         nodes.is_empty(),
         "the dead instance's node goes too: {nodes:?}"
+    );
+}
+
+/// A phase that fails (here the disruption phase, which cannot read the catalog) fails the
+/// tick, but the phases after it still run: a NodeClaim whose instance is gone is forgotten and
+/// the state is written, instead of waiting for a tick in which nothing fails.
+#[tokio::test]
+async fn a_failed_phase_still_lets_the_tick_forget_stranded_nodeclaims_and_save_its_state() {
+    let objects: BTreeMap<String, Vec<Value>> = [
+        (
+            NODECLAIMS.to_string(),
+            vec![launched_claim(
+                "default-dead",
+                "i-00000000000000dead",
+                "2026-11-23T19:00:00Z",
+            )],
+        ),
+        (
+            "/api/v1/nodes".to_string(),
+            vec![node("node-default-dead", "i-00000000000000dead")],
+        ),
+    ]
+    .into();
+    let api = MemoryApi::new(objects);
+    let cloud = FailingTermination {
+        inner: sim_cloud(),
+        refused: String::new(),
+        catalog_down: true,
+    };
+    let tick = Tick::new(cloud, api.client(), settings());
+
+    let error = tick
+        .run(half_past_seven(), "faults")
+        .await
+        .expect_err("the phase's error is the tick's");
+
+    assert!(error.to_string().contains("GetProducts"), "{error}");
+    assert!(claim_names(&api).is_empty(), "the stranded NodeClaim went");
+    assert!(
+        api.lock()
+            .singles
+            .contains_key("/api/v1/namespaces/karpenter/configmaps/fleetwright-state"),
+        "the end-of-tick state write ran"
+    );
+}
+
+fn nodepool_and_class() -> Vec<(String, Vec<Value>)> {
+    let pool = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": "default", "uid": "np-1"},
+        "spec": {"template": {"spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}]}}}});
+    let class = json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+        "metadata": {"name": "default", "uid": "nc-1"},
+        "spec": {"role": "node-role", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "faults"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "faults"}}]}});
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web-1", "namespace": "default", "uid": "uid-web-1",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-1", "controller": true}]},
+        "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}});
+    vec![
+        ("/apis/karpenter.sh/v1/nodepools".into(), vec![pool]),
+        (
+            "/apis/karpenter.k8s.aws/v1/ec2nodeclasses".into(),
+            vec![class],
+        ),
+        ("/api/v1/pods".into(), vec![pod]),
+    ]
+}
+
+/// A CreateFleet whose answer is lost (a timeout, a 5xx) may have launched: the NodeClaim is
+/// kept, and the next tick finds the instance by its tag and records it instead of launching a
+/// second one. (Deleting the NodeClaim, as before, left that instance running unclaimed until
+/// garbage collection, and planned its pods onto another launch.)
+#[tokio::test]
+async fn a_launch_whose_answer_was_lost_keeps_its_nodeclaim_and_the_next_tick_adopts_it() {
+    let api = MemoryApi::new(nodepool_and_class().into_iter().collect());
+    let cloud = Arc::new(sim_cloud());
+    cloud.inject(fleetwright_sim::cloud::CloudFault {
+        operation: "CreateFleet",
+        code: "RequestTimeout".into(),
+        times: 1,
+        after_launch: true,
+    });
+    let tick = Tick::new(cloud.clone(), api.client(), settings());
+    let now = half_past_seven();
+
+    let first = tick.run(now, "faults-1").await.expect("the tick");
+    assert_eq!(first.launch_failures.len(), 1, "{first:?}");
+    let names = claim_names(&api);
+    assert_eq!(names.len(), 1, "the NodeClaim is kept: {first:?}");
+    assert_eq!(cloud.live().len(), 1, "the lost answer's launch happened");
+
+    let second = tick
+        .run(now + chrono::Duration::seconds(20), "faults-2")
+        .await
+        .expect("the tick");
+    let live: Vec<String> = cloud.live().into_keys().collect();
+    assert_eq!(live.len(), 1, "no second instance: {second:?}");
+    let claims = api.lock().objects.get(NODECLAIMS).cloned().unwrap();
+    let provider = claims[0]["status"]["providerID"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        provider.ends_with(&live[0]),
+        "the NodeClaim records the instance it launched: {provider} vs {live:?}"
+    );
+}
+
+/// A tick cut off before it released the Lease (its release never reaches the API server)
+/// holds back no scheduled tick: the default term is shorter than the one-minute schedule.
+#[tokio::test]
+async fn a_tick_that_never_released_its_lease_holds_back_no_scheduled_tick() {
+    use fleetwright_kube::memory::Fault;
+    let api = MemoryApi::new(BTreeMap::new());
+    api.lock().faults.push(Fault {
+        method: "PUT".into(),
+        path: "/apis/coordination.k8s.io/".into(),
+        status: 503,
+        skip: 0,
+        times: usize::MAX,
+    });
+    let tick = Tick::new(sim_cloud(), api.client(), settings());
+    let now = half_past_seven();
+    let first = tick.run(now, "cut-off").await.expect("the tick");
+    assert!(first.skipped.is_none());
+    api.lock().faults.clear();
+    let nudged = tick
+        .run(now + chrono::Duration::seconds(30), "nudged")
+        .await
+        .expect("the tick");
+    assert!(
+        nudged.skipped.is_some(),
+        "the Lease still holds a nudge back"
+    );
+    let scheduled = tick
+        .run(now + chrono::Duration::seconds(60), "scheduled")
+        .await
+        .expect("the tick");
+    assert!(
+        scheduled.skipped.is_none(),
+        "the next scheduled tick runs: {scheduled:?}"
     );
 }
 
@@ -391,12 +547,13 @@ async fn a_failed_write_for_one_nodeclaim_leaves_the_others_to_proceed() {
     )]
     .into();
     let api = MemoryApi::new(objects);
+    // A 500 on every attempt: a single one is retried and lands.
     api.lock().faults.push(Fault {
         method: "PUT".into(),
         path: NODECLAIMS.into(),
         status: 500,
         skip: 0,
-        times: 1,
+        times: fleetwright_kube::retry::ATTEMPTS as usize,
     });
     let cloud = sim_cloud();
     let tick = Tick::new(cloud, api.client(), settings());

@@ -460,6 +460,11 @@ impl Cloud for SimCloud {
         nodeclass: &EC2NodeClass,
         now: DateTime<Utc>,
     ) -> Result<Launched, CloudError> {
+        // As on EC2: an instance already tagged for the NodeClaim is found by DescribeInstances
+        // and adopted; only a new launch calls CreateFleet, and only it can meet its faults.
+        if self.existing(&req.nodeclaim).is_some() {
+            return self.launch_now(req, nodeclass, now).await;
+        }
         let fault = self.take_fault("CreateFleet");
         if let Some(f) = fault.as_ref().filter(|f| !f.after_launch) {
             return Err(api_error(f));

@@ -18,7 +18,7 @@ use tracing::warn;
 
 use super::invariants::Message;
 use super::{spot_warning, Chaos, CUT, FOREIGN, MAX_RECEIVES, VISIBILITY};
-use crate::simulate::{ACCOUNT, CLUSTER};
+use crate::simulate::{ec2_event, ACCOUNT, CLUSTER};
 
 impl Chaos {
     /// Instances that die without a warning, and warnings for instances already gone.
@@ -34,6 +34,15 @@ impl Chaos {
             if !live.is_empty() {
                 let id = self.rng.pick(&live).clone();
                 self.sim.cloud.kill(&id);
+                // No spot warning, but EC2 still reports the state change on the bus, as it does
+                // for every instance; it may come late, twice or beside a poison message.
+                let event = ec2_event(
+                    "EC2 Instance State-change Notification",
+                    &id,
+                    json!({"instance-id": id, "state": "terminated"}),
+                    now,
+                );
+                self.send(event, t, true);
                 self.seen.interrupted.insert(id);
                 self.count("instances killed without a warning");
             }

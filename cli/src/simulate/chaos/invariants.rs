@@ -64,30 +64,45 @@ impl Invariants {
             .map(|r| format!("a pod was deleted around its PodDisruptionBudget: {r}"))
     }
 
-    /// Instances without NodeClaims and NodeClaims without instances, for 5 minutes.
+    /// Instances without NodeClaims and NodeClaims without instances, for 5 minutes. An
+    /// instance and a NodeClaim are paired when the NodeClaim's `status.providerID` names the
+    /// instance, or, while it names none yet (the launch is being recorded), when the instance's
+    /// `karpenter.sh/nodeclaim` tag names the NodeClaim. A NodeClaim that never gets an instance
+    /// counts from its creation.
     pub(super) fn pairs(
         &mut self,
         t: i64,
         owned: &BTreeMap<&String, &fleetwright_sim::SimInstance>,
         claims: &[Value],
     ) -> Option<String> {
-        let claimed: BTreeMap<String, String> = claims
+        let by_tag: BTreeMap<&str, &String> = owned
             .iter()
-            .filter_map(|c| {
-                let provider = c["status"]["providerID"].as_str()?;
-                let id = provider.rsplit('/').next()?.to_string();
-                Some((
-                    id,
-                    c["metadata"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                ))
-            })
+            .filter_map(|(id, i)| Some((i.instance.nodeclaim()?, *id)))
             .collect();
+        let mut paired: BTreeSet<String> = BTreeSet::new();
+        let mut unbacked: BTreeSet<String> = BTreeSet::new();
+        for claim in claims {
+            let name = claim["metadata"]["name"].as_str().unwrap_or_default();
+            let recorded = claim["status"]["providerID"]
+                .as_str()
+                .and_then(|p| p.rsplit('/').next())
+                .filter(|id| !id.is_empty());
+            let instance = match recorded {
+                Some(id) => owned.contains_key(&id.to_string()).then(|| id.to_string()),
+                None => by_tag.get(name).map(|id| (*id).clone()),
+            };
+            match instance {
+                Some(id) => {
+                    paired.insert(id);
+                }
+                None => {
+                    unbacked.insert(name.to_string());
+                }
+            }
+        }
         self.unclaimed
-            .retain(|id, _| owned.contains_key(id) && !claimed.contains_key(id));
-        for id in owned.keys().filter(|id| !claimed.contains_key(**id)) {
+            .retain(|id, _| owned.contains_key(id) && !paired.contains(id));
+        for id in owned.keys().filter(|id| !paired.contains(**id)) {
             let since = *self.unclaimed.entry((*id).clone()).or_insert(t);
             if t - since > UNPAIRED_LIMIT {
                 return Some(format!(
@@ -96,11 +111,6 @@ impl Invariants {
                 ));
             }
         }
-        let unbacked: BTreeSet<&String> = claimed
-            .iter()
-            .filter(|(id, _)| !owned.contains_key(*id))
-            .map(|(_, claim)| claim)
-            .collect();
         self.unbacked.retain(|c, _| unbacked.contains(c));
         for claim in unbacked {
             let since = *self.unbacked.entry(claim.clone()).or_insert(t);
@@ -236,6 +246,26 @@ mod tests {
             .pairs(1000 + UNPAIRED_LIMIT + 1, &none, &[claim])
             .unwrap()
             .contains("web-1"));
+    }
+
+    #[test]
+    fn a_launch_being_recorded_pairs_by_tag_and_a_claim_never_launched_breaks() {
+        let mut seen = Invariants::default();
+        let i = instance("i-1", "web-1");
+        let id = "i-1".to_string();
+        let owned: BTreeMap<&String, &fleetwright_sim::SimInstance> = [(&id, &i)].into();
+        let recording = json!({"metadata": {"name": "web-1"}});
+        let never = json!({"metadata": {"name": "web-2"}});
+        let claims = [recording, never];
+        assert!(seen.pairs(0, &owned, &claims).is_none());
+        let broken = seen.pairs(UNPAIRED_LIMIT + 1, &owned, &claims).unwrap();
+        assert!(broken.contains("NodeClaim web-2"), "{broken}");
+        // A recorded provider id that names another instance does not pair by tag.
+        let mut seen = Invariants::default();
+        let elsewhere = json!({"metadata": {"name": "web-1"}, "status": {"providerID": "aws:///us-east-1a/i-9"}});
+        let claims = [elsewhere];
+        assert!(seen.pairs(0, &owned, &claims).is_none());
+        assert!(seen.pairs(UNPAIRED_LIMIT + 1, &owned, &claims).is_some());
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! * Kubernetes API errors (429, 500, 503 on reads, which are retried; 409, 500, 503 on writes),
 //!   and tick invocations cut off at a random await point (every write after it fails);
 //! * two tick invocations at once (the Lease lets one through);
-//! * instances that die without a warning, and spot warnings for instances already gone;
+//! * instances that die without a spot warning (EC2's state-change event still reports them),
+//!   and spot warnings for instances already gone;
 //! * EC2 API faults: throttling and 5xx on CreateFleet, TerminateInstances and DescribeInstances,
 //!   a CreateFleet whose answer is lost after it launched, and DescribeInstances listing new
 //!   instances only after a lag of up to 20 s (its eventual consistency);
@@ -53,7 +54,7 @@ const UNPAIRED_LIMIT: i64 = 300;
 const CORDON_LIMIT: i64 = 600;
 const PENDING_LIMIT: i64 = 180;
 /// The tick Lease's default term (`FLEETWRIGHT_LEASE_SECONDS`).
-const LEASE_SECONDS: i64 = 70;
+const LEASE_SECONDS: i64 = fleetwright_runtime::settings::DEFAULT_LEASE_SECONDS as i64;
 /// The pool's limits in the base cluster.
 const CPU_LIMIT: i64 = 120;
 const NODE_BUDGET: usize = 2;

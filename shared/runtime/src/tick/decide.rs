@@ -23,6 +23,24 @@ pub const REGISTRATION_TTL: Duration = Duration::minutes(15);
 /// How long after its launch a NodeClaim's instance may be missing from the cloud's listing
 /// (DescribeInstances is eventually consistent) before the NodeClaim counts as stranded.
 pub const INSTANCE_GRACE: Duration = Duration::minutes(1);
+/// How long a NodeClaim whose launch ended in an unknown outcome (a timeout, a 5xx) is kept for
+/// the next tick's launch to find its instance by tag, before it is deleted and planned again.
+pub const UNKNOWN_LAUNCH_WINDOW: Duration = Duration::minutes(3);
+
+/// Whether a NodeClaim whose launch failed with `error` is kept for another launch: the launch
+/// may have happened, and the NodeClaim is young enough for its instance to be found.
+pub fn keep_after_failed_launch(
+    claim: &NodeClaim,
+    error: &crate::RuntimeError,
+    now: DateTime<Utc>,
+) -> bool {
+    let unknown = matches!(error, crate::RuntimeError::Cloud(e) if e.outcome_unknown());
+    let young =
+        claim.metadata.creation_timestamp.as_ref().is_none_or(|t| {
+            now.timestamp() - t.0.as_second() < UNKNOWN_LAUNCH_WINDOW.num_seconds()
+        });
+    unknown && young
+}
 
 pub(crate) fn name_of(claim: &NodeClaim) -> String {
     claim.metadata.name.clone().unwrap_or_default()

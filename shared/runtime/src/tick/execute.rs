@@ -10,6 +10,8 @@ use fleetwright_core::disruption::{SECURITY_GROUP_IDS, SUBNET_ID};
 use fleetwright_kube::crds::{NodeClaim, NodeClaimStatus};
 use fleetwright_kube::dump::ClusterDump;
 use fleetwright_kube::{executor, state};
+
+use super::decide;
 use k8s_openapi::api::core::v1::Pod;
 use tracing::{info, warn};
 
@@ -303,7 +305,8 @@ impl<C: Cloud> Tick<C> {
     }
 
     /// Launches a NodeClaim's instance and records it. A launch that failed deletes the
-    /// NodeClaim (its pods are planned again); a launch whose record failed keeps it, and the
+    /// NodeClaim (its pods are planned again), unless its outcome is unknown (a timeout, a 5xx)
+    /// and the NodeClaim is young; a launch whose record failed keeps it. In both kept cases the
     /// next tick's launch adopts the instance by its tag.
     async fn launch_claim(&self, name: &str, ctx: &mut Applied<'_>) {
         let Some(claim) = ctx
@@ -319,6 +322,10 @@ impl<C: Cloud> Tick<C> {
                 warn!(target: TICK, nodeclaim = %name, error = %e, "failed launching nodeclaim");
                 ctx.summary.metrics.add(metrics::LAUNCH_FAILURES, 1.0);
                 ctx.summary.launch_failures.push(format!("{name}: {e}"));
+                if decide::keep_after_failed_launch(claim, &e, ctx.now) {
+                    info!(target: TICK, nodeclaim = %name, "the launch may have happened; the next tick looks for its instance by tag before launching again");
+                    return;
+                }
                 if let Err(e) = executor::delete_nodeclaim(self.kube.clone(), name, true).await {
                     warn!(target: TICK, nodeclaim = %name, error = %e, "could not delete the unlaunched nodeclaim");
                 }

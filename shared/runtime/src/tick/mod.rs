@@ -29,7 +29,7 @@ use fleetwright_kube::{convert, lease, state};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use serde::Serialize;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 pub use self::action::Action;
 pub use self::decide::REGISTRATION_TTL;
@@ -159,6 +159,7 @@ impl<C: Cloud> Tick<C> {
             dry_run: self.settings.dry_run,
             ..Default::default()
         };
+        let mut failed = Phases::default();
         self.restore_unavailable().await;
         let mut dump = SnapshotReader::new(self.kube.clone()).read_dump().await?;
         let mut snapshot = convert::take_snapshot(&mut dump)?;
@@ -170,10 +171,17 @@ impl<C: Cloud> Tick<C> {
             claims: &mut claims,
             created: Vec::new(),
         };
-        self.provision(&snapshot, &mut ctx).await?;
-        self.lifecycle(&mut ctx).await?;
-        self.disrupt(&mut snapshot, &mut ctx).await?;
-        self.finish(&mut ctx).await?;
+        // Each phase runs even when an earlier one failed (a cloud call, an ordered disruption
+        // step): one failure must not keep garbage collection and stranded NodeClaims waiting
+        // for a tick in which nothing fails. The first error is the tick's.
+        failed.note("reading", Ok(()));
+        failed.note("provisioning", self.provision(&snapshot, &mut ctx).await);
+        failed.note("lifecycle", self.lifecycle(&mut ctx).await);
+        failed.note("disruption", self.disrupt(&mut snapshot, &mut ctx).await);
+        failed.note("finishing", self.finish(&mut ctx).await);
+        if let Some(e) = failed.first {
+            return Err(e);
+        }
         info!(summary = %serde_json::to_string(&summary).unwrap_or_default(), "tick done");
         Ok(summary)
     }
@@ -246,7 +254,12 @@ impl<C: Cloud> Tick<C> {
         }
         self.resolve_node_classes(ctx.dump, snapshot, ctx.now).await;
         let catalog = self.cloud.catalog(ctx.now).await?;
+        let started = std::time::Instant::now();
         let plan = fleetwright_core::disruption::plan(snapshot, &catalog, ctx.now.timestamp());
+        debug!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "disruption planned"
+        );
         let (said, pending) = self.disruption_state().await;
         let decided = disruption::decide(
             ctx.dump,
@@ -265,10 +278,23 @@ impl<C: Cloud> Tick<C> {
         self.apply(launches, ctx).await
     }
 
-    /// Finishes deletions, collects garbage, and persists the unavailable offerings.
+    /// Finishes deletions, collects garbage, and persists the unavailable offerings; each step
+    /// runs even when the one before failed.
     async fn finish(&self, ctx: &mut Applied<'_>) -> Result<(), RuntimeError> {
         let deletions = decide::deletions(ctx.dump, ctx.claims, ctx.now);
-        self.apply(deletions, ctx).await?;
+        let deleted = self.apply(deletions, ctx).await;
+        let collected = self.collect(ctx).await;
+        let mut offerings = self.cloud.unavailable();
+        offerings.prune(ctx.now);
+        let saved = self
+            .apply(vec![Action::SaveUnavailable { offerings }], ctx)
+            .await;
+        deleted.and(collected).and(saved)
+    }
+
+    /// Terminates owned instances that no NodeClaim accounts for, and forgets NodeClaims whose
+    /// instance is gone. Without the instance listing neither can be decided, so neither runs.
+    async fn collect(&self, ctx: &mut Applied<'_>) -> Result<(), RuntimeError> {
         let owned = self.cloud.instances().await?;
         let launched: Vec<String> = ctx
             .summary
@@ -279,11 +305,7 @@ impl<C: Cloud> Tick<C> {
         let garbage = decide::garbage(ctx.claims, &launched, &owned, ctx.now);
         self.apply(garbage, ctx).await?;
         let stranded = decide::stranded(ctx.dump, ctx.claims, &launched, &owned, ctx.now);
-        self.apply(stranded, ctx).await?;
-        let mut offerings = self.cloud.unavailable();
-        offerings.prune(ctx.now);
-        self.apply(vec![Action::SaveUnavailable { offerings }], ctx)
-            .await
+        self.apply(stranded, ctx).await
     }
 
     /// What the EC2NodeClasses resolve to now (AMIs, subnets, security groups), for drift.
@@ -316,6 +338,33 @@ impl<C: Cloud> Tick<C> {
             .ok()
             .flatten();
         (said, pending)
+    }
+}
+
+/// The phases of a tick: how long each took (at debug level), and the first error.
+struct Phases {
+    first: Option<RuntimeError>,
+    since: std::time::Instant,
+}
+
+impl Default for Phases {
+    fn default() -> Self {
+        Phases {
+            first: None,
+            since: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Phases {
+    fn note(&mut self, phase: &str, result: Result<(), RuntimeError>) {
+        let elapsed_ms = self.since.elapsed().as_millis() as u64;
+        self.since = std::time::Instant::now();
+        debug!(phase, elapsed_ms, "tick phase done");
+        if let Err(e) = result {
+            warn!(phase, error = %e, "a tick phase failed; the later phases still run");
+            self.first.get_or_insert(e);
+        }
     }
 }
 
