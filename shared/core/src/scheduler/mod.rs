@@ -59,6 +59,9 @@ pub fn schedule(snapshot: &Snapshot, catalog: &Catalog, opts: &ScheduleOptions) 
 
 type Bits = Vec<u64>;
 
+/// Per pool, per node requirements: the allowed instance types, or None when none is.
+type TypeMasks = BTreeMap<usize, HashMap<Requirements, Option<std::rc::Rc<Bits>>>>;
+
 fn bit(bits: &Bits, i: usize) -> bool {
     bits[i / 64] >> (i % 64) & 1 == 1
 }
@@ -133,6 +136,9 @@ pub(crate) struct Ctx<'a> {
     pub base_topology: Topology,
     guide: Vec<Guide>,
     improve_max_pods: usize,
+    /// Per pool and node requirements: the instance types whose own labels meet them (see
+    /// [`Ctx::allowed_types`]).
+    type_masks: std::cell::RefCell<TypeMasks>,
 }
 
 /// How new bins pick their LP target type.
@@ -153,6 +159,7 @@ struct Guide {
     targets: Vec<(usize, f64)>,
 }
 
+#[derive(Clone)]
 struct Run<'c, 'a> {
     ctx: &'c Ctx<'a>,
     bins: Vec<Bin>,
@@ -186,6 +193,7 @@ impl<'a> Ctx<'a> {
             base_topology: Topology::default(),
             guide: Vec::new(),
             improve_max_pods: ScheduleOptions::default().improve_max_pods,
+            type_masks: Default::default(),
         };
         ctx.build_bins();
         ctx.pending = pending_pods(snapshot);
@@ -248,9 +256,7 @@ impl<'a> Ctx<'a> {
             }
         }
         if small {
-            for p in 0..self.pools.len() {
-                best.repack_bins(p);
-            }
+            best = best.improved();
         }
         best.into_plan(opts)
     }

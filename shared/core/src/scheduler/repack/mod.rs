@@ -1,6 +1,8 @@
-//! Improving a packing: re-packing movable pods per zone and capacity type into the LP's node
+//! Improving a packing: re-packing movable pods per set of node requirements into the LP's node
 //! mix with vector best fit, splitting half-empty nodes into cheaper smaller ones, and
 //! re-splitting pairs of nodes by the pods' memory per CPU.
+
+use std::rc::Rc;
 
 use super::*;
 
@@ -27,6 +29,11 @@ const PAIR_CUTS: usize = 64;
 
 /// At most this many passes over the node pairs.
 const PAIR_PASSES: usize = 4;
+
+/// Whether type `t` is in a mask of types.
+fn bit(mask: &Bits, t: usize) -> bool {
+    mask[t / 64] & (1 << (t % 64)) != 0
+}
 
 /// An instance type (its index in the pool) and its price.
 type Priced = (usize, f64);
@@ -96,16 +103,17 @@ pub(crate) enum Fit {
 }
 
 impl<'a> Ctx<'a> {
-    /// A pod that re-packing may move to another node of the same pool, zone and capacity
-    /// type: no node requirements, host ports or relaxation, and topology only on zone or
-    /// capacity type (whose counts such a move leaves unchanged).
+    /// A pod that re-packing may move to another new node of the same pool with the same node
+    /// requirements (so its node selector, required node affinity, zone and capacity type hold
+    /// as before): no host ports or relaxation, and topology only on zone or capacity type
+    /// (whose counts such a move leaves unchanged) or hostname anti-affinity (which re-packing
+    /// keeps).
     pub(crate) fn is_movable(&self, i: usize) -> bool {
         let class = &self.classes[self.class_of[&i]];
         let pod = &self.snapshot.pods[i];
         let groups = &self.base_topology.groups;
         let v = &class.variants[0];
         class.variants.len() == 1
-            && v.reqs.is_empty()
             && pod.host_ports.is_empty()
             && v.owned
                 .iter()
@@ -139,6 +147,22 @@ impl<'a> Ctx<'a> {
         (owns, counted)
     }
 
+    /// The instance types of pool `p` whose own labels (family, size, architecture, CPU
+    /// count, …) meet `reqs` and that are offered under them, computed once per requirements:
+    /// re-packed pods may name any of these labels, not only zone and capacity type.
+    pub(crate) fn allowed_types(&self, p: usize, reqs: &Requirements) -> Option<Rc<Bits>> {
+        if let Some(found) = self.type_masks.borrow().get(&p).and_then(|m| m.get(reqs)) {
+            return found.clone();
+        }
+        let mask = self.pool_compat(p, reqs).map(Rc::new);
+        self.type_masks
+            .borrow_mut()
+            .entry(p)
+            .or_default()
+            .insert(reqs.clone(), mask.clone());
+        mask
+    }
+
     /// The cheapest type of pool `p` offered under `reqs` whose usable resources hold `used`.
     /// Types are in pool-price order, and narrower requirements never make a type cheaper than
     /// its pool price, so the scan stops once no later type can win.
@@ -149,12 +173,13 @@ impl<'a> Ctx<'a> {
         reqs: &Requirements,
     ) -> Option<(usize, f64)> {
         let pool = &self.pools[p];
+        let allowed = self.allowed_types(p, reqs)?;
         let mut best: Option<(usize, f64)> = None;
         for t in 0..pool.types.len() {
             if best.is_some_and(|(_, b)| pool.price[t] >= b) {
                 break;
             }
-            if !used.fits_in(&pool.usable[t]) {
+            if !used.fits_in(&pool.usable[t]) || !bit(&allowed, t) {
                 continue;
             }
             if let Some(o) = pool.types[t].cheapest_offering(reqs) {
@@ -339,7 +364,9 @@ impl<'a> Ctx<'a> {
         for &i in pods {
             demand.add(&self.snapshot.pods[i].requests);
         }
+        let allowed = self.allowed_types(p, reqs)?;
         let cols: Vec<(usize, usize, f64)> = (0..pool.types.len())
+            .filter(|&t| bit(&allowed, t))
             .filter_map(|t| {
                 pool.types[t]
                     .cheapest_offering(reqs)
@@ -457,8 +484,35 @@ impl<'a> Ctx<'a> {
 }
 
 impl<'c, 'a> Run<'c, 'a> {
-    /// Re-packs pool `p`'s new bins that hold only movable pods, one partition of equal zone
-    /// and capacity type at a time, into the LP's node mix with dot-product best fit, and keeps
+    /// Re-packing as it was, and after taking movable pods out of mixed bins; the cheaper wins
+    /// (regrouping is cheaper where it acts, but changes what re-packing then sees). The run is
+    /// cloned only when some bin is mixed: it holds every existing node's bin.
+    pub(crate) fn improved(mut self) -> Self {
+        let pools = self.ctx.pools.len();
+        let mixed = (0..pools).any(|p| self.has_mixed_bins(p));
+        let mut regrouped = mixed.then(|| self.clone());
+        let mut changed = false;
+        for p in 0..pools {
+            if let Some(r) = regrouped.as_mut() {
+                changed |= r.regroup(p);
+            }
+            self.repack_bins(p);
+        }
+        let Some(mut regrouped) = regrouped.filter(|_| changed) else {
+            return self;
+        };
+        for p in 0..pools {
+            regrouped.repack_bins(p);
+        }
+        if (regrouped.failed.len(), regrouped.hourly()) < (self.failed.len(), self.hourly() - 1e-9)
+        {
+            return regrouped;
+        }
+        self
+    }
+
+    /// Re-packs pool `p`'s new bins that hold only movable pods, one partition of equal
+    /// requirements at a time, into the LP's node mix with dot-product best fit, and keeps
     /// each result that is cheaper. Pools with limits or minValues are left as they are.
     pub(crate) fn repack_bins(&mut self, p: usize) {
         let ctx = self.ctx;
@@ -474,18 +528,9 @@ impl<'c, 'a> Run<'c, 'a> {
             {
                 continue;
             }
-            let pinned = |k: &str| {
-                bin.reqs
-                    .get(k)
-                    .filter(|r| r.len() == 1)
-                    .and_then(|r| r.any())
-                    .unwrap_or("*")
-                    .to_string()
-            };
-            partitions
-                .entry(format!("{}|{}", pinned(ZONE), pinned(CAPACITY_TYPE)))
-                .or_default()
-                .push(b);
+            // Bins with equal requirements (the pool's, their pods' and the zone and capacity
+            // type chosen) can trade pods: each pod's requirements hold on every one of them.
+            partitions.entry(bin.reqs.to_string()).or_default().push(b);
         }
         for bins in partitions.into_values() {
             self.repack_partition(p, &bins);
@@ -494,13 +539,7 @@ impl<'c, 'a> Run<'c, 'a> {
 
     pub(crate) fn repack_partition(&mut self, p: usize, bins: &[usize]) {
         let ctx = self.ctx;
-        let pool = &ctx.pools[p];
-        let mut reqs = pool.base.clone();
-        for key in [ZONE, CAPACITY_TYPE] {
-            if let Some(r) = self.bins[bins[0]].reqs.get(key).filter(|r| r.len() == 1) {
-                reqs.add(r.clone());
-            }
-        }
+        let reqs = self.bins[bins[0]].reqs.clone();
         let pods: Vec<usize> = bins
             .iter()
             .flat_map(|&b| self.bins[b].pods.iter().copied())
@@ -512,36 +551,14 @@ impl<'c, 'a> Run<'c, 'a> {
                 Some((self.bins[b].pods.clone(), t, price))
             })
             .collect();
-        let cost = |k: &Vec<Packed>| k.iter().map(|(_, _, price)| price).sum::<f64>();
         let before = if current.len() == bins.len() {
             cost(&current)
         } else {
             f64::INFINITY
         };
-        let top = pool.price.last().copied().unwrap_or(f64::INFINITY);
-        let bands: Vec<(f64, f64)> = [1.0, 0.5, 0.25, 0.125, 0.0625]
-            .map(|f| (0.0, f * top))
-            .into_iter()
-            .chain([0.0625, 0.03125, 0.015625].map(|f| (f * top, top)))
-            .collect();
-        // Each strategy costs about pods × nodes; try them all only on small problems.
-        let thorough = pods.len() * bins.len() <= THOROUGH_WORK;
-        let repacked = Strategy::all(bands, thorough)
-            .into_iter()
-            .filter_map(|s| ctx.vector_pack(p, &pods, &reqs, s));
-        let best_repacked = repacked.min_by(|a, b| cost(a).total_cmp(&cost(b)));
-        let Some(mut packing) = std::iter::once(current)
-            .chain(best_repacked)
-            .map(|k| {
-                k.into_iter()
-                    .flat_map(|bin| ctx.split(p, &reqs, bin))
-                    .collect::<Vec<_>>()
-            })
-            .min_by(|a, b| cost(a).total_cmp(&cost(b)))
-        else {
+        let Some(packing) = ctx.pack_group(p, &pods, &reqs, Some(current), bins.len()) else {
             return;
         };
-        ctx.improve_pairs(p, &reqs, &mut packing);
         if cost(&packing) + 1e-9 >= before {
             return;
         }
@@ -549,6 +566,112 @@ impl<'c, 'a> Run<'c, 'a> {
             self.bins[b].pods.clear();
             self.bins[b].used = Resources::default();
         }
+        self.open_packed(p, &reqs, packing);
+    }
+
+    /// Takes the movable pods out of pool `p`'s new bins (those beside pods that may not move
+    /// too, whose requirements often narrowed the bin: a pod preferring on-demand capacity makes
+    /// its bin on-demand for every pod in it) and packs them by their own requirements, each
+    /// group on its own nodes. Kept when the bins left behind, shrunk to their cheapest fitting
+    /// types, and the new ones cost less than the bins did. Returns whether it changed anything.
+    pub(crate) fn regroup(&mut self, p: usize) -> bool {
+        let ctx = self.ctx;
+        let pool = &ctx.pools[p];
+        if pool.remaining.is_some() || !pool.min_values.is_empty() {
+            return false;
+        }
+        // Only mixed bins: those with pods that may not move or with movable pods of different
+        // requirements. A bin of movable pods that all need the same is re-packing's.
+        let bins: Vec<usize> = (0..self.bins.len())
+            .filter(|&b| self.bins[b].pool == Some(p) && self.mixed(p, b))
+            .collect();
+        if bins.is_empty() {
+            return false;
+        }
+        let mut groups: BTreeMap<String, (Requirements, Vec<usize>)> = BTreeMap::new();
+        let mut before = 0.0;
+        let mut after = 0.0;
+        let mut kept: Vec<(usize, Vec<usize>, Resources)> = Vec::new();
+        for &b in &bins {
+            let bin = &self.bins[b];
+            let Some((_, price)) = ctx.cheapest_fit(p, &bin.used, &bin.reqs) else {
+                return false;
+            };
+            before += price;
+            let (moving, staying): (Vec<usize>, Vec<usize>) =
+                bin.pods.iter().partition(|&&i| ctx.is_movable(i));
+            for &i in &moving {
+                let reqs = ctx.own_reqs(p, i, &bin.reqs);
+                groups
+                    .entry(reqs.to_string())
+                    .or_insert_with(|| (reqs, Vec::new()))
+                    .1
+                    .push(i);
+            }
+            let mut used = Resources::default();
+            for &i in &staying {
+                used.add(&ctx.snapshot.pods[i].requests);
+            }
+            if !staying.is_empty() {
+                let Some((_, price)) = ctx.cheapest_fit(p, &used, &bin.reqs) else {
+                    return false;
+                };
+                after += price;
+            }
+            kept.push((b, staying, used));
+        }
+        let mut packings = Vec::new();
+        for (reqs, pods) in groups.into_values() {
+            let Some(packing) = ctx.pack_group(p, &pods, &reqs, None, usize::MAX) else {
+                return false;
+            };
+            after += cost(&packing);
+            packings.push((reqs, packing));
+        }
+        if after + 1e-9 >= before {
+            return false;
+        }
+        for (b, staying, used) in kept {
+            self.bins[b].pods = staying;
+            self.bins[b].used = used;
+        }
+        for (reqs, packing) in packings {
+            self.open_packed(p, &reqs, packing);
+        }
+        true
+    }
+
+    /// Whether any new bin of pool `p` is mixed (see [`Self::mixed`]).
+    pub(crate) fn has_mixed_bins(&self, p: usize) -> bool {
+        (0..self.bins.len()).any(|b| self.bins[b].pool == Some(p) && self.mixed(p, b))
+    }
+
+    /// Whether new bin `b` of pool `p` holds pods that may not move beside ones that may, or
+    /// movable pods that need different things of their node.
+    fn mixed(&self, p: usize, b: usize) -> bool {
+        let ctx = self.ctx;
+        let bin = &self.bins[b];
+        let mut seen: Option<String> = None;
+        let mut any_staying = false;
+        let mut any_moving = false;
+        for &i in &bin.pods {
+            if !ctx.is_movable(i) {
+                any_staying = true;
+                continue;
+            }
+            any_moving = true;
+            let key = ctx.own_reqs(p, i, &bin.reqs).to_string();
+            if seen.get_or_insert_with(|| key.clone()) != &key {
+                return true;
+            }
+        }
+        any_staying && any_moving
+    }
+
+    /// New bins of pool `p` for a packing, each at its chosen type.
+    fn open_packed(&mut self, p: usize, reqs: &Requirements, packing: Vec<Packed>) {
+        let ctx = self.ctx;
+        let pool = &ctx.pools[p];
         for (members, t, _) in packing {
             let mut used = Resources::default();
             for &i in &members {
@@ -573,6 +696,71 @@ impl<'c, 'a> Run<'c, 'a> {
                 limit: None,
             });
         }
+    }
+}
+
+/// The hourly price of a packing.
+fn cost(packing: &[Packed]) -> f64 {
+    packing.iter().map(|(_, _, price)| price).sum()
+}
+
+impl Ctx<'_> {
+    /// The cheapest packing found for `pods` under `reqs` in pool `p`: the LP-guided vector
+    /// packings (every strategy when the problem is small) and `current` if given, each with its
+    /// half-empty nodes split, then the best one re-cut two nodes at a time.
+    pub(crate) fn pack_group(
+        &self,
+        p: usize,
+        pods: &[usize],
+        reqs: &Requirements,
+        current: Option<Vec<Packed>>,
+        nodes: usize,
+    ) -> Option<Vec<Packed>> {
+        let pool = &self.pools[p];
+        let top = pool.price.last().copied().unwrap_or(f64::INFINITY);
+        let bands: Vec<(f64, f64)> = [1.0, 0.5, 0.25, 0.125, 0.0625]
+            .map(|f| (0.0, f * top))
+            .into_iter()
+            .chain([0.0625, 0.03125, 0.015625].map(|f| (f * top, top)))
+            .collect();
+        // Each strategy costs about pods × nodes; try them all only on small problems.
+        let thorough = pods.len().saturating_mul(nodes.max(1)) <= THOROUGH_WORK;
+        let best_repacked = Strategy::all(bands, thorough)
+            .into_iter()
+            .filter_map(|s| self.vector_pack(p, pods, reqs, s))
+            .min_by(|a, b| cost(a).total_cmp(&cost(b)));
+        let mut packing = current
+            .into_iter()
+            .chain(best_repacked)
+            .map(|k| {
+                k.into_iter()
+                    .flat_map(|bin| self.split(p, reqs, bin))
+                    .collect::<Vec<_>>()
+            })
+            .min_by(|a, b| cost(a).total_cmp(&cost(b)))?;
+        self.improve_pairs(p, reqs, &mut packing);
+        Some(packing)
+    }
+
+    /// The requirements a movable pod needs of its node in pool `p`: the pool's and its own,
+    /// and, when it takes part in a topology (zone or capacity-type spread, hostname
+    /// anti-affinity), the zone and capacity type its bin pinned, so the counts stay as planned.
+    pub(crate) fn own_reqs(&self, p: usize, i: usize, bin_reqs: &Requirements) -> Requirements {
+        let class = &self.classes[self.class_of[&i]];
+        let v = &class.variants[0];
+        let mut reqs = self.pools[p].base.intersection(&v.reqs);
+        let topology = !v.owned.is_empty()
+            || !v.owner_of.is_empty()
+            || !class.member_of.is_empty()
+            || !class.repelled_by.is_empty();
+        if topology {
+            for key in [ZONE, CAPACITY_TYPE] {
+                if let Some(r) = bin_reqs.get(key) {
+                    reqs.add(r.clone());
+                }
+            }
+        }
+        reqs
     }
 }
 
