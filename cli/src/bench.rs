@@ -1,5 +1,6 @@
 //! `fleetwright bench`: scheduling throughput on Karpenter's benchmark shape, plain pods on the
-//! real catalog, plan cost against the LP lower bound for named mixes, and peak memory.
+//! real catalog, plan cost against the LP lower bound for the named mixes and the real-cluster
+//! mixes (each plan checked by the independent checker), and peak memory.
 
 use std::io::Write;
 use std::time::Instant;
@@ -7,7 +8,7 @@ use std::time::Instant;
 use clap::Args;
 use fleetwright_core::model::Snapshot;
 use fleetwright_core::synthetic::{self, MIXES};
-use fleetwright_core::{schedule, Catalog, Plan, ScheduleOptions};
+use fleetwright_core::{check, schedule, Catalog, Plan, ScheduleOptions};
 use serde::Serialize;
 
 #[derive(Debug, Args)]
@@ -33,6 +34,10 @@ pub struct BenchArgs {
     /// With --peer: `smoke` (a few hundred pods) or `full`.
     #[arg(long, default_value = "full")]
     pub cases: String,
+    /// Seeds (1 to N) of the real-cluster mixes (several pools, selectors, affinity,
+    /// tolerations, spread) at 1,000 pods, each plan checked by the independent checker.
+    #[arg(long, default_value_t = 3)]
+    pub cluster_seeds: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -109,6 +114,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             ratio: ratio(&plan),
         });
     }
+    cost.extend(cluster_mixes(args.cluster_seeds)?);
     let report = Report {
         throughput,
         cost,
@@ -121,6 +127,40 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         print_table(&mut out, &report)?;
     }
     Ok(())
+}
+
+/// The real-cluster mixes at 1,000 pods, seeds 1 to `seeds`; a plan the checker faults fails
+/// the run.
+fn cluster_mixes(seeds: u64) -> anyhow::Result<Vec<CostRatio>> {
+    let types: std::collections::BTreeMap<_, _> = Catalog::embedded()
+        .instance_types(&fleetwright_core::NodeClassSettings::default())
+        .into_iter()
+        .map(|t| (t.name.clone(), t))
+        .collect();
+    let mut out = Vec::new();
+    for mix in synthetic::CLUSTER_MIXES {
+        for seed in 1..=seeds {
+            let snap = synthetic::cluster_mix(mix, 1000, seed).expect("known mix");
+            let plan = schedule(&snap, Catalog::embedded(), &ScheduleOptions::default());
+            let broken = check::violations(&snap, &types, &check::Claim::of_plan(&plan));
+            anyhow::ensure!(
+                broken.is_empty() && plan.unschedulable.is_empty(),
+                "cluster mix {mix}, seed {seed}: {} broken constraint(s), {} unschedulable: {:?}",
+                broken.len(),
+                plan.unschedulable.len(),
+                broken.first()
+            );
+            out.push(CostRatio {
+                mix: format!("{mix}/s{seed}"),
+                pods: snap.pods.len(),
+                nodes: plan.nodeclaims.len(),
+                hourly: plan.cost.hourly,
+                lower_bound: plan.cost.lower_bound,
+                ratio: ratio(&plan),
+            });
+        }
+    }
+    Ok(out)
 }
 
 fn measure(case: &str, snap: &Snapshot, catalog: &Catalog, repeat: usize) -> Throughput {
@@ -181,13 +221,13 @@ fn print_table(out: &mut impl Write, report: &Report) -> std::io::Result<()> {
     writeln!(out)?;
     writeln!(
         out,
-        "{:<12} {:>6} {:>6} {:>10} {:>12} {:>8}",
+        "{:<14} {:>6} {:>6} {:>10} {:>12} {:>8}",
         "MIX", "PODS", "NODES", "$/HOUR", "LP BOUND", "RATIO"
     )?;
     for c in &report.cost {
         writeln!(
             out,
-            "{:<12} {:>6} {:>6} {:>10.3} {:>12.3} {:>8.3}",
+            "{:<14} {:>6} {:>6} {:>10.3} {:>12.3} {:>8.3}",
             c.mix, c.pods, c.nodes, c.hourly, c.lower_bound, c.ratio
         )?;
     }
