@@ -165,12 +165,41 @@ fn catalog_documents_replace_the_embedded_catalog() {
 
 #[test]
 fn bench_prints_throughput_cost_ratio_and_memory() {
-    let out = fleetwright(&["bench", "--pods", "200", "--repeat", "1", "--json"]);
+    let out = fleetwright(&[
+        "bench",
+        "--pods",
+        "200",
+        "--repeat",
+        "1",
+        "--cluster-seeds",
+        "1",
+        "--json",
+    ]);
     let report = json(&out);
     let t = &report["throughput"][0];
     assert_eq!(t["pods"], 200);
     assert!(t["pods_per_second"].as_f64().unwrap() > 0.0);
-    assert_eq!(report["cost"].as_array().unwrap().len(), 4);
+    // The four cost mixes, then the four real-cluster mixes at seed 1 (each checker-clean, or
+    // the run fails).
+    let mixes: Vec<&str> = report["cost"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["mix"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        mixes,
+        [
+            "web",
+            "batch",
+            "mixed",
+            "constrained",
+            "pools/s1",
+            "selectors/s1",
+            "spread/s1",
+            "shapes/s1"
+        ]
+    );
     for c in report["cost"].as_array().unwrap() {
         assert!(c["ratio"].as_f64().unwrap() >= 1.0 - 1e-9, "{c}");
     }
