@@ -739,6 +739,12 @@ impl Ctx<'_> {
             })
             .min_by(|a, b| cost(a).total_cmp(&cost(b)))?;
         self.improve_pairs(p, reqs, &mut packing);
+        // A few pods: the optimum itself, when it is cheaper.
+        if let Some(exact) = self.exact_pack(p, pods, reqs) {
+            if cost(&exact) + 1e-9 < cost(&packing) {
+                packing = exact;
+            }
+        }
         Some(packing)
     }
 
@@ -764,5 +770,6 @@ impl Ctx<'_> {
     }
 }
 
+mod exact;
 #[cfg(test)]
 mod tests;
