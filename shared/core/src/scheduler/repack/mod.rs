@@ -716,6 +716,10 @@ impl Ctx<'_> {
         current: Option<Vec<Packed>>,
         nodes: usize,
     ) -> Option<Vec<Packed>> {
+        // A few pods: the optimum itself, which no heuristic packing can beat.
+        if let Some(exact) = self.exact_pack(p, pods, reqs) {
+            return Some(exact);
+        }
         let pool = &self.pools[p];
         let top = pool.price.last().copied().unwrap_or(f64::INFINITY);
         let bands: Vec<(f64, f64)> = [1.0, 0.5, 0.25, 0.125, 0.0625]
@@ -739,12 +743,6 @@ impl Ctx<'_> {
             })
             .min_by(|a, b| cost(a).total_cmp(&cost(b)))?;
         self.improve_pairs(p, reqs, &mut packing);
-        // A few pods: the optimum itself, when it is cheaper.
-        if let Some(exact) = self.exact_pack(p, pods, reqs) {
-            if cost(&exact) + 1e-9 < cost(&packing) {
-                packing = exact;
-            }
-        }
         Some(packing)
     }
 
