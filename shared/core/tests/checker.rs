@@ -4,25 +4,17 @@
 //! selectors, node affinity, tolerations, zone spread, hostname anti-affinity, DaemonSets), on the
 //! embedded catalog and over many seeds.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod common;
+
+use std::collections::BTreeSet;
 
 use fleetwright_core::check::{violations, Claim};
 use fleetwright_core::labels::{HOSTNAME, ZONE};
 use fleetwright_core::model::*;
 use fleetwright_core::synthetic::{cluster_mix, general_purpose_pool, CLUSTER_MIXES};
-use fleetwright_core::{
-    schedule, Catalog, InstanceType, NodeClassSettings, Resources, ScheduleOptions,
-};
+use fleetwright_core::{schedule, Catalog, Resources, ScheduleOptions};
 
 const GIB: i64 = 1 << 30;
-
-fn types() -> BTreeMap<String, InstanceType> {
-    Catalog::embedded()
-        .instance_types(&NodeClassSettings::default())
-        .into_iter()
-        .map(|t| (t.name.clone(), t))
-        .collect()
-}
 
 fn pod(name: &str, cpu: i64, mem: i64) -> Pod {
     let mut p = Pod::new("default", name, Resources::new(cpu, mem));
@@ -68,7 +60,10 @@ fn anti(p: &mut Pod, key: &str) {
 fn a_plan_that_fits_passes() {
     let snap = snapshot(vec![pod("a", 500, GIB), pod("b", 500, GIB)]);
     let plan = [claim(&["a", "b"], &["m5.large"], &[])];
-    assert_eq!(violations(&snap, &types(), &plan), Vec::<String>::new());
+    assert_eq!(
+        violations(&snap, &common::catalog_types(), &plan),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
@@ -76,7 +71,7 @@ fn too_many_requests_for_an_option_are_caught() {
     let snap = snapshot(vec![pod("a", 1500, GIB), pod("b", 1500, GIB)]);
     // Two 1.5-CPU pods do not fit a 2-vCPU m5.large, whatever m5.xlarge holds.
     let plan = [claim(&["a", "b"], &["m5.xlarge", "m5.large"], &[])];
-    let found = violations(&snap, &types(), &plan);
+    let found = violations(&snap, &common::catalog_types(), &plan);
     assert!(
         found
             .iter()
@@ -92,7 +87,7 @@ fn a_selector_the_node_does_not_meet_is_caught() {
         .insert("kubernetes.io/arch".into(), "arm64".into());
     let found = violations(
         &snapshot(vec![a]),
-        &types(),
+        &common::catalog_types(),
         &[claim(&["a"], &["m5.large"], &[])],
     );
     assert!(
@@ -109,7 +104,11 @@ fn a_taint_the_pod_does_not_tolerate_is_caught() {
         value: "gpu".into(),
         effect: TaintEffect::NoSchedule,
     });
-    let found = violations(&snap, &types(), &[claim(&["a"], &["m5.large"], &[])]);
+    let found = violations(
+        &snap,
+        &common::catalog_types(),
+        &[claim(&["a"], &["m5.large"], &[])],
+    );
     assert!(found.iter().any(|v| v.contains("taint")), "{found:?}");
 }
 
@@ -120,24 +119,27 @@ fn anti_affine_pods_on_one_host_or_possibly_one_zone_are_caught() {
     anti(&mut b, HOSTNAME);
     let snap = snapshot(vec![a.clone(), b.clone()]);
     let one_host = [claim(&["a", "b"], &["m5.large"], &[])];
-    assert!(!violations(&snap, &types(), &one_host).is_empty());
+    assert!(!violations(&snap, &common::catalog_types(), &one_host).is_empty());
     let two_hosts = [
         claim(&["a"], &["m5.large"], &[]),
         claim(&["b"], &["m5.large"], &[]),
     ];
     assert_eq!(
-        violations(&snap, &types(), &two_hosts),
+        violations(&snap, &common::catalog_types(), &two_hosts),
         Vec::<String>::new()
     );
     anti(&mut a, ZONE);
     let snap = snapshot(vec![a, b]);
     // Two hosts, but both may land in the same zone.
-    assert!(!violations(&snap, &types(), &two_hosts).is_empty());
+    assert!(!violations(&snap, &common::catalog_types(), &two_hosts).is_empty());
     let apart = [
         claim(&["a"], &["m5.large"], &["us-east-1a"]),
         claim(&["b"], &["m5.large"], &["us-east-1b"]),
     ];
-    assert_eq!(violations(&snap, &types(), &apart), Vec::<String>::new());
+    assert_eq!(
+        violations(&snap, &common::catalog_types(), &apart),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
@@ -160,20 +162,23 @@ fn a_zone_spread_over_its_skew_is_caught() {
         claim(&["p0", "p1"], &["m5.large"], &["us-east-1a"]),
         claim(&["p2"], &["m5.large"], &["us-east-1b"]),
     ];
-    let found = violations(&snap, &types(), &lopsided);
+    let found = violations(&snap, &common::catalog_types(), &lopsided);
     assert!(found.iter().any(|v| v.contains("spread")), "{found:?}");
     let even = [
         claim(&["p0"], &["m5.large"], &["us-east-1a"]),
         claim(&["p1"], &["m5.large"], &["us-east-1b"]),
         claim(&["p2"], &["m5.large"], &["us-east-1c"]),
     ];
-    assert_eq!(violations(&snap, &types(), &even), Vec::<String>::new());
+    assert_eq!(
+        violations(&snap, &common::catalog_types(), &even),
+        Vec::<String>::new()
+    );
 }
 
 /// Fleetwright's plans for generated clusters of up to 30 pods, every mix kind, many seeds.
 #[test]
 fn fleetwrights_plans_for_generated_small_clusters_break_nothing() {
-    let types = types();
+    let types = common::catalog_types();
     for mix in CLUSTER_MIXES {
         for seed in 1..=6 {
             let count = 10 + (seed as usize * 7) % 21;

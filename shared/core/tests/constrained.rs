@@ -3,28 +3,20 @@
 //! improvements as unconstrained pods, grouped by what they need of their node, and every plan
 //! passes the independent checker.
 
-use std::collections::BTreeMap;
+mod common;
 
 use fleetwright_core::check::{violations, Claim};
 use fleetwright_core::labels::*;
 use fleetwright_core::model::*;
 use fleetwright_core::requirements::{Operator, Requirement, Requirements};
 use fleetwright_core::synthetic::{cluster_mix, general_purpose_pool};
-use fleetwright_core::{schedule, Catalog, InstanceType, NodeClassSettings, Plan, Resources};
+use fleetwright_core::{schedule, Catalog, Plan, Resources};
 
 const GIB: i64 = 1 << 30;
 
-fn types() -> BTreeMap<String, InstanceType> {
-    Catalog::embedded()
-        .instance_types(&NodeClassSettings::default())
-        .into_iter()
-        .map(|t| (t.name.clone(), t))
-        .collect()
-}
-
 fn plan(snapshot: &Snapshot) -> Plan {
     let plan = schedule(snapshot, Catalog::embedded(), &Default::default());
-    let broken = violations(snapshot, &types(), &Claim::of_plan(&plan));
+    let broken = violations(snapshot, &common::catalog_types(), &Claim::of_plan(&plan));
     assert!(broken.is_empty(), "{broken:?}");
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
     plan

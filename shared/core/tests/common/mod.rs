@@ -159,3 +159,12 @@ pub fn node(name: &str, zone: &str, itype: &str, cpu: i64, mem_mib: i64) -> Node
         ..Default::default()
     }
 }
+
+/// The embedded catalog's instance types by name, as the independent checker takes them.
+pub fn catalog_types() -> BTreeMap<String, fleetwright_core::InstanceType> {
+    Catalog::embedded()
+        .instance_types(&NodeClassSettings::default())
+        .into_iter()
+        .map(|t| (t.name.clone(), t))
+        .collect()
+}
