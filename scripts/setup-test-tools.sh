@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Installs the tools the test suite needs into venvs under the repo (never system-wide):
+# Installs the tools the test suite needs, into venvs and node_modules under the repo where it
+# can (Chromium comes from Debian's archive):
 #   .venv-moto   moto[server], the local AWS API the fleetwright-aws integration tests talk to;
 #   .venv-lambda cargo-lambda and zig;
-#   .venv-infra  cfn-lint, the SAM CLI and kubernetes-validate.
+#   .venv-infra  cfn-lint, the SAM CLI and kubernetes-validate;
+#   Debian's chromium (the report check) and infra/cdk/node_modules (npm ci).
 # Idempotent: an existing, working venv is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,4 +36,22 @@ if ! { .venv-infra/bin/cfn-lint --version && .venv-infra/bin/sam --version \
     python3 -m venv .venv-infra
     .venv-infra/bin/pip install --quiet --disable-pip-version-check \
         "cfn-lint==1.*" "aws-sam-cli==1.*" "kubernetes-validate==1.*"
+fi
+
+# Debian's Chromium, for the report check (scripts/check-report.sh renders the simulation's
+# HTML report headless). From Debian's package archive, as root or through sudo.
+if ! command -v chromium >/dev/null 2>&1; then
+    echo "== installing chromium (Debian)"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 \
+        || { $sudo apt-get update -qq && $sudo apt-get install -y --no-install-recommends chromium >/dev/null; }
+fi
+
+# The CDK construct's packages (aws-cdk-lib, the cdk CLI, TypeScript), from the npm registry at
+# the versions package-lock.json pins.
+if [ ! -x infra/cdk/node_modules/.bin/cdk ] || [ infra/cdk/package-lock.json -nt infra/cdk/node_modules/.package-lock.json ]; then
+    echo "== installing the CDK construct's npm packages (npm ci)"
+    (cd infra/cdk && npm ci --no-audit --no-fund --loglevel=error)
 fi

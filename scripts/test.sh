@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The full test suite (the README's command 2; CI runs exactly this through .ci/run):
 #   formatting; clippy with -D warnings on every target; every test of the workspace; the local
-#   end-to-end stack; the deployment checks; 50 chaos seeds; Karpenter's scheduler beside
-#   Fleetwright's on a few hundred pods; and a check that the functions build for arm64.
+#   end-to-end stack; the deployment checks (SAM, and the CDK construct with its equivalence
+#   test); the simulation report in a headless browser; 50 chaos seeds; Karpenter's scheduler
+#   beside Fleetwright's on a few hundred pods; and a check that the functions build for arm64.
 #
 # Clippy and the tests share one compilation: the test build runs with clippy-driver as the
 # workspace's rustc wrapper (what `cargo clippy` itself does), so every lint of
@@ -97,6 +98,12 @@ scripts/e2e.sh
 
 stage "scripts/check-infra.sh (cfn-lint, sam validate --lint, manifests against the schemas)"
 scripts/check-infra.sh
+
+stage "scripts/check-cdk.sh (the CDK construct's tests, its equivalence with the SAM template, cdk synth + cfn-lint)"
+scripts/check-cdk.sh
+
+stage "scripts/check-report.sh (simulate --report rendered by headless Chromium; target/report/report.png)"
+scripts/check-report.sh
 
 # The chaos mode (cli/src/simulate/chaos.rs) over 50 seeds, with the release build README
 # command 1 uses: faults injected, invariants checked every simulated second.

@@ -1,10 +1,17 @@
-//! Catalog flags shared by verbs: the embedded us-east-1 catalog, or the three AWS documents.
+//! Catalog flags shared by verbs: the embedded catalog of a region, or the three AWS documents.
+//! Without `--region`, the region is the one the cluster dump points at (its nodes' zone labels
+//! and providerIDs, its NodeClaims, its NodePools' zone requirements), else us-east-1.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use fleetwright_core::Catalog;
+use fleetwright_core::catalog::EMBEDDED_REGIONS;
+use fleetwright_core::{Catalog, Snapshot};
+
+/// The region when neither `--region` nor the dump names one.
+pub const DEFAULT_REGION: &str = "us-east-1";
 
 #[derive(Debug, Args)]
 pub struct CatalogArgs {
@@ -17,23 +24,55 @@ pub struct CatalogArgs {
     /// On-demand prices: CSV `instance_type,usd_per_hour` or a JSON object.
     #[arg(long, value_name = "FILE")]
     pub prices: Option<PathBuf>,
-    /// Region the documents describe.
-    #[arg(long, default_value = "us-east-1")]
-    pub region: String,
+    /// Region of the catalog (embedded: ap-northeast-2, eu-west-1, us-east-1, us-west-2).
+    /// Default: the region the dump's zone labels, providerIDs and NodePool zone requirements
+    /// point at, else us-east-1.
+    #[arg(long)]
+    pub region: Option<String>,
 }
 
 impl CatalogArgs {
-    /// The embedded catalog, or one built from the given documents (all three are needed).
-    pub fn load(&self) -> anyhow::Result<std::borrow::Cow<'static, Catalog>> {
+    /// The region to plan in, and why: `--region`, the dump's, or the default.
+    pub fn region(&self, snapshot: Option<&Snapshot>) -> (String, String) {
+        if let Some(region) = &self.region {
+            return (region.clone(), "--region".into());
+        }
+        match snapshot.and_then(fleetwright_core::region::infer) {
+            Some(inferred) => {
+                if !inferred.others.is_empty() {
+                    tracing::warn!(region = %inferred.region, others = ?inferred.others, "the dump names more than one region; planning in the one it names most");
+                }
+                (
+                    inferred.region,
+                    format!("inferred from the dump's {}", inferred.evidence),
+                )
+            }
+            None => (
+                DEFAULT_REGION.into(),
+                "the default: nothing in the dump names a region".into(),
+            ),
+        }
+    }
+
+    /// The catalog for the dump: embedded, or built from the given documents (all three).
+    pub fn load(&self, snapshot: Option<&Snapshot>) -> anyhow::Result<Cow<'static, Catalog>> {
+        let (region, why) = self.region(snapshot);
+        tracing::info!(%region, source = %why, "catalog region");
         match (&self.instance_types, &self.offerings, &self.prices) {
-            (None, None, None) => Ok(std::borrow::Cow::Borrowed(Catalog::embedded())),
+            (None, None, None) => match Catalog::embedded_region(&region) {
+                Some(catalog) => Ok(Cow::Borrowed(catalog)),
+                None => bail!(
+                    "region {region} ({why}) has no embedded catalog (embedded: {}); give --region, \
+                     or --instance-types, --offerings and --prices for it",
+                    EMBEDDED_REGIONS.join(", ")
+                ),
+            },
             (Some(t), Some(o), Some(p)) => {
                 let read = |p: &PathBuf| {
                     std::fs::read(p).with_context(|| format!("reading {}", p.display()))
                 };
-                let catalog =
-                    Catalog::from_documents(&self.region, &read(t)?, &read(o)?, &read(p)?)?;
-                Ok(std::borrow::Cow::Owned(catalog))
+                let catalog = Catalog::from_documents(&region, &read(t)?, &read(o)?, &read(p)?)?;
+                Ok(Cow::Owned(catalog))
             }
             _ => bail!(
                 "--instance-types, --offerings and --prices go together: give all three or none"

@@ -31,7 +31,7 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
         .with_context(|| format!("reading {}", args.cluster.display()))?;
     let snapshot =
         fleetwright_kube::snapshot_from_yaml(&text, &args.cluster.display().to_string())?;
-    let catalog = args.catalog.load()?;
+    let catalog = args.catalog.load(Some(&snapshot))?;
     let key = if args.pod.contains('/') {
         args.pod.clone()
     } else {

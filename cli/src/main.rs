@@ -11,6 +11,7 @@ mod plan;
 mod queue;
 mod replay;
 mod simulate;
+mod verbosity;
 
 use clap::{Parser, Subcommand};
 
@@ -20,6 +21,12 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log errors only (no progress bar either).
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Log more: -v for Fleetwright's debug lines, -vv for trace. FLEETWRIGHT_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
 }
 
 #[derive(Debug, Subcommand)]
@@ -59,6 +66,7 @@ fn print_crds() -> anyhow::Result<()> {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    verbosity::set(verbosity::Level::from_flags(cli.quiet, cli.verbose));
     let result = match cli.command {
         // The simulation installs its own logging, on its virtual clock.
         Command::Simulate(args) => simulate::run(args),
@@ -73,10 +81,8 @@ fn main() -> std::process::ExitCode {
 fn init_logging() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FLEETWRIGHT_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(verbosity::filter("info"))
+        .with_ansi(verbosity::colour())
         .with_target(false)
         .init();
 }

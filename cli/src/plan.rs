@@ -51,7 +51,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     };
     let dump = fleetwright_kube::dump::parse(&text, &source)?;
     let mut snapshot = fleetwright_kube::convert::snapshot_from_dump(&dump)?;
-    let catalog = args.catalog.load()?;
+    let catalog = args.catalog.load(Some(&snapshot))?;
     let instant = match &args.now {
         Some(t) => chrono::DateTime::parse_from_rfc3339(t)
             .with_context(|| format!("--now {t:?} is not RFC 3339"))?
@@ -84,6 +84,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
             let mut value = serde_json::to_value(&plan)?;
             value["disruptions"] = serde_json::to_value(&disruption.disruptions)?;
             value["blocked"] = serde_json::to_value(&disruption.blocked)?;
+            value["region"] = serde_json::json!(catalog.region);
             serde_json::to_string_pretty(&value)?
         }
         Output::Table => table(&plan) + &disruption_table(&disruption),
@@ -146,6 +147,15 @@ fn log_plan(plan: &Plan) {
             lower_bound = plan.cost.lower_bound,
             "{}",
             plan.packing_line()
+        );
+    }
+    for n in &plan.nodeclaims {
+        tracing::debug!(
+            nodepool = %n.nodepool,
+            pods = ?n.pods,
+            instance_types = n.instance_types.len(),
+            cheapest = n.instance_types.first().map(String::as_str).unwrap_or("none"),
+            "planned nodeclaim"
         );
     }
     for u in &plan.unschedulable {

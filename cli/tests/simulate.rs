@@ -196,3 +196,74 @@ fn chaos_seeds_inject_faults_and_keep_every_invariant() {
         .sum();
     assert!(injected > 10, "{faults}");
 }
+
+#[test]
+fn the_html_report_embeds_the_run_and_needs_no_network() {
+    let path = write_temp("report.html", "");
+    let json = report(&["--report", &path]);
+    let html = std::fs::read_to_string(&path).unwrap();
+    let start = html
+        .find(r#"<script type="application/json" id="report-data">"#)
+        .unwrap();
+    let data = &html[start..];
+    let data = &data[data.find('>').unwrap() + 1..data.find("</script>").unwrap()];
+    let embedded: Value = serde_json::from_str(&data.replace("<\\/", "</")).unwrap();
+    assert_eq!(
+        embedded, json,
+        "the page carries the same report as --output json"
+    );
+    for id in [
+        "plot-nodes",
+        "plot-cost",
+        "plot-pods",
+        "timeline",
+        "summary",
+    ] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "no #{id}");
+    }
+    assert!(
+        html.contains("default-src 'none'"),
+        "a CSP that forbids fetches"
+    );
+    assert!(!html.contains("<script src") && !html.contains("<link"));
+    assert!(!json["disruptionEvents"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_scenario_in_ap_northeast_2_runs_on_that_regions_catalog() {
+    let korean = std::fs::read_to_string(repo("cli/tests/fixtures/korean-t4g.yaml")).unwrap();
+    let dump: serde_yaml::Value = serde_yaml::from_str(&korean).unwrap();
+    let objects: Vec<&serde_yaml::Value> = dump["items"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter(|o| o["kind"] != "Pod")
+        .collect();
+    let scenario = serde_json::json!({
+        "name": "korean-t4g",
+        "seed": 3,
+        "duration": "6m",
+        "objects": objects.into_iter().cloned().chain([serde_yaml::from_str(
+            "{apiVersion: apps/v1, kind: Deployment, metadata: {name: api, namespace: default},
+              spec: {replicas: 0, selector: {matchLabels: {app: api}}, template: {metadata:
+              {labels: {app: api}}, spec: {containers: [{name: api, image: api, resources:
+              {requests: {cpu: 500m, memory: 1Gi}}}]}}}}").unwrap()]).collect::<Vec<_>>(),
+        "timeline": [{"at": "30s", "scale": {"deployment": "api", "replicas": 4}}],
+    });
+    let path = write_temp("korean.yaml", &serde_yaml::to_string(&scenario).unwrap());
+    let r = report(&["--scenario", &path]);
+    assert_eq!(r["region"], "ap-northeast-2");
+    let launches = r["launches"].as_array().unwrap();
+    assert!(!launches.is_empty());
+    for l in launches {
+        assert_eq!(l["zone"], "ap-northeast-2a");
+        assert!(
+            l["instanceType"].as_str().unwrap().starts_with("t4g."),
+            "{l}"
+        );
+    }
+    assert!(
+        step(&r, "scale")["allRunningAfter"].as_i64().is_some(),
+        "{r:#}"
+    );
+}

@@ -177,12 +177,12 @@ impl<'a> MakeWriter<'a> for LineWriter {
     }
 }
 
-/// The log filter: `FLEETWRIGHT_LOG`, or info for Fleetwright and the simulation.
+/// The log filter: `FLEETWRIGHT_LOG`, or info for Fleetwright and the simulation (with the
+/// global `--quiet` and `-v` switches applied).
 pub fn filter() -> tracing_subscriber::EnvFilter {
-    tracing_subscriber::EnvFilter::try_from_env("FLEETWRIGHT_LOG").unwrap_or_else(|_| {
-        "warn,fleetwright_runtime=info,fleetwright_kube=info,fleetwright_aws=info,fleetwright_cloud=info,simulate=info"
-            .into()
-    })
+    crate::verbosity::filter(
+        "warn,fleetwright_runtime=info,fleetwright_kube=info,fleetwright_aws=info,fleetwright_cloud=info,simulate=info",
+    )
 }
 
 /// Installs the subscriber: Karpenter-style lines on stdout for `log`; for `json`, warnings
@@ -196,10 +196,7 @@ pub fn install(lines: bool, clock: Clock, bar: Option<ProgressBar>) {
             .try_init()
     } else {
         builder
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_env("FLEETWRIGHT_LOG")
-                    .unwrap_or_else(|_| "error".into()),
-            )
+            .with_env_filter(crate::verbosity::filter("error"))
             .with_writer(std::io::stderr)
             .try_init()
     };

@@ -8,6 +8,7 @@
 //! interruption function as an SQS batch. Everything random comes from the scenario's seed.
 
 mod chaos;
+mod html;
 mod log;
 mod report;
 mod scenario;
@@ -33,8 +34,8 @@ use serde_json::{json, Value};
 use tracing::{info, warn};
 
 use fleetwright_core::rng::Rng;
-use fleetwright_sim::{Cluster, SimCloud, ZONES};
-use report::{InterruptionOutcome, Latency, Launch, Report, Sample, StepOutcome};
+use fleetwright_sim::{Cluster, SimCloud};
+use report::{DisruptionEvent, InterruptionOutcome, Latency, Launch, Report, Sample, StepOutcome};
 use scenario::{Action, Scenario, Step};
 
 const CLUSTER: &str = "simulated";
@@ -75,6 +76,10 @@ pub struct SimulateArgs {
     /// With --chaos: seeds run at once (default: the CPUs available).
     #[arg(long)]
     jobs: Option<usize>,
+    /// Also write the report as a self-contained HTML page (plots of nodes, cost against the
+    /// LP bound, running and pending pods; the timeline; the summary table).
+    #[arg(long, value_name = "FILE.html", conflicts_with = "chaos")]
+    report: Option<PathBuf>,
 }
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
@@ -99,7 +104,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     if !(args.speed >= 0.0 && args.speed.is_finite()) {
         anyhow::bail!("--speed: {} is not a non-negative number", args.speed);
     }
-    let bar = std::io::stdout().is_terminal().then(|| {
+    let quiet = crate::verbosity::get() == crate::verbosity::Level::Quiet;
+    let bar = (std::io::stdout().is_terminal() && !quiet).then(|| {
         let bar = ProgressBar::with_draw_target(
             Some(scenario.duration as u64),
             ProgressDrawTarget::stderr_with_hz(4),
@@ -121,6 +127,10 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     })?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
+    }
+    if let Some(path) = &args.report {
+        std::fs::write(path, html::page(&report)?)
+            .with_context(|| format!("writing the report to {}", path.display()))?;
     }
     let mut out = std::io::stdout();
     match args.output {
@@ -154,12 +164,34 @@ impl Nudge for QueuedNudges {
     }
 }
 
-/// The embedded catalog with spot prices drawn for the simulated zones.
-fn catalog(seed: u64) -> Catalog {
-    let mut catalog = Catalog::embedded().clone();
+/// The region the scenario's objects point at (zone labels, providerIDs, NodePool zone
+/// requirements), else us-east-1; with the embedded catalog of that region.
+fn region_catalog(objects: &[Value]) -> anyhow::Result<&'static Catalog> {
+    let text = json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string();
+    let snapshot = fleetwright_kube::snapshot_from_yaml(&text, "the scenario's objects")?;
+    let (region, why) = match fleetwright_core::region::infer(&snapshot) {
+        Some(i) => (
+            i.region,
+            format!("inferred from the scenario's {}", i.evidence),
+        ),
+        None => ("us-east-1".to_string(), "the default".to_string()),
+    };
+    tracing::debug!(target: "simulate::cloud", %region, source = %why, "catalog region");
+    Catalog::embedded_region(&region).with_context(|| {
+        format!(
+            "region {region} ({why}) has no embedded catalog (embedded: {})",
+            fleetwright_core::catalog::EMBEDDED_REGIONS.join(", ")
+        )
+    })
+}
+
+/// The region's embedded catalog with spot prices drawn for the simulated zones.
+fn catalog(seed: u64, base: &Catalog) -> Catalog {
+    let mut catalog = base.clone();
+    let zones = fleetwright_sim::subnet_zones(base);
     let mut rng = Rng::new(seed);
     for (name, price) in Catalog::embedded_prices() {
-        for zone in ZONES {
+        for zone in &zones {
             let fraction = rng.between(SPOT_RANGE.0, SPOT_RANGE.1);
             catalog
                 .spot
@@ -183,6 +215,7 @@ struct Watch {
     seen: BTreeMap<String, (i64, String)>,
     launches: Vec<Launch>,
     disruptions: BTreeSet<String>,
+    disruption_events: Vec<DisruptionEvent>,
     ticks: usize,
 }
 
@@ -210,7 +243,7 @@ impl Simulation {
     ) -> anyhow::Result<Simulation> {
         // The API server is in memory and each tick happens at one instant of simulated time.
         fleetwright_kube::retry::set_first_pause(std::time::Duration::ZERO);
-        let catalog = Arc::new(catalog(scenario.seed));
+        let catalog = Arc::new(catalog(scenario.seed, region_catalog(&scenario.objects)?));
         let cloud = Arc::new(SimCloud::new(CLUSTER, catalog.clone()));
         let types = catalog
             .instance_types(&NodeClassSettings::default())
@@ -408,14 +441,22 @@ impl Simulation {
     async fn run_tick(&mut self, now: DateTime<Utc>, t: i64) {
         self.watch.ticks += 1;
         match self.tick.run(now, &format!("simulate-{t}")).await {
-            Ok(summary) => self.note_tick(&summary),
+            Ok(summary) => self.note_tick(&summary, t),
             Err(e) => {
                 warn!(target: "simulate::tick", error = %e, "tick failed; the next one retries")
             }
         }
     }
 
-    fn note_tick(&mut self, summary: &TickSummary) {
+    fn note_tick(&mut self, summary: &TickSummary, t: i64) {
+        for command in &summary.disruptions {
+            if !self.watch.disruptions.contains(command) {
+                self.watch.disruption_events.push(DisruptionEvent {
+                    at: t,
+                    command: command.clone(),
+                });
+            }
+        }
         self.watch
             .disruptions
             .extend(summary.disruptions.iter().cloned());
@@ -563,6 +604,7 @@ impl Simulation {
         let (final_nodes, final_cost) = series.last().copied().unwrap_or_default();
         Report {
             scenario: self.scenario.name.clone(),
+            region: self.catalog.region.clone(),
             description: self.scenario.description.clone(),
             seed: self.scenario.seed,
             duration_seconds: end,
@@ -572,6 +614,7 @@ impl Simulation {
             interruptions: self.watch.interruptions.clone(),
             launches: self.watch.launches.clone(),
             disruptions,
+            disruption_events: std::mem::take(&mut self.watch.disruption_events),
             ticks: self.watch.ticks,
             instances_launched: launched,
             instances_terminated: terminated,

@@ -74,6 +74,15 @@ pub struct Launch {
     pub nodepool: String,
 }
 
+/// One disruption command decided by a tick.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DisruptionEvent {
+    pub at: i64,
+    /// `<reason>/<NodeClaim>`, as the tick summary names it.
+    pub command: String,
+}
+
 /// Pending-to-bound latency of workload pods (still-pending pods count with their age).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -108,6 +117,8 @@ impl Latency {
 #[serde(rename_all = "camelCase")]
 pub struct Report {
     pub scenario: String,
+    /// The region whose catalog the simulation ran on.
+    pub region: String,
     pub description: String,
     pub seed: u64,
     pub duration_seconds: i64,
@@ -119,6 +130,8 @@ pub struct Report {
     pub launches: Vec<Launch>,
     /// Disruption commands decided, by reason (`Empty`, `Underutilized`, `Drifted`, ...).
     pub disruptions: BTreeMap<String, usize>,
+    /// Every disruption command, in order, with the second its tick decided it.
+    pub disruption_events: Vec<DisruptionEvent>,
     pub ticks: usize,
     pub instances_launched: usize,
     pub instances_terminated: usize,
@@ -142,9 +155,10 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "\nSimulation {:?} (seed {}): {} simulated, {} ticks",
+            "\nSimulation {:?} (seed {}, {}): {} simulated, {} ticks",
             self.scenario,
             self.seed,
+            self.region,
             clock(self.duration_seconds),
             self.ticks
         );

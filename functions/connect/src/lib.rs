@@ -59,6 +59,21 @@ impl Clients {
             .with_parameter_root(&self.settings.ssm_parameter_root)
     }
 
+    /// The webhook's path token: read from its SSM SecureString parameter (once, when the
+    /// container starts), or the local `FLEETWRIGHT_WEBHOOK_TOKEN`, or none.
+    pub async fn webhook_token(&self) -> Result<Option<String>, RuntimeError> {
+        let Some(name) = &self.settings.webhook_token_parameter else {
+            return Ok(self.settings.webhook_token.clone());
+        };
+        let token = fleetwright_aws::secret::parameter(&self.aws.ssm, name).await?;
+        let token = token.trim().to_string();
+        fleetwright_runtime::settings::check_webhook_token(
+            &format!("SSM parameter {name} (FLEETWRIGHT_WEBHOOK_TOKEN_PARAMETER)"),
+            &token,
+        )?;
+        Ok(Some(token))
+    }
+
     pub fn nudge(&self) -> EventBridgeNudge {
         EventBridgeNudge {
             client: aws_sdk_eventbridge::Client::new(&self.sdk),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use fleetwright_connect::Clients;
 use fleetwright_runtime::deadline::Deadline;
+use fleetwright_runtime::metrics;
 use fleetwright_runtime::tick::{Tick, TickSummary};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::Value;
@@ -37,7 +38,13 @@ async fn handle(
         Deadline::from_epoch_millis(event.context.deadline, std::time::SystemTime::now());
     let tick = Tick::new(cloud, kube, clients.settings.clone()).with_deadline(deadline);
     let now = chrono::Utc::now();
-    let summary = tick.run(now, &event.context.request_id).await?;
+    let started = std::time::Instant::now();
+    let mut summary = tick.run(now, &event.context.request_id).await?;
+    summary.metrics.add(metrics::TICKS, 1.0);
+    let elapsed = started.elapsed().as_secs_f64();
+    summary
+        .metrics
+        .set(metrics::TICK_DURATION, elapsed, metrics::Unit::Seconds);
     summary.metrics.emit(
         &clients.settings.cluster_name,
         now.timestamp_millis(),

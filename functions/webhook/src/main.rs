@@ -11,10 +11,9 @@ use lambda_http::{service_fn, Body, Error, Request, Response};
 async fn main() -> Result<(), Error> {
     fleetwright_connect::init_tracing();
     let clients = Clients::from_env().await?;
-    let webhook = Arc::new(Webhook::new(
-        clients.nudge(),
-        clients.settings.webhook_token.clone(),
-    ));
+    // Read once per container, before the first request.
+    let token = clients.webhook_token().await?;
+    let webhook = Arc::new(Webhook::new(clients.nudge(), token));
     lambda_http::run(service_fn(move |request: Request| {
         let webhook = webhook.clone();
         async move { handle(&webhook, request).await }

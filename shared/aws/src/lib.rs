@@ -15,6 +15,7 @@ pub mod launch_template;
 pub mod nodeclass;
 pub mod nudge;
 pub mod pricing;
+pub mod secret;
 pub mod userdata;
 
 pub use clients::AwsClients;

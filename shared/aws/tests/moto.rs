@@ -470,3 +470,31 @@ async fn orphans_are_owned_instances_without_a_nodeclaim_past_the_grace_period()
         "young instances are never orphans"
     );
 }
+
+#[tokio::test]
+async fn the_webhook_token_is_read_decrypted_from_its_securestring_parameter() {
+    let clients = clients();
+    let name = format!("/fleetwright/moto-{}/webhook-token", std::process::id());
+    clients
+        .ssm
+        .put_parameter()
+        .name(&name)
+        .value("0123456789abcdef0123456789abcdef")
+        .r#type(aws_sdk_ssm::types::ParameterType::SecureString)
+        .overwrite(true)
+        .send()
+        .await
+        .unwrap();
+    let token = fleetwright_aws::secret::parameter(&clients.ssm, &name)
+        .await
+        .unwrap();
+    assert_eq!(token, "0123456789abcdef0123456789abcdef");
+    let missing = fleetwright_aws::secret::parameter(&clients.ssm, "/fleetwright/none")
+        .await
+        .unwrap_err();
+    assert!(
+        missing.to_string().contains("GetParameter")
+            && missing.to_string().contains("ParameterNotFound"),
+        "{missing}"
+    );
+}

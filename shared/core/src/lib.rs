@@ -15,6 +15,7 @@ pub mod lp;
 pub mod model;
 pub mod plan;
 pub mod quantity;
+pub mod region;
 pub mod requirements;
 pub mod resources;
 pub mod rng;

@@ -118,7 +118,12 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
                 );
                 continue;
             }
-            metrics.add(metrics::INTERRUPTION_RECEIVED, 1.0);
+            metrics.add_by(
+                metrics::INTERRUPTION_RECEIVED,
+                metrics::KIND,
+                message.kind.name(),
+                1.0,
+            );
             if let Err(e) = self.act(&mut dump, &message, now, metrics).await {
                 fail(&mut response, id, &e.to_string());
             }
@@ -137,7 +142,12 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
             info!(detail_type = %event.detail_type, "event needs no action");
             return Ok(Vec::new());
         };
-        metrics.add(metrics::INTERRUPTION_RECEIVED, 1.0);
+        metrics.add_by(
+            metrics::INTERRUPTION_RECEIVED,
+            metrics::KIND,
+            message.kind.name(),
+            1.0,
+        );
         self.handle(&message, now, metrics)
             .await
             .map_err(|e| e.to_string())

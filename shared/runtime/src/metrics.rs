@@ -22,53 +22,145 @@ pub const NODECLAIMS_STRANDED: &str = "fleetwright_nodeclaims_stranded_total";
 pub const TERMINATION_FAILURES: &str = "fleetwright_termination_failures_total";
 pub const INTERRUPTION_RECEIVED: &str = "karpenter_interruption_received_messages_total";
 pub const INTERRUPTION_ACTIONS: &str = "karpenter_interruption_actions_performed_total";
+/// One per tick that ran to its end (skipped or not): the missed-ticks alarm watches it.
+pub const TICKS: &str = "fleetwright_ticks_total";
+/// Wall-clock seconds of one tick invocation.
+pub const TICK_DURATION: &str = "fleetwright_tick_duration_seconds";
+/// The owned fleet's hourly cost, and the LP lower bound on its workload (every 5 minutes).
+pub const FLEET_HOURLY_COST: &str = "fleetwright_fleet_hourly_cost";
+pub const FLEET_LOWER_BOUND: &str = "fleetwright_fleet_hourly_lower_bound";
 
-/// Counts and gauges of one invocation.
+/// The dimension of NodeClaims created and terminated, and of interruption messages.
+pub const REASON: &str = "reason";
+pub const KIND: &str = "kind";
+
+/// CloudWatch units.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    Count,
+    Seconds,
+    None,
+}
+
+impl Unit {
+    fn as_str(self) -> &'static str {
+        match self {
+            Unit::Count => "Count",
+            Unit::Seconds => "Seconds",
+            Unit::None => "None",
+        }
+    }
+}
+
+/// Counts and gauges of one invocation: totals with the `cluster` dimension, and breakdowns
+/// with `cluster` and one more (`reason`, `kind`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Metrics {
     values: BTreeMap<&'static str, f64>,
+    units: BTreeMap<&'static str, Unit>,
+    /// (dimension, its value) → metric → value.
+    by: BTreeMap<(&'static str, String), BTreeMap<&'static str, f64>>,
 }
 
 impl Metrics {
+    /// Adds to a count.
     pub fn add(&mut self, name: &'static str, value: f64) {
         *self.values.entry(name).or_insert(0.0) += value;
+    }
+
+    /// Adds to a count, and to its breakdown by `dimension` = `value`.
+    pub fn add_by(&mut self, name: &'static str, dimension: &'static str, key: &str, value: f64) {
+        self.add(name, value);
+        *self
+            .by
+            .entry((dimension, key.to_string()))
+            .or_default()
+            .entry(name)
+            .or_insert(0.0) += value;
+    }
+
+    /// Sets a gauge.
+    pub fn set(&mut self, name: &'static str, value: f64, unit: Unit) {
+        self.values.insert(name, value);
+        self.units.insert(name, unit);
     }
 
     pub fn get(&self, name: &str) -> f64 {
         self.values.get(name).copied().unwrap_or(0.0)
     }
 
-    /// The EMF document, with `cluster` as the one dimension.
-    pub fn to_emf(&self, cluster: &str, timestamp_ms: i64) -> Value {
-        let names: Vec<Value> = self
-            .values
+    /// The breakdown of a count by one dimension.
+    pub fn get_by(&self, name: &str, dimension: &str, key: &str) -> f64 {
+        self.by
+            .get(&(dimension, key.to_string()))
+            .and_then(|m| m.get(name))
+            .copied()
+            .unwrap_or(0.0)
+    }
+
+    fn unit(&self, name: &str) -> Unit {
+        self.units.get(name).copied().unwrap_or(Unit::Count)
+    }
+
+    /// One EMF document: `values` under the dimensions `dims` (with their values).
+    fn document(
+        &self,
+        dims: &[(&str, &str)],
+        values: &BTreeMap<&'static str, f64>,
+        timestamp_ms: i64,
+    ) -> Value {
+        let names: Vec<Value> = values
             .keys()
-            .map(|n| json!({"Name": n, "Unit": "Count"}))
+            .map(|n| json!({"Name": n, "Unit": self.unit(n).as_str()}))
             .collect();
+        let keys: Vec<&str> = dims.iter().map(|(k, _)| *k).collect();
         let mut doc = Map::new();
         doc.insert(
             "_aws".into(),
             json!({"Timestamp": timestamp_ms, "CloudWatchMetrics": [{
-                "Namespace": NAMESPACE, "Dimensions": [["cluster"]], "Metrics": names}]}),
+                "Namespace": NAMESPACE, "Dimensions": [keys], "Metrics": names}]}),
         );
-        doc.insert("cluster".into(), json!(cluster));
-        for (name, value) in &self.values {
+        for (k, v) in dims {
+            doc.insert((*k).into(), json!(v));
+        }
+        for (name, value) in values {
             doc.insert((*name).into(), json!(value));
         }
         Value::Object(doc)
     }
 
-    /// Writes the EMF line (nothing when there are no metrics).
+    /// The EMF document of the totals, with `cluster` as the one dimension.
+    pub fn to_emf(&self, cluster: &str, timestamp_ms: i64) -> Value {
+        self.document(&[("cluster", cluster)], &self.values, timestamp_ms)
+    }
+
+    /// Every EMF document: the totals, then one per breakdown.
+    pub fn to_emf_all(&self, cluster: &str, timestamp_ms: i64) -> Vec<Value> {
+        let mut out = Vec::new();
+        if !self.values.is_empty() {
+            out.push(self.to_emf(cluster, timestamp_ms));
+        }
+        for ((dimension, key), values) in &self.by {
+            out.push(self.document(
+                &[("cluster", cluster), (dimension, key)],
+                values,
+                timestamp_ms,
+            ));
+        }
+        out
+    }
+
+    /// Writes the EMF lines (nothing when there are no metrics).
     pub fn emit(
         &self,
         cluster: &str,
         timestamp_ms: i64,
         out: &mut impl Write,
     ) -> std::io::Result<()> {
-        if self.values.is_empty() {
-            return Ok(());
+        for doc in self.to_emf_all(cluster, timestamp_ms) {
+            writeln!(out, "{doc}")?;
         }
-        writeln!(out, "{}", self.to_emf(cluster, timestamp_ms))
+        Ok(())
     }
 }
 
@@ -94,5 +186,34 @@ mod tests {
         let mut empty = Vec::new();
         Metrics::default().emit("dev", 1, &mut empty).unwrap();
         assert!(empty.is_empty());
+    }
+
+    #[test]
+    fn breakdowns_are_documents_of_their_own_and_gauges_keep_their_unit() {
+        let mut m = Metrics::default();
+        m.add_by(NODECLAIMS_TERMINATED, REASON, "underutilized", 2.0);
+        m.add_by(NODECLAIMS_TERMINATED, REASON, "empty", 1.0);
+        m.set(TICK_DURATION, 1.5, Unit::Seconds);
+        assert_eq!(m.get(NODECLAIMS_TERMINATED), 3.0);
+        assert_eq!(m.get_by(NODECLAIMS_TERMINATED, REASON, "empty"), 1.0);
+        let docs = m.to_emf_all("dev", 1);
+        assert_eq!(docs.len(), 3);
+        assert_eq!(docs[0][NODECLAIMS_TERMINATED], 3.0);
+        assert_eq!(docs[0][TICK_DURATION], 1.5);
+        let units: Vec<&str> = docs[0]["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["Unit"].as_str().unwrap())
+            .collect();
+        assert_eq!(units, ["Seconds", "Count"]); // by name: fleetwright_tick_duration_seconds first
+        let empty = &docs[1];
+        assert_eq!(empty["reason"], "empty");
+        assert_eq!(
+            empty["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["cluster", "reason"]])
+        );
+        assert_eq!(empty[NODECLAIMS_TERMINATED], 1.0);
+        assert!(empty.get(TICK_DURATION).is_none());
     }
 }

@@ -36,8 +36,11 @@ pub struct Settings {
     /// Plan and log, but create, launch, drain and terminate nothing.
     pub dry_run: bool,
     pub rebalance: RebalanceAction,
-    /// The webhook answers only on `/admit/<token>` when set.
+    /// The webhook answers only on `/admit/<token>` when set (a local setting; deployments use
+    /// `webhook_token_parameter`).
     pub webhook_token: Option<String>,
+    /// The SSM SecureString parameter holding the webhook token, read once per container.
+    pub webhook_token_parameter: Option<String>,
     /// The EventBridge bus nudges are put on.
     pub event_bus: String,
     pub kube_api: KubeApi,
@@ -119,16 +122,14 @@ impl Settings {
         };
         let webhook_token = non_empty("FLEETWRIGHT_WEBHOOK_TOKEN");
         if let Some(t) = &webhook_token {
-            if t.len() < 16
-                || !t
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            {
-                return Err(RuntimeError::setting(
-                    "FLEETWRIGHT_WEBHOOK_TOKEN",
-                    "must be at least 16 characters of [A-Za-z0-9_-]",
-                ));
-            }
+            check_webhook_token("FLEETWRIGHT_WEBHOOK_TOKEN", t)?;
+        }
+        let webhook_token_parameter = non_empty("FLEETWRIGHT_WEBHOOK_TOKEN_PARAMETER");
+        if webhook_token.is_some() && webhook_token_parameter.is_some() {
+            return Err(RuntimeError::setting(
+                "FLEETWRIGHT_WEBHOOK_TOKEN_PARAMETER",
+                "set it or FLEETWRIGHT_WEBHOOK_TOKEN, not both",
+            ));
         }
         Ok(Settings {
             cluster_name,
@@ -139,10 +140,28 @@ impl Settings {
             dry_run: parse_bool("FLEETWRIGHT_DRY_RUN", get("FLEETWRIGHT_DRY_RUN"))?,
             rebalance,
             webhook_token,
+            webhook_token_parameter,
             event_bus: non_empty("FLEETWRIGHT_EVENT_BUS").unwrap_or_else(|| "default".into()),
             kube_api,
             ssm_parameter_root: non_empty("FLEETWRIGHT_SSM_PARAMETER_ROOT").unwrap_or_default(),
         })
+    }
+}
+
+/// A webhook token must be at least 16 characters of `[A-Za-z0-9_-]` (it is a URL path segment).
+/// `source` names where it came from: the variable, or the SSM parameter.
+pub fn check_webhook_token(source: &str, token: &str) -> Result<(), RuntimeError> {
+    let ok = token.len() >= 16
+        && token
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(RuntimeError::setting(
+            source,
+            "must be at least 16 characters of [A-Za-z0-9_-]",
+        ))
     }
 }
 
@@ -182,6 +201,20 @@ mod tests {
             .starts_with("setting FLEETWRIGHT_LEASE_SECONDS"));
         assert!(err(&[base, ("FLEETWRIGHT_WEBHOOK_TOKEN", "short")])
             .starts_with("setting FLEETWRIGHT_WEBHOOK_TOKEN"));
+        let token = ("FLEETWRIGHT_WEBHOOK_TOKEN", "0123456789abcdef");
+        let parameter = (
+            "FLEETWRIGHT_WEBHOOK_TOKEN_PARAMETER",
+            "/fleetwright/dev/token",
+        );
+        assert!(err(&[base, token, parameter])
+            .starts_with("setting FLEETWRIGHT_WEBHOOK_TOKEN_PARAMETER"));
+        assert_eq!(
+            settings(&[base, parameter])
+                .unwrap()
+                .webhook_token_parameter
+                .as_deref(),
+            Some("/fleetwright/dev/token")
+        );
         assert!(
             err(&[base, ("FLEETWRIGHT_KUBE_API_URL", "http://10.0.0.1:80")])
                 .starts_with("setting FLEETWRIGHT_KUBE_API_URL")

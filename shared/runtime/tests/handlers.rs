@@ -98,6 +98,12 @@ async fn a_pending_pod_becomes_a_nodeclaim_and_a_tagged_instance_then_registers(
     assert_eq!(summary.nodeclaims_created.len(), 1, "{summary:?}");
     assert_eq!(summary.launched.len(), 1, "{summary:?}");
     assert_eq!(summary.metrics.get(metrics::NODECLAIMS_CREATED), 1.0);
+    assert_eq!(
+        summary
+            .metrics
+            .get_by(metrics::NODECLAIMS_CREATED, metrics::REASON, "provisioning"),
+        1.0
+    );
     let name = &summary.nodeclaims_created[0];
     let launched = &summary.launched[0];
 
@@ -285,6 +291,14 @@ async fn a_spot_warning_drains_and_deletes_the_nodeclaim_and_the_tick_terminates
         .await
         .unwrap();
     assert_eq!(outcomes.len(), 1);
+    assert_eq!(
+        metrics.get_by(
+            metrics::INTERRUPTION_RECEIVED,
+            metrics::KIND,
+            "spotInterruption"
+        ),
+        1.0
+    );
     let node = &stored(&api, NODES)[0];
     let taints = node["spec"]["taints"].as_array().unwrap();
     assert!(taints
@@ -334,6 +348,12 @@ async fn a_spot_warning_drains_and_deletes_the_nodeclaim_and_the_tick_terminates
     assert!(
         stored(&api, NODECLAIMS).is_empty(),
         "the NodeClaim goes once its instance is terminating"
+    );
+    // Deleted by the interruption function, not by a disruption command.
+    assert_eq!(
+        done.metrics
+            .get_by(metrics::NODECLAIMS_TERMINATED, metrics::REASON, "deleted"),
+        1.0
     );
 }
 

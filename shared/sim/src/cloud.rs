@@ -35,7 +35,8 @@ pub struct Ice {
     pub capacity_type: Option<String>,
 }
 
-/// The zones the simulated VPC has subnets in.
+/// The zones the simulated VPC has subnets in, in us-east-1 (other regions: the first three
+/// zones of their catalog, [`subnet_zones`]).
 pub const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 /// How long AWS waits after a spot interruption warning before reclaiming the instance.
 pub const SPOT_WARNING: Duration = Duration::minutes(2);
@@ -99,7 +100,26 @@ struct State {
 pub struct SimCloud {
     cluster: String,
     catalog: Arc<Catalog>,
+    /// The zones of the simulated VPC's subnets.
+    zones: Vec<String>,
     state: Mutex<State>,
+}
+
+/// The zones the simulated VPC has subnets in for a catalog: [`ZONES`] in us-east-1, else the
+/// catalog's first three availability zones of its region (no local zones).
+pub fn subnet_zones(catalog: &Catalog) -> Vec<String> {
+    if catalog.region == "us-east-1" {
+        return ZONES.iter().map(|z| z.to_string()).collect();
+    }
+    catalog
+        .all_zones()
+        .into_iter()
+        .filter(|z| {
+            z.strip_prefix(catalog.region.as_str())
+                .is_some_and(|rest| rest.len() == 1)
+        })
+        .take(3)
+        .collect()
 }
 
 fn matches(ice: &Ice, instance_type: &str, zone: &str, capacity_type: &str) -> bool {
@@ -113,6 +133,7 @@ impl SimCloud {
     pub fn new(cluster: &str, catalog: Arc<Catalog>) -> Self {
         SimCloud {
             cluster: cluster.to_string(),
+            zones: subnet_zones(&catalog),
             catalog,
             state: Mutex::new(State {
                 release_all: 1,
@@ -300,7 +321,7 @@ impl SimCloud {
     }
 }
 
-fn resolved(nodeclass: &EC2NodeClass, release: u32) -> ResolvedNodeClass {
+fn resolved(nodeclass: &EC2NodeClass, release: u32, zones: &[String]) -> ResolvedNodeClass {
     let name = nodeclass.metadata.name.clone().unwrap_or_default();
     let family = nodeclass
         .spec
@@ -323,7 +344,7 @@ fn resolved(nodeclass: &EC2NodeClass, release: u32) -> ResolvedNodeClass {
     ResolvedNodeClass {
         name,
         family,
-        subnets: ZONES
+        subnets: zones
             .iter()
             .map(|z| Subnet {
                 id: format!("subnet-{z}"),
@@ -451,7 +472,7 @@ impl Cloud for SimCloud {
         _now: DateTime<Utc>,
     ) -> Result<ResolvedNodeClass, CloudError> {
         let name = nodeclass.metadata.name.clone().unwrap_or_default();
-        Ok(resolved(nodeclass, self.release_of(&name)))
+        Ok(resolved(nodeclass, self.release_of(&name), &self.zones))
     }
 
     async fn launch(

@@ -9,5 +9,5 @@
 pub mod cloud;
 pub mod cluster;
 
-pub use cloud::{Ice, SimCloud, SimInstance, SPOT_WARNING, ZONES};
+pub use cloud::{subnet_zones, Ice, SimCloud, SimInstance, SPOT_WARNING, ZONES};
 pub use cluster::Cluster;

@@ -37,7 +37,9 @@ fn resolve(v: &Value) -> Json {
     match v {
         Value::Tagged(tagged) if tagged.tag == "Sub" => {
             let text = tagged.value.as_str().unwrap_or_default();
-            let mut out = text.replace("${ClusterName}", CLUSTER);
+            let mut out = text
+                .replace("${ClusterName}", CLUSTER)
+                .replace("${WebhookTokenParameter}", "/fleetwright/webhook-token");
             while let Some(start) = out.find("${") {
                 let end = out[start..].find('}').unwrap() + start;
                 out.replace_range(start..=end, "X");
@@ -47,6 +49,12 @@ fn resolve(v: &Value) -> Json {
         Value::Tagged(tagged) => {
             json!({ tagged.tag.to_string().trim_start_matches('!'): resolve(&tagged.value) })
         }
+        Value::Mapping(m) => Json::Object(
+            m.iter()
+                .map(|(k, v)| (k.as_str().unwrap_or_default().to_string(), resolve(v)))
+                .collect(),
+        ),
+        Value::Sequence(items) => Json::Array(items.iter().map(resolve).collect()),
         other => serde_json::to_value(other).unwrap(),
     }
 }
@@ -189,11 +197,23 @@ fn pass_role_is_only_for_ec2_and_describe_cluster_only_for_this_cluster() {
         .collect();
     assert_eq!(describe.len(), 1);
     assert!(list(&describe[0]["Resource"])[0].ends_with(":cluster/dev"));
+    // SSM reads: the public AMI parameters, and the webhook's own token parameter (read by
+    // the webhook's role only, GetParameter only).
     for s in all
         .iter()
         .filter(|s| actions(s).iter().any(|a| a.starts_with("ssm:")))
     {
-        assert!(list(&s["Resource"])
+        let resources = list(&s["Resource"]);
+        if s["Sid"] == "AllowReadingTheToken" {
+            assert_eq!(actions(s), ["ssm:GetParameter"]);
+            assert_eq!(resources.len(), 1);
+            assert!(
+                resources[0].ends_with(":parameter/fleetwright/webhook-token"),
+                "{resources:?}"
+            );
+            continue;
+        }
+        assert!(resources
             .iter()
             .all(|r| r.ends_with("parameter/aws/service/*")));
     }
@@ -320,7 +340,7 @@ fn every_environment_variable_is_a_setting_the_functions_accept() {
                 Json::String(s) => s,
                 Json::Object(o) if o.contains_key("Ref") => match o["Ref"].as_str() {
                     Some("ClusterName") => CLUSTER.to_string(),
-                    Some("WebhookToken") => "0123456789abcdef0123".to_string(),
+                    Some("WebhookTokenParameter") => "/fleetwright/webhook-token".to_string(),
                     Some("DryRun") => "false".to_string(),
                     Some("Namespace") => "karpenter".to_string(),
                     other => panic!("unexpected parameter {other:?}"),
@@ -338,4 +358,10 @@ fn every_environment_variable_is_a_setting_the_functions_accept() {
     let settings =
         fleetwright_runtime::settings::Settings::from_lookup(|k| env.get(k).cloned()).unwrap();
     assert_eq!(settings.cluster_name, CLUSTER);
+    // The token is not in the environment: only the name of its SecureString is.
+    assert_eq!(settings.webhook_token, None);
+    assert_eq!(
+        settings.webhook_token_parameter.as_deref(),
+        Some("/fleetwright/webhook-token")
+    );
 }

@@ -165,11 +165,11 @@ impl Chaos {
             let (first, second) = (format!("chaos-{t}-a"), format!("chaos-{t}-b"));
             let (a, b) = tokio::join!(tick.run(now, &first), other.run(now, &second));
             for result in [a, b] {
-                self.tick_done(result);
+                self.tick_done(result, t);
             }
         } else {
             let result = self.sim.tick.run(now, &format!("chaos-{t}")).await;
-            self.tick_done(result);
+            self.tick_done(result, t);
         }
         if cut {
             self.sim
@@ -181,9 +181,9 @@ impl Chaos {
         }
     }
 
-    pub(super) fn tick_done(&mut self, result: Result<TickSummary, RuntimeError>) {
+    pub(super) fn tick_done(&mut self, result: Result<TickSummary, RuntimeError>, t: i64) {
         match result {
-            Ok(summary) => self.sim.note_tick(&summary),
+            Ok(summary) => self.sim.note_tick(&summary, t),
             Err(e) => {
                 warn!(target: "simulate::tick", error = %e, "tick failed; the next one retries")
             }

@@ -1,7 +1,10 @@
 //! The instance catalog: EC2 instance types and their per-zone offerings and prices, read from the
 //! exact shapes `aws ec2 describe-instance-types`, `describe-instance-type-offerings` and a price
 //! table print, and resolved into schedulable types (labels, capacity, allocatable) with the
-//! EKS/Karpenter formulas. A compressed us-east-1 catalog is embedded so everything works offline.
+//! EKS/Karpenter formulas. A compressed catalog is embedded so everything works offline: the
+//! instance types, the per-zone offerings of every region in `../shared/data/aws`
+//! ([`EMBEDDED_REGIONS`]), and us-east-1's on-demand prices (the only price table there, used for
+//! every region).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -21,8 +24,14 @@ pub const DEFAULT_ROOT_VOLUME_BYTES: i64 = 20 << 30;
 const MIB: i64 = 1 << 20;
 
 static EMBEDDED_TYPES: &[u8] = include_bytes!("../../data/describe-instance-types.json.gz");
-static EMBEDDED_OFFERINGS: &[u8] =
-    include_bytes!("../../data/instance-type-offerings-us-east-1.json.gz");
+/// The regions whose offerings are embedded.
+pub const EMBEDDED_REGIONS: [&str; 4] = ["ap-northeast-2", "eu-west-1", "us-east-1", "us-west-2"];
+static EMBEDDED_OFFERINGS: [&[u8]; 4] = [
+    include_bytes!("../../data/instance-type-offerings-ap-northeast-2.json.gz"),
+    include_bytes!("../../data/instance-type-offerings-eu-west-1.json.gz"),
+    include_bytes!("../../data/instance-type-offerings-us-east-1.json.gz"),
+    include_bytes!("../../data/instance-type-offerings-us-west-2.json.gz"),
+];
 static EMBEDDED_PRICES: &[u8] = include_bytes!("../../data/ondemand-prices-us-east-1.csv.gz");
 
 mod raw;
@@ -192,14 +201,26 @@ impl Catalog {
 
     /// The us-east-1 catalog embedded in the binary (1,395 types, per-zone offerings, on-demand prices).
     pub fn embedded() -> &'static Catalog {
-        static CATALOG: OnceLock<Catalog> = OnceLock::new();
-        CATALOG.get_or_init(|| {
+        Catalog::embedded_region("us-east-1").expect("us-east-1 is embedded")
+    }
+
+    /// The embedded catalog of one of [`EMBEDDED_REGIONS`]: its offerings, with us-east-1's
+    /// on-demand prices. None for a region not embedded.
+    pub fn embedded_region(region: &str) -> Option<&'static Catalog> {
+        static CATALOGS: [OnceLock<Catalog>; 4] = [const { OnceLock::new() }; 4];
+        let index = EMBEDDED_REGIONS.iter().position(|r| *r == region)?;
+        Some(CATALOGS[index].get_or_init(|| {
             let types = gunzip(EMBEDDED_TYPES);
-            let offerings = gunzip(EMBEDDED_OFFERINGS);
+            let offerings = gunzip(EMBEDDED_OFFERINGS[index]);
             let prices = gunzip(EMBEDDED_PRICES);
-            Catalog::from_documents("us-east-1", &types, &offerings, &prices)
+            Catalog::from_documents(region, &types, &offerings, &prices)
                 .expect("the embedded catalog is valid")
-        })
+        }))
+    }
+
+    /// The zones this catalog offers any type in.
+    pub fn all_zones(&self) -> BTreeSet<String> {
+        self.zones.values().flatten().cloned().collect()
     }
 
     pub fn spot_price(&self, instance_type: &str, zone: &str) -> Option<f64> {

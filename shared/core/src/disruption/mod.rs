@@ -92,6 +92,8 @@ pub mod budget;
 mod candidates;
 mod consolidation;
 mod drift;
+mod fleet;
+pub use fleet::{fleet_cost, FleetCost};
 #[cfg(test)]
 mod tests;
 

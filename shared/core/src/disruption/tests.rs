@@ -428,3 +428,28 @@ fn drift_is_found_for_each_changed_part_and_never_for_unknown_or_foreign_hashes(
         );
     }
 }
+
+#[test]
+fn the_fleet_cost_is_the_owned_nodes_prices_against_the_bound_of_their_pods() {
+    let mut c = Cluster::new(general("10%"));
+    c.node("n1", "m5.2xlarge", "on-demand")
+        .node("n2", "m5.2xlarge", "on-demand");
+    c.pod("a", "n1", 1000);
+    c.pod("b", "n2", 1000);
+    let catalog = Catalog::embedded();
+    let cost = fleet_cost(&c.snapshot, catalog, NOW);
+    let m5_2xlarge = catalog.on_demand["m5.2xlarge"];
+    assert_eq!(cost.nodes, 2);
+    assert!((cost.hourly - 2.0 * m5_2xlarge).abs() < 1e-9, "{cost:?}");
+    // Two 1-CPU pods fit on far less than two m5.2xlarge: the bound is positive and lower.
+    assert!(
+        cost.lower_bound > 0.0 && cost.lower_bound < cost.hourly / 2.0,
+        "{cost:?}"
+    );
+    // A node of no NodePool is not Fleetwright's: not priced, and its pods stay put.
+    let mut foreign = c.snapshot.clone();
+    foreign.nodes[1].labels.remove(NODEPOOL);
+    let cost = fleet_cost(&foreign, catalog, NOW);
+    assert_eq!(cost.nodes, 1);
+    assert!((cost.hourly - m5_2xlarge).abs() < 1e-9);
+}

@@ -83,6 +83,8 @@ pub(crate) struct PoolCtx {
     pub min_values: Vec<(String, usize)>,
     /// Resource names the pool's limits bound (besides `nodes`).
     pub limited: Vec<String>,
+    /// When no type is left: which of the pool's requirements emptied it, in which catalog.
+    pub empty: Option<String>,
 }
 
 /// A pod's constraints at one relaxation level.

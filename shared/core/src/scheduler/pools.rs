@@ -15,17 +15,80 @@ pub(crate) fn build_pools(snapshot: &Snapshot, catalog: &Catalog) -> Vec<PoolCtx
                 .get(&pool.node_class)
                 .cloned()
                 .unwrap_or_default();
-            let types = match resolved.iter().find(|(s, _)| *s == settings) {
-                Some((_, t)) => t.clone(),
+            let index = match resolved.iter().position(|(s, _)| *s == settings) {
+                Some(i) => i,
                 None => {
-                    let t = catalog.instance_types(&settings);
-                    resolved.push((settings, t.clone()));
-                    t
+                    resolved.push((settings.clone(), catalog.instance_types(&settings)));
+                    resolved.len() - 1
                 }
             };
-            pool_ctx(snapshot, pool, types)
+            let all = &resolved[index].1;
+            let mut ctx = pool_ctx(snapshot, pool, all.clone());
+            if ctx.types.is_empty() {
+                ctx.empty = Some(emptied_by(&ctx.base, all, catalog));
+            }
+            ctx
         })
         .collect()
+}
+
+/// Why no instance type is left for a pool: the first of its requirements (with those before
+/// it) that leaves none of the catalog's types with an available offering, and which region's
+/// catalog that was, with the values the catalog does have for that key.
+pub(crate) fn emptied_by(base: &Requirements, all: &[InstanceType], catalog: &Catalog) -> String {
+    let region = &catalog.region;
+    if all.is_empty() {
+        return format!("the {region} catalog has no instance type for its EC2NodeClass");
+    }
+    let mut left: Vec<&InstanceType> = all.iter().collect();
+    let mut so_far = Requirements::new();
+    for req in base.iter() {
+        so_far.add(req.clone());
+        let next: Vec<&InstanceType> = left
+            .iter()
+            .copied()
+            .filter(|t| t.requirements.intersects(&so_far).is_ok())
+            .filter(|t| t.cheapest_offering(&so_far).is_some())
+            .collect();
+        if next.is_empty() {
+            return format!(
+                "requirement {req} leaves none of the {} instance types of the {region} catalog \
+                 that its other requirements allow (values there: {})",
+                left.len(),
+                values_of(&req.key, &left)
+            );
+        }
+        left = next;
+    }
+    format!("no instance type of the {region} catalog has an available offering under [{base}]")
+}
+
+/// Up to ten values that the types offer for a label key (zones from their offerings).
+fn values_of(key: &str, types: &[&InstanceType]) -> String {
+    let mut values = std::collections::BTreeSet::new();
+    for t in types {
+        if key == crate::labels::ZONE || key == crate::labels::CAPACITY_TYPE {
+            for o in t.offerings.iter().filter(|o| o.available) {
+                values.insert(if key == crate::labels::ZONE {
+                    o.zone.clone()
+                } else {
+                    o.capacity_type.clone()
+                });
+            }
+        } else if let Some(v) = t.requirements.get(key).and_then(|r| r.any()) {
+            values.insert(v.to_string());
+        }
+    }
+    let total = values.len();
+    let mut shown: Vec<String> = values.into_iter().take(10).collect();
+    if total > 10 {
+        shown.push(format!("and {} more", total - 10));
+    }
+    if shown.is_empty() {
+        "none".to_string()
+    } else {
+        shown.join(", ")
+    }
 }
 
 pub(crate) fn pool_ctx(snapshot: &Snapshot, pool: &NodePool, all: Vec<InstanceType>) -> PoolCtx {
@@ -93,6 +156,7 @@ pub(crate) fn pool_ctx(snapshot: &Snapshot, pool: &NodePool, all: Vec<InstanceTy
         nodes_left,
         min_values,
         limited,
+        empty: None,
     }
 }
 

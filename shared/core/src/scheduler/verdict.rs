@@ -59,6 +59,12 @@ pub(crate) fn attempt(pool: &PoolCtx, pod: &Pod, reqs: &Requirements) -> Attempt
                 && pool.types[t].cheapest_offering(&joint).is_some()
         })
         .collect();
+    if let Some(empty) = &pool.empty {
+        return Attempt {
+            stage: 2,
+            reason: format!("nodepool {name:?}: {empty}"),
+        };
+    }
     if allowed.is_empty() {
         return Attempt {
             stage: 2,

@@ -62,6 +62,10 @@ pub enum Action {
         nodeclaim: String,
         instance_id: Option<String>,
         node: Option<String>,
+        /// Why it is deleted: the disruption reason it was annotated with (`underutilized`,
+        /// `empty`, `drifted`, `expired`), else `deleted` (by the interruption function, or by
+        /// hand). The terminated-NodeClaims metric is broken down by it.
+        reason: String,
     },
     /// Delete a NodeClaim (and its node) whose instance is gone: nothing to terminate.
     #[serde(rename_all = "camelCase")]

@@ -202,6 +202,9 @@ pub fn deletions(dump: &ClusterDump, claims: &[NodeClaim], now: DateTime<Utc>) -
             nodeclaim: name_of(claim),
             instance_id: provider_id(claim).and_then(instance_id).map(str::to_string),
             node,
+            reason: super::disruption::reason_of(claim)
+                .unwrap_or("deleted")
+                .to_string(),
         });
     }
     out

@@ -103,6 +103,11 @@ fn command_name(c: Command) -> &'static str {
     }
 }
 
+/// The reason of the disruption command a NodeClaim is annotated with (`underutilized`, ...).
+pub(crate) fn reason_of(claim: &NodeClaim) -> Option<&str> {
+    annotation(claim).and_then(|a| a.split('/').next())
+}
+
 fn annotation(claim: &NodeClaim) -> Option<&str> {
     claim
         .metadata

@@ -122,7 +122,7 @@ impl<C: Cloud> Tick<C> {
             } => {
                 warn!(target: TICK, nodeclaim = %nodeclaim, "nodeclaim did not register within 15m; deleting it");
                 ctx.summary.liveness_deleted.push(nodeclaim.clone());
-                self.terminate_claim(&nodeclaim, instance_id.as_deref(), ctx.summary)
+                self.terminate_claim(&nodeclaim, instance_id.as_deref(), "liveness", ctx.summary)
                     .await?;
             }
             Action::EvictForDeletion { node, pods } => {
@@ -137,8 +137,9 @@ impl<C: Cloud> Tick<C> {
                 nodeclaim,
                 instance_id,
                 node,
+                reason,
             } => {
-                self.terminate_claim(&nodeclaim, instance_id.as_deref(), ctx.summary)
+                self.terminate_claim(&nodeclaim, instance_id.as_deref(), &reason, ctx.summary)
                     .await?;
                 if let Some(node) = node {
                     executor::delete_node(self.kube.clone(), &node, true).await?;
@@ -258,7 +259,12 @@ impl<C: Cloud> Tick<C> {
         let claim = executor::create_nodeclaim(self.kube.clone(), claim).await?;
         let name = name_of(&claim);
         info!(target: TICK, nodeclaim = %name, nodepool = %nodepool, requests = %requests, instance_types = instance_types, "created nodeclaim");
-        ctx.summary.metrics.add(metrics::NODECLAIMS_CREATED, 1.0);
+        ctx.summary.metrics.add_by(
+            metrics::NODECLAIMS_CREATED,
+            metrics::REASON,
+            "provisioning",
+            1.0,
+        );
         ctx.summary.nodeclaims_created.push(name);
         ctx.created.push(claim);
         Ok(())
@@ -446,12 +452,15 @@ impl<C: Cloud> Tick<C> {
         &self,
         name: &str,
         instance_id: Option<&str>,
+        reason: &str,
         summary: &mut TickSummary,
     ) -> Result<(), RuntimeError> {
         if let Some(id) = instance_id {
             self.cloud.terminate(id).await?;
             summary.terminated.push(id.to_string());
-            summary.metrics.add(metrics::NODECLAIMS_TERMINATED, 1.0);
+            summary
+                .metrics
+                .add_by(metrics::NODECLAIMS_TERMINATED, metrics::REASON, reason, 1.0);
         }
         executor::delete_nodeclaim(self.kube.clone(), name, true).await?;
         info!(target: TICK, nodeclaim = %name, "deleted nodeclaim");
@@ -478,6 +487,12 @@ impl<C: Cloud> Tick<C> {
             let created = executor::create_nodeclaim(self.kube.clone(), &claim).await?;
             let name = name_of(&created);
             info!(target: DISRUPT, nodeclaim = %name, "created nodeclaim (replacement)");
+            ctx.summary.metrics.add_by(
+                metrics::NODECLAIMS_CREATED,
+                metrics::REASON,
+                "disruption",
+                1.0,
+            );
             ctx.summary.nodeclaims_created.push(name.clone());
             command = format!("{command}/{name}");
             ctx.created.push(created);

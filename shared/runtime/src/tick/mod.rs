@@ -17,7 +17,7 @@ mod execute;
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Timelike, Utc};
 use fleetwright_cloud::unavailable::UnavailableOfferings;
 use fleetwright_cloud::Cloud;
 use fleetwright_core::{schedule, Catalog, Plan, ScheduleOptions, Snapshot};
@@ -254,6 +254,9 @@ impl<C: Cloud> Tick<C> {
         }
         self.resolve_node_classes(ctx.dump, snapshot, ctx.now).await;
         let catalog = self.cloud.catalog(ctx.now).await?;
+        if ctx.now.minute().is_multiple_of(FLEET_COST_MINUTES) {
+            record_fleet_cost(snapshot, &catalog, ctx);
+        }
         let started = std::time::Instant::now();
         let plan = fleetwright_core::disruption::plan(snapshot, &catalog, ctx.now.timestamp());
         debug!(
@@ -339,6 +342,28 @@ impl<C: Cloud> Tick<C> {
             .flatten();
         (said, pending)
     }
+}
+
+/// The fleet's cost against the LP bound is measured on ticks in minutes divisible by this (a
+/// plan of the whole workload from scratch: cheap, but not free at 50,000 pods).
+const FLEET_COST_MINUTES: u32 = 5;
+
+/// Sets the fleet-cost gauges: the owned fleet's hourly cost and the LP bound on its workload.
+fn record_fleet_cost(snapshot: &Snapshot, catalog: &Catalog, ctx: &mut Applied<'_>) {
+    let cost = fleetwright_core::disruption::fleet_cost(snapshot, catalog, ctx.now.timestamp());
+    debug!(
+        nodes = cost.nodes,
+        hourly = cost.hourly,
+        lower_bound = cost.lower_bound,
+        "fleet cost"
+    );
+    let metrics = &mut ctx.summary.metrics;
+    metrics.set(metrics::FLEET_HOURLY_COST, cost.hourly, metrics::Unit::None);
+    metrics.set(
+        metrics::FLEET_LOWER_BOUND,
+        cost.lower_bound,
+        metrics::Unit::None,
+    );
 }
 
 /// The phases of a tick: how long each took (at debug level), and the first error.

@@ -1,0 +1,14 @@
+// Placeholder `cargo lambda build` output for the tests: the code is packaged, not compared.
+
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+export function codeDirectory(): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleetwright-cdk-'));
+  for (const fn of ['tick', 'interruption', 'webhook']) {
+    fs.mkdirSync(path.join(dir, fn));
+    fs.writeFileSync(path.join(dir, fn, 'bootstrap'), '#!/bin/sh\n');
+  }
+  return dir;
+}

@@ -1,0 +1,59 @@
+//! What the fleet Fleetwright owns costs an hour, against the LP lower bound of its workload:
+//! the figure of the dashboard's cost panel. The bound is planned from scratch, as if every pod
+//! on an owned node were pending and no owned node existed.
+
+use serde::Serialize;
+
+use super::candidates::Prices;
+use crate::model::Snapshot;
+use crate::scheduler::{schedule, ScheduleOptions};
+use crate::Catalog;
+
+/// The owned fleet's hourly cost and the LP lower bound on its workload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetCost {
+    /// Owned nodes (those of a NodePool) with a known price.
+    pub nodes: usize,
+    pub hourly: f64,
+    pub lower_bound: f64,
+}
+
+/// The owned fleet's cost at `now`.
+pub fn fleet_cost(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> FleetCost {
+    let prices = Prices::new(catalog);
+    let owned: Vec<&crate::model::Node> = snapshot
+        .nodes
+        .iter()
+        .filter(|n| n.nodepool().is_some())
+        .collect();
+    let priced: Vec<f64> = owned.iter().filter_map(|n| prices.of(&n.labels)).collect();
+    let mut scratch = snapshot.clone();
+    let owned_names: std::collections::BTreeSet<&str> =
+        owned.iter().map(|n| n.name.as_str()).collect();
+    scratch.pods.retain(|p| !p.terminal && !p.is_daemonset());
+    for pod in &mut scratch.pods {
+        if pod
+            .node_name
+            .as_deref()
+            .is_some_and(|n| owned_names.contains(n))
+        {
+            pod.node_name = None;
+        }
+    }
+    scratch.nodes.retain(|n| n.nodepool().is_none());
+    scratch.nodeclaims.clear();
+    let plan = schedule(
+        &scratch,
+        catalog,
+        &ScheduleOptions {
+            now,
+            ..Default::default()
+        },
+    );
+    FleetCost {
+        nodes: priced.len(),
+        hourly: priced.iter().sum(),
+        lower_bound: plan.cost.lower_bound,
+    }
+}
