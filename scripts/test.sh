@@ -45,8 +45,9 @@ trap cleanup EXIT
 
 # The venvs (moto, cargo-lambda, cfn-lint/SAM) and the arm64 check's toolchain install in the
 # background while cargo compiles; their logs are printed if they fail.
-stage "tools (in the background): scripts/setup-test-tools.sh, scripts/build-functions.sh --setup-check"
-( scripts/setup-test-tools.sh && scripts/build-functions.sh --setup-check ) >target/setup-tools.log 2>&1 &
+stage "tools (in the background): scripts/setup-test-tools.sh, scripts/build-functions.sh --setup-check, scripts/control-plane.sh build"
+( scripts/setup-test-tools.sh && scripts/build-functions.sh --setup-check \
+    && scripts/control-plane.sh build ) >target/setup-tools.log 2>&1 &
 tools_pid=$!
 
 stage "cargo fmt --all -- --check"
@@ -92,6 +93,13 @@ cargo test --workspace --all-targets --all-features
 # them all on. Build and lint that CLI too, and run the test of what it says without AWS.
 stage "the CLI with default features, as README command 1 builds it: cargo test -p fleetwright-cli --test replay"
 cargo test -p fleetwright-cli --test replay
+
+# The real control plane (kube-apiserver, etcd, controller-manager, scheduler, kwok; built from
+# the Go module proxy by the tools job above) and the tests that need it, under the RBAC
+# `fleetwright manifests` grants. Same features as the test run, so nothing is rebuilt.
+stage "the real control plane: scripts/control-plane.sh run ... cargo test --test control_plane -- --ignored"
+scripts/control-plane.sh run target/control-plane -- \
+    cargo test --workspace --all-features --test control_plane -- --ignored --test-threads 1
 
 stage "scripts/e2e.sh (the local stack: moto, cargo lambda watch, the Kubernetes API fake)"
 scripts/e2e.sh

@@ -400,8 +400,24 @@ impl Requirements {
     /// Karpenter's `Compatible`: like [`Requirements::intersects`], and in addition every custom
     /// (not well-known) label that `incoming` needs to exist must be defined here.
     pub fn compatible(&self, incoming: &Requirements) -> Result<(), Incompatibility> {
+        self.compatible_with(incoming, true)
+    }
+
+    /// Karpenter's `Compatible` with no options, for a node that exists: every key `incoming`
+    /// requires a value of must be one of the node's labels, well-known or not, as kube-scheduler
+    /// matches them. A node group's node without `karpenter.sh/capacity-type` takes no pod that
+    /// selects a capacity type.
+    pub fn compatible_with_labels(&self, incoming: &Requirements) -> Result<(), Incompatibility> {
+        self.compatible_with(incoming, false)
+    }
+
+    fn compatible_with(
+        &self,
+        incoming: &Requirements,
+        allow_undefined_well_known: bool,
+    ) -> Result<(), Incompatibility> {
         for req in incoming.iter() {
-            if is_well_known(&req.key) || self.has_key(&req.key) {
+            if (allow_undefined_well_known && is_well_known(&req.key)) || self.has_key(&req.key) {
                 continue;
             }
             if matches!(req.operator(), Operator::NotIn | Operator::DoesNotExist)

@@ -709,3 +709,28 @@ fn a_joined_node_and_its_unregistered_claim_count_once() {
     assert_eq!(plan.existing.len(), 1, "{:?}", plan.existing);
     assert_eq!(plan.nodeclaims.len(), 1, "{:?}", plan.nodeclaims);
 }
+
+/// Found against a real kube-scheduler: a node group's node (no `karpenter.sh/*` labels) had
+/// room, and the plan put a pod selecting `karpenter.sh/nodepool` (or a capacity type) on it, so
+/// nothing was launched while kube-scheduler, matching labels, left the pod pending. An existing
+/// node takes a pod only if its labels satisfy the pod's selectors, well-known keys included.
+#[test]
+fn an_existing_node_without_a_selected_well_known_label_takes_no_such_pod() {
+    for (key, value) in [(NODEPOOL, "default"), (CAPACITY_TYPE, "spot")] {
+        let mut p = pod("selective", 1000, 512);
+        p.node_selector.insert(key.to_string(), value.to_string());
+        let mut snap = snapshot(vec![p], vec![pool("default")]);
+        let mut group_node = node("ng-1", "us-east-1a", "m5.2xlarge", 8000, 32 * 1024);
+        group_node.labels.remove(CAPACITY_TYPE);
+        snap.nodes.push(group_node);
+        let planned = plan(&snap);
+        assert!(planned.existing.is_empty(), "{key}: {:?}", planned.existing);
+        assert_eq!(planned.nodeclaims.len(), 1, "{key}");
+        // With the label, the node takes it.
+        let mut labelled = snap.clone();
+        labelled.nodes[0]
+            .labels
+            .insert(key.to_string(), value.to_string());
+        assert_eq!(plan(&labelled).existing.len(), 1, "{key}");
+    }
+}

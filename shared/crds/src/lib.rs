@@ -495,9 +495,55 @@ pub struct Condition {
 }
 
 /// The three CRDs Fleetwright reads and writes, as `kubectl apply` takes them.
+///
+/// The Rust types keep `nodeClassRef` and `requirements` optional, so that dumps and legacy
+/// objects still parse; the schemas require them, as Karpenter's CRDs do, so the API server
+/// refuses a NodePool template or a NodeClaim without them (found against a real
+/// kube-apiserver: with only the types' schema it accepted both).
 pub fn definitions() -> Vec<CustomResourceDefinition> {
     use kube::CustomResourceExt;
-    vec![NodePool::crd(), NodeClaim::crd(), EC2NodeClass::crd()]
+    let mut pool = NodePool::crd();
+    require(
+        &mut pool,
+        &["spec", "template", "spec"],
+        &["nodeClassRef", "requirements"],
+    );
+    let mut claim = NodeClaim::crd();
+    require(&mut claim, &["spec"], &["nodeClassRef", "requirements"]);
+    vec![pool, claim, EC2NodeClass::crd()]
+}
+
+/// Marks `fields` of the object at `path` (under the root's `properties`) required in every
+/// version's schema, and drops their defaults (a default would fill a missing field in before
+/// validation) and those of the objects along the path (the API server refuses a CRD whose
+/// default would break its own schema).
+fn require(crd: &mut CustomResourceDefinition, path: &[&str], fields: &[&str]) {
+    for version in &mut crd.spec.versions {
+        let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
+            continue;
+        };
+        let mut node = schema;
+        for step in path {
+            let Some(next) = node.properties.as_mut().and_then(|p| p.get_mut(*step)) else {
+                return;
+            };
+            next.default = None;
+            node = next;
+        }
+        let required = node.required.get_or_insert_with(Vec::new);
+        for field in fields {
+            if !required.iter().any(|r| r == field) {
+                required.push(field.to_string());
+            }
+            if let Some(property) = node.properties.as_mut().and_then(|p| p.get_mut(*field)) {
+                property.default = None;
+            }
+        }
+    }
 }
 
 /// The CRDs as one multi-document YAML stream.

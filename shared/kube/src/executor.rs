@@ -18,8 +18,10 @@ pub use crate::objects::{
 };
 use crate::objects::{is_critical, pod_key};
 
-/// Conflicting updates are retried this many times before giving up.
-pub const CONFLICT_RETRIES: usize = 5;
+/// Conflicting updates are retried this many times before giving up, each after a short random
+/// pause ([`crate::retry::conflict_pause`]): against a real API server, eight writers re-reading
+/// in lockstep lost more than five rounds in a row.
+pub const CONFLICT_RETRIES: usize = 10;
 
 pub(crate) fn api_error(kind: &str, e: kube::Error) -> KubeError {
     KubeError::Api {
@@ -122,6 +124,7 @@ where
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Update::Gone),
             Err(kube::Error::Api(e)) if e.code == 409 => {
                 tracing::debug!(kind, name, attempt, "conflict writing; re-reading");
+                tokio::time::sleep(crate::retry::conflict_pause(attempt)).await;
             }
             Err(e) if crate::retry::transient(&e) && transient_left > 0 => {
                 tracing::warn!(kind, name, error = %e, pause_ms = pause.as_millis() as u64, "transient API error writing; re-reading and retrying");

@@ -33,6 +33,21 @@ pub fn first_pause() -> Duration {
     Duration::from_millis(FIRST_PAUSE_MS.load(Ordering::Relaxed))
 }
 
+/// The pause before re-reading after a 409 on attempt `attempt` (from 0): a random share of
+/// 5 ms doubled per attempt, at most 160 ms, so writers that met in one round spread out in the
+/// next. Zero when [`set_first_pause`] set zero (the simulator's in-memory API server).
+pub fn conflict_pause(attempt: usize) -> Duration {
+    if first_pause().is_zero() {
+        return Duration::ZERO;
+    }
+    let ceiling = 5u64 << attempt.min(5);
+    // Jitter only: the clock's nanoseconds are random enough to break a tie.
+    let noise = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()));
+    Duration::from_millis(noise % (ceiling + 1))
+}
+
 /// How long a client waits to connect, and for each response: a hung call fails well inside a
 /// Lambda's timeout instead of running into it.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -213,7 +213,13 @@ impl<'c, 'a> Run<'c, 'a> {
         let mut reqs: Option<Requirements> = None;
         let mut changed: Vec<String> = Vec::new();
         if !variant.reqs.is_empty() {
-            bin.reqs.compatible(&variant.reqs).ok()?;
+            // A node that exists is matched by its labels, as kube-scheduler does; a pool's or
+            // an in-flight claim's undefined well-known labels are still open.
+            if bin.pool.is_none() && !bin.inflight {
+                bin.reqs.compatible_with_labels(&variant.reqs).ok()?;
+            } else {
+                bin.reqs.compatible(&variant.reqs).ok()?;
+            }
             if bin.pool.is_some() {
                 let joint = bin.reqs.intersection(&variant.reqs);
                 changed = variant

@@ -13,7 +13,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
-use fleetwright_core::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODEPOOL, ZONE};
+use fleetwright_core::labels::{
+    ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODEPOOL, REGION, ZONE,
+};
 use fleetwright_core::model::{tolerates_all, TaintEffect};
 use fleetwright_core::InstanceType;
 use fleetwright_kube::convert;
@@ -374,6 +376,18 @@ impl Cluster {
         labels[ZONE] = json!(i.zone);
         labels[CAPACITY_TYPE] = json!(i.capacity_type);
         labels[NODEPOOL] = json!(instance.nodepool());
+        // What a kubelet and the cloud node manager label every node with.
+        labels["kubernetes.io/os"] = json!("linux");
+        if let Some(region) = fleetwright_core::region::of_zone(&i.zone) {
+            labels[REGION] = json!(region);
+        }
+        if let Some(arch) = self
+            .types
+            .get(&i.instance_type)
+            .and_then(|t| t.requirements.get(ARCH).and_then(|r| r.any()))
+        {
+            labels[ARCH] = json!(arch);
+        }
         let mut taints: Vec<Value> = claim["spec"]["taints"]
             .as_array()
             .cloned()

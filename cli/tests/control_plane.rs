@@ -1,0 +1,706 @@
+//! Against a real control plane (kube-apiserver, etcd, kube-controller-manager, kube-scheduler
+//! and kwok, built from upstream sources by scripts/control-plane.sh): the CRDs and
+//! `fleetwright manifests` apply, the API server refuses invalid objects, the RBAC the manifests
+//! grant is enough for a whole tick and an interruption run under Fleetwright's own identity,
+//! pagination, Lease races, NodeClaim status and finalizers, drains through the Eviction API
+//! with the PDB controller's real status, Events, and the state ConfigMap under concurrent
+//! writers.
+//!
+//! They need the control plane, so they are ignored by a plain `cargo test`; run them with
+//!
+//! ```sh
+//! scripts/control-plane.sh run target/control-plane -- \
+//!     cargo test -p fleetwright-cli --test control_plane -- --ignored --test-threads 1
+//! ```
+//!
+//! which sets `KUBECONFIG` (an admin, for the fixtures) and `FLEETWRIGHT_KUBECONFIG` (the
+//! `fleetwright` user in the group the manifests bind: the identity every call under test uses).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use fleetwright_kube::crds::NodeClaim;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
+};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+async fn client(variable: &str) -> Client {
+    // The product's log lines, shown with a failing test's output (RUST_LOG to change).
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,kube=warn,hyper=warn".into()),
+        )
+        .with_test_writer()
+        .try_init();
+    fleetwright_kube::client::install_crypto_provider();
+    let path = std::env::var(variable)
+        .unwrap_or_else(|_| panic!("{variable} is unset: run under scripts/control-plane.sh run"));
+    let kubeconfig = Kubeconfig::read_from(&path).expect("a kubeconfig");
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .expect("a client configuration");
+    // As the functions configure theirs: timeouts, and no retry of a PDB's 429 on an eviction.
+    fleetwright_kube::retry::bound(&mut config);
+    Client::try_from(config).expect("a client")
+}
+
+async fn admin() -> Client {
+    client("KUBECONFIG").await
+}
+
+/// The `fleetwright` user, bound only by the manifests' RBAC.
+async fn fleetwright() -> Client {
+    client("FLEETWRIGHT_KUBECONFIG").await
+}
+
+fn resource(object: &Value) -> (ApiResource, bool) {
+    let (group, version) = match object["apiVersion"].as_str().unwrap().split_once('/') {
+        Some((g, v)) => (g.to_string(), v.to_string()),
+        None => (
+            String::new(),
+            object["apiVersion"].as_str().unwrap().to_string(),
+        ),
+    };
+    let kind = object["kind"].as_str().unwrap();
+    let (plural, namespaced) = match kind {
+        "CustomResourceDefinition" => ("customresourcedefinitions", false),
+        "Namespace" => ("namespaces", false),
+        "ClusterRole" => ("clusterroles", false),
+        "ClusterRoleBinding" => ("clusterrolebindings", false),
+        "Role" => ("roles", true),
+        "RoleBinding" => ("rolebindings", true),
+        "NodePool" => ("nodepools", false),
+        "NodeClaim" => ("nodeclaims", false),
+        "EC2NodeClass" => ("ec2nodeclasses", false),
+        "MutatingWebhookConfiguration" => ("mutatingwebhookconfigurations", false),
+        other => panic!("no resource for kind {other}"),
+    };
+    let gvk = GroupVersionKind::gvk(&group, &version, kind);
+    (ApiResource::from_gvk_with_plural(&gvk, plural), namespaced)
+}
+
+/// Server-side apply of one object (idempotent across tests).
+async fn apply(client: &Client, object: &Value) -> Result<(), kube::Error> {
+    let (resource, namespaced) = resource(object);
+    let name = object["metadata"]["name"].as_str().unwrap();
+    let api: Api<DynamicObject> = if namespaced {
+        let ns = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default");
+        Api::namespaced_with(client.clone(), ns, &resource)
+    } else {
+        Api::all_with(client.clone(), &resource)
+    };
+    let object: DynamicObject = serde_json::from_value(object.clone()).unwrap();
+    api.patch(
+        name,
+        &PatchParams::apply("fleetwright-tests").force(),
+        &Patch::Apply(&object),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// `fleetwright manifests` (CRDs, namespace, RBAC) applied as admin, and the CRDs established.
+/// The webhook configuration is left out: its URL is a Lambda's, unreachable here.
+async fn setup() -> Client {
+    let admin = admin().await;
+    let out = common::fleetwright(&[
+        "manifests",
+        "--function-url",
+        "https://abcdefghijklmnopqrstuvwxyz012345.lambda-url.us-east-1.on.aws/",
+        "--token",
+        "0123456789abcdef0123456789abcdef",
+        "--cluster-name",
+        "control-plane",
+    ]);
+    let text = common::success(&out);
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let object: Value = serde::Deserialize::deserialize(doc).unwrap();
+        if object.is_null() || object["kind"] == "MutatingWebhookConfiguration" {
+            continue;
+        }
+        apply(&admin, &object).await.unwrap_or_else(|e| {
+            panic!(
+                "applying {} {}: {e}",
+                object["kind"], object["metadata"]["name"]
+            )
+        });
+    }
+    for crd in [
+        "nodepools.karpenter.sh",
+        "nodeclaims.karpenter.sh",
+        "ec2nodeclasses.karpenter.k8s.aws",
+    ] {
+        wait_for(|| async {
+            let api: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+                Api::all(admin.clone());
+            let crd = api.get(crd).await.ok()?;
+            crd.status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(())
+        })
+        .await
+        .unwrap_or_else(|| panic!("CRD {crd} not established"));
+    }
+    admin
+}
+
+async fn wait_for<T, F, Fut>(mut probe: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = std::time::Instant::now();
+    while start.elapsed() < WAIT {
+        if let Some(v) = probe().await {
+            return Some(v);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    None
+}
+
+fn nodepool(name: &str) -> Value {
+    json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
+        "spec": {"template": {"spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m5.xlarge"]},
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}]}},
+            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s"}}})
+}
+
+fn nodeclass() -> Value {
+    json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+        "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}], "role": "node-role",
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "control-plane"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "control-plane"}}]}})
+}
+
+fn api_code(e: &kube::Error) -> u16 {
+    match e {
+        kube::Error::Api(r) => r.code,
+        other => panic!("not an API error: {other}"),
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the control plane: scripts/control-plane.sh run DIR -- cargo test ... -- --ignored"]
+async fn the_crds_and_manifests_apply_and_the_apiserver_refuses_invalid_objects() {
+    let admin = setup().await;
+    apply(&admin, &nodeclass()).await.unwrap();
+    apply(&admin, &nodepool("valid")).await.unwrap();
+    // Karpenter's own v1 example applies unchanged.
+    let example = std::fs::read_to_string(common::fixture("v1-general-purpose.yaml")).unwrap();
+    for doc in serde_yaml::Deserializer::from_str(&example) {
+        let object: Value = serde::Deserialize::deserialize(doc).unwrap();
+        if object["kind"] == "NodePool" || object["kind"] == "EC2NodeClass" {
+            apply(&admin, &object)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+    let mut bad_operator = nodepool("bad-operator");
+    bad_operator["spec"]["template"]["spec"]["requirements"][0]["operator"] = json!("Within");
+    let e = apply(&admin, &bad_operator).await.unwrap_err();
+    assert_eq!(api_code(&e), 422, "{e}");
+    assert!(e.to_string().contains("operator"), "{e}");
+    let mut no_class = nodepool("no-class");
+    no_class["spec"]["template"]["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("nodeClassRef");
+    let e = apply(&admin, &no_class).await.unwrap_err();
+    assert_eq!(api_code(&e), 422, "{e}");
+    assert!(e.to_string().contains("nodeClassRef"), "{e}");
+    let claim = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "no-requirements"}, "spec": {"nodeClassRef":
+            {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}});
+    let e = apply(&admin, &claim).await.unwrap_err();
+    assert_eq!(api_code(&e), 422, "{e}");
+    assert!(e.to_string().contains("requirements"), "{e}");
+}
+
+#[tokio::test]
+#[ignore = "needs the control plane: scripts/control-plane.sh run DIR -- cargo test ... -- --ignored"]
+async fn rbac_is_on_and_fleetwright_may_do_only_what_the_manifests_grant() {
+    setup().await;
+    let fw = fleetwright().await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::all(fw.clone());
+    let e = secrets.list(&ListParams::default()).await.unwrap_err();
+    assert_eq!(api_code(&e), 403, "{e}");
+    let nodes: Api<Node> = Api::all(fw.clone());
+    nodes.list(&ListParams::default()).await.unwrap();
+    // The snapshot every tick starts from, read under Fleetwright's identity.
+    fleetwright_kube::snapshot::SnapshotReader::new(fw)
+        .read_dump()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+#[ignore = "needs the control plane: scripts/control-plane.sh run DIR -- cargo test ... -- --ignored"]
+async fn the_snapshot_reader_pages_through_real_continue_tokens() {
+    let admin = setup().await;
+    let ns = &format!("paging-{}", std::process::id());
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
+    let _ = namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), ns);
+    for i in 0..23 {
+        let pod = json!({"metadata": {"name": format!("p-{i:02}"), "namespace": ns},
+            "spec": {"containers": [{"name": "c", "image": "pause"}],
+                "nodeSelector": {"no-such-node": "true"}}});
+        match pods
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(pod).unwrap(),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if api_code(&e) == 409 => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    // Karpenter (and the reader) count a pending pod once kube-scheduler has marked it
+    // unschedulable; wait for all of them.
+    wait_for(|| async {
+        let listed = pods.list(&ListParams::default()).await.ok()?.items;
+        let marked = listed.iter().filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c.type_ == "PodScheduled" && c.status == "False")
+                })
+        });
+        (marked.count() == 23).then_some(())
+    })
+    .await
+    .expect("kube-scheduler marked every pod unschedulable");
+    let dump = fleetwright_kube::snapshot::SnapshotReader::new(fleetwright().await)
+        .with_page_size(5)
+        .read_dump()
+        .await
+        .unwrap();
+    let paged = dump
+        .slim_pods
+        .iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
+        .count();
+    assert_eq!(paged, 23, "every pod, through pages of 5");
+}
+
+#[tokio::test]
+#[ignore = "needs the control plane: scripts/control-plane.sh run DIR -- cargo test ... -- --ignored"]
+async fn two_ticks_racing_for_the_lease_leave_exactly_one_holder() {
+    setup().await;
+    let fw = fleetwright().await;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let term = Duration::from_secs(55);
+    let name = format!("race-{}", std::process::id());
+    for round in 0..5 {
+        let lease = format!("{name}-{round}");
+        let (a, b) = tokio::join!(
+            fleetwright_kube::lease::try_acquire(
+                fw.clone(),
+                "karpenter",
+                &lease,
+                "tick-a",
+                term,
+                now
+            ),
+            fleetwright_kube::lease::try_acquire(
+                fw.clone(),
+                "karpenter",
+                &lease,
+                "tick-b",
+                term,
+                now
+            ),
+        );
+        let held = [a.unwrap(), b.unwrap()];
+        assert_eq!(
+            held.iter().filter(|g| g.is_some()).count(),
+            1,
+            "round {round}"
+        );
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the control plane: scripts/control-plane.sh run DIR -- cargo test ... -- --ignored"]
+async fn a_nodeclaim_is_created_its_status_written_and_its_finalizer_holds_its_deletion() {
+    let admin = setup().await;
+    apply(&admin, &nodeclass()).await.unwrap();
+    let fw = fleetwright().await;
+    let claim: NodeClaim = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"generateName": "default-", "labels": {"karpenter.sh/nodepool": "default"},
+            "finalizers": ["karpenter.sh/termination"]},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}]}}))
+    .unwrap();
+    let created = fleetwright_kube::executor::create_nodeclaim(fw.clone(), &claim)
+        .await
+        .unwrap();
+    let name = created.metadata.name.clone().unwrap();
+    fleetwright_kube::executor::update_nodeclaim_status(fw.clone(), &name, |current| {
+        let mut status = current.status.clone().unwrap_or_default();
+        status.provider_id = Some("aws:///us-east-1a/i-0123456789abcdef0".into());
+        Some(status)
+    })
+    .await
+    .unwrap();
+    let api: Api<NodeClaim> = Api::all(admin.clone());
+    let read = api.get(&name).await.unwrap();
+    assert_eq!(
+        read.status.unwrap().provider_id.as_deref(),
+        Some("aws:///us-east-1a/i-0123456789abcdef0"),
+        "the status subresource took the write"
+    );
+    fleetwright_kube::executor::delete_nodeclaim(fw.clone(), &name, false)
+        .await
+        .unwrap();
+    let held = api.get(&name).await.unwrap();
+    assert!(
+        held.metadata.deletion_timestamp.is_some(),
+        "the finalizer holds it"
+    );
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert!(
+        wait_for(|| async { api.get_opt(&name).await.unwrap().is_none().then_some(()) })
+            .await
+            .is_some(),
+        "gone once the finalizer is removed"
+    );
+}
+
+/// A Node kwok keeps Ready (it runs the pods bound to it).
+fn kwok_node(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}},
+        "spec": {},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}})
+}
+
+async fn ensure_node(admin: &Client, name: &str) {
+    let nodes: Api<Node> = Api::all(admin.clone());
+    match nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(kwok_node(name)).unwrap(),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(e) if api_code(&e) == 409 => {}
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the control plane: scripts/control-plane.sh run DIR -- cargo test ... -- --ignored"]
+async fn a_drain_waits_for_the_pdb_the_controller_manager_computes_then_evicts() {
+    let admin = setup().await;
+    let ns = &format!("drain-{}", std::process::id());
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
+    let _ = namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await;
+    let node = format!("kwok-{ns}");
+    ensure_node(&admin, &node).await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), ns);
+    for i in 0..2 {
+        let pod = json!({"metadata": {"name": format!("web-{i}"), "namespace": ns, "labels": {"app": "web"}},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "pause"}],
+                "tolerations": [{"operator": "Exists"}]}});
+        let _ = pods
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(pod).unwrap(),
+            )
+            .await;
+    }
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(admin.clone(), ns);
+    let pdb = json!({"metadata": {"name": "web", "namespace": ns},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}});
+    let _ = pdbs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(pdb).unwrap(),
+        )
+        .await;
+    // kwok runs the pods; the disruption controller sees both healthy and allows nothing.
+    let healthy = wait_for(|| async {
+        let status = pdbs.get("web").await.ok()?.status?;
+        (status.current_healthy == 2).then_some(status.disruptions_allowed)
+    })
+    .await
+    .expect("the PDB controller counted both pods healthy (kwok made them Ready)");
+    assert_eq!(healthy, 0);
+    let fw = fleetwright().await;
+    let running: Vec<Pod> = pods.list(&ListParams::default()).await.unwrap().items;
+    let outcome = fleetwright_kube::executor::drain(fw.clone(), &running)
+        .await
+        .unwrap();
+    assert!(outcome.evicted.is_empty(), "{outcome:?}");
+    assert_eq!(outcome.blocked.len(), 2, "{outcome:?}");
+    pdbs.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"minAvailable": 1}})),
+    )
+    .await
+    .unwrap();
+    wait_for(|| async {
+        let status = pdbs.get("web").await.ok()?.status?;
+        (status.disruptions_allowed == 1).then_some(())
+    })
+    .await
+    .expect("the PDB allows one");
+    let outcome = fleetwright_kube::executor::drain(fw, &running)
+        .await
+        .unwrap();
+    assert_eq!(outcome.evicted.len(), 1, "{outcome:?}");
+    assert_eq!(outcome.blocked.len(), 1, "{outcome:?}");
+}
+
+#[tokio::test]
+#[ignore = "needs the control plane: scripts/control-plane.sh run DIR -- cargo test ... -- --ignored"]
+async fn events_are_recorded_under_fleetwrights_identity() {
+    let admin = setup().await;
+    ensure_node(&admin, "kwok-events").await;
+    let node = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some("kwok-events".into()),
+        ..Default::default()
+    };
+    fleetwright_kube::executor::record_event(
+        fleetwright().await,
+        &node,
+        false,
+        "DisruptionBlocked",
+        "a test event",
+        k8s_openapi::jiff::Timestamp::now(),
+    )
+    .await
+    .unwrap();
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin, "default");
+    let found = events
+        .list(&ListParams::default().fields("involvedObject.name=kwok-events"))
+        .await
+        .unwrap();
+    assert!(found
+        .items
+        .iter()
+        .any(|e| e.reason.as_deref() == Some("DisruptionBlocked")));
+}
+
+#[tokio::test]
+#[ignore = "needs the control plane: scripts/control-plane.sh run DIR -- cargo test ... -- --ignored"]
+async fn the_state_configmap_keeps_every_concurrent_writers_update() {
+    setup().await;
+    let fw = fleetwright().await;
+    let key = format!("concurrent-{}", std::process::id());
+    let writers = (0..8).map(|i| {
+        let (fw, key) = (fw.clone(), key.clone());
+        tokio::spawn(async move {
+            fleetwright_kube::state::modify(
+                fw,
+                "karpenter",
+                &key,
+                |current: Option<BTreeMap<String, u32>>| {
+                    let mut map = current.unwrap_or_default();
+                    map.insert(format!("writer-{i}"), i);
+                    map
+                },
+            )
+            .await
+        })
+    });
+    for w in futures_join(writers.collect()).await {
+        w.unwrap();
+    }
+    let all: BTreeMap<String, u32> = fleetwright_kube::state::load(fw, "karpenter", &key)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(all.len(), 8, "{all:?}");
+    let _ = Api::<ConfigMap>::namespaced(admin().await, "karpenter")
+        .delete("unused", &DeleteParams::default())
+        .await;
+}
+
+/// Nudges go nowhere: the test runs the tick itself.
+#[derive(Clone)]
+struct NoNudge;
+
+impl fleetwright_runtime::nudge::Nudge for NoNudge {
+    async fn nudge(
+        &self,
+        _detail_type: &str,
+        _detail: Value,
+    ) -> Result<(), fleetwright_cloud::CloudError> {
+        Ok(())
+    }
+}
+
+async fn futures_join<T>(
+    handles: Vec<tokio::task::JoinHandle<Result<T, fleetwright_kube::KubeError>>>,
+) -> Vec<Result<T, fleetwright_kube::KubeError>> {
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.expect("the writer ran"));
+    }
+    out
+}
+
+#[tokio::test]
+#[ignore = "needs the control plane: scripts/control-plane.sh run DIR -- cargo test ... -- --ignored"]
+async fn a_whole_tick_and_an_interruption_run_under_the_manifests_rbac() {
+    let admin = setup().await;
+    apply(&admin, &nodeclass()).await.unwrap();
+    apply(&admin, &nodepool("default")).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    let pod = json!({"metadata": {"name": "inflate-0", "namespace": "default", "labels": {"app": "inflate"}},
+        "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}],
+            "nodeSelector": {"karpenter.sh/nodepool": "default"}}});
+    let _ = pods
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(pod).unwrap(),
+        )
+        .await;
+    // The scheduler finds no node and marks it Unschedulable, as it does before Karpenter acts.
+    wait_for(|| async {
+        let p = pods.get("inflate-0").await.ok()?;
+        let unschedulable = p
+            .status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "PodScheduled" && c.status == "False");
+        unschedulable.then_some(())
+    })
+    .await
+    .expect("kube-scheduler marked the pod unschedulable");
+
+    let catalog = Arc::new(fleetwright_core::Catalog::embedded().clone());
+    let cloud = Arc::new(fleetwright_sim::SimCloud::new("control-plane", catalog));
+    let settings = fleetwright_runtime::settings::Settings::from_lookup(|k| match k {
+        "FLEETWRIGHT_CLUSTER_NAME" => Some("control-plane".into()),
+        _ => None,
+    })
+    .unwrap();
+    let fw = fleetwright().await;
+    let tick = fleetwright_runtime::tick::Tick::new(cloud.clone(), fw.clone(), settings.clone());
+    let first = tick.run(Utc::now(), "cp-1").await.unwrap();
+    assert!(first.failures.is_empty(), "{:?}", first.failures);
+    assert_eq!(first.nodeclaims_created.len(), 1, "{first:?}");
+    assert_eq!(first.launched.len(), 1, "{first:?}");
+    let launched = &first.launched[0];
+
+    // The instance's kubelet joins: a Node with the instance's providerID, which kwok keeps Ready.
+    let node_name = format!("ip-{}.ec2.internal", launched.instance_id);
+    let mut node = kwok_node(&node_name);
+    node["spec"]["providerID"] =
+        json!(format!("aws:///{}/{}", launched.zone, launched.instance_id));
+    node["spec"]["taints"] = json!([{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]);
+    node["metadata"]["labels"]["karpenter.sh/nodepool"] = json!("default");
+    Api::<Node>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(node).unwrap(),
+        )
+        .await
+        .unwrap();
+    let registered = wait_for(|| async {
+        let s = tick.run(Utc::now(), "cp-2").await.ok()?;
+        assert!(s.failures.is_empty(), "{:?}", s.failures);
+        (!s.registered.is_empty() || !s.initialized.is_empty()).then_some(s)
+    })
+    .await
+    .expect("the tick registered the node");
+    assert!(registered.failures.is_empty());
+    // The real scheduler binds the pod once the node is registered and Ready.
+    wait_for(|| async {
+        pods.get("inflate-0")
+            .await
+            .ok()?
+            .spec?
+            .node_name
+            .filter(|n| *n == node_name)
+    })
+    .await
+    .expect("kube-scheduler bound the pod to the new node");
+
+    // A spot-style interruption of that instance, handled under the same identity.
+    let nudges = NoNudge;
+    let interruption = fleetwright_runtime::interruption::Interruption::new(
+        cloud.clone(),
+        fw.clone(),
+        nudges,
+        settings,
+    );
+    let event = json!({"version": "0", "id": "cp-spot", "detail-type": "EC2 Instance State-change Notification",
+        "source": "aws.ec2", "account": "123456789012", "time": Utc::now().to_rfc3339(), "region": "us-east-1",
+        "resources": [], "detail": {"instance-id": launched.instance_id, "state": "stopping"}});
+    let event = serde_json::from_value(event).unwrap();
+    let mut metrics = fleetwright_runtime::metrics::Metrics::default();
+    interruption
+        .handle_event(&event, Utc::now(), &mut metrics)
+        .await
+        .unwrap();
+    let claims: Api<NodeClaim> = Api::all(admin.clone());
+    let claim = claims.get(&first.nodeclaims_created[0]).await.unwrap();
+    assert!(
+        claim.metadata.deletion_timestamp.is_some(),
+        "the interruption deleted the NodeClaim"
+    );
+    // kube-controller-manager's ReplicaSet would replace the pod; here the tick finishes the
+    // deletion once the pod has left (evicted by the drain).
+    let done = wait_for(|| async {
+        let s = tick.run(Utc::now(), "cp-3").await.ok()?;
+        assert!(s.failures.is_empty(), "{:?}", s.failures);
+        (!s.terminated.is_empty()).then_some(s)
+    })
+    .await
+    .expect("the tick terminated the instance after the drain");
+    assert_eq!(done.terminated, vec![launched.instance_id.clone()]);
+}
