@@ -3,9 +3,11 @@
 #
 #   scripts/control-plane.sh build          build (or find cached) etcd, kube-apiserver,
 #                                           kube-controller-manager, kube-scheduler and kwok
-#   scripts/control-plane.sh run DIR -- CMD start them in DIR, run CMD with KUBECONFIG (admin)
-#                                           and FLEETWRIGHT_KUBECONFIG (Fleetwright's identity)
-#                                           set, then stop everything by PID
+#   scripts/control-plane.sh run DIR -- CMD start them in DIR, run CMD with KUBECONFIG (admin),
+#                                           FLEETWRIGHT_KUBECONFIG (Fleetwright's identity) and
+#                                           FLEETWRIGHT_CONTROL_PLANE_DIR (the CA, and a loopback
+#                                           webhook's serving certificate) set, then stop
+#                                           everything by PID
 #   scripts/control-plane.sh start DIR      start them and leave them running (DIR/pids)
 #   scripts/control-plane.sh stop DIR       stop what `start` started
 #
@@ -73,6 +75,13 @@ certificates() {
     printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n' >"$dir/san.ext"
     openssl x509 -req -in "$dir/apiserver.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" \
         -CAcreateserial -days 2 -extfile "$dir/san.ext" -out "$dir/apiserver.crt" 2>/dev/null
+    # A serving certificate for a webhook on loopback (the tests' admission webhook), in DER too.
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=webhook" \
+        -keyout "$dir/webhook.key" -out "$dir/webhook.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1\n' >"$dir/webhook.ext"
+    openssl x509 -req -in "$dir/webhook.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" \
+        -CAcreateserial -days 2 -extfile "$dir/webhook.ext" -outform DER -out "$dir/webhook.crt.der" 2>/dev/null
+    openssl pkcs8 -topk8 -nocrypt -in "$dir/webhook.key" -outform DER -out "$dir/webhook.key.der"
     openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
     openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
 }
@@ -191,7 +200,8 @@ case "${1:-}" in
         start "$dir"
         dir=$(cd "$dir" && pwd)
         trap 'stop "$dir"' EXIT
-        KUBECONFIG="$dir/admin.kubeconfig" FLEETWRIGHT_KUBECONFIG="$dir/fleetwright.kubeconfig" "$@"
+        KUBECONFIG="$dir/admin.kubeconfig" FLEETWRIGHT_KUBECONFIG="$dir/fleetwright.kubeconfig" \
+            FLEETWRIGHT_CONTROL_PLANE_DIR="$dir" "$@"
         ;;
-    *) sed -n '2,19p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,20p' "$0" >&2; exit 2 ;;
 esac

@@ -704,3 +704,154 @@ async fn a_whole_tick_and_an_interruption_run_under_the_manifests_rbac() {
     .expect("the tick terminated the instance after the drain");
     assert_eq!(done.terminated, vec![launched.instance_id.clone()]);
 }
+
+/// Nudges recorded, for the webhook test.
+#[derive(Clone, Default)]
+struct Recorded(Arc<std::sync::Mutex<Vec<(String, Value)>>>);
+
+impl fleetwright_runtime::nudge::Nudge for Recorded {
+    async fn nudge(
+        &self,
+        detail_type: &str,
+        detail: Value,
+    ) -> Result<(), fleetwright_cloud::CloudError> {
+        self.0
+            .lock()
+            .unwrap()
+            .push((detail_type.to_string(), detail));
+        Ok(())
+    }
+}
+
+/// The webhook use case behind an HTTPS server on loopback, with the serving certificate
+/// scripts/control-plane.sh made (signed by the cluster's CA). Returns its port.
+async fn serve_webhook(webhook: Arc<fleetwright_runtime::webhook::Webhook<Recorded>>) -> u16 {
+    use http_body_util::BodyExt;
+    let dir = std::path::PathBuf::from(
+        std::env::var("FLEETWRIGHT_CONTROL_PLANE_DIR")
+            .expect("run under scripts/control-plane.sh run"),
+    );
+    let cert = rustls::pki_types::CertificateDer::from(
+        std::fs::read(dir.join("webhook.crt.der")).unwrap(),
+    );
+    let key = rustls::pki_types::PrivateKeyDer::try_from(
+        std::fs::read(dir.join("webhook.key.der")).unwrap(),
+    )
+    .unwrap();
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let (acceptor, webhook) = (acceptor.clone(), webhook.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(
+                    move |request: hyper::Request<hyper::body::Incoming>| {
+                        let webhook = webhook.clone();
+                        async move {
+                            let path = request.uri().path().to_string();
+                            let body = request.into_body().collect().await?.to_bytes();
+                            let answer = webhook.handle(&path, &body, Utc::now()).await;
+                            Ok::<_, hyper::Error>(
+                                hyper::Response::builder()
+                                    .status(answer.status)
+                                    .header("content-type", "application/json")
+                                    .body(http_body_util::Full::new(bytes::Bytes::from(
+                                        answer.body.to_string(),
+                                    )))
+                                    .unwrap(),
+                            )
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test]
+#[ignore = "needs the control plane: scripts/control-plane.sh run DIR -- cargo test ... -- --ignored"]
+async fn the_apiserver_calls_the_webhook_through_its_mutatingwebhookconfiguration() {
+    let admin = setup().await;
+    let token = "0123456789abcdef0123456789abcdef";
+    let nudges = Recorded::default();
+    let webhook = Arc::new(fleetwright_runtime::webhook::Webhook::new(
+        nudges.clone(),
+        Some(token.into()),
+    ));
+    let port = serve_webhook(webhook).await;
+    // The configuration `fleetwright manifests` prints, pointed at the loopback server, with the
+    // cluster's CA as its bundle (a Function URL needs none: its certificate is public).
+    let out = common::fleetwright(&[
+        "manifests",
+        "--function-url",
+        &format!("https://127.0.0.1:{port}/"),
+        "--token",
+        token,
+        "--cluster-name",
+        "control-plane",
+    ]);
+    let text = common::success(&out);
+    let mut configuration = serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| <Value as serde::Deserialize>::deserialize(doc).unwrap())
+        .find(|o| o["kind"] == "MutatingWebhookConfiguration")
+        .expect("the manifests hold a MutatingWebhookConfiguration");
+    let ca = std::fs::read(
+        std::path::Path::new(&std::env::var("FLEETWRIGHT_CONTROL_PLANE_DIR").unwrap())
+            .join("ca.crt"),
+    )
+    .unwrap();
+    use base64::Engine;
+    for hook in configuration["webhooks"].as_array_mut().unwrap() {
+        hook["clientConfig"]["caBundle"] =
+            json!(base64::engine::general_purpose::STANDARD.encode(&ca));
+    }
+    apply(&admin, &configuration).await.unwrap();
+    let ns = format!("webhook-{}", std::process::id());
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
+    // The configuration may take a moment to reach the admission chain: create pods until one
+    // is reviewed.
+    let nudged = wait_for(|| async {
+        let name = format!("web-{}", Utc::now().timestamp_micros());
+        let pod = json!({"metadata": {"name": name, "namespace": ns},
+            "spec": {"containers": [{"name": "c", "image": "pause"}]}});
+        pods.create(
+            &PostParams::default(),
+            &serde_json::from_value(pod).unwrap(),
+        )
+        .await
+        .unwrap();
+        let seen = nudges.0.lock().unwrap().clone();
+        seen.into_iter().find(|(_, d)| d["namespace"] == json!(ns))
+    })
+    .await
+    .expect("the API server sent an AdmissionReview the webhook answered with a nudge");
+    assert_eq!(nudged.0, fleetwright_runtime::nudge::PENDING_POD);
+    let mutating: Api<DynamicObject> = Api::all_with(admin, &resource(&configuration).0);
+    mutating
+        .delete("fleetwright", &DeleteParams::default())
+        .await
+        .unwrap();
+}
