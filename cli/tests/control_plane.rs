@@ -162,6 +162,17 @@ async fn setup() -> Client {
     admin
 }
 
+/// Creates namespace `name` (once).
+async fn namespace(admin: &Client, name: &str) {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
+    let object = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    match namespaces.create(&PostParams::default(), &object).await {
+        Ok(_) => {}
+        Err(e) if api_code(&e) == 409 => {}
+        Err(e) => panic!("creating namespace {name}: {e}"),
+    }
+}
+
 async fn wait_for<T, F, Fut>(mut probe: F) -> Option<T>
 where
     F: FnMut() -> Fut,
@@ -261,13 +272,7 @@ async fn rbac_is_on_and_fleetwright_may_do_only_what_the_manifests_grant() {
 async fn the_snapshot_reader_pages_through_real_continue_tokens() {
     let admin = setup().await;
     let ns = &format!("paging-{}", std::process::id());
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
-    let _ = namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-        )
-        .await;
+    namespace(&admin, ns).await;
     let pods: Api<Pod> = Api::namespaced(admin.clone(), ns);
     for i in 0..23 {
         let pod = json!({"metadata": {"name": format!("p-{i:02}"), "namespace": ns},
@@ -436,13 +441,7 @@ async fn ensure_node(admin: &Client, name: &str) {
 async fn a_drain_waits_for_the_pdb_the_controller_manager_computes_then_evicts() {
     let admin = setup().await;
     let ns = &format!("drain-{}", std::process::id());
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
-    let _ = namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-        )
-        .await;
+    namespace(&admin, ns).await;
     let node = format!("kwok-{ns}");
     ensure_node(&admin, &node).await;
     let pods: Api<Pod> = Api::namespaced(admin.clone(), ns);
@@ -568,20 +567,6 @@ async fn the_state_configmap_keeps_every_concurrent_writers_update() {
         .await;
 }
 
-/// Nudges go nowhere: the test runs the tick itself.
-#[derive(Clone)]
-struct NoNudge;
-
-impl fleetwright_runtime::nudge::Nudge for NoNudge {
-    async fn nudge(
-        &self,
-        _detail_type: &str,
-        _detail: Value,
-    ) -> Result<(), fleetwright_cloud::CloudError> {
-        Ok(())
-    }
-}
-
 async fn futures_join<T>(
     handles: Vec<tokio::task::JoinHandle<Result<T, fleetwright_kube::KubeError>>>,
 ) -> Vec<Result<T, fleetwright_kube::KubeError>> {
@@ -671,7 +656,7 @@ async fn a_whole_tick_and_an_interruption_run_under_the_manifests_rbac() {
     .expect("kube-scheduler bound the pod to the new node");
 
     // A spot-style interruption of that instance, handled under the same identity.
-    let nudges = NoNudge;
+    let nudges = fleetwright_runtime::nudge::Recorder::default();
     let interruption = fleetwright_runtime::interruption::Interruption::new(
         cloud.clone(),
         fw.clone(),
@@ -705,27 +690,11 @@ async fn a_whole_tick_and_an_interruption_run_under_the_manifests_rbac() {
     assert_eq!(done.terminated, vec![launched.instance_id.clone()]);
 }
 
-/// Nudges recorded, for the webhook test.
-#[derive(Clone, Default)]
-struct Recorded(Arc<std::sync::Mutex<Vec<(String, Value)>>>);
-
-impl fleetwright_runtime::nudge::Nudge for Recorded {
-    async fn nudge(
-        &self,
-        detail_type: &str,
-        detail: Value,
-    ) -> Result<(), fleetwright_cloud::CloudError> {
-        self.0
-            .lock()
-            .unwrap()
-            .push((detail_type.to_string(), detail));
-        Ok(())
-    }
-}
-
 /// The webhook use case behind an HTTPS server on loopback, with the serving certificate
 /// scripts/control-plane.sh made (signed by the cluster's CA). Returns its port.
-async fn serve_webhook(webhook: Arc<fleetwright_runtime::webhook::Webhook<Recorded>>) -> u16 {
+async fn serve_webhook(
+    webhook: Arc<fleetwright_runtime::webhook::Webhook<fleetwright_runtime::nudge::Recorder>>,
+) -> u16 {
     use http_body_util::BodyExt;
     let dir = std::path::PathBuf::from(
         std::env::var("FLEETWRIGHT_CONTROL_PLANE_DIR")
@@ -788,7 +757,7 @@ async fn serve_webhook(webhook: Arc<fleetwright_runtime::webhook::Webhook<Record
 async fn the_apiserver_calls_the_webhook_through_its_mutatingwebhookconfiguration() {
     let admin = setup().await;
     let token = "0123456789abcdef0123456789abcdef";
-    let nudges = Recorded::default();
+    let nudges = fleetwright_runtime::nudge::Recorder::default();
     let webhook = Arc::new(fleetwright_runtime::webhook::Webhook::new(
         nudges.clone(),
         Some(token.into()),
@@ -822,14 +791,7 @@ async fn the_apiserver_calls_the_webhook_through_its_mutatingwebhookconfiguratio
     }
     apply(&admin, &configuration).await.unwrap();
     let ns = format!("webhook-{}", std::process::id());
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    namespace(&admin, &ns).await;
     let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
     // The configuration may take a moment to reach the admission chain: create pods until one
     // is reviewed.
@@ -843,7 +805,7 @@ async fn the_apiserver_calls_the_webhook_through_its_mutatingwebhookconfiguratio
         )
         .await
         .unwrap();
-        let seen = nudges.0.lock().unwrap().clone();
+        let seen = nudges.recorded();
         seen.into_iter().find(|(_, d)| d["namespace"] == json!(ns))
     })
     .await

@@ -2,9 +2,7 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 
-use fleetwright_runtime::nudge::Nudge;
 use fleetwright_runtime::Settings;
 use serde_json::Value;
 
@@ -21,29 +19,7 @@ pub fn event_json(name: &str, instance_id: &str) -> Value {
     serde_json::from_str(&event_text(name).replace("i-0abcdef1234567890", instance_id)).unwrap()
 }
 
-/// Records nudges instead of sending them.
-#[derive(Clone, Debug, Default)]
-pub struct Recorder(pub Arc<Mutex<Vec<(String, Value)>>>);
-
-impl Nudge for Recorder {
-    async fn nudge(
-        &self,
-        detail_type: &str,
-        detail: Value,
-    ) -> Result<(), fleetwright_cloud::CloudError> {
-        self.0
-            .lock()
-            .unwrap()
-            .push((detail_type.to_string(), detail));
-        Ok(())
-    }
-}
-
-impl Recorder {
-    pub fn count(&self) -> usize {
-        self.0.lock().unwrap().len()
-    }
-}
+pub use fleetwright_runtime::nudge::Recorder;
 
 pub fn settings(cluster: &str) -> Settings {
     Settings::from_lookup(|k| match k {
