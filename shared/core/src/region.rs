@@ -59,6 +59,19 @@ impl Votes {
             entry.1.push(source);
         }
     }
+
+    /// The regions of an object's zone label and of its providerID's zone.
+    fn placed(
+        &mut self,
+        labels: &BTreeMap<String, String>,
+        provider_id: Option<&str>,
+        label_source: &'static str,
+        id_source: &'static str,
+    ) {
+        self.add(labels.get(ZONE).and_then(|z| of_zone(z)), label_source);
+        let zone = provider_id.and_then(zone_of_provider_id);
+        self.add(zone.and_then(of_zone), id_source);
+    }
 }
 
 /// The region the snapshot's objects point at; None when nothing in it names one.
@@ -66,20 +79,20 @@ pub fn infer(snapshot: &Snapshot) -> Option<Inferred> {
     let mut votes = Votes::default();
     for node in &snapshot.nodes {
         votes.add(node.labels.get(REGION).cloned(), "node labels");
-        votes.add(
-            node.labels.get(ZONE).and_then(|z| of_zone(z)),
+        votes.placed(
+            &node.labels,
+            node.provider_id.as_deref(),
             "node labels",
+            "node providerIDs",
         );
-        let zone = node.provider_id.as_deref().and_then(zone_of_provider_id);
-        votes.add(zone.and_then(of_zone), "node providerIDs");
     }
     for claim in &snapshot.nodeclaims {
-        votes.add(
-            claim.labels.get(ZONE).and_then(|z| of_zone(z)),
+        votes.placed(
+            &claim.labels,
+            claim.provider_id.as_deref(),
+            "NodeClaims",
             "NodeClaims",
         );
-        let zone = claim.provider_id.as_deref().and_then(zone_of_provider_id);
-        votes.add(zone.and_then(of_zone), "NodeClaims");
     }
     for pool in &snapshot.nodepools {
         for key in [ZONE, REGION] {
