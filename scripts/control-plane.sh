@@ -147,7 +147,7 @@ start() {
         --initial-cluster "local=http://127.0.0.1:$peer_port" \
         --unsafe-no-fsync --quota-backend-bytes 4294967296
     launch "$dir" kube-apiserver "$bin/kube-apiserver" \
-        --etcd-servers "http://127.0.0.1:$etcd_port" \
+        --etcd-servers "http://127.0.0.1:$etcd_port" --etcd-compaction-interval 10s \
         --bind-address 127.0.0.1 --secure-port "$api_port" \
         --tls-cert-file "$dir/apiserver.crt" --tls-private-key-file "$dir/apiserver.key" \
         --client-ca-file "$dir/ca.crt" --token-auth-file "$dir/tokens.csv" \

@@ -98,8 +98,14 @@ cargo test -p fleetwright-cli --test replay
 # the Go module proxy by the tools job above) and the tests that need it, under the RBAC
 # `fleetwright manifests` grants. Same features as the test run, so nothing is rebuilt.
 stage "the real control plane: scripts/control-plane.sh run ... cargo test --test control_plane -- --ignored"
+story=the_readme_story_ends_with_every_pod_running_and_no_node_left
 scripts/control-plane.sh run target/control-plane -- \
-    cargo test --workspace --all-features --test control_plane -- --ignored --test-threads 1
+    cargo test --workspace --all-features --test control_plane -- --ignored --test-threads 1 --skip "$story"
+# The README's story through `simulate --kubeconfig`, on a control plane of its own (four
+# minutes of wall clock: the controllers, the scheduler and kwok run in real time).
+stage "the README's story on a second real control plane: simulate --kubeconfig (4 min of wall clock)"
+scripts/control-plane.sh run target/control-plane-story -- \
+    cargo test --workspace --all-features --test control_plane -- --ignored --exact "$story"
 
 stage "scripts/e2e.sh (the local stack: moto, cargo lambda watch, the Kubernetes API fake)"
 scripts/e2e.sh

@@ -9,11 +9,12 @@
 
 mod chaos;
 mod html;
+mod live;
 mod log;
 mod report;
 mod scenario;
+mod watch;
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -27,7 +28,7 @@ use fleetwright_runtime::interruption::Interruption;
 use fleetwright_runtime::metrics::Metrics;
 use fleetwright_runtime::nudge::Nudge;
 use fleetwright_runtime::settings::Settings;
-use fleetwright_runtime::tick::{Tick, TickSummary};
+use fleetwright_runtime::tick::Tick;
 use fleetwright_runtime::webhook::Webhook;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
@@ -35,7 +36,7 @@ use tracing::{info, warn};
 
 use fleetwright_core::rng::Rng;
 use fleetwright_sim::{Cluster, SimCloud};
-use report::{DisruptionEvent, InterruptionOutcome, Latency, Launch, Report, Sample, StepOutcome};
+use report::{InterruptionOutcome, Report, Sample};
 use scenario::{Action, Scenario, Step};
 
 const CLUSTER: &str = "simulated";
@@ -80,6 +81,14 @@ pub struct SimulateArgs {
     /// LP bound, running and pending pods; the timeline; the summary table).
     #[arg(long, value_name = "FILE.html", conflicts_with = "chaos")]
     report: Option<PathBuf>,
+    /// Runs the scenario against the API server of this kubeconfig (a kwok or test cluster
+    /// with kube-controller-manager, kube-scheduler and kwok, and no node autoscaler), in wall
+    /// clock time, with a simulated cloud. Without it, an in-memory cluster on a virtual clock.
+    #[arg(long, value_name = "FILE", conflicts_with = "chaos")]
+    kubeconfig: Option<PathBuf>,
+    /// With --kubeconfig: the identity tick and interruption run as (default: --kubeconfig's).
+    #[arg(long, value_name = "FILE", requires = "kubeconfig")]
+    controller_kubeconfig: Option<PathBuf>,
 }
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
@@ -122,8 +131,20 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let report = runtime.block_on(async {
-        let mut sim = Simulation::new(scenario, clock, bar.clone())?;
-        sim.run(args.speed).await
+        match &args.kubeconfig {
+            Some(kubeconfig) => {
+                let target = live::Target {
+                    kubeconfig: kubeconfig.clone(),
+                    controller_kubeconfig: args.controller_kubeconfig.clone(),
+                };
+                let catalog = catalog(scenario.seed, region_catalog(&scenario.objects)?);
+                live::run(scenario, &target, catalog, clock, bar.clone()).await
+            }
+            None => {
+                let mut sim = Simulation::new(scenario, clock, bar.clone())?;
+                sim.run(args.speed).await
+            }
+        }
     })?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
@@ -201,24 +222,6 @@ fn catalog(seed: u64, base: &Catalog) -> Catalog {
     catalog
 }
 
-/// What is watched while the simulation runs, for the report.
-#[derive(Debug, Default)]
-struct Watch {
-    samples: Vec<Sample>,
-    /// Per second: nodes and hourly cost.
-    series: Vec<(usize, f64)>,
-    steps: Vec<StepOutcome>,
-    /// Index into `steps` of a scale step still waiting for all its replicas, with its target.
-    scaling: Vec<(usize, String, u32)>,
-    interruptions: Vec<InterruptionOutcome>,
-    /// Instances seen: id → (first second seen, NodePool).
-    seen: BTreeMap<String, (i64, String)>,
-    launches: Vec<Launch>,
-    disruptions: BTreeSet<String>,
-    disruption_events: Vec<DisruptionEvent>,
-    ticks: usize,
-}
-
 struct Simulation {
     scenario: Scenario,
     start: DateTime<Utc>,
@@ -232,7 +235,7 @@ struct Simulation {
     webhook: Webhook<QueuedNudges>,
     nudges: QueuedNudges,
     rng: Rng,
-    watch: Watch,
+    watch: watch::Watch,
 }
 
 impl Simulation {
@@ -272,7 +275,7 @@ impl Simulation {
             nudges,
             cloud,
             cluster,
-            watch: Watch::default(),
+            watch: watch::Watch::default(),
         })
     }
 
@@ -297,7 +300,7 @@ impl Simulation {
             if !self.nudges.take().is_empty() {
                 nudged_for.get_or_insert(t + 1);
             }
-            if t % 60 == 0 || nudged_for == Some(t) {
+            if t % self.scenario.schedule == 0 || nudged_for == Some(t) {
                 nudged_for = nudged_for.filter(|&n| n > t);
                 self.run_tick(now, t).await;
                 // A nudge sent during the tick (none today) waits for the next second.
@@ -322,14 +325,9 @@ impl Simulation {
     async fn apply(&mut self, step: &Step, t: i64, now: DateTime<Utc>) {
         info!(target: "simulate::scenario", step = %step.action, "scenario step");
         let (nodes, _) = self.cluster.nodes();
-        self.watch.steps.push(StepOutcome {
-            at: t,
-            action: step.action.to_string(),
-            nodes_before: nodes,
-            cost_before: self.cloud.hourly(),
-            ..Default::default()
-        });
-        let index = self.watch.steps.len() - 1;
+        let index = self
+            .watch
+            .step(t, step.action.to_string(), nodes, self.cloud.hourly());
         match &step.action {
             Action::Scale(s) => {
                 self.cluster.scale(&s.deployment, s.replicas);
@@ -393,42 +391,12 @@ impl Simulation {
     }
 
     async fn deliver(&mut self, events: Vec<Value>, now: DateTime<Utc>) {
-        if events.is_empty() {
-            return;
-        }
-        let records: Vec<Value> = events
-            .iter()
-            .map(|e| {
-                json!({"messageId": e["id"], "receiptHandle": format!("rh-{}", e["id"].as_str().unwrap_or_default()),
-                    "body": e.to_string(), "attributes": {}, "messageAttributes": {},
-                    "md5OfBody": "", "eventSource": "aws:sqs", "awsRegion": "us-east-1",
-                    "eventSourceARN": format!("arn:aws:sqs:us-east-1:{ACCOUNT}:fleetwright-{CLUSTER}-interruption")})
-            })
-            .collect();
-        let batch: SqsEvent = match serde_json::from_value(json!({ "Records": records })) {
-            Ok(b) => b,
-            Err(e) => {
-                warn!(target: "simulate::queue", error = %e, "could not build the SQS batch");
-                return;
-            }
-        };
-        let mut metrics = Metrics::default();
-        let response = self.interruption.handle_sqs(batch, now, &mut metrics).await;
-        for failure in response.batch_item_failures {
-            warn!(target: "simulate::queue", message_id = %failure.item_identifier, "interruption message failed; SQS would redeliver it");
-        }
+        deliver(&self.interruption, events, now).await;
     }
 
     /// A created pod goes through the admission webhook, as the API server sends it.
     async fn admit(&mut self, pod: &Value, now: DateTime<Utc>) {
-        let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": format!("review-{}", pod["metadata"]["uid"].as_str().unwrap_or_default()),
-                "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                "resource": {"group": "", "version": "v1", "resource": "pods"},
-                "name": pod["metadata"]["name"], "namespace": pod["metadata"]["namespace"],
-                "operation": "CREATE", "object": pod,
-                "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
-                "dryRun": false}});
+        let review = admission_review(pod);
         let answer = self
             .webhook
             .handle("/admit", review.to_string().as_bytes(), now)
@@ -441,72 +409,22 @@ impl Simulation {
     async fn run_tick(&mut self, now: DateTime<Utc>, t: i64) {
         self.watch.ticks += 1;
         match self.tick.run(now, &format!("simulate-{t}")).await {
-            Ok(summary) => self.note_tick(&summary, t),
+            Ok(summary) => self.watch.note_tick(&summary, t),
             Err(e) => {
                 warn!(target: "simulate::tick", error = %e, "tick failed; the next one retries")
             }
         }
     }
 
-    fn note_tick(&mut self, summary: &TickSummary, t: i64) {
-        for command in &summary.disruptions {
-            if !self.watch.disruptions.contains(command) {
-                self.watch.disruption_events.push(DisruptionEvent {
-                    at: t,
-                    command: command.clone(),
-                });
-            }
-        }
-        self.watch
-            .disruptions
-            .extend(summary.disruptions.iter().cloned());
-    }
-
     fn observe(&mut self, t: i64) {
         let (nodes, ready) = self.cluster.nodes();
         let cost = self.cloud.hourly();
-        self.watch.series.push((nodes, cost));
-        let live = self.cloud.live();
-        for (id, i) in &live {
-            if self.watch.seen.contains_key(id) {
-                continue;
-            }
-            self.watch
-                .seen
-                .insert(id.clone(), (t, i.nodepool().to_string()));
-            self.watch.launches.push(Launch {
-                at: t,
-                instance_id: id.clone(),
-                instance_type: i.instance.instance_type.clone(),
-                zone: i.instance.zone.clone(),
-                capacity_type: i.instance.capacity_type.clone(),
-                nodepool: i.nodepool().to_string(),
-            });
-        }
-        for i in self
-            .watch
-            .interruptions
-            .iter_mut()
-            .filter(|i| i.gone_at.is_none())
-        {
-            if !live.contains_key(&i.instance_id) {
-                i.gone_at = Some(t);
-            }
-        }
-        let done: Vec<(usize, i64)> = self
-            .watch
-            .scaling
-            .iter()
-            .filter(|(_, d, replicas)| {
-                let (bound, total) = self.cluster.deployment_pods(d);
-                bound == *replicas as usize && total == bound
-            })
-            .map(|(i, _, _)| (*i, t - self.watch.steps[*i].at))
-            .collect();
-        for (index, after) in done {
-            self.watch.steps[index].all_running_after = Some(after);
-            self.watch.scaling.retain(|(i, _, _)| *i != index);
-        }
+        self.watch.note_fleet(t, nodes, &self.cloud.live());
+        let cluster = &self.cluster;
+        self.watch.note_scaling(t, |d, replicas| {
+            let (bound, total) = cluster.deployment_pods(d);
+            bound == replicas as usize && total == bound
+        });
         if t % 60 == 0 || t == self.scenario.duration {
             let (running, pending) = self.cluster.workload();
             self.watch.samples.push(Sample {
@@ -523,50 +441,13 @@ impl Simulation {
 
     /// The LP lower bound on the workload's hourly cost, planned from scratch.
     fn lower_bound(&self) -> f64 {
-        let pods = self.cluster.workload_as_pending();
-        if pods.is_empty() {
-            return 0.0;
-        }
         let mut items = self.cluster.configuration();
-        items.extend(pods);
-        let text = json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string();
-        match fleetwright_kube::snapshot_from_yaml(&text, "the simulated cluster") {
-            Ok(snapshot) => {
-                fleetwright_core::schedule(&snapshot, &self.catalog, &ScheduleOptions::default())
-                    .cost
-                    .lower_bound
-            }
-            Err(e) => {
-                warn!(target: "simulate::report", error = %e, "could not compute the lower bound");
-                0.0
-            }
-        }
+        items.extend(self.cluster.workload_as_pending());
+        lower_bound(&self.catalog, items)
     }
 
     fn report(&mut self) -> Report {
-        let end = self.scenario.duration;
-        let series = &self.watch.series;
-        let starts: Vec<i64> = self.watch.steps.iter().map(|s| s.at).collect();
-        for (k, step) in self.watch.steps.iter_mut().enumerate() {
-            let until = starts
-                .iter()
-                .skip(k + 1)
-                .copied()
-                .find(|&a| a > step.at)
-                .unwrap_or(end);
-            step.until = until;
-            // A window closed by the next step ends the second before it.
-            let closing = if until < end { until - 1 } else { until };
-            let last = series.len().saturating_sub(1).min(closing.max(0) as usize);
-            (step.nodes_after, step.cost_after) = series.get(last).copied().unwrap_or_default();
-            step.no_nodes_after = (step.nodes_before > 0)
-                .then_some(step.at..=until)
-                .into_iter()
-                .flatten()
-                .find(|&t| series.get(t as usize).is_some_and(|(n, _)| *n == 0))
-                .map(|t| t - step.at);
-        }
-        let now = self.start + Duration::seconds(end);
+        let now = self.start + Duration::seconds(self.scenario.duration);
         let mut waits: Vec<(DateTime<Utc>, i64)> = self
             .cluster
             .waits
@@ -575,53 +456,78 @@ impl Simulation {
             .collect();
         let (_, pending) = self.cluster.workload();
         waits.extend(pending.iter().map(|c| (*c, (now - *c).num_seconds())));
-        for i in &mut self.watch.interruptions {
-            let from = self.start + Duration::seconds(i.at);
-            let to = from + Duration::minutes(3);
-            i.max_pending_seconds = waits
-                .iter()
-                .filter(|(c, _)| *c >= from && *c <= to)
-                .map(|(_, s)| *s)
-                .max()
-                .unwrap_or(0);
-            let replacement = self
-                .watch
-                .seen
-                .iter()
-                .filter(|(_, (t, pool))| *t >= i.at && *pool == i.nodepool)
-                .min_by_key(|(id, (t, _))| (*t, (*id).clone()));
-            if let Some((id, (t, _))) = replacement {
-                i.replacement = Some(id.clone());
-                i.replacement_launched_at = Some(*t);
-            }
+        self.watch.report(
+            &self.scenario,
+            &self.catalog.region,
+            self.start,
+            &waits,
+            self.cloud.counts(),
+        )
+    }
+}
+
+/// The LP lower bound on the hourly cost of the pending pods among `items` (with the NodePools,
+/// EC2NodeClasses and DaemonSets among them), planned from scratch; 0 without pods.
+fn lower_bound(catalog: &Catalog, items: Vec<Value>) -> f64 {
+    if !items.iter().any(|o| o["kind"] == "Pod") {
+        return 0.0;
+    }
+    let text = json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string();
+    match fleetwright_kube::snapshot_from_yaml(&text, "the simulated cluster") {
+        Ok(snapshot) => {
+            fleetwright_core::schedule(&snapshot, catalog, &ScheduleOptions::default())
+                .cost
+                .lower_bound
         }
-        let mut disruptions: BTreeMap<String, usize> = BTreeMap::new();
-        for d in &self.watch.disruptions {
-            let reason = d.split('/').next().unwrap_or(d).to_string();
-            *disruptions.entry(reason).or_default() += 1;
+        Err(e) => {
+            warn!(target: "simulate::report", error = %e, "could not compute the lower bound");
+            0.0
         }
-        let (launched, terminated, capacity_errors) = self.cloud.counts();
-        let (final_nodes, final_cost) = series.last().copied().unwrap_or_default();
-        Report {
-            scenario: self.scenario.name.clone(),
-            region: self.catalog.region.clone(),
-            description: self.scenario.description.clone(),
-            seed: self.scenario.seed,
-            duration_seconds: end,
-            samples: std::mem::take(&mut self.watch.samples),
-            steps: self.watch.steps.clone(),
-            pending_latency: Latency::of(waits.iter().map(|(_, s)| *s).collect()),
-            interruptions: self.watch.interruptions.clone(),
-            launches: self.watch.launches.clone(),
-            disruptions,
-            disruption_events: std::mem::take(&mut self.watch.disruption_events),
-            ticks: self.watch.ticks,
-            instances_launched: launched,
-            instances_terminated: terminated,
-            insufficient_capacity_errors: capacity_errors,
-            final_nodes,
-            final_hourly_cost: final_cost,
+    }
+}
+
+/// The AdmissionReview the API server sends the webhook for a pod's creation.
+fn admission_review(pod: &Value) -> Value {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": format!("review-{}", pod["metadata"]["uid"].as_str().unwrap_or_default()),
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": pod["metadata"]["name"], "namespace": pod["metadata"]["namespace"],
+            "operation": "CREATE", "object": pod,
+            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
+            "dryRun": false}})
+}
+
+/// Delivers EventBridge events to the interruption function as one SQS batch, as the queue
+/// does; a message it fails is logged (SQS would redeliver it).
+async fn deliver<C, N>(interruption: &Interruption<C, N>, events: Vec<Value>, now: DateTime<Utc>)
+where
+    C: fleetwright_cloud::Cloud,
+    N: Nudge,
+{
+    if events.is_empty() {
+        return;
+    }
+    let records: Vec<Value> = events
+        .iter()
+        .map(|e| {
+            json!({"messageId": e["id"], "receiptHandle": format!("rh-{}", e["id"].as_str().unwrap_or_default()),
+                "body": e.to_string(), "attributes": {}, "messageAttributes": {},
+                "md5OfBody": "", "eventSource": "aws:sqs", "awsRegion": "us-east-1",
+                "eventSourceARN": format!("arn:aws:sqs:us-east-1:{ACCOUNT}:fleetwright-{CLUSTER}-interruption")})
+        })
+        .collect();
+    let batch: SqsEvent = match serde_json::from_value(json!({ "Records": records })) {
+        Ok(b) => b,
+        Err(e) => {
+            warn!(target: "simulate::queue", error = %e, "could not build the SQS batch");
+            return;
         }
+    };
+    let mut metrics = Metrics::default();
+    let response = interruption.handle_sqs(batch, now, &mut metrics).await;
+    for failure in response.batch_item_failures {
+        warn!(target: "simulate::queue", message_id = %failure.item_identifier, "interruption message failed; SQS would redeliver it");
     }
 }
 

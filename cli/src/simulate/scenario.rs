@@ -23,6 +23,10 @@ pub struct ScenarioFile {
     pub seed: u64,
     /// How long to simulate (a Go duration, `20m`).
     pub duration: String,
+    /// How often the tick runs on its schedule, besides the nudges (the EventBridge rule's
+    /// rate; `1m` unless set).
+    #[serde(default)]
+    pub schedule: Option<String>,
     /// The cluster at the start: NodePools, EC2NodeClasses, Deployments, DaemonSets, pods,
     /// PodDisruptionBudgets (a list of objects, or a `kind: List`).
     pub objects: Vec<Value>,
@@ -136,6 +140,8 @@ pub struct Scenario {
     pub seed: u64,
     /// Seconds to simulate.
     pub duration: i64,
+    /// Seconds between scheduled ticks (at least 1).
+    pub schedule: i64,
     /// Objects by kind.
     pub objects: Vec<Value>,
     /// Steps in time order.
@@ -212,6 +218,16 @@ impl Scenario {
         let file: ScenarioFile = serde_path_to_error::deserialize(de)
             .map_err(|e| anyhow::anyhow!("{source}: {}: {}", e.path(), e.inner()))?;
         let duration = seconds(&file.duration, "duration").with_context(|| source.to_string())?;
+        let schedule = match &file.schedule {
+            Some(text) => seconds(text, "schedule").with_context(|| source.to_string())?,
+            None => 60,
+        };
+        if schedule < 1 {
+            bail!(
+                "{source}: schedule: {:?} is shorter than a second",
+                file.schedule.unwrap_or_default()
+            );
+        }
         let mut timeline = file
             .timeline
             .into_iter()
@@ -232,6 +248,7 @@ impl Scenario {
             description: file.description,
             seed: file.seed,
             duration,
+            schedule,
             objects,
             timeline,
         })
@@ -275,5 +292,16 @@ mod tests {
         let text = "name: x\nduration: 1m\nobjects: []\ntimeline:\n- at: 0s\n  scale: {deployment: web, replica: 2}\n";
         let e = format!("{:#}", Scenario::parse(text, "x.yaml").unwrap_err());
         assert!(e.contains("timeline[0].scale"), "{e}");
+    }
+
+    #[test]
+    fn the_schedule_defaults_to_a_minute_and_a_zero_one_is_refused() {
+        let text = "name: x\nduration: 1m\nobjects: []\n";
+        assert_eq!(Scenario::parse(text, "x.yaml").unwrap().schedule, 60);
+        let text = "name: x\nduration: 1m\nschedule: 10s\nobjects: []\n";
+        assert_eq!(Scenario::parse(text, "x.yaml").unwrap().schedule, 10);
+        let text = "name: x\nduration: 1m\nschedule: 0s\nobjects: []\n";
+        let e = format!("{:#}", Scenario::parse(text, "x.yaml").unwrap_err());
+        assert!(e.contains("schedule") && e.contains("x.yaml"), "{e}");
     }
 }

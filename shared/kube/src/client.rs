@@ -75,3 +75,16 @@ pub async fn eks_client(endpoint: &EksEndpoint, token: &str) -> Result<Client, K
     crate::retry::bound(&mut config);
     Client::try_from(config).map_err(|e| fail(&e))
 }
+
+/// A client from a kubeconfig file (its current context), configured as the functions'
+/// clients are: bounded timeouts and no retry of a PDB's 429.
+pub async fn kubeconfig_client(path: &std::path::Path) -> Result<Client, KubeError> {
+    install_crypto_provider();
+    let fail = |e: &dyn std::fmt::Display| KubeError::Auth(format!("{}: {e}", path.display()));
+    let kubeconfig = Kubeconfig::read_from(path).map_err(|e| fail(&e))?;
+    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| fail(&e))?;
+    crate::retry::bound(&mut config);
+    Client::try_from(config).map_err(|e| fail(&e))
+}

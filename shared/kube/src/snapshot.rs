@@ -33,11 +33,16 @@ enum Read {
 /// Items per list page.
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
 
+/// Awaited between two pages of one listing (see [`SnapshotReader::between_pages`]).
+pub type PageHook =
+    std::sync::Arc<dyn Fn() -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+
 /// Lists the cluster through a real `kube::Client`.
 #[derive(Clone)]
 pub struct SnapshotReader {
     client: Client,
     page_size: u32,
+    between_pages: Option<PageHook>,
 }
 
 impl Debug for SnapshotReader {
@@ -53,7 +58,15 @@ impl SnapshotReader {
         SnapshotReader {
             client,
             page_size: DEFAULT_PAGE_SIZE,
+            between_pages: None,
         }
+    }
+
+    /// Awaits `hook` before each page that continues a listing: how a test changes the cluster
+    /// (or lets etcd compact it) while a listing is half read.
+    pub fn between_pages(mut self, hook: PageHook) -> Self {
+        self.between_pages = Some(hook);
+        self
     }
 
     pub fn with_page_size(mut self, page_size: u32) -> Self {
@@ -176,6 +189,9 @@ impl SnapshotReader {
             };
             if let Some(t) = &token {
                 params = params.continue_token(t);
+                if let Some(hook) = &self.between_pages {
+                    hook().await;
+                }
             }
             let page = match crate::retry::with_retries(&what, || api.list(&params)).await {
                 Err(kube::Error::Api(status))

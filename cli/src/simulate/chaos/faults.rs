@@ -183,7 +183,7 @@ impl Chaos {
 
     pub(super) fn tick_done(&mut self, result: Result<TickSummary, RuntimeError>, t: i64) {
         match result {
-            Ok(summary) => self.sim.note_tick(&summary, t),
+            Ok(summary) => self.sim.watch.note_tick(&summary, t),
             Err(e) => {
                 warn!(target: "simulate::tick", error = %e, "tick failed; the next one retries")
             }

@@ -332,7 +332,7 @@ impl Chaos {
             } else if nudged {
                 self.count("nudges lost");
             }
-            if t % 60 == 0 || nudged_for == Some(t) {
+            if t % self.sim.scenario.schedule == 0 || nudged_for == Some(t) {
                 nudged_for = nudged_for.filter(|&n| n > t);
                 self.tick(t, now, chaos).await;
             }

@@ -359,57 +359,7 @@ impl Cluster {
         claims: &[Value],
         now: DateTime<Utc>,
     ) -> Value {
-        let i = &instance.instance;
-        let serial = u64::from_str_radix(i.id.trim_start_matches("i-"), 16).unwrap_or(0) & 0xffff;
-        let name = format!("ip-10-0-{}-{}.ec2.internal", serial / 250, serial % 250 + 1);
-        let claim = claims
-            .iter()
-            .find(|c| c["status"]["providerID"] == provider)
-            .cloned()
-            .unwrap_or(Value::Null);
-        let mut labels = claim["metadata"]["labels"].clone();
-        if !labels.is_object() {
-            labels = json!({});
-        }
-        labels[HOSTNAME] = json!(name);
-        labels[INSTANCE_TYPE] = json!(i.instance_type);
-        labels[ZONE] = json!(i.zone);
-        labels[CAPACITY_TYPE] = json!(i.capacity_type);
-        labels[NODEPOOL] = json!(instance.nodepool());
-        // What a kubelet and the cloud node manager label every node with.
-        labels["kubernetes.io/os"] = json!("linux");
-        if let Some(region) = fleetwright_core::region::of_zone(&i.zone) {
-            labels[REGION] = json!(region);
-        }
-        if let Some(arch) = self
-            .types
-            .get(&i.instance_type)
-            .and_then(|t| t.requirements.get(ARCH).and_then(|r| r.any()))
-        {
-            labels[ARCH] = json!(arch);
-        }
-        let mut taints: Vec<Value> = claim["spec"]["taints"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        taints.extend(
-            claim["spec"]["startupTaints"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default(),
-        );
-        taints.push(json!({"key": UNREGISTERED, "effect": "NoExecute"}));
-        let allocatable = self.types.get(&i.instance_type).map_or(json!({}), |t| {
-            let a = &t.allocatable;
-            json!({"cpu": format!("{}m", a.cpu), "memory": a.memory.to_string(),
-                   "pods": a.pods.to_string(), "ephemeral-storage": a.ephemeral.to_string()})
-        });
-        json!({"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "uid": format!("uid-{name}"), "labels": labels,
-                "creationTimestamp": stamp(now)},
-            "spec": {"providerID": provider, "taints": taints},
-            "status": {"allocatable": allocatable, "capacity": allocatable,
-                "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]}})
+        node_object(&self.types, provider, instance, claims, now)
     }
 
     /// The Deployment and ReplicaSet controllers and pod garbage collection: evicted pods and
@@ -455,6 +405,68 @@ impl Cluster {
         }
         created
     }
+}
+
+/// The Node a kubelet registers for `instance` (provider ID `provider`): the labels and taints
+/// of its NodeClaim (from `claims`), the well-known labels, the unregistered taint, and the
+/// allocatable resources of its type; not Ready yet.
+pub fn node_object(
+    types: &BTreeMap<String, InstanceType>,
+    provider: &str,
+    instance: &SimInstance,
+    claims: &[Value],
+    now: DateTime<Utc>,
+) -> Value {
+    let i = &instance.instance;
+    let serial = u64::from_str_radix(i.id.trim_start_matches("i-"), 16).unwrap_or(0) & 0xffff;
+    let name = format!("ip-10-0-{}-{}.ec2.internal", serial / 250, serial % 250 + 1);
+    let claim = claims
+        .iter()
+        .find(|c| c["status"]["providerID"] == provider)
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut labels = claim["metadata"]["labels"].clone();
+    if !labels.is_object() {
+        labels = json!({});
+    }
+    labels[HOSTNAME] = json!(name);
+    labels[INSTANCE_TYPE] = json!(i.instance_type);
+    labels[ZONE] = json!(i.zone);
+    labels[CAPACITY_TYPE] = json!(i.capacity_type);
+    labels[NODEPOOL] = json!(instance.nodepool());
+    // What a kubelet and the cloud node manager label every node with.
+    labels["kubernetes.io/os"] = json!("linux");
+    if let Some(region) = fleetwright_core::region::of_zone(&i.zone) {
+        labels[REGION] = json!(region);
+    }
+    if let Some(arch) = types
+        .get(&i.instance_type)
+        .and_then(|t| t.requirements.get(ARCH).and_then(|r| r.any()))
+    {
+        labels[ARCH] = json!(arch);
+    }
+    let mut taints: Vec<Value> = claim["spec"]["taints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    taints.extend(
+        claim["spec"]["startupTaints"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    taints.push(json!({"key": UNREGISTERED, "effect": "NoExecute"}));
+    let allocatable = types.get(&i.instance_type).map_or(json!({}), |t| {
+        let a = &t.allocatable;
+        json!({"cpu": format!("{}m", a.cpu), "memory": a.memory.to_string(),
+               "pods": a.pods.to_string(), "ephemeral-storage": a.ephemeral.to_string()})
+    });
+    json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "uid": format!("uid-{name}"), "labels": labels,
+            "creationTimestamp": stamp(now)},
+        "spec": {"providerID": provider, "taints": taints},
+        "status": {"allocatable": allocatable, "capacity": allocatable,
+            "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]}})
 }
 
 fn mark_ready(node: &mut Value, claims: &[Value], now: DateTime<Utc>) {

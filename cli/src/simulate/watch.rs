@@ -1,0 +1,194 @@
+//! What a simulation watches while it runs, for its report: the timeline steps and what followed
+//! them, launches, interruptions, disruption commands, and the fleet second by second. Shared by
+//! the in-memory simulation and the run against a real API server (`--kubeconfig`), which feed
+//! it the same observations from their own clusters.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Duration, Utc};
+use fleetwright_runtime::tick::TickSummary;
+use fleetwright_sim::SimInstance;
+
+use super::report::{
+    DisruptionEvent, InterruptionOutcome, Latency, Launch, Report, Sample, StepOutcome,
+};
+use super::scenario::Scenario;
+
+#[derive(Debug, Default)]
+pub struct Watch {
+    pub samples: Vec<Sample>,
+    /// Per second: nodes and hourly cost.
+    pub series: Vec<(usize, f64)>,
+    pub steps: Vec<StepOutcome>,
+    /// Index into `steps` of a scale step still waiting for all its replicas, with its target.
+    pub scaling: Vec<(usize, String, u32)>,
+    pub interruptions: Vec<InterruptionOutcome>,
+    /// Instances seen: id → (first second seen, NodePool).
+    pub seen: BTreeMap<String, (i64, String)>,
+    pub launches: Vec<Launch>,
+    pub disruptions: BTreeSet<String>,
+    pub disruption_events: Vec<DisruptionEvent>,
+    pub ticks: usize,
+}
+
+impl Watch {
+    /// A timeline step starts at `t`; returns its index.
+    pub fn step(&mut self, t: i64, action: String, nodes: usize, cost: f64) -> usize {
+        self.steps.push(StepOutcome {
+            at: t,
+            action,
+            nodes_before: nodes,
+            cost_before: cost,
+            ..Default::default()
+        });
+        self.steps.len() - 1
+    }
+
+    /// The disruption commands a tick decided, each counted once.
+    pub fn note_tick(&mut self, summary: &TickSummary, t: i64) {
+        for command in &summary.disruptions {
+            if self.disruptions.insert(command.clone()) {
+                self.disruption_events.push(DisruptionEvent {
+                    at: t,
+                    command: command.clone(),
+                });
+            }
+        }
+    }
+
+    /// The fleet at second `t`: the node count, the live instances and their cost; new
+    /// instances are launches, and interrupted instances no longer live are gone.
+    pub fn note_fleet(&mut self, t: i64, nodes: usize, live: &BTreeMap<String, SimInstance>) {
+        let cost = live.values().fold(0.0, |sum, i| sum + i.price);
+        self.series.push((nodes, cost));
+        for (id, i) in live {
+            if self.seen.contains_key(id) {
+                continue;
+            }
+            self.seen.insert(id.clone(), (t, i.nodepool().to_string()));
+            self.launches.push(Launch {
+                at: t,
+                instance_id: id.clone(),
+                instance_type: i.instance.instance_type.clone(),
+                zone: i.instance.zone.clone(),
+                capacity_type: i.instance.capacity_type.clone(),
+                nodepool: i.nodepool().to_string(),
+            });
+        }
+        for i in self
+            .interruptions
+            .iter_mut()
+            .filter(|i| i.gone_at.is_none())
+        {
+            if !live.contains_key(&i.instance_id) {
+                i.gone_at = Some(t);
+            }
+        }
+    }
+
+    /// Closes the scale steps whose deployment `all_running(deployment, replicas)` says has
+    /// every replica running.
+    pub fn note_scaling(&mut self, t: i64, mut all_running: impl FnMut(&str, u32) -> bool) {
+        let done: Vec<(usize, i64)> = self
+            .scaling
+            .iter()
+            .filter(|(_, d, replicas)| all_running(d, *replicas))
+            .map(|(i, _, _)| (*i, t - self.steps[*i].at))
+            .collect();
+        for (index, after) in done {
+            self.steps[index].all_running_after = Some(after);
+            self.scaling.retain(|(i, _, _)| *i != index);
+        }
+    }
+
+    /// The report, with every pod's wait (`(created, seconds pending)`) and the cloud's counts
+    /// of instances launched, terminated and capacity errors.
+    pub fn report(
+        &mut self,
+        scenario: &Scenario,
+        region: &str,
+        start: DateTime<Utc>,
+        waits: &[(DateTime<Utc>, i64)],
+        counts: (usize, usize, usize),
+    ) -> Report {
+        let end = scenario.duration;
+        self.close_steps(end);
+        self.close_interruptions(start, waits);
+        let mut disruptions: BTreeMap<String, usize> = BTreeMap::new();
+        for d in &self.disruptions {
+            let reason = d.split('/').next().unwrap_or(d).to_string();
+            *disruptions.entry(reason).or_default() += 1;
+        }
+        let (launched, terminated, capacity_errors) = counts;
+        let (final_nodes, final_cost) = self.series.last().copied().unwrap_or_default();
+        Report {
+            scenario: scenario.name.clone(),
+            region: region.to_string(),
+            description: scenario.description.clone(),
+            seed: scenario.seed,
+            duration_seconds: end,
+            samples: std::mem::take(&mut self.samples),
+            steps: self.steps.clone(),
+            pending_latency: Latency::of(waits.iter().map(|(_, s)| *s).collect()),
+            interruptions: self.interruptions.clone(),
+            launches: self.launches.clone(),
+            disruptions,
+            disruption_events: std::mem::take(&mut self.disruption_events),
+            ticks: self.ticks,
+            instances_launched: launched,
+            instances_terminated: terminated,
+            insufficient_capacity_errors: capacity_errors,
+            final_nodes,
+            final_hourly_cost: final_cost,
+        }
+    }
+
+    /// Each step's window (to the next step, or the end) and the fleet at its close.
+    fn close_steps(&mut self, end: i64) {
+        let series = &self.series;
+        let starts: Vec<i64> = self.steps.iter().map(|s| s.at).collect();
+        for (k, step) in self.steps.iter_mut().enumerate() {
+            let until = starts
+                .iter()
+                .skip(k + 1)
+                .copied()
+                .find(|&a| a > step.at)
+                .unwrap_or(end);
+            step.until = until;
+            // A window closed by the next step ends the second before it.
+            let closing = if until < end { until - 1 } else { until };
+            let last = series.len().saturating_sub(1).min(closing.max(0) as usize);
+            (step.nodes_after, step.cost_after) = series.get(last).copied().unwrap_or_default();
+            step.no_nodes_after = (step.nodes_before > 0)
+                .then_some(step.at..=until)
+                .into_iter()
+                .flatten()
+                .find(|&t| series.get(t as usize).is_some_and(|(n, _)| *n == 0))
+                .map(|t| t - step.at);
+        }
+    }
+
+    /// Each interruption's longest wait of a pod created within 3 minutes of it, and its
+    /// replacement (the first launch for the same NodePool at or after it).
+    fn close_interruptions(&mut self, start: DateTime<Utc>, waits: &[(DateTime<Utc>, i64)]) {
+        for i in &mut self.interruptions {
+            let from = start + Duration::seconds(i.at);
+            let to = from + Duration::minutes(3);
+            i.max_pending_seconds = waits
+                .iter()
+                .filter(|(c, _)| *c >= from && *c <= to)
+                .map(|(_, s)| *s)
+                .max()
+                .unwrap_or(0);
+            let replacement = self
+                .seen
+                .iter()
+                .filter(|(_, (t, pool))| *t >= i.at && *pool == i.nodepool)
+                .min_by_key(|(id, (t, _))| (*t, (*id).clone()));
+            if let Some((id, (t, _))) = replacement {
+                i.replacement = Some(id.clone());
+                i.replacement_launched_at = Some(*t);
+            }
+        }
+    }
+}
