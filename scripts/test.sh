@@ -13,6 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p target
+# CI builds a fresh clone once: incremental compilation would only add time and some 15 GB of
+# target/debug/incremental.
+if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
 
 suite_start=$(date +%s)
 stage_name=""
