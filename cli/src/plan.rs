@@ -169,7 +169,7 @@ fn log_disruption(plan: &DisruptionPlan) {
             command = ?d.command,
             reason = d.reason.as_str(),
             savings = d.savings,
-            replacement = ?d.replacement.as_ref().map(|r| r.instance_types.len()),
+            replacements = d.replacements.len(),
             "disrupting node(s) {}",
             d.nodes.join(", ")
         );
@@ -182,13 +182,21 @@ fn log_disruption(plan: &DisruptionPlan) {
 fn disruption_table(plan: &DisruptionPlan) -> String {
     let mut out = String::new();
     for d in &plan.disruptions {
-        let replacement = d.replacement.as_ref().map_or("-".to_string(), |r| {
-            format!(
-                "{} ({} types)",
-                r.instance_types.first().cloned().unwrap_or_default(),
-                r.instance_types.len()
-            )
-        });
+        let replacement = if d.replacements.is_empty() {
+            "-".to_string()
+        } else {
+            d.replacements
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} ({} types)",
+                        r.instance_types.first().cloned().unwrap_or_default(),
+                        r.instance_types.len()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" + ")
+        };
         out.push_str(&format!(
             "disrupt: {:?} {} [{}] replacement {} savings ${:.4}/h\n",
             d.command,

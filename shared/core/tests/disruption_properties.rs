@@ -1,7 +1,9 @@
 //! Properties of disruption plans over random clusters: a plan never exceeds a budget, never
 //! picks a node holding a do-not-disrupt pod, never strands a pod (every pod of the disrupted
 //! nodes fits, by an independent scheduling run, on the remaining nodes plus the replacement),
-//! and consolidation never raises the hourly cost.
+//! and consolidation never raises the hourly cost. And no churn: applying the decisions one
+//! after another settles within a few rounds, each strictly cheaper, no node replaced by one of
+//! its own type, after which a new decision yields no command.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -139,14 +141,14 @@ fn strands_nothing(snapshot: &Snapshot, plan: &DisruptionPlan) -> Result<(), Str
         sim.nodes.retain(|n| !gone.contains(n.name.as_str()));
         sim.nodeclaims
             .retain(|c| !c.node_name.as_deref().is_some_and(|n| gone.contains(n)));
-        if let Some(r) = &d.replacement {
+        for (k, r) in d.replacements.iter().enumerate() {
             let t = types.get(&r.instance_types[0]).ok_or_else(|| {
                 format!(
                     "replacement type {} is outside the pool",
                     r.instance_types[0]
                 )
             })?;
-            let (n, c) = node("replacement", t);
+            let (n, c) = node(&format!("replacement-{k}"), t);
             sim.nodes.push(n);
             sim.nodeclaims.push(c);
         }
@@ -197,4 +199,92 @@ proptest! {
         }
         prop_assert!(strands_nothing(&snapshot, &plan).is_ok(), "{:?}", strands_nothing(&snapshot, &plan));
     }
+
+    #[test]
+    fn consolidation_settles_without_churn(
+        nodes in prop::collection::vec(random_node(), 1..7),
+    ) {
+        let settled = settle(cluster(&nodes, "100%"));
+        prop_assert!(settled.is_ok(), "{:?}", settled);
+    }
+}
+
+fn hourly(snapshot: &Snapshot) -> f64 {
+    let types = types();
+    snapshot
+        .nodes
+        .iter()
+        .filter_map(|n| types.get(n.labels.get(INSTANCE_TYPE)?))
+        .filter_map(|t| {
+            t.offerings
+                .iter()
+                .find(|o| o.zone == "us-east-1a" && o.capacity_type == CAPACITY_ON_DEMAND)
+        })
+        .map(|o| o.price)
+        .sum()
+}
+
+/// Applies the first command of each decision (its nodes gone, each replacement a node of its
+/// cheapest type, the displaced pods bound where an independent scheduling run puts them) until
+/// a decision has none. Fails on a round that does not lower the cost, a node replaced by its
+/// own type, a pod with no place, or more than 10 rounds.
+fn settle(mut snapshot: Snapshot) -> Result<(), String> {
+    let types = types();
+    for round in 0..10 {
+        let plan = disruption::plan_sequence(&snapshot, Catalog::embedded(), NOW);
+        let Some(d) = plan.disruptions.into_iter().next() else {
+            return Ok(());
+        };
+        let before = hourly(&snapshot);
+        let gone: BTreeSet<String> = d.nodes.iter().cloned().collect();
+        let own: BTreeSet<String> = snapshot
+            .nodes
+            .iter()
+            .filter(|n| gone.contains(&n.name))
+            .filter_map(|n| n.labels.get(INSTANCE_TYPE).cloned())
+            .collect();
+        snapshot.nodes.retain(|n| !gone.contains(&n.name));
+        snapshot
+            .nodeclaims
+            .retain(|c| !c.node_name.as_ref().is_some_and(|n| gone.contains(n)));
+        for (k, r) in d.replacements.iter().enumerate() {
+            let t = &r.instance_types[0];
+            if own.contains(t) {
+                return Err(format!(
+                    "round {round}: {d:?} replaces a node by its own type {t}"
+                ));
+            }
+            let (n, c) = node(&format!("r{round}-{k}"), &types[t]);
+            snapshot.nodes.push(n);
+            snapshot.nodeclaims.push(c);
+        }
+        for p in &mut snapshot.pods {
+            if p.node_name.as_ref().is_some_and(|n| gone.contains(n)) {
+                p.node_name = None;
+            }
+        }
+        let placed = schedule(
+            &snapshot,
+            Catalog::embedded(),
+            &ScheduleOptions {
+                now: NOW,
+                ..Default::default()
+            },
+        );
+        if !placed.nodeclaims.is_empty() || !placed.unschedulable.is_empty() {
+            return Err(format!("round {round}: {d:?} leaves pods without a place"));
+        }
+        for e in placed.existing {
+            if let Some(p) = snapshot.pods.iter_mut().find(|p| p.key() == e.pod) {
+                p.node_name = Some(e.node);
+            }
+        }
+        let after = hourly(&snapshot);
+        if after >= before - 1e-9 {
+            return Err(format!(
+                "round {round}: {d:?} took ${before:.4}/h to ${after:.4}/h"
+            ));
+        }
+    }
+    Err("still deciding commands after 10 rounds".into())
 }

@@ -5,8 +5,10 @@
 //! whose ReplicaSets replace evicted pods and whose scheduler binds pending ones. The cluster
 //! steps every simulated second between ticks, as `fleetwright simulate` does.
 //!
-//! After the fall it prints, per tick, the fleet's hourly cost against the LP lower bound for the
-//! 40 pods left. The target is a ratio of at most 1.10 within 5 ticks of the fall.
+//! After the fall it prints, per tick, the fleet's hourly cost against the LP lower bound and
+//! against the whole-node optimum for the 40 pods left (an exact knapsack cover, below). Issue
+//! 20's target is at most 1.03 x the whole-node optimum within 5 ticks; the trace prints whether
+//! it is reached and asserts what holds (see docs/benchmarks.md).
 //!
 //! `cargo bench -p fleetwright-runtime --bench trace` (it also runs, identically, as a check
 //! under `cargo test`: the trace is small). `TRACE_VERBOSE=1` prints each tick's summary.
@@ -289,30 +291,37 @@ fn main() {
             whole <= fresh + 1e-9 && whole >= bound - 1e-9,
             "the whole-node bound lies between the LP bound and a real plan"
         );
+        // The room a replace command keeps for kube-scheduler's spreading on two destinations:
+        // one more of the largest pod (2 CPU at 2 GiB per CPU).
+        let roomy = types.whole_node_bound(world.cpu_requested() + 2000);
+        let _ = writeln!(
+            out,
+            "trace: with room for one more 2-CPU pod, no set of whole nodes costs less than ${roomy:.3}/h ({:.3} x the whole-node optimum)",
+            roomy / whole
+        );
         let before = cloud.hourly();
-        let mut reached = None;
-        let mut after_five = before;
+        let target = 1.03 * whole;
+        let mut costs = Vec::new();
         for k in 1..=10 {
             step(&mut world, &settings, at(t), t).await;
             t += 1;
-            let ratio = cloud.hourly() / bound;
+            let cost = cloud.hourly();
+            costs.push(cost);
             let _ = writeln!(
                 out,
-                "trace: tick {k} after the fall: {} node(s), ${:.3}/h, cost/LP {ratio:.3}",
+                "trace: tick {k} after the fall: {} node(s), ${cost:.3}/h, cost/LP {:.3}, cost/whole-node {:.3}",
                 cloud.live().len(),
-                cloud.hourly()
+                cost / bound,
+                cost / whole
             );
-            if ratio <= 1.10 && reached.is_none() {
-                reached = Some(k);
-            }
-            if k == 5 {
-                after_five = cloud.hourly();
-            }
         }
+        let reached = costs.iter().position(|&c| c <= target + 1e-9).map(|i| i + 1);
         let _ = writeln!(
             out,
-            "trace: cost/LP <= 1.10 reached {} (target: within 5 ticks)",
-            reached.map_or("never".to_string(), |k| format!("at tick {k}"))
+            "trace: <= 1.03 x the whole-node optimum (${target:.3}/h) reached {} (target: within 5 ticks); settled at ${:.3}/h ({:.3} x)",
+            reached.map_or("never".to_string(), |k| format!("at tick {k}")),
+            costs[9],
+            costs[9] / whole
         );
         assert_eq!(
             world.pending(),
@@ -320,8 +329,13 @@ fn main() {
             "no pod is left pending by consolidation"
         );
         assert!(
-            after_five < before / 2.0,
-            "the fleet shrinks within 5 ticks of the fall: ${before:.3}/h -> ${after_five:.3}/h"
+            costs[4] < before / 2.0,
+            "the fleet shrinks within 5 ticks of the fall: ${before:.3}/h -> ${:.3}/h",
+            costs[4]
+        );
+        assert!(
+            costs[5..].windows(2).all(|w| w[1] <= w[0] + 1e-9),
+            "once settled, the fleet does not churn back up: {costs:?}"
         );
     });
 }

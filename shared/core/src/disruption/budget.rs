@@ -32,6 +32,18 @@ impl Reason {
         }
     }
 
+    /// The reason named `text` (as [`Reason::as_str`] writes it).
+    pub fn parse(text: &str) -> Option<Reason> {
+        [
+            Reason::Expired,
+            Reason::Drifted,
+            Reason::Empty,
+            Reason::Underutilized,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == text)
+    }
+
     fn budget_name(&self) -> &'static str {
         match self {
             Reason::Expired => "Expired",

@@ -1,5 +1,6 @@
 //! Commands: deleting empty nodes, replacing expired or drifted ones, and consolidation (multi-node
-//! first, then single nodes), each checked by re-running the scheduler over the cluster without
+//! first, then single nodes; N→1 strictly cheaper, N→M with a margin, and room kept for
+//! kube-scheduler's spreading), each checked by re-running the scheduler over the cluster without
 //! the candidates.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,7 +13,9 @@ use crate::scheduler::{schedule, ScheduleOptions};
 
 use super::budget::{Budgets, Reason};
 use super::candidates::{disrupting, pdb_blocks, Candidate, Prices};
-use super::{Blocked, Command, Disruption, Replacement, MAX_MULTI_NODE, MIN_SPOT_OPTIONS};
+use super::{
+    Blocked, Command, Disruption, Replacement, MAX_MULTI_NODE, MIN_SPLIT_SAVINGS, MIN_SPOT_OPTIONS,
+};
 
 pub(crate) fn delete_all(candidates: &[&Candidate], reason: Reason) -> Vec<Disruption> {
     if candidates.is_empty() {
@@ -23,7 +26,9 @@ pub(crate) fn delete_all(candidates: &[&Candidate], reason: Reason) -> Vec<Disru
         reason,
         nodes: candidates.iter().map(|c| c.node.name.clone()).collect(),
         replacement: None,
+        replacements: Vec::new(),
         savings: round4(candidates.iter().map(|c| c.price).sum()),
+        moves: Vec::new(),
     }]
 }
 
@@ -31,14 +36,33 @@ pub(crate) fn round4(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
 }
 
-/// What scheduling the candidates' pods elsewhere gives: the new NodeClaims needed, or why the
-/// pods cannot move.
+/// Where the candidates' pods go: the new NodeClaims they need, and which of them land on nodes
+/// that stay (`(pod key, node)`).
+pub(crate) struct Moved {
+    pub(crate) claims: Vec<NewNodeClaim>,
+    pub(crate) onto: Vec<(String, String)>,
+}
+
+/// What scheduling the candidates' pods elsewhere gives: where they go, or why they cannot move.
 pub(crate) fn simulate(
     snapshot: &Snapshot,
     catalog: &Catalog,
     candidates: &[&Candidate],
     now: i64,
-) -> Result<Vec<NewNodeClaim>, String> {
+) -> Result<Moved, String> {
+    simulate_with_room(snapshot, catalog, candidates, now, 0)
+}
+
+/// [`simulate`], with room kept for `spare` more pods the size of the largest one displaced
+/// (copies of it, with its constraints, planned with the others and then dropped from the
+/// claims' pod lists).
+pub(crate) fn simulate_with_room(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    candidates: &[&Candidate],
+    now: i64,
+    spare: usize,
+) -> Result<Moved, String> {
     // The candidates go, and so do the nodes of commands already in progress: their pods need a
     // place too, so a new command never takes the room they are moving into.
     let removed: BTreeSet<&str> = candidates
@@ -70,7 +94,23 @@ pub(crate) fn simulate(
             }
         }
     }
-    let plan = schedule(
+    let largest = candidates
+        .iter()
+        .flat_map(|c| c.pods.iter().copied())
+        .filter(|p| !p.is_daemonset())
+        .max_by_key(|p| (p.requests.cpu, p.requests.memory, p.name.clone()))
+        .cloned();
+    let mut spares = Vec::new();
+    if let Some(largest) = largest {
+        for n in 0..spare {
+            let mut copy = largest.clone();
+            copy.name = format!("{}-room-{n}", largest.name);
+            copy.node_name = None;
+            spares.push(format!("{}/{}", copy.namespace, copy.name));
+            sim.pods.push(copy);
+        }
+    }
+    let mut plan = schedule(
         &sim,
         catalog,
         &ScheduleOptions {
@@ -78,12 +118,23 @@ pub(crate) fn simulate(
             ..Default::default()
         },
     );
+    for claim in &mut plan.nodeclaims {
+        claim.pods.retain(|p| !spares.contains(p));
+    }
     match plan.unschedulable.first() {
         Some(u) => Err(format!(
             "pod {} would not fit elsewhere: {}",
             u.pod, u.reason
         )),
-        None => Ok(plan.nodeclaims),
+        None => Ok(Moved {
+            claims: plan.nodeclaims,
+            onto: plan
+                .existing
+                .into_iter()
+                .filter(|e| !spares.contains(&e.pod))
+                .map(|e| (e.pod, e.node))
+                .collect(),
+        }),
     }
 }
 
@@ -99,29 +150,24 @@ pub(crate) fn replace_each(
     let mut out = Vec::new();
     for c in candidates {
         match simulate(snapshot, catalog, &[c], now) {
-            Ok(claims) if claims.len() <= 1 => {
-                let replacement = claims.into_iter().next().map(replacement_of);
-                let cost = replacement.as_ref().map_or(0.0, |r| r.price);
+            Ok(moved) => {
+                let replacements: Vec<Replacement> =
+                    moved.claims.into_iter().map(replacement_of).collect();
+                let cost: f64 = replacements.iter().map(|r| r.price).sum();
                 out.push(Disruption {
-                    command: if replacement.is_some() {
-                        Command::Replace
-                    } else {
+                    command: if replacements.is_empty() {
                         Command::Delete
+                    } else {
+                        Command::Replace
                     },
                     reason,
                     nodes: vec![c.node.name.clone()],
-                    replacement,
+                    replacement: (replacements.len() == 1).then(|| replacements[0].clone()),
+                    replacements,
                     savings: round4(c.price - cost),
+                    moves: moved.onto,
                 });
             }
-            Ok(claims) => blocked.push(Blocked {
-                node: c.node.name.clone(),
-                reason: format!(
-                    "{}: its pods need {} new nodes",
-                    reason.as_str(),
-                    claims.len()
-                ),
-            }),
             Err(why) => blocked.push(Blocked {
                 node: c.node.name.clone(),
                 reason: format!("{}: {why}", reason.as_str()),
@@ -157,7 +203,24 @@ pub(crate) fn consolidation(
     ) {
         return Err(reason);
     }
-    let claims = simulate(snapshot, catalog, candidates, now)?;
+    let mut moved = simulate(snapshot, catalog, candidates, now)?;
+    let destinations = moved.claims.len()
+        + moved
+            .onto
+            .iter()
+            .map(|(_, node)| node)
+            .collect::<BTreeSet<_>>()
+            .len();
+    if !moved.claims.is_empty() && destinations >= 2 {
+        // kube-scheduler spreads pods and follows no plan: where the displaced pods go to
+        // several nodes packed tight, the last of them can find every one just short of room,
+        // and stay pending until a new node launches for it. With room left for one more of
+        // the largest on all but one destination, in total, it cannot. (Deletions, which launch
+        // nothing, keep Karpenter's rule.)
+        moved = simulate_with_room(snapshot, catalog, candidates, now, destinations - 1)?;
+    }
+    let Moved { claims, onto } = moved;
+
     let total: f64 = candidates.iter().map(|c| c.price).sum();
     let nodes: Vec<String> = candidates.iter().map(|c| c.node.name.clone()).collect();
     let reason = if candidates.iter().all(|c| c.pods.is_empty()) {
@@ -165,31 +228,70 @@ pub(crate) fn consolidation(
     } else {
         Reason::Underutilized
     };
-    match claims.len() {
-        0 => Ok(Disruption {
-            command: Command::Delete,
-            reason,
-            nodes,
-            replacement: None,
-            savings: round4(total),
-        }),
+    if reason == Reason::Empty && !claims.is_empty() {
+        return Err("empty, but the pods of a disruption in progress need its room".into());
+    }
+    let replacements = match claims.len() {
+        0 => Vec::new(),
         1 => {
             let ceiling = candidates.iter().map(|c| c.price).fold(0.0, f64::max);
             let claim = claims
                 .into_iter()
                 .next()
                 .ok_or("no replacement was planned")?;
-            let replacement = cheaper(catalog, claim, ceiling, candidates)?;
-            Ok(Disruption {
-                command: Command::Replace,
-                reason,
-                nodes,
-                savings: round4(total - replacement.price),
-                replacement: Some(replacement),
-            })
+            vec![cheaper(catalog, claim, ceiling, candidates)?]
         }
-        n => Err(format!("its pods would need {n} new nodes")),
+        _ => split(catalog, claims, total, candidates)?,
+    };
+    let price: f64 = replacements.iter().map(|r| r.price).sum();
+    Ok(Disruption {
+        command: if replacements.is_empty() {
+            Command::Delete
+        } else {
+            Command::Replace
+        },
+        reason,
+        nodes,
+        replacement: (replacements.len() == 1).then(|| replacements[0].clone()),
+        replacements,
+        savings: round4(total - price),
+        moves: onto,
+    })
+}
+
+/// The replacements of an N→M command (M ≥ 2), the packing engine's new nodes: each one's
+/// options cut to a share of what the set may cost, so that whichever options launch, the set
+/// saves at least [`MIN_SPLIT_SAVINGS`] of `total` (the candidates' price).
+pub(crate) fn split(
+    catalog: &Catalog,
+    claims: Vec<NewNodeClaim>,
+    total: f64,
+    candidates: &[&Candidate],
+) -> Result<Vec<Replacement>, String> {
+    let count = claims.len();
+    let ceiling = total * (1.0 - MIN_SPLIT_SAVINGS);
+    let cheapest: f64 = claims.iter().map(|c| c.price).sum();
+    let short = || {
+        format!(
+            "its pods would need {count} new nodes at ${cheapest:.4}/h, not {:.0} % under its ${total:.4}/h",
+            MIN_SPLIT_SAVINGS * 100.0
+        )
+    };
+    if cheapest <= 0.0 || cheapest >= ceiling {
+        return Err(short());
     }
+    let replacements = claims
+        .into_iter()
+        .map(|claim| {
+            let share = ceiling * claim.price / cheapest;
+            cheaper(catalog, claim, share, candidates)
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let price: f64 = replacements.iter().map(|r| r.price).sum();
+    if price >= ceiling {
+        return Err(short());
+    }
+    Ok(replacements)
 }
 
 /// The replacement's options cut to those strictly cheaper than `ceiling` (the dearest
@@ -227,9 +329,16 @@ pub(crate) fn cheaper(
             .unwrap_or_else(|| "on-demand".into())
     };
     let capacity = capacity.as_str();
+    // A node is never replaced by one of its own type: that moves pods for a zone's price
+    // difference, and the next spot price change undoes it.
+    let own: Vec<&str> = candidates
+        .iter()
+        .filter_map(|c| c.node.labels.get(INSTANCE_TYPE).map(String::as_str))
+        .collect();
     let options: Vec<(String, f64)> = claim
         .instance_types
         .iter()
+        .filter(|t| !own.contains(&t.as_str()))
         .map(|t| (t.clone(), cheapest(t, capacity)))
         .filter(|(_, p)| *p < ceiling - 1e-9)
         .collect();

@@ -453,3 +453,116 @@ fn the_fleet_cost_is_the_owned_nodes_prices_against_the_bound_of_their_pods() {
     assert_eq!(cost.nodes, 1);
     assert!((cost.hourly - m5_2xlarge).abs() < 1e-9);
 }
+
+/// A pool of m5 sizes from xlarge up, on-demand.
+fn m5_sizes() -> NodePool {
+    pool(
+        &["m5.xlarge", "m5.2xlarge", "m5.4xlarge", "m5.8xlarge"],
+        "on-demand",
+        "100%",
+    )
+}
+
+#[test]
+fn a_node_too_large_for_its_pods_is_split_into_two_cheaper_ones() {
+    let mut c = Cluster::new(m5_sizes());
+    c.node("big", "m5.8xlarge", "on-demand");
+    for i in 0..17 {
+        c.pod(&format!("p{i}"), "big", 1000);
+    }
+    let plan = c.plan();
+    let d = &plan.disruptions[0];
+    assert_eq!(
+        (d.command, d.reason, d.replacements.len()),
+        (Command::Replace, Reason::Underutilized, 2),
+        "{plan:?}"
+    );
+    assert!(d.replacement.is_none(), "`replacement` is for one only");
+    let price: f64 = d.replacements.iter().map(|r| r.price).sum();
+    assert!(price < 1.536 * (1.0 - MIN_SPLIT_SAVINGS), "{price}");
+    assert!(d
+        .replacements
+        .iter()
+        .all(|r| !r.instance_types.iter().any(|t| t == "m5.8xlarge")));
+    // The room kept for kube-scheduler's spreading: one more of the largest pod.
+    let room: i64 = d
+        .replacements
+        .iter()
+        .map(|r| r.nodeclaim.requests.cpu)
+        .sum();
+    assert!(room >= 17_000, "{room}");
+    let json = serde_json::to_value(d).unwrap();
+    assert_eq!(json["replacements"].as_array().map(Vec::len), Some(2));
+    assert!(json["replacement"].is_null());
+}
+
+#[test]
+fn a_split_that_saves_nothing_is_not_made() {
+    // 3.5 CPU on an m5.xlarge: two m5.large would cost the same, and no single type is cheaper.
+    let mut c = Cluster::new(pool(&["m5.large", "m5.xlarge"], "on-demand", "100%"));
+    c.node("x", "m5.xlarge", "on-demand");
+    for i in 0..7 {
+        c.pod(&format!("p{i}"), "x", 500);
+    }
+    let plan = c.plan();
+    assert!(plan.disruptions.is_empty(), "{plan:?}");
+}
+
+#[test]
+fn an_empty_node_and_a_consolidation_are_decided_together_in_sequence() {
+    let mut c = Cluster::new(general("100%"));
+    c.node("empty", "m5.large", "on-demand");
+    c.node("big", "m5.8xlarge", "on-demand");
+    c.pod("small", "big", 250);
+    let plan = plan_sequence(&c.snapshot, Catalog::embedded(), NOW);
+    let kinds: Vec<(Command, Reason)> = plan
+        .disruptions
+        .iter()
+        .map(|d| (d.command, d.reason))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (Command::Delete, Reason::Empty),
+            (Command::Replace, Reason::Underutilized)
+        ],
+        "{plan:?}"
+    );
+    // The second never counts on the first's node.
+    assert!(!plan.disruptions[1].nodes.contains(&"empty".to_string()));
+}
+
+#[test]
+fn a_decided_command_is_validated_against_the_cluster_as_it_is_now() {
+    let mut c = Cluster::new(general("100%"));
+    c.node("big", "m5.8xlarge", "on-demand");
+    c.pod("small", "big", 250);
+    let nodes = vec!["big".to_string()];
+    let now = validate(
+        &c.snapshot,
+        Catalog::embedded(),
+        NOW,
+        Reason::Underutilized,
+        &nodes,
+    )
+    .expect("still holds");
+    assert_eq!(now.command, Command::Replace);
+    // Pinned since: its pod may no longer move.
+    c.snapshot.pods[0].do_not_disrupt = true;
+    let e = validate(
+        &c.snapshot,
+        Catalog::embedded(),
+        NOW,
+        Reason::Underutilized,
+        &nodes,
+    )
+    .unwrap_err();
+    assert!(e.contains("big"), "{e}");
+    // And an empty delete no longer holds once a pod landed.
+    let mut e2 = Cluster::new(general("100%"));
+    e2.node("idle", "m5.large", "on-demand");
+    let idle = vec!["idle".to_string()];
+    assert!(validate(&e2.snapshot, Catalog::embedded(), NOW, Reason::Empty, &idle).is_ok());
+    e2.pod("arrived", "idle", 250);
+    assert!(validate(&e2.snapshot, Catalog::embedded(), NOW, Reason::Empty, &idle).is_err());
+}

@@ -101,7 +101,7 @@ pub enum Action {
     },
     /// Remember the disruption decided (or none), to confirm it on a later tick.
     SavePending {
-        pending: Option<super::disruption::PendingDisruption>,
+        pending: Vec<super::disruption::PendingDisruption>,
     },
     /// A disruption decided now and confirmed on a later tick (`next`: decided while another
     /// starts).
@@ -115,25 +115,29 @@ pub enum Action {
         command: &'static str,
         reason: &'static str,
         savings: f64,
-        replacement: Option<Vec<String>>,
+        /// Each replacement's instance type options (none for a delete).
+        replacements: Vec<Vec<String>>,
         nodes: Vec<String>,
     },
-    /// Start a command: create its replacement (if any), then taint the candidates
+    /// Start a command: create its replacements (if any), then taint the candidates
     /// `karpenter.sh/disrupted:NoSchedule` and annotate their NodeClaims with the command.
     #[serde(rename_all = "camelCase")]
     StartDisruption {
-        /// `<reason>/<command>`; the replacement's name is appended once it is created.
+        /// `<reason>/<command>`; the replacements' names are appended (`/a,b`) once created.
         command: String,
-        replacement: Option<Box<Action>>,
+        /// A [`Action::CreateNodeClaim`] for each replacement.
+        replacements: Vec<Action>,
         /// `(node, its NodeClaim)`.
         candidates: Vec<(String, String)>,
     },
     /// Taint a command's candidate `karpenter.sh/disrupted:NoSchedule` (again: a tick cut off
     /// between annotating a NodeClaim and tainting its node left it untainted).
     Cordon { node: String },
-    /// A command in progress waits for its replacement to initialize.
+    /// A decision that waited for confirmation no longer holds (why), and is not carried out.
+    Invalidated { command: String, reason: String },
+    /// A command in progress waits for its replacements to initialize (`a,b`: those not yet).
     AwaitReplacement { replacement: String },
-    /// The replacement is gone before it initialized: untaint the candidates, drop the
+    /// A replacement is gone before it initialized: untaint the candidates, drop the
     /// annotation, and say why in an Event on each NodeClaim.
     Abandon {
         replacement: String,

@@ -6,19 +6,21 @@
 //!    stores it in the state ConfigMap; a tick at least [`CONFIRM_AFTER`] later that decides the
 //!    same command carries it out.
 //! 2. Carrying out a command starts by tainting the candidates `karpenter.sh/disrupted:NoSchedule`
-//!    and annotating their NodeClaims with [`DISRUPTION_ANNOTATION`]. A replacement NodeClaim is
-//!    created too; the tick's launch step launches it.
-//! 3. Later ticks wait until the replacement is initialized, then drain the candidates through the
+//!    and annotating their NodeClaims with [`DISRUPTION_ANNOTATION`]. The replacement NodeClaims
+//!    (one, or several for an N→M consolidation) are created too; the tick's launch step
+//!    launches them.
+//! 3. Later ticks wait until every replacement is initialized, then drain the candidates through the
 //!    Eviction API (PodDisruptionBudgets are respected, and refused pods are retried on the next
 //!    tick). When no evictable pod is left, they delete the NodeClaims. The deletion step then
 //!    terminates the instances and removes the finalizers.
-//! 4. If the replacement disappears before it initializes (a failed launch, say), the command is
-//!    abandoned: the taints come off, the annotations go, and an Event says why.
+//! 4. If a replacement disappears before it initializes (a failed launch, say), the command is
+//!    abandoned: the taints come off, the annotations go, and an Event says why. Replacements
+//!    that did launch are left to consolidation, as any node with room is.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
-use fleetwright_core::disruption::{self, Command, Disruption, DisruptionPlan};
+use fleetwright_core::disruption::{self, Command, Disruption};
 use fleetwright_core::labels::TAINT_DISRUPTED;
 use fleetwright_core::{Catalog, Snapshot};
 use fleetwright_kube::crds::NodeClaim;
@@ -30,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use super::action::Action;
 use super::decide::{create, has_condition, name_of as name};
 
-/// On a candidate's NodeClaim: `<reason>/<command>[/<replacement NodeClaim>]`.
+/// On a candidate's NodeClaim: `<reason>/<command>[/<replacement NodeClaim>[,<another>...]]`.
 pub const DISRUPTION_ANNOTATION: &str = "fleetwright.io/disruption";
 /// The state ConfigMap key of a decision waiting for confirmation.
 pub const PENDING_KEY: &str = "pendingDisruption";
@@ -69,7 +71,7 @@ fn taken_message(d: &Disruption) -> String {
         command_name(d.command),
         d.savings
     );
-    if let Some(r) = &d.replacement {
+    for r in &d.replacements {
         message.push_str(&format!(", replacement [{}]", r.instance_types.join(", ")));
     }
     message
@@ -190,23 +192,31 @@ fn continue_command(
     now: DateTime<Utc>,
 ) -> Vec<Action> {
     let mut actions = Vec::new();
-    if let Some(replacement) = value.split('/').nth(2) {
-        match claims
+    if let Some(names) = value.split('/').nth(2) {
+        let replacements: Vec<&str> = names.split(',').filter(|n| !n.is_empty()).collect();
+        let found = |r: &str| {
+            claims
+                .iter()
+                .find(|c| c.metadata.name.as_deref() == Some(r))
+        };
+        if replacements.iter().any(|r| found(r).is_none()) {
+            return vec![abandon(dump, in_progress, names)];
+        }
+        let waiting: Vec<&str> = replacements
             .iter()
-            .find(|c| c.metadata.name.as_deref() == Some(replacement))
-        {
-            None => return vec![abandon(dump, in_progress, replacement)],
-            Some(c)
-                if !has_condition(c, "Initialized")
-                    && !initialized.iter().any(|n| n == replacement) =>
-            {
-                actions.extend(untainted(dump, in_progress));
-                actions.push(Action::AwaitReplacement {
-                    replacement: replacement.to_string(),
-                });
-                return actions;
-            }
-            Some(_) => {}
+            .copied()
+            .filter(|r| {
+                found(r).is_some_and(|c| {
+                    !has_condition(c, "Initialized") && !initialized.iter().any(|n| n == r)
+                })
+            })
+            .collect();
+        if !waiting.is_empty() {
+            actions.extend(untainted(dump, in_progress));
+            actions.push(Action::AwaitReplacement {
+                replacement: waiting.join(","),
+            });
+            return actions;
         }
     }
     actions.extend(untainted(dump, in_progress));
@@ -292,60 +302,94 @@ fn drain_started(claim: &NodeClaim) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
-/// What the next disruption is, decided over what was read: the plan, the blocked reasons
-/// already evented (`said`), and the decision waiting for confirmation (`pending`).
+/// What the disruptions are, decided over what was read: the commands decided this tick
+/// (`<reason>/<command>:<nodes>`, in order) and the actions.
 #[derive(Debug, Default)]
 pub struct Decided {
-    /// The command decided (`<reason>/<command>:<nodes>`), if any.
-    pub key: Option<String>,
+    pub keys: Vec<String>,
     pub actions: Vec<Action>,
 }
 
-/// Reports the blocked candidates, then decides the first command: remembered for
-/// confirmation, or (confirmed) started, with the next one decided behind it.
+/// The decisions waiting for confirmation, as the state ConfigMap holds them (a list; one
+/// object or `null` before several commands were decided at once).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum StoredPending {
+    Many(Vec<PendingDisruption>),
+    One(PendingDisruption),
+}
+
+impl StoredPending {
+    pub fn into_vec(self) -> Vec<PendingDisruption> {
+        match self {
+            StoredPending::Many(v) => v,
+            StoredPending::One(p) => vec![p],
+        }
+    }
+}
+
+/// Carries out each decision waiting at least [`CONFIRM_AFTER`] (`pending`) that still holds
+/// ([`disruption::validate`], with fresh replacements), then decides what comes next over the
+/// cluster as those leave it ([`disruption::plan_sequence`]): each of those commands waits for
+/// confirmation (keeping its first decision time when it was already waiting). The blocked
+/// candidates are reported.
 pub fn decide(
     dump: &ClusterDump,
-    snapshot: &mut Snapshot,
+    snapshot: &Snapshot,
     catalog: &Catalog,
-    plan: DisruptionPlan,
     said: &BTreeMap<String, String>,
-    pending: Option<&PendingDisruption>,
+    pending: &[PendingDisruption],
     now: DateTime<Utc>,
 ) -> Decided {
-    let mut actions = report_blocked(dump, &plan.blocked, said);
-    let Some(first) = plan.disruptions.into_iter().next() else {
-        actions.push(Action::SavePending { pending: None });
-        return Decided { key: None, actions };
-    };
-    let key = command_key(&first);
-    let confirmed = pending.is_some_and(|p| p.key == key && now - p.decided_at >= CONFIRM_AFTER);
-    if !confirmed {
-        let decided_at = match pending {
-            Some(p) if p.key == key => p.decided_at,
-            _ => now,
+    let mut sim = snapshot.clone();
+    let mut taken = Vec::new();
+    let mut keys = Vec::new();
+    for p in pending
+        .iter()
+        .filter(|p| now - p.decided_at >= CONFIRM_AFTER)
+    {
+        let Some((reason, nodes)) = parse_key(&p.key) else {
+            continue;
         };
+        match disruption::validate(&sim, catalog, now.timestamp(), reason, &nodes) {
+            Ok(command) => {
+                taken.extend(carry_out(dump, &command, now));
+                disruption::as_started(&mut sim, &command);
+                keys.push(command_key(&command));
+            }
+            Err(why) => taken.push(Action::Invalidated {
+                command: p.key.clone(),
+                reason: why,
+            }),
+        }
+    }
+    let plan = disruption::plan_sequence(&sim, catalog, now.timestamp());
+    let mut actions = report_blocked(dump, &plan.blocked, said);
+    actions.extend(taken);
+    let mut waiting = Vec::new();
+    for command in &plan.disruptions {
+        let key = command_key(command);
+        let earlier = pending.iter().find(|p| p.key == key);
         actions.push(Action::ConfirmLater {
             command: key.clone(),
-            savings: first.savings,
-            next: false,
+            savings: command.savings,
+            next: !keys.is_empty(),
         });
-        actions.push(Action::SavePending {
-            pending: Some(PendingDisruption {
-                key: key.clone(),
-                decided_at,
-            }),
+        waiting.push(PendingDisruption {
+            key: key.clone(),
+            decided_at: earlier.map_or(now, |p| p.decided_at),
         });
-        return Decided {
-            key: Some(key),
-            actions,
-        };
+        keys.push(key);
     }
-    actions.extend(carry_out(dump, &first, now));
-    actions.extend(decide_next(snapshot, catalog, &first, now));
-    Decided {
-        key: Some(key),
-        actions,
-    }
+    actions.push(Action::SavePending { pending: waiting });
+    Decided { keys, actions }
+}
+
+/// The reason and nodes of a command key (`<reason>/<command>:<nodes>`).
+fn parse_key(key: &str) -> Option<(disruption::Reason, Vec<String>)> {
+    let (head, nodes) = key.split_once(':')?;
+    let reason = disruption::Reason::parse(head.split('/').next()?)?;
+    Some((reason, nodes.split(',').map(str::to_string).collect()))
 }
 
 /// Logs every candidate left alone, and events it once per reason (`said`: the reasons last
@@ -399,16 +443,17 @@ fn node_event(dump: &ClusterDump, node: &str, reason: &str, message: String) -> 
 /// A confirmed command: forget the pending decision, event the nodes, start the command, and
 /// with no replacement to wait for, drain at once (as Karpenter's would).
 fn carry_out(dump: &ClusterDump, first: &Disruption, now: DateTime<Utc>) -> Vec<Action> {
-    let mut actions = vec![
-        Action::Disrupting {
-            command: command_name(first.command),
-            reason: first.reason.as_str(),
-            savings: first.savings,
-            replacement: first.replacement.as_ref().map(|r| r.instance_types.clone()),
-            nodes: first.nodes.clone(),
-        },
-        Action::SavePending { pending: None },
-    ];
+    let mut actions = vec![Action::Disrupting {
+        command: command_name(first.command),
+        reason: first.reason.as_str(),
+        savings: first.savings,
+        replacements: first
+            .replacements
+            .iter()
+            .map(|r| r.instance_types.clone())
+            .collect(),
+        nodes: first.nodes.clone(),
+    }];
     let message = taken_message(first);
     for node in &first.nodes {
         actions.push(node_event(
@@ -419,20 +464,21 @@ fn carry_out(dump: &ClusterDump, first: &Disruption, now: DateTime<Utc>) -> Vec<
         ));
     }
     actions.extend(start(dump, first));
-    if first.replacement.is_none() {
+    if first.replacements.is_empty() {
         let claims = claims_of(dump, &first.nodes);
         actions.extend(drain_and_delete(dump, &claims, now));
     }
     actions
 }
 
-/// Creates the replacement, then taints and annotates the candidates. A replacement that
+/// Creates the replacements, then taints and annotates the candidates. A replacement that
 /// cannot be built (its NodePool is gone) starts nothing.
 fn start(dump: &ClusterDump, command: &Disruption) -> Option<Action> {
-    let replacement = match &command.replacement {
-        Some(r) => Some(Box::new(create(dump, &r.nodeclaim)?)),
-        None => None,
-    };
+    let replacements = command
+        .replacements
+        .iter()
+        .map(|r| create(dump, &r.nodeclaim))
+        .collect::<Option<Vec<Action>>>()?;
     let candidates = command
         .nodes
         .iter()
@@ -449,48 +495,9 @@ fn start(dump: &ClusterDump, command: &Disruption) -> Option<Action> {
             command.reason.as_str(),
             command_name(command.command)
         ),
-        replacement,
+        replacements,
         candidates,
     })
-}
-
-/// With `started` under way, decides the command after it now, so that it can be confirmed on
-/// the next tick instead of decided there.
-fn decide_next(
-    snapshot: &mut Snapshot,
-    catalog: &Catalog,
-    started: &Disruption,
-    now: DateTime<Utc>,
-) -> Vec<Action> {
-    for node in snapshot
-        .nodes
-        .iter_mut()
-        .filter(|n| started.nodes.contains(&n.name))
-    {
-        node.taints.push(fleetwright_core::model::Taint {
-            key: TAINT_DISRUPTED.into(),
-            value: String::new(),
-            effect: fleetwright_core::model::TaintEffect::NoSchedule,
-        });
-    }
-    let plan = disruption::plan(snapshot, catalog, now.timestamp());
-    let Some(next) = plan.disruptions.first() else {
-        return Vec::new();
-    };
-    let key = command_key(next);
-    vec![
-        Action::ConfirmLater {
-            command: key.clone(),
-            savings: next.savings,
-            next: true,
-        },
-        Action::SavePending {
-            pending: Some(PendingDisruption {
-                key,
-                decided_at: now,
-            }),
-        },
-    ]
 }
 
 #[cfg(test)]
@@ -572,6 +579,70 @@ items:
             actions
                 .iter()
                 .any(|a| matches!(a, Action::DrainDisrupted { nodeclaim, .. } if nodeclaim == "default-old")),
+            "{actions:?}"
+        );
+    }
+
+    /// An N→M command (two replacements) drains only once both are initialized, waits while
+    /// one is not, and is abandoned when one is gone.
+    #[test]
+    fn a_command_with_two_replacements_waits_for_both_and_is_abandoned_without_one() {
+        let dump = |second: &str| {
+            fleetwright_kube::dump::parse(
+                &format!(
+                    r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: karpenter.sh/v1
+  kind: NodeClaim
+  metadata:
+    name: default-old
+    annotations: {{fleetwright.io/disruption: "underutilized/replace/default-r1,default-r2"}}
+  spec:
+    nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+    requirements: []
+  status: {{providerID: "aws:///us-east-1a/i-0aaa", nodeName: node-old}}
+- apiVersion: v1
+  kind: Node
+  metadata: {{name: node-old}}
+  spec:
+    providerID: "aws:///us-east-1a/i-0aaa"
+    taints: [{{key: karpenter.sh/disrupted, effect: NoSchedule}}]
+- apiVersion: karpenter.sh/v1
+  kind: NodeClaim
+  metadata: {{name: default-r1}}
+  spec:
+    nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+    requirements: []
+  status:
+    conditions: [{{type: Initialized, status: "True", reason: Initialized, lastTransitionTime: "2026-11-24T10:00:00Z", message: ""}}]
+{second}
+"#
+                ),
+                "two replacements",
+            )
+            .unwrap()
+        };
+        let now = Utc::now();
+        let r2_starting = "- apiVersion: karpenter.sh/v1\n  kind: NodeClaim\n  metadata: {name: default-r2}\n  spec:\n    nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n    requirements: []\n";
+        let waiting = dump(r2_starting);
+        let actions = continue_commands(&waiting, &waiting.nodeclaims, &[], now);
+        assert!(
+            matches!(actions.as_slice(), [Action::AwaitReplacement { replacement }] if replacement == "default-r2"),
+            "{actions:?}"
+        );
+        let actions = continue_commands(&waiting, &waiting.nodeclaims, &["default-r2".into()], now);
+        assert!(
+            actions
+                .iter()
+                .any(|a| matches!(a, Action::DrainDisrupted { nodeclaim, .. } if nodeclaim == "default-old")),
+            "{actions:?}"
+        );
+        let gone = dump("");
+        let actions = continue_commands(&gone, &gone.nodeclaims, &[], now);
+        assert!(
+            matches!(actions.as_slice(), [Action::Abandon { replacement, .. }] if replacement == "default-r1,default-r2"),
             "{actions:?}"
         );
     }

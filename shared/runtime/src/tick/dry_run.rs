@@ -48,6 +48,9 @@ pub(crate) fn describe(action: &Action, summary: &mut TickSummary) {
         } => {
             info!(target: DISRUPT, command = %command, savings = savings, "disruption decided; confirming on a later tick");
         }
+        Action::Invalidated { command, reason } => {
+            info!(target: DISRUPT, command = %command, reason = %reason, "decided disruption no longer holds; not carried out");
+        }
         Action::Disrupting { nodes, .. } => {
             info!(target: DISRUPT, "disrupting node(s) {} (dry run)", nodes.join(", "))
         }

@@ -197,24 +197,27 @@ impl<C: Cloud> Tick<C> {
             } => {
                 info!(target: DISRUPT, command = %command, savings = savings, "disruption decided; confirming on a later tick")
             }
+            Action::Invalidated { command, reason } => {
+                info!(target: DISRUPT, command = %command, reason = %reason, "decided disruption no longer holds; not carried out")
+            }
             Action::Disrupting {
                 command,
                 reason,
                 savings,
-                replacement,
+                replacements,
                 nodes,
             } => info!(target: DISRUPT, command = command,
                 reason = reason,
                 savings = format!("${savings:.4}/h"),
-                replacement = replacement.map_or("none".to_string(), |r| r.join(",")),
+                replacement = replacements_text(&replacements),
                 "disrupting node(s) {}",
                 nodes.join(", ")
             ),
             Action::StartDisruption {
                 command,
-                replacement,
+                replacements,
                 candidates,
-            } => self.start(command, replacement, candidates, ctx).await?,
+            } => self.start(command, replacements, candidates, ctx).await?,
             Action::Cordon { node } => {
                 executor::update_node(self.kube.clone(), &node, executor::cordoned).await?;
             }
@@ -479,11 +482,15 @@ impl<C: Cloud> Tick<C> {
     async fn start(
         &self,
         mut command: String,
-        replacement: Option<Box<Action>>,
+        replacements: Vec<Action>,
         candidates: Vec<(String, String)>,
         ctx: &mut Applied<'_>,
     ) -> Result<(), RuntimeError> {
-        if let Some(Action::CreateNodeClaim { claim, .. }) = replacement.map(|a| *a) {
+        let mut names = Vec::new();
+        for replacement in replacements {
+            let Action::CreateNodeClaim { claim, .. } = replacement else {
+                continue;
+            };
             let created = executor::create_nodeclaim(self.kube.clone(), &claim).await?;
             let name = name_of(&created);
             info!(target: DISRUPT, nodeclaim = %name, "created nodeclaim (replacement)");
@@ -494,8 +501,11 @@ impl<C: Cloud> Tick<C> {
                 1.0,
             );
             ctx.summary.nodeclaims_created.push(name.clone());
-            command = format!("{command}/{name}");
+            names.push(name);
             ctx.created.push(created);
+        }
+        if !names.is_empty() {
+            command = format!("{command}/{}", names.join(","));
         }
         // The command is recorded on every NodeClaim before any node is tainted: a tick cut off
         // in between leaves a command the next tick continues (tainting what is left), never a
@@ -619,4 +629,16 @@ fn terminates(action: &Action) -> Option<String> {
         Action::CollectGarbage { instance_id, .. } => Some(instance_id.clone()),
         _ => None,
     }
+}
+
+/// `[a, b] + [c]`: each replacement's instance type options; `none` for a delete.
+fn replacements_text(replacements: &[Vec<String>]) -> String {
+    if replacements.is_empty() {
+        return "none".into();
+    }
+    replacements
+        .iter()
+        .map(|r| format!("[{}]", r.join(",")))
+        .collect::<Vec<_>>()
+        .join(" + ")
 }

@@ -258,22 +258,13 @@ impl<C: Cloud> Tick<C> {
             record_fleet_cost(snapshot, &catalog, ctx);
         }
         let started = std::time::Instant::now();
-        let plan = fleetwright_core::disruption::plan(snapshot, &catalog, ctx.now.timestamp());
+        let (said, pending) = self.disruption_state().await;
+        let decided = disruption::decide(ctx.dump, snapshot, &catalog, &said, &pending, ctx.now);
         debug!(
             elapsed_ms = started.elapsed().as_millis() as u64,
-            "disruption planned"
+            "disruption decided"
         );
-        let (said, pending) = self.disruption_state().await;
-        let decided = disruption::decide(
-            ctx.dump,
-            snapshot,
-            &catalog,
-            plan,
-            &said,
-            pending.as_ref(),
-            ctx.now,
-        );
-        ctx.summary.disruptions.extend(decided.key);
+        ctx.summary.disruptions.extend(decided.keys);
         self.apply(decided.actions, ctx).await?;
         let replacements = std::mem::take(&mut ctx.created);
         let launches = decide::unlaunched(&replacements);
@@ -329,17 +320,23 @@ impl<C: Cloud> Tick<C> {
     }
 
     /// The blocked reasons already evented, and the decision waiting for confirmation.
-    async fn disruption_state(&self) -> (BTreeMap<String, String>, Option<PendingDisruption>) {
+    async fn disruption_state(&self) -> (BTreeMap<String, String>, Vec<PendingDisruption>) {
         let ns = &self.settings.namespace;
         let said = state::load(self.kube.clone(), ns, disruption::BLOCKED_KEY)
             .await
             .ok()
             .flatten()
             .unwrap_or_default();
-        let pending = state::load(self.kube.clone(), ns, disruption::PENDING_KEY)
-            .await
-            .ok()
-            .flatten();
+        let pending = state::load::<disruption::StoredPending>(
+            self.kube.clone(),
+            ns,
+            disruption::PENDING_KEY,
+        )
+        .await
+        .ok()
+        .flatten()
+        .map(disruption::StoredPending::into_vec)
+        .unwrap_or_default();
         (said, pending)
     }
 }
@@ -480,9 +477,7 @@ pub fn decide_all(
         now,
     ));
     if pending == 0 && !creating {
-        let plan = fleetwright_core::disruption::plan(snapshot, catalog, now.timestamp());
-        let decided =
-            disruption::decide(dump, snapshot, catalog, plan, &BTreeMap::new(), None, now);
+        let decided = disruption::decide(dump, snapshot, catalog, &BTreeMap::new(), &[], now);
         actions.extend(decided.actions);
     }
     actions.extend(decide::deletions(dump, claims, now));
