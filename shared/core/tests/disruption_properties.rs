@@ -231,7 +231,7 @@ fn hourly(snapshot: &Snapshot) -> f64 {
 fn settle(mut snapshot: Snapshot) -> Result<(), String> {
     let types = types();
     for round in 0..10 {
-        let plan = disruption::plan_sequence(&snapshot, Catalog::embedded(), NOW);
+        let plan = disruption::plan_sequence(&mut snapshot.clone(), Catalog::embedded(), NOW);
         let Some(d) = plan.disruptions.into_iter().next() else {
             return Ok(());
         };

@@ -203,6 +203,7 @@ pub(crate) fn consolidation(
     ) {
         return Err(reason);
     }
+    let total: f64 = candidates.iter().map(|c| c.price).sum();
     let mut moved = simulate(snapshot, catalog, candidates, now)?;
     let destinations = moved.claims.len()
         + moved
@@ -217,11 +218,12 @@ pub(crate) fn consolidation(
         // and stay pending until a new node launches for it. With room left for one more of
         // the largest on all but one destination, in total, it cannot. (Deletions, which launch
         // nothing, keep Karpenter's rule.)
+        // Only worth planning again when the tight plan itself would save.
+        replacements_for(catalog, moved.claims.clone(), total, candidates)?;
         moved = simulate_with_room(snapshot, catalog, candidates, now, destinations - 1)?;
     }
     let Moved { claims, onto } = moved;
 
-    let total: f64 = candidates.iter().map(|c| c.price).sum();
     let nodes: Vec<String> = candidates.iter().map(|c| c.node.name.clone()).collect();
     let reason = if candidates.iter().all(|c| c.pods.is_empty()) {
         Reason::Empty
@@ -231,18 +233,7 @@ pub(crate) fn consolidation(
     if reason == Reason::Empty && !claims.is_empty() {
         return Err("empty, but the pods of a disruption in progress need its room".into());
     }
-    let replacements = match claims.len() {
-        0 => Vec::new(),
-        1 => {
-            let ceiling = candidates.iter().map(|c| c.price).fold(0.0, f64::max);
-            let claim = claims
-                .into_iter()
-                .next()
-                .ok_or("no replacement was planned")?;
-            vec![cheaper(catalog, claim, ceiling, candidates)?]
-        }
-        _ => split(catalog, claims, total, candidates)?,
-    };
+    let replacements = replacements_for(catalog, claims, total, candidates)?;
     let price: f64 = replacements.iter().map(|r| r.price).sum();
     Ok(Disruption {
         command: if replacements.is_empty() {
@@ -257,6 +248,29 @@ pub(crate) fn consolidation(
         savings: round4(total - price),
         moves: onto,
     })
+}
+
+/// The replacements for the new nodes `claims` of a consolidation of `candidates` (costing
+/// `total`): none, one strictly cheaper than the dearest candidate, or several (N→M) saving the
+/// margin; or why there are none worth launching.
+fn replacements_for(
+    catalog: &Catalog,
+    claims: Vec<NewNodeClaim>,
+    total: f64,
+    candidates: &[&Candidate],
+) -> Result<Vec<Replacement>, String> {
+    match claims.len() {
+        0 => Ok(Vec::new()),
+        1 => {
+            let ceiling = candidates.iter().map(|c| c.price).fold(0.0, f64::max);
+            let claim = claims
+                .into_iter()
+                .next()
+                .ok_or("no replacement was planned")?;
+            Ok(vec![cheaper(catalog, claim, ceiling, candidates)?])
+        }
+        _ => split(catalog, claims, total, candidates),
+    }
 }
 
 /// The replacements of an N→M command (M ≥ 2), the packing engine's new nodes: each one's

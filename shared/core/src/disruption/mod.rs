@@ -121,26 +121,30 @@ pub use fleet::{fleet_cost, FleetCost};
 mod tests;
 
 /// The commands to take, in order, up to [`MAX_COMMANDS`]: the first as [`plan`] decides it,
-/// and each next one decided as if those before it had started and finished moving their pods:
+/// and, after an emptiness, each next one decided as if those before it had moved their pods:
 /// their nodes tainted `karpenter.sh/disrupted` (so they count against the budgets, as a started
-/// command's do) and their pods gone to their own replacements, which the next commands may not
-/// count on (Karpenter's rule: no consolidation relies on a node not yet initialized).
-/// Karpenter decides its methods one after another within seconds; a tick a minute decides
-/// them together, so that an emptiness and a consolidation do not take a minute each to
-/// confirm. The blocked reasons are the first plan's.
-pub fn plan_sequence(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan {
+/// command's do) and their pods where their plan puts them (so no later command takes a node
+/// they move onto for empty, and none counts on their replacements: Karpenter's rule, no
+/// consolidation relies on a node not yet initialized). Karpenter decides its methods one after
+/// another within seconds; a tick a minute decides an emptiness and what follows it together, so
+/// they do not take a minute each to confirm. Only an emptiness is followed: it is cheap to
+/// decide, while a consolidation over thousands of nodes takes seconds, and deciding three of
+/// them would take the tick past its time. `snapshot` is left as those commands leave it. The
+/// blocked reasons are the first plan's.
+pub fn plan_sequence(snapshot: &mut Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan {
     let mut out = plan(snapshot, catalog, now);
     out.disruptions.truncate(1);
-    let Some(first) = out.disruptions.first() else {
-        return out;
-    };
-    let mut sim = snapshot.clone();
-    as_started(&mut sim, first);
     while out.disruptions.len() < MAX_COMMANDS {
-        let Some(next) = plan(&sim, catalog, now).disruptions.into_iter().next() else {
+        let Some(last) = out.disruptions.last() else {
             break;
         };
-        as_started(&mut sim, &next);
+        as_started(snapshot, last);
+        if last.reason != Reason::Empty {
+            break;
+        }
+        let Some(next) = plan(snapshot, catalog, now).disruptions.into_iter().next() else {
+            break;
+        };
         out.disruptions.push(next);
     }
     out

@@ -514,7 +514,7 @@ fn an_empty_node_and_a_consolidation_are_decided_together_in_sequence() {
     c.node("empty", "m5.large", "on-demand");
     c.node("big", "m5.8xlarge", "on-demand");
     c.pod("small", "big", 250);
-    let plan = plan_sequence(&c.snapshot, Catalog::embedded(), NOW);
+    let plan = plan_sequence(&mut c.snapshot.clone(), Catalog::embedded(), NOW);
     let kinds: Vec<(Command, Reason)> = plan
         .disruptions
         .iter()

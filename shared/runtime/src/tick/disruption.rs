@@ -333,15 +333,16 @@ impl StoredPending {
 /// cluster as those leave it ([`disruption::plan_sequence`]): each of those commands waits for
 /// confirmation (keeping its first decision time when it was already waiting). The blocked
 /// candidates are reported.
+/// `snapshot` is left as the commands decided leave it.
 pub fn decide(
     dump: &ClusterDump,
-    snapshot: &Snapshot,
+    snapshot: &mut Snapshot,
     catalog: &Catalog,
     said: &BTreeMap<String, String>,
     pending: &[PendingDisruption],
     now: DateTime<Utc>,
 ) -> Decided {
-    let mut sim = snapshot.clone();
+    let sim = snapshot;
     let mut taken = Vec::new();
     let mut keys = Vec::new();
     for p in pending
@@ -351,10 +352,10 @@ pub fn decide(
         let Some((reason, nodes)) = parse_key(&p.key) else {
             continue;
         };
-        match disruption::validate(&sim, catalog, now.timestamp(), reason, &nodes) {
+        match disruption::validate(sim, catalog, now.timestamp(), reason, &nodes) {
             Ok(command) => {
                 taken.extend(carry_out(dump, &command, now));
-                disruption::as_started(&mut sim, &command);
+                disruption::as_started(sim, &command);
                 keys.push(command_key(&command));
             }
             Err(why) => taken.push(Action::Invalidated {
@@ -363,7 +364,7 @@ pub fn decide(
             }),
         }
     }
-    let plan = disruption::plan_sequence(&sim, catalog, now.timestamp());
+    let plan = disruption::plan_sequence(sim, catalog, now.timestamp());
     let mut actions = report_blocked(dump, &plan.blocked, said);
     actions.extend(taken);
     let mut waiting = Vec::new();
