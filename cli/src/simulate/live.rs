@@ -38,7 +38,7 @@ use tracing::{info, warn};
 
 use super::report::{InterruptionOutcome, Report, Sample};
 use super::scenario::{Action, Scenario, Step};
-use super::{admission_review, deliver, ec2_event, QueuedNudges, CLUSTER};
+use super::{deliver, ec2_event, QueuedNudges, CLUSTER};
 use fleetwright_core::rng::Rng;
 
 /// How long after its launch an instance's kubelet registers its Node (kwok makes it Ready at
@@ -361,7 +361,7 @@ impl Live {
             if last_tick.is_none() || scheduled || nudged_for.is_some_and(|n| n <= t) {
                 nudged_for = None;
                 last_tick = Some(t);
-                self.run_tick(now, t).await;
+                super::run_tick(&self.tick, &mut self.watch, now, t).await;
             }
             self.observe(t, &pods).await;
             if let Some(bar) = &self.bar {
@@ -646,27 +646,7 @@ impl Live {
             let Ok(value) = serde_json::to_value(pod) else {
                 continue;
             };
-            let answer = self
-                .webhook
-                .handle(
-                    "/admit",
-                    admission_review(&value).to_string().as_bytes(),
-                    now,
-                )
-                .await;
-            if answer.status != 200 {
-                warn!(target: "simulate::webhook", status = answer.status, "the webhook refused a review");
-            }
-        }
-    }
-
-    async fn run_tick(&mut self, now: DateTime<Utc>, t: i64) {
-        self.watch.ticks += 1;
-        match self.tick.run(now, &format!("simulate-{t}")).await {
-            Ok(summary) => self.watch.note_tick(&summary, t),
-            Err(e) => {
-                warn!(target: "simulate::tick", error = %e, "tick failed; the next one retries")
-            }
+            super::admit(&self.webhook, &value, now).await;
         }
     }
 

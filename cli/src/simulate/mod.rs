@@ -396,24 +396,11 @@ impl Simulation {
 
     /// A created pod goes through the admission webhook, as the API server sends it.
     async fn admit(&mut self, pod: &Value, now: DateTime<Utc>) {
-        let review = admission_review(pod);
-        let answer = self
-            .webhook
-            .handle("/admit", review.to_string().as_bytes(), now)
-            .await;
-        if answer.status != 200 {
-            warn!(target: "simulate::webhook", status = answer.status, "the webhook refused a review");
-        }
+        admit(&self.webhook, pod, now).await;
     }
 
     async fn run_tick(&mut self, now: DateTime<Utc>, t: i64) {
-        self.watch.ticks += 1;
-        match self.tick.run(now, &format!("simulate-{t}")).await {
-            Ok(summary) => self.watch.note_tick(&summary, t),
-            Err(e) => {
-                warn!(target: "simulate::tick", error = %e, "tick failed; the next one retries")
-            }
-        }
+        run_tick(&self.tick, &mut self.watch, now, t).await;
     }
 
     fn observe(&mut self, t: i64) {
@@ -496,6 +483,31 @@ fn admission_review(pod: &Value) -> Value {
             "operation": "CREATE", "object": pod,
             "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
             "dryRun": false}})
+}
+
+/// A created pod goes through the admission webhook, as the API server sends it.
+async fn admit(webhook: &Webhook<QueuedNudges>, pod: &Value, now: DateTime<Utc>) {
+    let review = admission_review(pod);
+    let answer = webhook
+        .handle("/admit", review.to_string().as_bytes(), now)
+        .await;
+    if answer.status != 200 {
+        warn!(target: "simulate::webhook", status = answer.status, "the webhook refused a review");
+    }
+}
+
+/// One tick, its commands noted for the report.
+async fn run_tick(
+    tick: &Tick<Arc<SimCloud>>,
+    watch: &mut watch::Watch,
+    now: DateTime<Utc>,
+    t: i64,
+) {
+    watch.ticks += 1;
+    match tick.run(now, &format!("simulate-{t}")).await {
+        Ok(summary) => watch.note_tick(&summary, t),
+        Err(e) => warn!(target: "simulate::tick", error = %e, "tick failed; the next one retries"),
+    }
 }
 
 /// Delivers EventBridge events to the interruption function as one SQS batch, as the queue

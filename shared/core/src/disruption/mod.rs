@@ -196,22 +196,21 @@ pub fn validate(
         Reason::Empty if chosen.iter().all(|c| c.pods.is_empty() && settled(c, now)) => {
             first(delete_empty(snapshot, catalog, &chosen, now, &mut blocked))
         }
-        Reason::Expired if chosen.iter().all(|c| expired(c, now)) => first(replace_each(
-            snapshot,
-            catalog,
-            &chosen,
-            reason,
-            now,
-            &mut blocked,
-        )),
-        Reason::Drifted if chosen.iter().all(|c| drifted(c, snapshot)) => first(replace_each(
-            snapshot,
-            catalog,
-            &chosen,
-            reason,
-            now,
-            &mut blocked,
-        )),
+        Reason::Expired | Reason::Drifted
+            if chosen.iter().all(|c| match reason {
+                Reason::Expired => expired(c, now),
+                _ => drifted(c, snapshot),
+            }) =>
+        {
+            first(replace_each(
+                snapshot,
+                catalog,
+                &chosen,
+                reason,
+                now,
+                &mut blocked,
+            ))
+        }
         Reason::Underutilized
             if chosen.iter().all(|c| {
                 c.pool.consolidation_policy == ConsolidationPolicy::WhenEmptyOrUnderutilized
