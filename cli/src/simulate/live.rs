@@ -36,9 +36,9 @@ use kube::Client;
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
-use super::report::{InterruptionOutcome, Report, Sample};
+use super::report::{Report, Sample};
 use super::scenario::{Action, Scenario, Step};
-use super::{deliver, ec2_event, QueuedNudges, CLUSTER};
+use super::{deliver, QueuedNudges, CLUSTER};
 use fleetwright_core::rng::Rng;
 
 /// How long after its launch an instance's kubelet registers its Node (kwok makes it Ready at
@@ -466,40 +466,21 @@ impl Live {
                         && p.spec.as_ref().and_then(|s| s.node_name.as_ref()) == node.as_ref()
                 })
                 .count();
-            self.watch.interruptions.push(InterruptionOutcome {
-                at: t,
-                instance_id: instance.id.clone(),
-                instance_type: instance.instance_type.clone(),
-                pods_displaced: if node.is_some() { displaced } else { 0 },
+            let displaced = if node.is_some() { displaced } else { 0 };
+            events.push(super::spot_warning(
+                &mut self.watch,
+                (t, now),
+                nodepool,
+                instance,
                 node,
-                nodepool: nodepool.to_string(),
-                ..Default::default()
-            });
-            events.push(ec2_event(
-                "EC2 Spot Instance Interruption Warning",
-                &instance.id,
-                json!({"instance-id": instance.id, "instance-action": "terminate"}),
-                now,
+                displaced,
             ));
         }
         deliver(&self.interruption, events, now).await;
     }
 
     async fn reclaim(&mut self, now: DateTime<Utc>) {
-        let events: Vec<Value> = self
-            .cloud
-            .reclaim(now)
-            .into_iter()
-            .map(|instance| {
-                info!(target: "simulate::cloud", instance_id = %instance.id, "spot instance reclaimed");
-                ec2_event(
-                    "EC2 Instance State-change Notification",
-                    &instance.id,
-                    json!({"instance-id": instance.id, "state": "shutting-down"}),
-                    now,
-                )
-            })
-            .collect();
+        let events = super::reclaimed(&self.cloud, now);
         deliver(&self.interruption, events, now).await;
     }
 

@@ -354,20 +354,14 @@ impl Simulation {
         for instance in &warned {
             let node = self.cluster.node_of(&instance.zone, &instance.id);
             info!(target: "simulate::cloud", instance_id = %instance.id, node = node.as_deref().unwrap_or("none"), "spot interruption warning; the instance is reclaimed in 2 minutes");
-            self.watch.interruptions.push(InterruptionOutcome {
-                at: t,
-                instance_id: instance.id.clone(),
-                instance_type: instance.instance_type.clone(),
-                pods_displaced: node.as_deref().map_or(0, |n| self.cluster.workload_on(n)),
+            let displaced = node.as_deref().map_or(0, |n| self.cluster.workload_on(n));
+            events.push(spot_warning(
+                &mut self.watch,
+                (t, now),
+                nodepool,
+                instance,
                 node,
-                nodepool: nodepool.to_string(),
-                ..Default::default()
-            });
-            events.push(ec2_event(
-                "EC2 Spot Instance Interruption Warning",
-                &instance.id,
-                json!({"instance-id": instance.id, "instance-action": "terminate"}),
-                now,
+                displaced,
             ));
         }
         self.deliver(events, now).await;
@@ -376,17 +370,7 @@ impl Simulation {
     /// EC2 reclaims warned spot instances when their two minutes are up; the state changes
     /// reach the interruption function.
     async fn reclaim(&mut self, now: DateTime<Utc>) {
-        let reclaimed = self.cloud.reclaim(now);
-        let mut events = Vec::new();
-        for instance in reclaimed {
-            info!(target: "simulate::cloud", instance_id = %instance.id, "spot instance reclaimed");
-            events.push(ec2_event(
-                "EC2 Instance State-change Notification",
-                &instance.id,
-                json!({"instance-id": instance.id, "state": "shutting-down"}),
-                now,
-            ));
-        }
+        let events = reclaimed(&self.cloud, now);
         self.deliver(events, now).await;
     }
 
@@ -541,6 +525,50 @@ where
     for failure in response.batch_item_failures {
         warn!(target: "simulate::queue", message_id = %failure.item_identifier, "interruption message failed; SQS would redeliver it");
     }
+}
+
+/// The interruption warning for `instance` (whose node, if it has one, holds `displaced` workload
+/// pods), noted for the report at `(t, now)`.
+fn spot_warning(
+    watch: &mut watch::Watch,
+    (t, now): (i64, DateTime<Utc>),
+    nodepool: &str,
+    instance: &fleetwright_cloud::Instance,
+    node: Option<String>,
+    displaced: usize,
+) -> Value {
+    watch.interruptions.push(InterruptionOutcome {
+        at: t,
+        instance_id: instance.id.clone(),
+        instance_type: instance.instance_type.clone(),
+        pods_displaced: displaced,
+        node,
+        nodepool: nodepool.to_string(),
+        ..Default::default()
+    });
+    ec2_event(
+        "EC2 Spot Instance Interruption Warning",
+        &instance.id,
+        json!({"instance-id": instance.id, "instance-action": "terminate"}),
+        now,
+    )
+}
+
+/// EC2 reclaims warned spot instances whose two minutes are up: their state-change events.
+fn reclaimed(cloud: &SimCloud, now: DateTime<Utc>) -> Vec<Value> {
+    cloud
+        .reclaim(now)
+        .into_iter()
+        .map(|instance| {
+            info!(target: "simulate::cloud", instance_id = %instance.id, "spot instance reclaimed");
+            ec2_event(
+                "EC2 Instance State-change Notification",
+                &instance.id,
+                json!({"instance-id": instance.id, "state": "shutting-down"}),
+                now,
+            )
+        })
+        .collect()
 }
 
 /// An EC2 event as EventBridge delivers it.
