@@ -129,7 +129,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The real-cluster mixes at 1,000 pods, seeds 1 to `seeds`; a plan the checker faults fails
+/// The real-cluster mixes at 1,000 pods, seeds 1 to `seeds`, each against the
+/// constraint-aware LP bound (`fleetwright_bound`: which pods may use which offerings, NodePool
+/// weights, preferences and hostname anti-affinity respected); a plan the checker faults fails
 /// the run.
 fn cluster_mixes(seeds: u64) -> anyhow::Result<Vec<CostRatio>> {
     let types: std::collections::BTreeMap<_, _> = Catalog::embedded()
@@ -150,13 +152,14 @@ fn cluster_mixes(seeds: u64) -> anyhow::Result<Vec<CostRatio>> {
                 plan.unschedulable.len(),
                 broken.first()
             );
+            let bound = fleetwright_bound::lower_bound(&snap, Catalog::embedded())?;
             out.push(CostRatio {
                 mix: format!("{mix}/s{seed}"),
                 pods: snap.pods.len(),
                 nodes: plan.nodeclaims.len(),
                 hourly: plan.cost.hourly,
-                lower_bound: plan.cost.lower_bound,
-                ratio: ratio(&plan),
+                lower_bound: bound.hourly,
+                ratio: plan.cost.hourly / bound.hourly.max(f64::MIN_POSITIVE),
             });
         }
     }

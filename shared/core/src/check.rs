@@ -47,7 +47,35 @@ impl Claim {
 }
 
 /// A label's possible values on a node: fixed, one of several (zone, capacity type), or absent.
-type Labels = BTreeMap<String, BTreeSet<String>>;
+pub type Labels = BTreeMap<String, BTreeSet<String>>;
+
+/// The labels a node of type `t` from `pool` has when bought in `zone` as `capacity_type`, or
+/// None when the pool's requirements do not hold for it. The same rules the checker applies to
+/// every option of a claim, for other independent tools (the constraint-aware LP bound).
+pub fn offering_labels(
+    t: &InstanceType,
+    pool: &NodePool,
+    zone: &str,
+    capacity_type: &str,
+) -> Option<Labels> {
+    let mut open = Labels::new();
+    open.insert(ZONE.into(), BTreeSet::from([zone.to_string()]));
+    open.insert(
+        CAPACITY_TYPE.into(),
+        BTreeSet::from([capacity_type.to_string()]),
+    );
+    let labels = node_labels(t, pool, &open);
+    pool.requirements
+        .iter()
+        .all(|r| holds(r, &labels))
+        .then_some(labels)
+}
+
+/// Whether `pod` may run on a node of `pool` with these labels: taints tolerated,
+/// nodeSelector and required node affinity holding.
+pub fn pod_fits_node(pod: &Pod, pool: &NodePool, labels: &Labels) -> bool {
+    pod_mismatch(pod, pool, labels).is_none()
+}
 
 /// Every broken constraint, one line each. Pods placed on no claim are not checked.
 pub fn violations(

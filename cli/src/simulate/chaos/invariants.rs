@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
+use fleetwright_runtime::tick::DISRUPTION_ANNOTATION;
+
 use super::{CORDON_LIMIT, UNPAIRED_LIMIT};
 
 /// A message in the simulated SQS queue.
@@ -46,6 +48,42 @@ pub(super) struct Invariants {
     pub(super) needed: Vec<(i64, i64)>,
     /// How much of the API server's request log has been checked.
     pub(super) requests_read: usize,
+    /// NodeClaims that disruption commands launched, for the no-churn check.
+    pub(super) replacements: BTreeMap<String, Replacement>,
+}
+
+/// A NodeClaim a disruption command launched.
+#[derive(Debug, Default)]
+pub(super) struct Replacement {
+    /// The command's annotation on the nodes it disrupts (`<reason>/<command>/<names>`).
+    command: String,
+    /// When the command's own nodes were all gone, and the pods on the replacement's node then.
+    settled: Option<(i64, BTreeSet<String>)>,
+}
+
+/// The pods on each node (`namespace/name`), terminal pods left out.
+fn pods_by_node(pods: &[Value]) -> BTreeMap<&str, BTreeSet<String>> {
+    let mut out: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for p in pods {
+        let phase = p["status"]["phase"].as_str().unwrap_or("");
+        let Some(node) = p["spec"]["nodeName"].as_str() else {
+            continue;
+        };
+        if phase == "Succeeded" || phase == "Failed" {
+            continue;
+        }
+        let key = format!(
+            "{}/{}",
+            p["metadata"]["namespace"].as_str().unwrap_or(""),
+            p["metadata"]["name"].as_str().unwrap_or("")
+        );
+        out.entry(node).or_default().insert(key);
+    }
+    out
+}
+
+fn disruption_annotation(node: &Value) -> Option<&str> {
+    node["metadata"]["annotations"][DISRUPTION_ANNOTATION].as_str()
 }
 
 impl Invariants {
@@ -163,6 +201,79 @@ impl Invariants {
                 return Some(format!(
                     "node {node} has been cordoned {} s with no command finishing it",
                     t - since
+                ));
+            }
+        }
+        None
+    }
+}
+
+impl Invariants {
+    /// No churn: a node that a disruption command launched is not itself disrupted as
+    /// underutilized within `window` seconds (the pool's consolidateAfter plus five minutes) of
+    /// the command finishing (its own nodes gone), unless its pods changed since then.
+    pub(super) fn churn(
+        &mut self,
+        t: i64,
+        nodes: &[Value],
+        claims: &[Value],
+        pods: &[Value],
+        window: i64,
+    ) -> Option<String> {
+        let on = pods_by_node(pods);
+        let annotations: BTreeSet<&str> = nodes.iter().filter_map(disruption_annotation).collect();
+        for command in &annotations {
+            let names = command.splitn(3, '/').nth(2).unwrap_or("");
+            for name in names.split(',').filter(|n| !n.is_empty()) {
+                self.replacements
+                    .entry(name.to_string())
+                    .or_insert_with(|| Replacement {
+                        command: command.to_string(),
+                        settled: None,
+                    });
+            }
+        }
+        let node_of = |claim: &str| {
+            claims
+                .iter()
+                .find(|c| c["metadata"]["name"] == claim)
+                .and_then(|c| c["status"]["nodeName"].as_str())
+        };
+        for (claim, r) in self.replacements.iter_mut() {
+            if r.settled.is_some() || annotations.contains(r.command.as_str()) {
+                continue;
+            }
+            if let Some(node) = node_of(claim) {
+                r.settled = Some((t, on.get(node).cloned().unwrap_or_default()));
+            }
+        }
+        for n in nodes {
+            let Some(command) = disruption_annotation(n) else {
+                continue;
+            };
+            if !command.starts_with("underutilized/") {
+                continue;
+            }
+            let node = n["metadata"]["name"].as_str().unwrap_or("");
+            let claim = claims
+                .iter()
+                .find(|c| c["status"]["nodeName"] == node)
+                .and_then(|c| c["metadata"]["name"].as_str())
+                .unwrap_or("");
+            let Some((since, before)) = self
+                .replacements
+                .get(claim)
+                .and_then(|r| r.settled.as_ref())
+            else {
+                continue;
+            };
+            let now = on.get(node).cloned().unwrap_or_default();
+            if t - since < window && now == *before {
+                return Some(format!(
+                    "node {node} ({claim}), launched by a disruption command that finished at {since} s, \
+                     is disrupted as underutilized {} s later with the same {} pod(s) ({command})",
+                    t - since,
+                    now.len()
                 ));
             }
         }
@@ -294,6 +405,50 @@ mod tests {
             "counted again from now"
         );
         assert!(seen.cordons(2 * CORDON_LIMIT + 3, &[node], &[]).is_some());
+    }
+
+    /// A replacement disrupted as underutilized with the pods it had when its command
+    /// finished breaks the no-churn check inside the window; after the window, or with
+    /// different pods, it does not.
+    #[test]
+    fn a_replacement_consolidated_again_with_the_same_load_inside_the_window_breaks() {
+        let node = |name: &str, annotation: Option<&str>| {
+            let mut n = json!({"metadata": {"name": name, "annotations": {}}});
+            if let Some(a) = annotation {
+                n["metadata"]["annotations"][DISRUPTION_ANNOTATION] = json!(a);
+            }
+            n
+        };
+        let claim = |name: &str, node: &str| json!({"metadata": {"name": name}, "status": {"nodeName": node}});
+        let pod = |name: &str, node: &str| json!({"metadata": {"namespace": "default", "name": name}, "spec": {"nodeName": node}, "status": {"phase": "Running"}});
+        let run = |later: i64, pods_then: Vec<Value>| {
+            let mut seen = Invariants::default();
+            let claims = [claim("old", "n-old"), claim("new", "n-new")];
+            let during = [
+                node("n-old", Some("underutilized/replace/new")),
+                node("n-new", None),
+            ];
+            let pods = [pod("a", "n-old")];
+            assert!(seen.churn(0, &during, &claims, &pods, 330).is_none());
+            let after = [node("n-new", None)];
+            let moved = [pod("a", "n-new")];
+            assert!(seen.churn(60, &after, &claims[1..], &moved, 330).is_none());
+            let again = [node("n-new", Some("underutilized/delete/"))];
+            seen.churn(60 + later, &again, &claims[1..], &pods_then, 330)
+        };
+        let broke = run(120, vec![pod("a", "n-new")]).expect("churn inside the window");
+        assert!(
+            broke.contains("n-new") && broke.contains("120 s later"),
+            "{broke}"
+        );
+        assert!(
+            run(400, vec![pod("a", "n-new")]).is_none(),
+            "after the window"
+        );
+        assert!(
+            run(120, vec![pod("b", "n-new")]).is_none(),
+            "its load changed"
+        );
     }
 
     #[test]

@@ -64,6 +64,19 @@ const FOREIGN: &str = "i-0f0re1gn00000000";
 /// A cut-off invocation's fault: every write from its point on fails (more than any tick makes).
 const CUT: usize = 1_000_000;
 const DO_NOT_DISRUPT_PREFIX: &str = "pinned-";
+/// The no-churn window: the chaos pool's consolidateAfter (from chaos.yaml) plus five minutes.
+static CHURN_WINDOW: std::sync::LazyLock<i64> = std::sync::LazyLock::new(|| {
+    let after = BASE
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("consolidateAfter:"))
+        .and_then(|v| {
+            fleetwright_kube::convert::duration_seconds(v.trim())
+                .ok()
+                .flatten()
+        })
+        .unwrap_or(0);
+    after + 300
+});
 
 /// What one seed found.
 #[derive(Debug, Default)]
@@ -425,6 +438,7 @@ impl Chaos {
                 .or_else(|| self.seen.evictions_only(requests))
                 .or_else(|| self.seen.launches(&owned))
                 .or_else(|| self.seen.cordons(t, nodes, claims))
+                .or_else(|| self.seen.churn(t, nodes, claims, pods, *CHURN_WINDOW))
                 .or_else(|| self.check_budget_and_limits(&owned, nodes))
                 .or_else(|| self.check_pending(t, pods))
         };

@@ -60,7 +60,22 @@ pub fn schedule(snapshot: &Snapshot, catalog: &Catalog, opts: &ScheduleOptions) 
 type Bits = Vec<u64>;
 
 /// Per pool, per node requirements: the allowed instance types, or None when none is.
-type TypeMasks = BTreeMap<usize, HashMap<Requirements, Option<std::rc::Rc<Bits>>>>;
+type TypeMasks = BTreeMap<usize, HashMap<Requirements, Option<std::rc::Rc<Allowed>>>>;
+
+/// The instance types of a pool that some requirements allow: as a mask, and with their price
+/// under the requirements, cheapest first.
+pub(crate) struct Allowed {
+    pub mask: Bits,
+    pub by_price: Vec<(usize, f64)>,
+}
+
+impl std::ops::Deref for Allowed {
+    type Target = Bits;
+
+    fn deref(&self) -> &Bits {
+        &self.mask
+    }
+}
 
 fn bit(bits: &Bits, i: usize) -> bool {
     bits[i / 64] >> (i % 64) & 1 == 1

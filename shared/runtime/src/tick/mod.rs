@@ -34,6 +34,7 @@ use tracing::{debug, info, warn};
 pub use self::action::Action;
 pub use self::decide::REGISTRATION_TTL;
 use self::disruption::PendingDisruption;
+pub use self::disruption::DISRUPTION_ANNOTATION;
 use self::execute::Applied;
 use crate::deadline::Deadline;
 use crate::error::RuntimeError;

@@ -38,6 +38,9 @@ fn bit(mask: &Bits, t: usize) -> bool {
 /// An instance type (its index in the pool) and its price.
 type Priced = (usize, f64);
 
+/// Pods with the pool each would be re-packed into (see `Run::home_pool`).
+type Homed = Vec<(usize, Option<usize>)>;
+
 /// One packed node: its pods, its type and its price.
 pub(crate) type Packed = (Vec<usize>, usize, f64);
 
@@ -105,15 +108,16 @@ pub(crate) enum Fit {
 impl<'a> Ctx<'a> {
     /// A pod that re-packing may move to another new node of the same pool with the same node
     /// requirements (so its node selector, required node affinity, zone and capacity type hold
-    /// as before): no host ports or relaxation, and topology only on zone or capacity type
-    /// (whose counts such a move leaves unchanged) or hostname anti-affinity (which re-packing
-    /// keeps).
+    /// as before): no host ports, a strictest reading (its preferences as requirements) that
+    /// some pool can meet, so that a move keeps every preference, and topology only on zone or
+    /// capacity type (whose counts such a move leaves unchanged) or hostname anti-affinity
+    /// (which re-packing keeps).
     pub(crate) fn is_movable(&self, i: usize) -> bool {
         let class = &self.classes[self.class_of[&i]];
         let pod = &self.snapshot.pods[i];
         let groups = &self.base_topology.groups;
         let v = &class.variants[0];
-        class.variants.len() == 1
+        (class.variants.len() == 1 || v.pools.iter().any(Option::is_some))
             && pod.host_ports.is_empty()
             && v.owned
                 .iter()
@@ -150,11 +154,19 @@ impl<'a> Ctx<'a> {
     /// The instance types of pool `p` whose own labels (family, size, architecture, CPU
     /// count, …) meet `reqs` and that are offered under them, computed once per requirements:
     /// re-packed pods may name any of these labels, not only zone and capacity type.
-    pub(crate) fn allowed_types(&self, p: usize, reqs: &Requirements) -> Option<Rc<Bits>> {
+    pub(crate) fn allowed_types(&self, p: usize, reqs: &Requirements) -> Option<Rc<Allowed>> {
         if let Some(found) = self.type_masks.borrow().get(&p).and_then(|m| m.get(reqs)) {
             return found.clone();
         }
-        let mask = self.pool_compat(p, reqs).map(Rc::new);
+        let mask = self.pool_compat(p, reqs).map(|mask| {
+            let pool = &self.pools[p];
+            let mut by_price: Vec<(usize, f64)> = (0..pool.types.len())
+                .filter(|&t| bit(&mask, t))
+                .filter_map(|t| Some((t, pool.types[t].cheapest_offering(reqs)?.price)))
+                .collect();
+            by_price.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+            Rc::new(Allowed { mask, by_price })
+        });
         self.type_masks
             .borrow_mut()
             .entry(p)
@@ -172,23 +184,24 @@ impl<'a> Ctx<'a> {
         used: &Resources,
         reqs: &Requirements,
     ) -> Option<(usize, f64)> {
-        let pool = &self.pools[p];
         let allowed = self.allowed_types(p, reqs)?;
-        let mut best: Option<(usize, f64)> = None;
-        for t in 0..pool.types.len() {
-            if best.is_some_and(|(_, b)| pool.price[t] >= b) {
-                break;
-            }
-            if !used.fits_in(&pool.usable[t]) || !bit(&allowed, t) {
-                continue;
-            }
-            if let Some(o) = pool.types[t].cheapest_offering(reqs) {
-                if best.is_none_or(|(_, b)| o.price < b) {
-                    best = Some((t, o.price));
-                }
-            }
-        }
-        best
+        self.cheapest_fit_in(p, used, &allowed)
+    }
+
+    /// [`Self::cheapest_fit`] among the `allowed` types (already found for the requirements):
+    /// the first of them, by their price under the requirements, that holds `used`.
+    pub(crate) fn cheapest_fit_in(
+        &self,
+        p: usize,
+        used: &Resources,
+        allowed: &Allowed,
+    ) -> Option<(usize, f64)> {
+        let usable = &self.pools[p].usable;
+        allowed
+            .by_price
+            .iter()
+            .find(|(t, _)| used.fits_in(&usable[*t]))
+            .copied()
     }
 
     /// Splits one packed node into smaller ones when they cost less together (a half-empty
@@ -365,15 +378,13 @@ impl<'a> Ctx<'a> {
             demand.add(&self.snapshot.pods[i].requests);
         }
         let allowed = self.allowed_types(p, reqs)?;
-        let cols: Vec<(usize, usize, f64)> = (0..pool.types.len())
-            .filter(|&t| bit(&allowed, t))
-            .filter_map(|t| {
-                pool.types[t]
-                    .cheapest_offering(reqs)
-                    .map(|o| (p, t, o.price))
-            })
-            .filter(|(_, _, price)| *price >= min_price && *price <= max_price)
+        let mut cols: Vec<(usize, usize, f64)> = allowed
+            .by_price
+            .iter()
+            .filter(|(_, price)| *price >= min_price && *price <= max_price)
+            .map(|&(t, price)| (p, t, price))
             .collect();
+        cols.sort_by_key(|c| c.1);
         let (_, counts) = self.lp_priced(&demand, &cols)?;
         let lp_types: Vec<(usize, f64)> = counts
             .iter()
@@ -588,7 +599,7 @@ impl<'c, 'a> Run<'c, 'a> {
         if bins.is_empty() {
             return false;
         }
-        let mut groups: BTreeMap<String, (Requirements, Vec<usize>)> = BTreeMap::new();
+        let mut groups: BTreeMap<(usize, String), (Requirements, Vec<usize>)> = BTreeMap::new();
         let mut before = 0.0;
         let mut after = 0.0;
         let mut kept: Vec<(usize, Vec<usize>, Resources)> = Vec::new();
@@ -598,12 +609,17 @@ impl<'c, 'a> Run<'c, 'a> {
                 return false;
             };
             before += price;
-            let (moving, staying): (Vec<usize>, Vec<usize>) =
-                bin.pods.iter().partition(|&&i| ctx.is_movable(i));
-            for &i in &moving {
-                let reqs = ctx.own_reqs(p, i, &bin.reqs);
+            let (moving, staying): (Homed, Homed) = bin
+                .pods
+                .iter()
+                .map(|&i| (i, self.home_pool(i, p)))
+                .partition(|&(i, home)| home.is_some() && ctx.is_movable(i));
+            let staying: Vec<usize> = staying.into_iter().map(|(i, _)| i).collect();
+            for (i, home) in moving {
+                let q = home.unwrap_or(p);
+                let reqs = ctx.own_reqs(q, i, &bin.reqs);
                 groups
-                    .entry(reqs.to_string())
+                    .entry((q, reqs.to_string()))
                     .or_insert_with(|| (reqs, Vec::new()))
                     .1
                     .push(i);
@@ -620,14 +636,16 @@ impl<'c, 'a> Run<'c, 'a> {
             }
             kept.push((b, staying, used));
         }
-        let mut packings = Vec::new();
-        for (reqs, pods) in groups.into_values() {
-            let Some(packing) = ctx.pack_group(p, &pods, &reqs, None, usize::MAX) else {
-                return false;
-            };
-            after += cost(&packing);
-            packings.push((reqs, packing));
-        }
+        let groups: Vec<(usize, (Requirements, Vec<usize>))> =
+            groups.into_iter().map(|((q, _), g)| (q, g)).collect();
+        let Some(open) = [Fill::NarrowFirst, Fill::WideFirst, Fill::Never]
+            .into_iter()
+            .filter_map(|fill| ctx.pack_groups(groups.clone(), fill))
+            .min_by(|a, b| total(a).total_cmp(&total(b)))
+        else {
+            return false;
+        };
+        after += total(&open);
         if after + 1e-9 >= before {
             return false;
         }
@@ -635,10 +653,25 @@ impl<'c, 'a> Run<'c, 'a> {
             self.bins[b].pods = staying;
             self.bins[b].used = used;
         }
-        for (reqs, packing) in packings {
-            self.open_packed(p, &reqs, packing);
+        for n in open {
+            self.open_packed(n.pool, &n.reqs, vec![(n.pods, n.t, n.price)]);
         }
         true
+    }
+
+    /// The pool a pod of pool `p`'s bins is re-packed into: the first (highest-weight) pool its
+    /// strictest reading fits, as Karpenter would open a node for it, when that pool has no
+    /// limits or minValues to keep; otherwise `p` itself, when it fits there; else None.
+    fn home_pool(&self, i: usize, p: usize) -> Option<usize> {
+        let ctx = self.ctx;
+        let v = &ctx.classes[ctx.class_of[&i]].variants[0];
+        let free =
+            |q: usize| ctx.pools[q].remaining.is_none() && ctx.pools[q].min_values.is_empty();
+        let first = v.pools.iter().position(Option::is_some)?;
+        if free(first) {
+            return Some(first);
+        }
+        v.pools[p].is_some().then_some(p)
     }
 
     /// Whether any new bin of pool `p` is mixed (see [`Self::mixed`]).
@@ -658,6 +691,13 @@ impl<'c, 'a> Run<'c, 'a> {
             if !ctx.is_movable(i) {
                 any_staying = true;
                 continue;
+            }
+            let Some(home) = self.home_pool(i, p) else {
+                any_staying = true;
+                continue;
+            };
+            if home != p {
+                return true;
             }
             any_moving = true;
             let key = ctx.own_reqs(p, i, &bin.reqs).to_string();
@@ -699,6 +739,301 @@ impl<'c, 'a> Run<'c, 'a> {
     }
 }
 
+/// Whether and in which order groups packed together fill each other's nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fill {
+    /// The groups allowed the fewest types first; later, wider groups fill their nodes.
+    NarrowFirst,
+    /// The widest groups first; narrower ones fill what their requirements allow.
+    WideFirst,
+    /// Each group on nodes of its own.
+    Never,
+}
+
+/// A new node while groups are packed: its pool, requirements, pods, type, price and use.
+pub(crate) struct Open {
+    pub pool: usize,
+    pub reqs: Requirements,
+    pub pods: Vec<usize>,
+    pub t: usize,
+    pub price: f64,
+    pub used: Resources,
+}
+
+impl Ctx<'_> {
+    /// Packs groups of pods (pool, requirements, pods) in order of how many types they are
+    /// allowed ([`Fill`]); the pods of each later group first fill the room the earlier groups'
+    /// nodes have left, where the node's type and price hold under both requirements, and only
+    /// the rest get nodes of their own; then pairs of nodes are re-cut across groups. A group pinned to a few families often leaves CPU or
+    /// memory idle that pods able to run anywhere can use for nothing.
+    pub(crate) fn pack_groups(
+        &self,
+        groups: Vec<(usize, (Requirements, Vec<usize>))>,
+        fill: Fill,
+    ) -> Option<Vec<Open>> {
+        let mut order: Vec<(usize, usize, Requirements, Vec<usize>)> = groups
+            .into_iter()
+            .map(|(q, (reqs, pods))| {
+                let width = self
+                    .allowed_types(q, &reqs)
+                    .map_or(0, |m| m.iter().map(|w| w.count_ones() as usize).sum());
+                (width, q, reqs, pods)
+            })
+            .collect();
+        order.sort_by_key(|(width, ..)| *width);
+        if fill == Fill::WideFirst {
+            order.reverse();
+        }
+        let mut open: Vec<Open> = Vec::new();
+        for (_, q, reqs, pods) in order {
+            let rest = match fill {
+                Fill::Never => pods,
+                _ => self.fill(q, &reqs, pods, &mut open),
+            };
+            if rest.is_empty() {
+                continue;
+            }
+            for (members, t, price) in self.pack_group(q, &rest, &reqs, None, usize::MAX)? {
+                let mut used = Resources::default();
+                for &i in &members {
+                    used.add(&self.snapshot.pods[i].requests);
+                }
+                open.push(Open {
+                    pool: q,
+                    reqs: reqs.clone(),
+                    pods: members,
+                    t,
+                    price,
+                    used,
+                });
+            }
+        }
+        self.improve_open_pairs(&mut open);
+        Some(open)
+    }
+
+    /// Places what it can of `pods` (requirements `reqs`, pool `q`) on the open nodes and
+    /// returns the pods left. Each node that may take the group (its type offered under both
+    /// requirements at the same price) takes, one at a time, the pod whose requests point most
+    /// the way its free room does, so a node short of memory takes CPU-heavy pods. Only pods in
+    /// no topology move this way.
+    fn fill(
+        &self,
+        q: usize,
+        reqs: &Requirements,
+        pods: Vec<usize>,
+        open: &mut [Open],
+    ) -> Vec<usize> {
+        let (mut left, mut rest): (Vec<usize>, Vec<usize>) =
+            pods.into_iter().partition(|&i| self.in_no_topology(i));
+        for n in open.iter_mut() {
+            if left.is_empty() {
+                break;
+            }
+            let Some(merged) = self.may_join(q, reqs, n) else {
+                continue;
+            };
+            let usable = &self.pools[q].usable[n.t];
+            let mut joined = false;
+            while let Some(k) = self.best_aligned(&left, usable, &n.used) {
+                let i = left.swap_remove(k);
+                n.pods.push(i);
+                n.used.add(&self.snapshot.pods[i].requests);
+                joined = true;
+            }
+            if joined {
+                n.reqs = merged;
+            }
+        }
+        rest.append(&mut left);
+        rest
+    }
+
+    /// The requirements node `n` would have with a group of pool `q` needing `reqs` on it, when
+    /// its type is offered under them at the same price.
+    fn may_join(&self, q: usize, reqs: &Requirements, n: &Open) -> Option<Requirements> {
+        let pool = &self.pools[q];
+        if n.pool != q {
+            return None;
+        }
+        let merged = n.reqs.intersection(reqs);
+        if !self.allowed_types(q, &merged).is_some_and(|m| bit(&m, n.t)) {
+            return None;
+        }
+        let price = pool.types[n.t].cheapest_offering(&merged)?.price;
+        (price <= n.price + 1e-9).then_some(merged)
+    }
+
+    /// Of `pods`, the one that fits beside `used` in `usable` and whose CPU and memory, as
+    /// shares of the node, point most nearly the way its free room does (the larger on a tie).
+    fn best_aligned(&self, pods: &[usize], usable: &Resources, used: &Resources) -> Option<usize> {
+        let share = |v: i64, of: i64| v as f64 / of.max(1) as f64;
+        let free = (
+            share(usable.cpu - used.cpu, usable.cpu),
+            share(usable.memory - used.memory, usable.memory),
+        );
+        let mut best: Option<(usize, f64, f64)> = None;
+        for (k, &i) in pods.iter().enumerate() {
+            let r = &self.snapshot.pods[i].requests;
+            if !used.plus(r).fits_in(usable) {
+                continue;
+            }
+            let d = (share(r.cpu, usable.cpu), share(r.memory, usable.memory));
+            let size = (d.0 * d.0 + d.1 * d.1).sqrt();
+            let cosine = (d.0 * free.0 + d.1 * free.1) / size.max(1e-12);
+            let better =
+                best.is_none_or(|(_, c, s)| cosine > c + 1e-12 || (cosine > c - 1e-12 && size > s));
+            if better {
+                best = Some((k, cosine, size));
+            }
+        }
+        best.map(|(k, _, _)| k)
+    }
+
+    /// Re-cuts pairs of open nodes of one pool across groups, as [`Self::improve_pairs`] does
+    /// within one: the two nodes' pods, sorted by memory per CPU, are cut into two nodes, each
+    /// needing what all its pods need, at its cheapest type offered under that. A node full of
+    /// CPU-heavy pods and one of memory-heavy pods often become two balanced, cheaper ones.
+    /// Only pods in no topology are moved.
+    fn improve_open_pairs(&self, open: &mut Vec<Open>) {
+        let pods: usize = open.iter().map(|n| n.pods.len()).sum();
+        let pairs = open.len() * open.len().saturating_sub(1) / 2;
+        if pairs * pods / open.len().max(1) > PAIR_WORK {
+            return;
+        }
+        for _ in 0..PAIR_PASSES {
+            let mut improved = false;
+            for a in 0..open.len() {
+                for b in a + 1..open.len() {
+                    if let Some((left, right)) = self.cut_open(&open[a], &open[b]) {
+                        open[a] = left;
+                        open[b] = right;
+                        improved = true;
+                    }
+                }
+            }
+            open.retain(|n| !n.pods.is_empty());
+            if !improved {
+                break;
+            }
+        }
+    }
+
+    /// The cheapest cut of two open nodes' pods into two nodes, when it costs less.
+    fn cut_open(&self, a: &Open, b: &Open) -> Option<(Open, Open)> {
+        let q = a.pool;
+        if b.pool != q || a.pods.is_empty() || b.pods.is_empty() {
+            return None;
+        }
+        let pods = &self.snapshot.pods;
+        let mut order: Vec<usize> = a.pods.iter().chain(&b.pods).copied().collect();
+        if !order.iter().all(|&i| self.in_no_topology(i)) {
+            return None;
+        }
+        let per_cpu = |i: usize| {
+            let r = &pods[i].requests;
+            r.memory as f64 / r.cpu.max(1) as f64
+        };
+        order.sort_by(|&x, &y| per_cpu(x).total_cmp(&per_cpu(y)).then(x.cmp(&y)));
+        let (first, last) = (per_cpu(*order.first()?), per_cpu(*order.last()?));
+        if last <= first * MIN_SHAPE_SPREAD {
+            return None;
+        }
+        let own = |i: usize| self.own_reqs(q, i, &Requirements::new());
+        let class = |i: usize| self.class_of[&i];
+        // What the pods from k on need, for every k (it changes only at a new class).
+        type Need = Rc<(Requirements, Option<Rc<Allowed>>)>;
+        let need = |reqs: Requirements| -> Need {
+            let mask = self.allowed_types(q, &reqs);
+            Rc::new((reqs, mask))
+        };
+        let mut suffix: Vec<Need> = vec![need(Requirements::new()); order.len() + 1];
+        let mut seen = BTreeSet::new();
+        for k in (0..order.len()).rev() {
+            suffix[k] = if seen.insert(class(order[k])) {
+                need(suffix[k + 1].0.intersection(&own(order[k])))
+            } else {
+                suffix[k + 1].clone()
+            };
+        }
+        let fit = |used: &Resources, n: &Need| match &n.1 {
+            Some(allowed) => self.cheapest_fit_in(q, used, allowed),
+            None => None,
+        };
+        let mut total = Resources::default();
+        for &i in &order {
+            total.add(&pods[i].requests);
+        }
+        let mut best: Option<(usize, Priced, Priced)> = None;
+        let mut best_price = a.price + b.price - 1e-9;
+        let stride = order.len().div_ceil(PAIR_CUTS).max(1);
+        let mut prefix = Resources::default();
+        let mut prefix_need = need(Requirements::new());
+        let mut seen = BTreeSet::new();
+        for k in 1..order.len() {
+            prefix.add(&pods[order[k - 1]].requests);
+            if seen.insert(class(order[k - 1])) {
+                prefix_need = need(prefix_need.0.intersection(&own(order[k - 1])));
+            }
+            if k % stride != 0 {
+                continue;
+            }
+            let rest = total.minus(&prefix);
+            let left = fit(&prefix, &prefix_need);
+            let right = fit(&rest, &suffix[k]);
+            if let (Some(l), Some(r)) = (left, right) {
+                if l.1 + r.1 < best_price {
+                    best_price = l.1 + r.1;
+                    best = Some((k, l, r));
+                }
+            }
+        }
+        let (k, (lt, lp), (rt, rp)) = best?;
+        let right = order.split_off(k);
+        let node = |members: Vec<usize>, t: usize, price: f64, reqs: Requirements| {
+            let mut used = Resources::default();
+            for &i in &members {
+                used.add(&pods[i].requests);
+            }
+            Open {
+                pool: q,
+                reqs,
+                pods: members,
+                t,
+                price,
+                used,
+            }
+        };
+        let classes: BTreeSet<usize> = order.iter().map(|&i| class(i)).collect();
+        let left_reqs = classes.iter().fold(Requirements::new(), |r, &c| {
+            let i = *order
+                .iter()
+                .find(|&&i| class(i) == c)
+                .expect("a pod of the class");
+            r.intersection(&own(i))
+        });
+        Some((
+            node(order, lt, lp, left_reqs),
+            node(right, rt, rp, suffix[k].0.clone()),
+        ))
+    }
+
+    /// Whether pod `i` takes part in no topology (spread, affinity or anti-affinity).
+    fn in_no_topology(&self, i: usize) -> bool {
+        let class = &self.classes[self.class_of[&i]];
+        let v = &class.variants[0];
+        v.owned.is_empty()
+            && v.owner_of.is_empty()
+            && class.member_of.is_empty()
+            && class.repelled_by.is_empty()
+    }
+}
+
+/// The hourly price of open nodes.
+fn total(open: &[Open]) -> f64 {
+    open.iter().map(|n| n.price).sum()
+}
+
 /// The hourly price of a packing.
 fn cost(packing: &[Packed]) -> f64 {
     packing.iter().map(|(_, _, price)| price).sum()
@@ -717,7 +1052,10 @@ impl Ctx<'_> {
         nodes: usize,
     ) -> Option<Vec<Packed>> {
         // A few pods: the optimum itself, which no heuristic packing can beat.
-        if let Some(exact) = self.exact_pack(p, pods, reqs) {
+        let exact = self
+            .exact_pack(p, pods, reqs)
+            .or_else(|| self.exact_pack_by_shape(p, pods, reqs));
+        if let Some(exact) = exact {
             return Some(exact);
         }
         let pool = &self.pools[p];
