@@ -10,12 +10,12 @@ use fleetwright_core::check::{violations, Claim};
 use fleetwright_core::synthetic::{cluster_mix, CLUSTER_MIXES};
 use fleetwright_core::{schedule, Catalog, NodeClassSettings};
 
-/// Plan / bound, at most, per mix at every seed 1 to 10 (measured: pools 1.054, selectors 1.072,
-/// spread 1.047, shapes 1.006). The target is 1.05 for every mix.
+/// Plan / bound, at most, per mix at every seed 1 to 10 (measured: pools 1.054, selectors 1.057,
+/// spread 1.047, shapes 1.006). The target is 1.05 for every mix; pools and selectors miss it
+/// at two seeds each (docs/benchmarks.md).
 fn ceiling(mix: &str) -> f64 {
     match mix {
-        "pools" => 1.06,
-        "selectors" => 1.08,
+        "pools" | "selectors" => 1.06,
         _ => 1.05,
     }
 }

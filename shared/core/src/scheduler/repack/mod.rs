@@ -501,25 +501,40 @@ impl<'c, 'a> Run<'c, 'a> {
     pub(crate) fn improved(mut self) -> Self {
         let pools = self.ctx.pools.len();
         let mixed = (0..pools).any(|p| self.has_mixed_bins(p));
-        let mut regrouped = mixed.then(|| self.clone());
-        let mut changed = false;
-        for p in 0..pools {
-            if let Some(r) = regrouped.as_mut() {
-                changed |= r.regroup(p);
-            }
-            self.repack_bins(p);
-        }
-        let Some(mut regrouped) = regrouped.filter(|_| changed) else {
-            return self;
+        let tries: Vec<Self> = if mixed {
+            [Fill::NarrowFirst, Fill::WideFirst, Fill::Never]
+                .into_iter()
+                .filter_map(|fill| self.clone().regrouped(fill))
+                .collect()
+        } else {
+            Vec::new()
         };
         for p in 0..pools {
-            regrouped.repack_bins(p);
+            self.repack_bins(p);
         }
-        if (regrouped.failed.len(), regrouped.hourly()) < (self.failed.len(), self.hourly() - 1e-9)
-        {
-            return regrouped;
+        let key = |r: &Self| (r.failed.len(), r.hourly());
+        let best = tries
+            .into_iter()
+            .min_by(|a, b| key(a).0.cmp(&key(b).0).then(key(a).1.total_cmp(&key(b).1)));
+        match best {
+            Some(r) if (r.failed.len(), r.hourly()) < (self.failed.len(), self.hourly() - 1e-9) => {
+                r
+            }
+            _ => self,
         }
-        self
+    }
+
+    /// This run regrouped pool by pool with `fill`, then re-packed; None when regrouping
+    /// changed nothing.
+    fn regrouped(mut self, fill: Fill) -> Option<Self> {
+        let mut changed = false;
+        for p in 0..self.ctx.pools.len() {
+            changed |= self.regroup(p, fill);
+        }
+        for p in 0..self.ctx.pools.len() {
+            self.repack_bins(p);
+        }
+        changed.then_some(self)
     }
 
     /// Re-packs pool `p`'s new bins that hold only movable pods, one partition of equal
@@ -585,7 +600,7 @@ impl<'c, 'a> Run<'c, 'a> {
     /// its bin on-demand for every pod in it) and packs them by their own requirements, each
     /// group on its own nodes. Kept when the bins left behind, shrunk to their cheapest fitting
     /// types, and the new ones cost less than the bins did. Returns whether it changed anything.
-    pub(crate) fn regroup(&mut self, p: usize) -> bool {
+    pub(crate) fn regroup(&mut self, p: usize, fill: Fill) -> bool {
         let ctx = self.ctx;
         let pool = &ctx.pools[p];
         if pool.remaining.is_some() || !pool.min_values.is_empty() {
@@ -638,11 +653,7 @@ impl<'c, 'a> Run<'c, 'a> {
         }
         let groups: Vec<(usize, (Requirements, Vec<usize>))> =
             groups.into_iter().map(|((q, _), g)| (q, g)).collect();
-        let Some(open) = [Fill::NarrowFirst, Fill::WideFirst, Fill::Never]
-            .into_iter()
-            .filter_map(|fill| ctx.pack_groups(groups.clone(), fill))
-            .min_by(|a, b| total(a).total_cmp(&total(b)))
-        else {
+        let Some(open) = ctx.pack_groups(groups, fill) else {
             return false;
         };
         after += total(&open);
@@ -970,17 +981,23 @@ impl Ctx<'_> {
         let mut prefix = Resources::default();
         let mut prefix_need = need(Requirements::new());
         let mut seen = BTreeSet::new();
-        for k in 1..order.len() {
+        // The last cut leaves the right side empty: the pair merged into one node.
+        for k in 1..=order.len() {
             prefix.add(&pods[order[k - 1]].requests);
             if seen.insert(class(order[k - 1])) {
                 prefix_need = need(prefix_need.0.intersection(&own(order[k - 1])));
             }
-            if k % stride != 0 {
+            let merged = k == order.len();
+            if k % stride != 0 && !merged {
                 continue;
             }
             let rest = total.minus(&prefix);
             let left = fit(&prefix, &prefix_need);
-            let right = fit(&rest, &suffix[k]);
+            let right = if merged {
+                Some((0, 0.0))
+            } else {
+                fit(&rest, &suffix[k])
+            };
             if let (Some(l), Some(r)) = (left, right) {
                 if l.1 + r.1 < best_price {
                     best_price = l.1 + r.1;
