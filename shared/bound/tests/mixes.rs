@@ -5,6 +5,8 @@
 //! measured ceiling of it. The table is printed (`cargo test -p fleetwright-bound --test mixes
 //! -- --nocapture`).
 
+use std::io::Write;
+
 use fleetwright_bound::lower_bound;
 use fleetwright_core::check::{violations, Claim};
 use fleetwright_core::synthetic::{cluster_mix, CLUSTER_MIXES};
@@ -51,7 +53,8 @@ fn constrained_mixes_stay_near_the_constraint_aware_bound_at_seeds_1_to_10() {
             ratios.push(ratio);
         }
         let text: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
-        eprintln!("{mix:<10} {}", text.join(" "));
+        // The table, on stderr (shown with --nocapture).
+        writeln!(std::io::stderr(), "{mix:<10} {}", text.join(" ")).expect("stderr");
     }
     assert!(over.is_empty(), "over the ceiling: {over:?}");
 }

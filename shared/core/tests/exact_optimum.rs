@@ -238,11 +238,6 @@ fn batches_of_up_to_thirty_pods_cost_within_five_percent_of_the_exact_optimum() 
         assert!(plan.unschedulable.is_empty(), "case {case}");
         let best = optimum_by_counts(&shapes, &counts, &types);
         let ratio = plan.cost.hourly / best;
-        eprintln!(
-            "case {case}: {} pods, ${:.4}/h against ${best:.4}/h ({ratio:.3})",
-            counts.iter().sum::<usize>(),
-            plan.cost.hourly
-        );
         if !(1.0 - 1e-6..=1.05).contains(&ratio) {
             over.push(format!(
                 "case {case}: ${:.4}/h against an optimum of ${best:.4}/h ({ratio:.3}), counts {counts:?} of {:?}",
