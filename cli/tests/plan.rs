@@ -324,6 +324,47 @@ fn plan_lists_disruptions_and_blocked_nodes_at_the_given_instant() {
         .contains("do-not-disrupt"));
 }
 
+/// `karpenter.sh/do-not-disrupt: "2h"` (Karpenter v1.12) protects the pod's node for two hours
+/// from the pod's start: blocked by it at 09:00, an hour after the pod started, and no longer at
+/// 10:05.
+#[test]
+fn plan_honours_a_do_not_disrupt_duration_until_it_has_passed() {
+    let mut dump = DISRUPTION_DUMP.to_string();
+    dump.push_str(&managed_node("ip-busy"));
+    dump.push_str(
+        r#"
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: job
+    namespace: shop
+    creationTimestamp: "2026-11-22T08:00:00Z"
+    annotations: {karpenter.sh/do-not-disrupt: "2h"}
+  spec:
+    nodeName: ip-busy
+    containers: [{name: c, image: nginx, resources: {requests: {cpu: "1"}}}]
+  status: {phase: Running, startTime: "2026-11-22T08:05:00Z"}
+"#,
+    );
+    let path = write_temp("disruption-duration.yaml", &dump);
+    let at = |now: &str| json(&fleetwright(&["plan", "--cluster", &path, "--now", now]));
+    let early = at("2026-11-22T09:00:00Z");
+    assert!(
+        early["disruptions"].as_array().unwrap().is_empty(),
+        "{early}"
+    );
+    assert_eq!(early["blocked"][0]["node"], "ip-busy", "{early}");
+    assert!(early["blocked"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("shop/job has karpenter.sh/do-not-disrupt"));
+    // Later the node is judged on its own: here no cheaper type fits its pods.
+    let late = at("2026-11-22T10:05:00Z");
+    let reason = late["blocked"][0]["reason"].as_str().unwrap_or("");
+    assert!(!reason.contains("do-not-disrupt"), "{late}");
+    assert!(reason.contains("not consolidating"), "{late}");
+}
+
 #[test]
 fn plan_actions_lists_what_the_next_tick_would_do_and_changes_nothing() {
     let cluster = fixture("lifecycle-cluster.yaml");

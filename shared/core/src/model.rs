@@ -141,6 +141,44 @@ impl HostPort {
     }
 }
 
+/// What `karpenter.sh/do-not-disrupt` on a pod, node or NodeClaim protects: nothing, for good
+/// (`"true"`), or until a time (a duration such as `"5m"`, counted from when the pod or node
+/// started; Karpenter v1.12).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protection {
+    #[default]
+    None,
+    Always,
+    /// Until this second (Unix time).
+    Until(i64),
+}
+
+impl Protection {
+    /// The protection an annotation value gives an object that started at `started` (Unix
+    /// seconds). `"true"` protects for good and `"false"` not at all; a duration protects until
+    /// `started` plus it. Any other value protects for good, so that a typo never lets a pod be
+    /// evicted.
+    pub fn from_annotation(value: Option<&str>, started: i64) -> Protection {
+        match value.map(str::trim) {
+            None | Some("false") => Protection::None,
+            Some("true") => Protection::Always,
+            Some(text) => match crate::quantity::parse_duration_seconds(text) {
+                Some(seconds) => Protection::Until(started.saturating_add(seconds)),
+                None => Protection::Always,
+            },
+        }
+    }
+
+    /// Whether it protects at `now` (Unix seconds).
+    pub fn holds(self, now: i64) -> bool {
+        match self {
+            Protection::None => false,
+            Protection::Always => true,
+            Protection::Until(end) => now < end,
+        }
+    }
+}
+
 /// A pod, with the scheduling-relevant parts of its spec.
 #[derive(Clone, Debug, Default)]
 pub struct Pod {
@@ -168,7 +206,8 @@ pub struct Pod {
     pub node_name: Option<String>,
     pub owner_kind: Option<String>,
     pub owner_name: Option<String>,
-    pub do_not_disrupt: bool,
+    /// `karpenter.sh/do-not-disrupt`, with its duration counted from the pod's start.
+    pub do_not_disrupt: Protection,
     /// `controller.kubernetes.io/pod-deletion-cost`.
     pub deletion_cost: i64,
     pub terminal: bool,

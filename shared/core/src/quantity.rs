@@ -96,6 +96,42 @@ pub fn format_bytes(bytes: i64) -> String {
     bytes.to_string()
 }
 
+/// A Go duration (`time.ParseDuration`) in whole seconds, rounded up: a sequence of numbers
+/// with units `h`, `m`, `s`, `ms`, `us`/`µs` or `ns` (`"5m"`, `"1h30m"`, `"1.5h"`). None when
+/// the text is not one, or is negative.
+pub fn parse_duration_seconds(text: &str) -> Option<i64> {
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    if rest == "0" {
+        return Some(0);
+    }
+    let mut nanos: f64 = 0.0;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit] {
+            "h" => 3.6e12,
+            "m" => 6e10,
+            "s" => 1e9,
+            "ms" => 1e6,
+            "us" | "µs" => 1e3,
+            "ns" => 1.0,
+            _ => return None,
+        };
+        nanos += number * scale;
+        rest = &rest[unit..];
+    }
+    Some((nanos / 1e9).ceil() as i64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -125,7 +125,9 @@ fn cluster(nodes: &[(usize, Vec<(i64, bool)>)], budget: &str) -> Snapshot {
             );
             pod.node_name = Some(name.clone());
             pod.owner_kind = Some("ReplicaSet".into());
-            pod.do_not_disrupt = *keep;
+            if *keep {
+                pod.do_not_disrupt = Protection::Always;
+            }
             snapshot.pods.push(pod);
         }
     }
@@ -194,7 +196,7 @@ proptest! {
                 prop_assert!(d.savings > 0.0, "consolidation raised the cost: {d:?}");
             }
         }
-        for p in snapshot.pods.iter().filter(|p| p.do_not_disrupt) {
+        for p in snapshot.pods.iter().filter(|p| p.do_not_disrupt != Protection::None) {
             prop_assert!(!disrupted.contains(&p.node_name.as_deref().unwrap_or_default()), "{} has a do-not-disrupt pod", p.node_name.as_deref().unwrap_or_default());
         }
         prop_assert!(strands_nothing(&snapshot, &plan).is_ok(), "{:?}", strands_nothing(&snapshot, &plan));

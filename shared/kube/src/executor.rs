@@ -166,13 +166,24 @@ pub async fn drain(client: Client, pods: &[Pod]) -> Result<DrainOutcome, KubeErr
 
 async fn evict(client: Client, pod: &Pod, outcome: &mut DrainOutcome) -> Result<(), KubeError> {
     let key = pod_key(pod);
-    let do_not_disrupt = pod
+    let value = pod
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(fleetwright_core::labels::DO_NOT_DISRUPT))
-        .is_some_and(|v| v == "true");
-    if do_not_disrupt {
+        .and_then(|a| a.get(fleetwright_core::labels::DO_NOT_DISRUPT));
+    let started = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .or(pod.metadata.creation_timestamp.as_ref())
+        .map_or(0, |t| t.0.as_second());
+    let protection =
+        fleetwright_core::model::Protection::from_annotation(value.map(String::as_str), started);
+    // The drain happens now, so the protection is read at this instant.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    if protection.holds(now) {
         outcome
             .blocked
             .push((key, "annotated karpenter.sh/do-not-disrupt".into()));

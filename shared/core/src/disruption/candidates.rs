@@ -9,7 +9,7 @@ use crate::catalog::{Catalog, NodeClassSettings};
 use crate::labels::{
     CAPACITY_SPOT, CAPACITY_TYPE, DO_NOT_DISRUPT, INSTANCE_TYPE, TAINT_DISRUPTED, ZONE,
 };
-use crate::model::{Node, NodeClaim, NodePool, Pod, Snapshot};
+use crate::model::{Node, NodeClaim, NodePool, Pod, Protection, Snapshot};
 
 use super::Blocked;
 
@@ -63,8 +63,11 @@ pub(crate) fn disrupting(node: &Node) -> bool {
     node.taints.iter().any(|t| t.key == TAINT_DISRUPTED)
 }
 
-pub(crate) fn is_set(annotations: &BTreeMap<String, String>) -> bool {
-    annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true")
+/// Whether `karpenter.sh/do-not-disrupt` in these annotations protects, at `now`, an object
+/// that started at `started` (a duration counts from then).
+pub(crate) fn protects(annotations: &BTreeMap<String, String>, started: i64, now: i64) -> bool {
+    Protection::from_annotation(annotations.get(DO_NOT_DISRUPT).map(String::as_str), started)
+        .holds(now)
 }
 
 /// Initialized, ready, managed nodes, each with its NodeClaim and pool; the rest are blocked
@@ -72,6 +75,7 @@ pub(crate) fn is_set(annotations: &BTreeMap<String, String>) -> bool {
 pub(crate) fn candidates<'a>(
     snapshot: &'a Snapshot,
     prices: &Prices,
+    now: i64,
     blocked: &mut Vec<Blocked>,
 ) -> Vec<Candidate<'a>> {
     // Indexed once: looking each node's NodeClaim and pods up by scanning was quadratic (1.8 s
@@ -109,11 +113,13 @@ pub(crate) fn candidates<'a>(
         {
             continue;
         }
-        if is_set(&node.annotations) || is_set(&claim.annotations) {
+        if protects(&node.annotations, node.created, now)
+            || protects(&claim.annotations, node.created, now)
+        {
             blocked.push(block(format!("node has {DO_NOT_DISRUPT}")));
             continue;
         }
-        if let Some(pod) = pods.iter().find(|p| p.do_not_disrupt) {
+        if let Some(pod) = pods.iter().find(|p| p.do_not_disrupt.holds(now)) {
             blocked.push(block(format!("pod {} has {DO_NOT_DISRUPT}", pod.key())));
             continue;
         }

@@ -164,7 +164,7 @@ pub fn validate(
 ) -> Result<Disruption, String> {
     let prices = Prices::new(catalog);
     let mut blocked = Vec::new();
-    let all = candidates(snapshot, &prices, &mut blocked);
+    let all = candidates(snapshot, &prices, now, &mut blocked);
     let mut chosen = Vec::new();
     for node in nodes {
         match all.iter().find(|c| &c.node.name == node) {
@@ -298,7 +298,7 @@ pub fn as_started(snapshot: &mut Snapshot, command: &Disruption) {
 pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan {
     let prices = Prices::new(catalog);
     let mut out = DisruptionPlan::default();
-    let candidates = candidates(snapshot, &prices, &mut out.blocked);
+    let candidates = candidates(snapshot, &prices, now, &mut out.blocked);
     let budgets = Budgets::new(snapshot, now);
     let methods: [(Reason, &Applies); 3] = [
         (Reason::Expired, &|c| expired(c, now)),

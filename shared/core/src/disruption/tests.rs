@@ -8,7 +8,7 @@ use crate::labels::{CAPACITY_TYPE, DO_NOT_DISRUPT, INSTANCE_TYPE, TAINT_DISRUPTE
 use crate::labels::{HOSTNAME, NODEPOOL};
 use crate::model::{Budget, Pdb};
 use crate::model::{Node, NodeClaim, NodePool, Pod, Snapshot};
-use crate::model::{NodeClassState, Taint};
+use crate::model::{NodeClassState, Protection, Taint};
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
@@ -295,11 +295,69 @@ fn spot_to_spot_needs_fifteen_cheaper_spot_types() {
     );
 }
 
+/// `karpenter.sh/do-not-disrupt: "10m"` (Karpenter v1.12) protects a pod for ten minutes from
+/// its start, and a node for ten minutes from its creation; then the node is consolidated.
+#[test]
+fn a_do_not_disrupt_duration_protects_until_it_has_passed() {
+    let started = NOW - 5 * 60;
+    let mut c = Cluster::new(general("100%"));
+    c.node("keep", "m5.8xlarge", "on-demand");
+    c.pod("batch", "keep", 100).do_not_disrupt = Protection::from_annotation(Some("10m"), started);
+    let blocked = c.plan();
+    assert!(blocked.disruptions.is_empty(), "{:?}", blocked.disruptions);
+    assert!(
+        blocked.blocked[0].reason.contains("pod shop/batch"),
+        "{:?}",
+        blocked.blocked
+    );
+    let later = plan(&c.snapshot, Catalog::embedded(), started + 10 * 60);
+    assert_eq!(deleted(&later), 1, "{:?}", later.blocked);
+
+    let mut n = Cluster::new(general("100%"));
+    n.node("fresh", "m5.8xlarge", "on-demand");
+    n.pod("web", "fresh", 100);
+    let node = &mut n.snapshot.nodes[0];
+    node.created = started;
+    node.annotations.insert(DO_NOT_DISRUPT.into(), "1h".into());
+    assert!(n.plan().disruptions.is_empty());
+    assert_eq!(
+        deleted(&plan(&n.snapshot, Catalog::embedded(), started + 3600)),
+        1
+    );
+}
+
+#[test]
+fn go_durations_parse_and_other_values_protect_for_good() {
+    use crate::quantity::parse_duration_seconds as secs;
+    assert_eq!(secs("5m"), Some(300));
+    assert_eq!(secs("1h30m"), Some(5400));
+    assert_eq!(secs("1.5h"), Some(5400));
+    assert_eq!(secs("90s"), Some(90));
+    assert_eq!(secs("1500ms"), Some(2));
+    assert_eq!(secs("0"), Some(0));
+    assert_eq!(secs("5"), None);
+    assert_eq!(secs("soon"), None);
+    assert_eq!(
+        Protection::from_annotation(Some("soon"), 0),
+        Protection::Always
+    );
+    assert_eq!(
+        Protection::from_annotation(Some("false"), 0),
+        Protection::None
+    );
+    assert_eq!(Protection::from_annotation(None, 0), Protection::None);
+    assert_eq!(
+        Protection::from_annotation(Some("2m"), 100),
+        Protection::Until(220)
+    );
+    assert!(Protection::Until(220).holds(219) && !Protection::Until(220).holds(220));
+}
+
 #[test]
 fn do_not_disrupt_pods_and_exhausted_pdbs_block_their_nodes() {
     let mut c = Cluster::new(general("100%"));
     c.node("keep", "m5.8xlarge", "on-demand");
-    c.pod("precious", "keep", 100).do_not_disrupt = true;
+    c.pod("precious", "keep", 100).do_not_disrupt = Protection::Always;
     let plan = c.plan();
     assert!(plan.disruptions.is_empty());
     assert!(
@@ -548,7 +606,7 @@ fn a_decided_command_is_validated_against_the_cluster_as_it_is_now() {
     .expect("still holds");
     assert_eq!(now.command, Command::Replace);
     // Pinned since: its pod may no longer move.
-    c.snapshot.pods[0].do_not_disrupt = true;
+    c.snapshot.pods[0].do_not_disrupt = Protection::Always;
     let e = validate(
         &c.snapshot,
         Catalog::embedded(),

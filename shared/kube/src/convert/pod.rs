@@ -156,7 +156,10 @@ pub fn pod_from_spec(meta: &ObjectMeta, spec: &PodSpec, obj: &str) -> Result<cor
         node_selector: spec.node_selector.clone().unwrap_or_default(),
         priority: spec.priority.unwrap_or(0),
         node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
-        do_not_disrupt: annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true"),
+        do_not_disrupt: core::Protection::from_annotation(
+            annotations.get(DO_NOT_DISRUPT).map(String::as_str),
+            super::seconds(meta),
+        ),
         deletion_cost: annotations
             .get("controller.kubernetes.io/pod-deletion-cost")
             .and_then(|v| v.parse().ok())
@@ -336,6 +339,16 @@ pub fn pod(p: &Pod, volume_zones: &VolumeZones) -> Result<core::Pod, KubeError> 
         .as_ref()
         .ok_or_else(|| KubeError::field(&obj, "spec", "missing"))?;
     let mut out = pod_from_spec(&p.metadata, spec, &obj)?;
+    // A duration in do-not-disrupt counts from the pod's start, once it has one.
+    if let Some(started) = p.status.as_ref().and_then(|s| s.start_time.as_ref()) {
+        let value = p
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(DO_NOT_DISRUPT));
+        out.do_not_disrupt =
+            core::Protection::from_annotation(value.map(String::as_str), started.0.as_second());
+    }
     let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
     out.terminal = matches!(phase, Some("Succeeded") | Some("Failed"));
     for v in spec.volumes.iter().flatten() {
