@@ -162,6 +162,52 @@ fn the_batch_burst_is_packed_and_then_removed() {
     assert_eq!(r["finalNodes"], 0);
 }
 
+/// `karpenter.sh/do-not-disrupt: "5m"` keeps the job's node from consolidation until five
+/// minutes after the job started; without the annotation the node goes as soon as
+/// consolidateAfter allows, and with `"true"` it never does.
+#[test]
+fn a_do_not_disrupt_duration_holds_consolidation_back_until_it_has_passed() {
+    let scenario = std::fs::read_to_string(repo("examples/simulate/do-not-disrupt-for.yaml"))
+        .expect("the scenario");
+    let run = |annotation: &str| {
+        let text = scenario.replace(
+            r#"annotations: {karpenter.sh/do-not-disrupt: "5m"}"#,
+            annotation,
+        );
+        let path = write_temp(&format!("dnd-{}.yaml", annotation.len()), &text);
+        report(&["--scenario", &path])
+    };
+    let underutilized = |r: &Value| -> Vec<i64> {
+        r["disruptionEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["command"].as_str().unwrap().starts_with("underutilized/"))
+            .map(|e| e["at"].as_i64().unwrap())
+            .collect()
+    };
+    let protected = run(r#"annotations: {karpenter.sh/do-not-disrupt: "5m"}"#);
+    let job = step(&protected, "scale deployment job to 1");
+    let started = job["at"].as_i64().unwrap() + job["allRunningAfter"].as_i64().unwrap();
+    let at = underutilized(&protected);
+    assert!(!at.is_empty(), "consolidated in the end: {protected:#}");
+    assert!(
+        at[0] >= started + 300,
+        "not before {} s: {at:?}",
+        started + 300
+    );
+
+    let plain = underutilized(&run("annotations: {}"));
+    assert!(
+        plain.first().is_some_and(|t| *t < started + 300),
+        "{plain:?}"
+    );
+    let pinned = underutilized(&run(
+        r#"annotations: {karpenter.sh/do-not-disrupt: "true"}"#,
+    ));
+    assert!(pinned.is_empty(), "{pinned:?}");
+}
+
 #[test]
 fn bad_scenarios_fail_with_the_field_named() {
     let path = write_temp(
