@@ -293,6 +293,20 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// The pods sorted by memory per CPU (indices break ties), where a pair is cut; None when
+    /// they are all of about one shape: those gain nothing from the order, only tighter nodes
+    /// that a real scheduler, binding pods in its own order, may fail to fill.
+    fn by_memory_per_cpu(&self, mut order: Vec<usize>) -> Option<Vec<usize>> {
+        let pods = &self.snapshot.pods;
+        let per_cpu = |i: usize| {
+            let r = &pods[i].requests;
+            r.memory as f64 / r.cpu.max(1) as f64
+        };
+        order.sort_by(|&x, &y| per_cpu(x).total_cmp(&per_cpu(y)).then(x.cmp(&y)));
+        let (first, last) = (per_cpu(*order.first()?), per_cpu(*order.last()?));
+        (last > first * MIN_SHAPE_SPREAD).then_some(order)
+    }
+
     /// The cheapest cut of two nodes' pods (sorted by memory per CPU) into two nodes, when it
     /// costs less than the pair does now.
     fn best_cut(
@@ -304,21 +318,11 @@ impl<'a> Ctx<'a> {
         b: &Packed,
     ) -> Option<(Packed, Packed)> {
         let pods = &self.snapshot.pods;
-        let mut order: Vec<usize> = a.0.iter().chain(&b.0).copied().collect();
+        let order: Vec<usize> = a.0.iter().chain(&b.0).copied().collect();
         if order.iter().any(|i| anti.contains(i)) {
             return None;
         }
-        let per_cpu = |i: usize| {
-            let r = &pods[i].requests;
-            r.memory as f64 / r.cpu.max(1) as f64
-        };
-        order.sort_by(|&x, &y| per_cpu(x).total_cmp(&per_cpu(y)).then(x.cmp(&y)));
-        // Pods of one shape gain nothing from the order, only tighter nodes that a real
-        // scheduler, binding pods in its own order, may fail to fill.
-        let (first, last) = (per_cpu(*order.first()?), per_cpu(*order.last()?));
-        if last <= first * MIN_SHAPE_SPREAD {
-            return None;
-        }
+        let mut order = self.by_memory_per_cpu(order)?;
         let mut total = Resources::default();
         for &i in &order {
             total.add(&pods[i].requests);
@@ -937,19 +941,11 @@ impl Ctx<'_> {
             return None;
         }
         let pods = &self.snapshot.pods;
-        let mut order: Vec<usize> = a.pods.iter().chain(&b.pods).copied().collect();
+        let order: Vec<usize> = a.pods.iter().chain(&b.pods).copied().collect();
         if !order.iter().all(|&i| self.in_no_topology(i)) {
             return None;
         }
-        let per_cpu = |i: usize| {
-            let r = &pods[i].requests;
-            r.memory as f64 / r.cpu.max(1) as f64
-        };
-        order.sort_by(|&x, &y| per_cpu(x).total_cmp(&per_cpu(y)).then(x.cmp(&y)));
-        let (first, last) = (per_cpu(*order.first()?), per_cpu(*order.last()?));
-        if last <= first * MIN_SHAPE_SPREAD {
-            return None;
-        }
+        let mut order = self.by_memory_per_cpu(order)?;
         let own = |i: usize| self.own_reqs(q, i, &Requirements::new());
         let class = |i: usize| self.class_of[&i];
         // What the pods from k on need, for every k (it changes only at a new class).
