@@ -282,26 +282,36 @@ fn managed_node(name: &str) -> String {
     )
 }
 
+/// A one-CPU pod of `shop` on node `ip-busy`, annotated `karpenter.sh/do-not-disrupt: VALUE`.
+fn busy_pod(name: &str, created: &str, value: &str, status: &str) -> String {
+    format!(
+        r#"
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: {name}
+    namespace: shop
+    creationTimestamp: "{created}"
+    annotations: {{karpenter.sh/do-not-disrupt: "{value}"}}
+  spec:
+    nodeName: ip-busy
+    containers: [{{name: c, image: nginx, resources: {{requests: {{cpu: "1"}}}}}}]
+  status: {status}
+"#
+    )
+}
+
 #[test]
 fn plan_lists_disruptions_and_blocked_nodes_at_the_given_instant() {
     let mut dump = DISRUPTION_DUMP.to_string();
     dump.push_str(&managed_node("ip-empty"));
     dump.push_str(&managed_node("ip-busy"));
-    dump.push_str(
-        r#"
-- apiVersion: v1
-  kind: Pod
-  metadata:
-    name: keeper
-    namespace: shop
-    creationTimestamp: "2026-11-22T08:05:00Z"
-    annotations: {karpenter.sh/do-not-disrupt: "true"}
-  spec:
-    nodeName: ip-busy
-    containers: [{name: c, image: nginx, resources: {requests: {cpu: "1"}}}]
-  status: {phase: Running}
-"#,
-    );
+    dump.push_str(&busy_pod(
+        "keeper",
+        "2026-11-22T08:05:00Z",
+        "true",
+        "{phase: Running}",
+    ));
     let path = write_temp("disruption.yaml", &dump);
     let plan = json(&fleetwright(&[
         "plan",
@@ -331,21 +341,12 @@ fn plan_lists_disruptions_and_blocked_nodes_at_the_given_instant() {
 fn plan_honours_a_do_not_disrupt_duration_until_it_has_passed() {
     let mut dump = DISRUPTION_DUMP.to_string();
     dump.push_str(&managed_node("ip-busy"));
-    dump.push_str(
-        r#"
-- apiVersion: v1
-  kind: Pod
-  metadata:
-    name: job
-    namespace: shop
-    creationTimestamp: "2026-11-22T08:00:00Z"
-    annotations: {karpenter.sh/do-not-disrupt: "2h"}
-  spec:
-    nodeName: ip-busy
-    containers: [{name: c, image: nginx, resources: {requests: {cpu: "1"}}}]
-  status: {phase: Running, startTime: "2026-11-22T08:05:00Z"}
-"#,
-    );
+    dump.push_str(&busy_pod(
+        "job",
+        "2026-11-22T08:00:00Z",
+        "2h",
+        r#"{phase: Running, startTime: "2026-11-22T08:05:00Z"}"#,
+    ));
     let path = write_temp("disruption-duration.yaml", &dump);
     let at = |now: &str| json(&fleetwright(&["plan", "--cluster", &path, "--now", now]));
     let early = at("2026-11-22T09:00:00Z");
