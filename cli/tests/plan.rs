@@ -410,3 +410,100 @@ fn plan_actions_on_the_example_creates_a_nodeclaim_for_each_planned_node() {
         .count();
     assert_eq!(created, plan["nodeclaims"].as_array().unwrap().len());
 }
+
+/// Taking over a cluster Karpenter ran (`fixtures/karpenter-migration.yaml`: three NodeClaims
+/// with Karpenter's labels and its `v3`/`v4` hashes, and the NodePool since narrowed to
+/// on-demand). Fleetwright replaces the one node Karpenter would replace, the spot node its
+/// NodePool's requirements no longer allow, and no other: Karpenter's hashes are not compared
+/// with ours. The next tick re-stamps every NodeClaim with Fleetwright's hashes; from then on a
+/// change of the template is drift on every node, and the re-stamp itself is none.
+#[test]
+fn a_karpenter_cluster_is_taken_over_replacing_only_what_karpenter_would() {
+    let cluster = fixture("karpenter-migration.yaml");
+    let now = "2026-11-24T12:00:00Z";
+    let drifted = |path: &str| -> Vec<Value> {
+        let plan = json(&fleetwright(&["plan", "--cluster", path, "--now", now]));
+        let all = plan["disruptions"].as_array().unwrap().clone();
+        assert!(all.iter().all(|d| d["reason"] == "drifted"), "{plan}");
+        all.iter().map(|d| d["nodes"][0].clone()).collect()
+    };
+    assert_eq!(
+        drifted(&cluster),
+        vec![Value::from("ip-10-0-2-20.ec2.internal")]
+    );
+    let plan = json(&fleetwright(&["plan", "--cluster", &cluster, "--now", now]));
+    assert_eq!(
+        plan["disruptions"][0]["replacements"][0]["capacityTypes"],
+        serde_json::json!(["on-demand"]),
+        "{plan}"
+    );
+
+    let out = fleetwright(&["plan", "--actions", "--cluster", &cluster, "--now", now]);
+    let actions = json(&out)["actions"].as_array().unwrap().clone();
+    let restamps: Vec<&Value> = actions
+        .iter()
+        .filter(|a| a["action"] == "restamp")
+        .collect();
+    let names: Vec<&str> = restamps
+        .iter()
+        .map(|a| a["nodeclaim"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["default-4kx2p", "default-9wq7z", "default-t8m3r"]);
+    let stamp = &restamps[0]["annotations"];
+    assert_eq!(
+        stamp["karpenter.sh/nodepool-hash-version"],
+        "fleetwright-v2"
+    );
+    assert_eq!(
+        stamp["karpenter.k8s.aws/ec2nodeclass-hash-version"],
+        "fleetwright-v2"
+    );
+
+    // The cluster after that tick: every NodeClaim carries Fleetwright's hashes.
+    let text = std::fs::read_to_string(&cluster).unwrap();
+    let restamped = text
+        .replace(
+            "karpenter.sh/nodepool-hash: \"4012513481623584108\"",
+            &format!(
+                "karpenter.sh/nodepool-hash: {}",
+                stamp["karpenter.sh/nodepool-hash"]
+            ),
+        )
+        .replace(
+            "karpenter.k8s.aws/ec2nodeclass-hash: \"15535182697325354914\"",
+            &format!(
+                "karpenter.k8s.aws/ec2nodeclass-hash: {}",
+                stamp["karpenter.k8s.aws/ec2nodeclass-hash"]
+            ),
+        )
+        .replace("-hash-version: v3", "-hash-version: fleetwright-v2")
+        .replace("-hash-version: v4", "-hash-version: fleetwright-v2");
+    let path = write_temp("migration-restamped.yaml", &restamped);
+    assert_eq!(
+        drifted(&path),
+        vec![Value::from("ip-10-0-2-20.ec2.internal")],
+        "the re-stamp itself is no drift"
+    );
+    let after = json(&fleetwright(&[
+        "plan",
+        "--actions",
+        "--cluster",
+        &path,
+        "--now",
+        now,
+    ]));
+    assert!(
+        !after.to_string().contains("\"restamp\""),
+        "re-stamped once: {after}"
+    );
+
+    // A label added to the template: every node has drifted from the NodePool.
+    let relabelled = restamped.replacen(
+        "    template:\n      spec:",
+        "    template:\n      metadata: {labels: {team: web}}\n      spec:",
+        1,
+    );
+    assert_ne!(relabelled, restamped);
+    let path = write_temp("migration-relabelled.yaml", &relabelled);
+    assert_eq!(drifted(&path).len(), 3);
+}

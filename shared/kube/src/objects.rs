@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use fleetwright_core::disruption::{
-    HASH_VERSION, NODECLASS_HASH, NODECLASS_HASH_VERSION, NODEPOOL_HASH_VERSION,
+    HASH_VERSION, NODECLASS_HASH, NODECLASS_HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
 };
-use fleetwright_core::labels::{NODEPOOL, TAINT_DISRUPTED, TAINT_UNREGISTERED};
+use fleetwright_core::labels::{is_well_known, NODEPOOL, TAINT_DISRUPTED, TAINT_UNREGISTERED};
 use fleetwright_core::plan::NewNodeClaim;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -43,6 +43,50 @@ pub fn nodeclaim_in(dump: &crate::dump::ClusterDump, planned: &NewNodeClaim) -> 
     Some(nodeclaim_for(pool, class, planned))
 }
 
+/// The NodePool template hash annotations a NodeClaim of `pool` carries, with this version.
+pub fn pool_hash(pool: &NodePool) -> [(String, String); 2] {
+    [
+        (
+            NODEPOOL_HASH.to_string(),
+            crate::convert::template_hash(pool),
+        ),
+        (NODEPOOL_HASH_VERSION.to_string(), HASH_VERSION.to_string()),
+    ]
+}
+
+/// The EC2NodeClass static hash annotations a NodeClaim of `class` carries, with this version.
+pub fn class_hash(class: &EC2NodeClass) -> [(String, String); 2] {
+    [
+        (
+            NODECLASS_HASH.to_string(),
+            crate::convert::node_class_hash(class),
+        ),
+        (NODECLASS_HASH_VERSION.to_string(), HASH_VERSION.to_string()),
+    ]
+}
+
+/// The label a new NodeClaim carries for one of its requirements, as Karpenter labels it: the
+/// value of a single-valued `In`; and for a label that is not well-known (which no launch will
+/// set), any value the requirement allows: the first of an `In`, else the least non-negative
+/// integer an `Exists`, `NotIn`, `Gt` or `Lt` allows (Karpenter picks one at random).
+fn label_value(r: &fleetwright_core::plan::RequirementOut) -> Option<String> {
+    if r.operator == "In" && (r.values.len() == 1 || !is_well_known(&r.key)) {
+        return r.values.first().cloned();
+    }
+    if is_well_known(&r.key) {
+        return None;
+    }
+    let bound = || r.values.first().and_then(|v| v.parse::<i64>().ok());
+    let value = match r.operator.as_str() {
+        "Exists" => 0,
+        "NotIn" => (0..).find(|n: &i64| !r.values.contains(&n.to_string()))?,
+        "Gt" => bound()?.checked_add(1)?.max(0),
+        "Lt" => bound()?.checked_sub(1).filter(|n| *n >= 0)?,
+        _ => return None,
+    };
+    Some(value.to_string())
+}
+
 /// The NodeClaim to create for one planned node of `pool`.
 pub fn nodeclaim_for(
     pool: &NodePool,
@@ -57,32 +101,18 @@ pub fn nodeclaim_for(
         .map(|m| m.labels.clone())
         .unwrap_or_default();
     labels.insert(NODEPOOL.to_string(), pool_name.clone());
-    for r in planned
-        .requirements
-        .iter()
-        .filter(|r| r.operator == "In" && r.values.len() == 1)
-    {
-        labels
-            .entry(r.key.clone())
-            .or_insert_with(|| r.values[0].clone());
+    for r in &planned.requirements {
+        if let Some(value) = label_value(r) {
+            labels.entry(r.key.clone()).or_insert(value);
+        }
     }
     let mut annotations = template
         .metadata
         .as_ref()
         .map(|m| m.annotations.clone())
         .unwrap_or_default();
-    annotations.insert(
-        fleetwright_core::disruption::NODEPOOL_HASH.to_string(),
-        crate::convert::template_hash(pool),
-    );
-    annotations.insert(NODEPOOL_HASH_VERSION.to_string(), HASH_VERSION.to_string());
-    if let Some(class) = class {
-        annotations.insert(
-            NODECLASS_HASH.to_string(),
-            crate::convert::node_class_hash(class),
-        );
-        annotations.insert(NODECLASS_HASH_VERSION.to_string(), HASH_VERSION.to_string());
-    }
+    annotations.extend(pool_hash(pool));
+    annotations.extend(class.map(class_hash).into_iter().flatten());
     let annotations = Some(annotations);
     let owner = OwnerReference {
         api_version: "karpenter.sh/v1".into(),

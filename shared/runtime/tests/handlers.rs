@@ -117,6 +117,14 @@ async fn a_pending_pod_becomes_a_nodeclaim_and_a_tagged_instance_then_registers(
         claim["metadata"]["labels"]["node.kubernetes.io/instance-type"],
         json!(launched.instance_type)
     );
+    // The type's own labels, as Karpenter writes them at launch (pods select them; the
+    // requirements drift check reads them).
+    let family = launched.instance_type.split('.').next().unwrap();
+    assert_eq!(
+        claim["metadata"]["labels"]["karpenter.k8s.aws/instance-family"],
+        json!(family)
+    );
+    assert!(claim["metadata"]["labels"]["karpenter.k8s.aws/instance-cpu"].is_string());
     // What drift detection compares later: both hashes with Fleetwright's version, and the
     // subnet and security groups the instance got.
     let annotations = &claim["metadata"]["annotations"];
@@ -124,7 +132,7 @@ async fn a_pending_pod_becomes_a_nodeclaim_and_a_tagged_instance_then_registers(
         "karpenter.sh/nodepool-hash-version",
         "karpenter.k8s.aws/ec2nodeclass-hash-version",
     ] {
-        assert_eq!(annotations[version], "fleetwright-v1", "{annotations}");
+        assert_eq!(annotations[version], "fleetwright-v2", "{annotations}");
     }
     assert!(annotations["karpenter.k8s.aws/ec2nodeclass-hash"].is_string());
     assert!(annotations["fleetwright.io/subnet-id"]
@@ -170,21 +178,38 @@ async fn a_pending_pod_becomes_a_nodeclaim_and_a_tagged_instance_then_registers(
         node["metadata"]["labels"]["karpenter.sh/nodepool"],
         "default"
     );
-    // Once the node is Ready, the third tick marks the NodeClaim Initialized.
+    assert_eq!(
+        node["metadata"]["labels"]["karpenter.k8s.aws/instance-family"],
+        json!(family)
+    );
+    // Once the node is Ready, the third tick marks the NodeClaim Initialized. Its hashes are
+    // Karpenter's by then (as after a migration): the tick re-stamps them with its own.
+    let pool_hash = annotations["karpenter.sh/nodepool-hash"].clone();
     {
         let mut state = api.state.lock().unwrap();
         let nodes = state.objects.get_mut(NODES).unwrap();
         nodes[0]["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
+        let claims = state.objects.get_mut(NODECLAIMS).unwrap();
+        let annotations = &mut claims[0]["metadata"]["annotations"];
+        annotations["karpenter.sh/nodepool-hash"] = json!("4012513481623584108");
+        annotations["karpenter.sh/nodepool-hash-version"] = json!("v3");
     }
     let third = Tick::new(cloud.clone(), api.client(), settings(&fx.cluster))
         .run(Utc::now(), "invocation-3")
         .await
         .unwrap();
     assert_eq!(third.initialized, vec![name.clone()]);
+    assert_eq!(third.restamped, vec![name.clone()]);
     let claim = stored(&api, NODECLAIMS)
         .into_iter()
         .find(|c| c["metadata"]["name"] == json!(name))
         .unwrap();
+    let restamped = &claim["metadata"]["annotations"];
+    assert_eq!(restamped["karpenter.sh/nodepool-hash"], pool_hash);
+    assert_eq!(
+        restamped["karpenter.sh/nodepool-hash-version"],
+        "fleetwright-v2"
+    );
     let conditions: Vec<&str> = claim["status"]["conditions"]
         .as_array()
         .unwrap()

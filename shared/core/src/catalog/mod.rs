@@ -268,6 +268,30 @@ impl Catalog {
         })
     }
 
+    /// The labels a node of `instance_type` carries for its type (arch, OS, family, size, CPU,
+    /// memory, ...: every single-valued label of the type's requirements), as Karpenter writes
+    /// them onto a NodeClaim at launch. Empty for a type the catalog does not know.
+    pub fn type_labels(&self, instance_type: &str) -> BTreeMap<String, String> {
+        let single = |t: &InstanceType| {
+            let mut labels = t.requirements.single_valued_labels();
+            labels.retain(|k, _| k != ZONE && k != CAPACITY_TYPE);
+            labels
+        };
+        if let Some(fixed) = &self.fixed {
+            return fixed
+                .iter()
+                .find(|t| t.name == instance_type)
+                .map(single)
+                .unwrap_or_default();
+        }
+        self.raw
+            .iter()
+            .find(|raw| raw.instance_type == instance_type)
+            .and_then(|raw| self.resolve(raw, &NodeClassSettings::default()))
+            .map(|t| single(&t))
+            .unwrap_or_default()
+    }
+
     /// Every offering of a type: each zone it is offered in × each capacity type it supports.
     pub fn offerings(&self, raw: &RawInstanceType) -> Vec<Offering> {
         let name = &raw.instance_type;

@@ -1,9 +1,14 @@
-//! Drift: a node whose NodeClaim no longer matches its NodePool's template or its EC2NodeClass
-//! (the static hashes, the AMI, subnets and security groups it was launched with).
+//! Drift: a node whose NodeClaim no longer matches its NodePool's template or its EC2NodeClass:
+//! the static hashes, the NodePool's requirements (checked against the node's labels directly,
+//! not by hash, as Karpenter does), and the AMI, subnets and security groups it was launched
+//! with.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
+use crate::catalog::Catalog;
+use crate::labels::INSTANCE_TYPE;
 use crate::model::{NodeClaim, NodePool, Snapshot};
+use crate::requirements::Requirements;
 
 use super::candidates::Candidate;
 use super::{
@@ -12,8 +17,14 @@ use super::{
 };
 
 /// Why a node has drifted from its NodePool or EC2NodeClass, if it has (Karpenter's drift
-/// reasons). Unknown facts (no annotation, nothing resolved) never count as drift.
-pub fn drift(claim: &NodeClaim, pool: &NodePool, snapshot: &Snapshot) -> Option<&'static str> {
+/// reasons, in its order). Unknown facts (no annotation, nothing resolved, an instance type the
+/// catalog does not know) never count as drift.
+pub fn drift(
+    claim: &NodeClaim,
+    pool: &NodePool,
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+) -> Option<&'static str> {
     let ours = |version_key: &str| {
         claim.annotations.get(version_key).map(String::as_str) == Some(HASH_VERSION)
     };
@@ -25,6 +36,9 @@ pub fn drift(claim: &NodeClaim, pool: &NodePool, snapshot: &Snapshot) -> Option<
         )
     {
         return Some("NodePoolDrifted");
+    }
+    if requirements_drifted(claim, pool, catalog) {
+        return Some("RequirementsDrifted");
     }
     let state = snapshot.node_class_state.get(&pool.node_class)?;
     if ours(NODECLASS_HASH_VERSION)
@@ -51,6 +65,28 @@ pub fn drift(claim: &NodeClaim, pool: &NodePool, snapshot: &Snapshot) -> Option<
     None
 }
 
-pub(crate) fn drifted(c: &Candidate, snapshot: &Snapshot) -> bool {
-    drift(c.claim, c.pool, snapshot).is_some()
+/// Whether the node's labels (its NodeClaim's, with its instance type's from the catalog, as
+/// Karpenter labels a NodeClaim at launch) no longer satisfy the NodePool's requirements: a
+/// pool narrowed to on-demand while the node is spot, a zone, family or architecture taken out,
+/// a custom label the node lacks. Every required key must be one of the labels (Karpenter's
+/// strict compatibility), unless the catalog does not know the type: then only the labels the
+/// node has are checked.
+fn requirements_drifted(claim: &NodeClaim, pool: &NodePool, catalog: &Catalog) -> bool {
+    let mut labels: BTreeMap<String, String> = claim
+        .labels
+        .get(INSTANCE_TYPE)
+        .map(|t| catalog.type_labels(t))
+        .unwrap_or_default();
+    let known = !labels.is_empty();
+    labels.extend(claim.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let node = Requirements::from_labels(&labels);
+    if known {
+        node.compatible_with_labels(&pool.requirements).is_err()
+    } else {
+        node.intersects(&pool.requirements).is_err()
+    }
+}
+
+pub(crate) fn drifted(c: &Candidate, snapshot: &Snapshot, catalog: &Catalog) -> bool {
+    drift(c.claim, c.pool, snapshot, catalog).is_some()
 }

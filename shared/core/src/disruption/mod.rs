@@ -29,8 +29,11 @@ pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
 pub const NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
 pub const NODECLASS_HASH_VERSION: &str = "karpenter.k8s.aws/ec2nodeclass-hash-version";
 /// The version Fleetwright writes into both hash-version annotations. Hashes written by another
-/// version (Karpenter's own, after a migration) are not compared, so they never look drifted.
-pub const HASH_VERSION: &str = "fleetwright-v1";
+/// version (Karpenter's own after a migration, or Fleetwright's `fleetwright-v1`, which hashed
+/// the requirements too) are not compared, so they never look drifted: the tick re-stamps them
+/// with the current hashes, as Karpenter's hash controllers do when their version changes, and
+/// drift is found from then on.
+pub const HASH_VERSION: &str = "fleetwright-v2";
 /// The subnet a NodeClaim's instance was launched into.
 pub const SUBNET_ID: &str = "fleetwright.io/subnet-id";
 /// The security groups of a NodeClaim's instance, sorted and comma-separated.
@@ -199,7 +202,7 @@ pub fn validate(
         Reason::Expired | Reason::Drifted
             if chosen.iter().all(|c| match reason {
                 Reason::Expired => expired(c, now),
-                _ => drifted(c, snapshot),
+                _ => drifted(c, snapshot, catalog),
             }) =>
         {
             first(replace_each(
@@ -302,7 +305,7 @@ pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan 
     let budgets = Budgets::new(snapshot, now);
     let methods: [(Reason, &Applies); 3] = [
         (Reason::Expired, &|c| expired(c, now)),
-        (Reason::Drifted, &|c| drifted(c, snapshot)),
+        (Reason::Drifted, &|c| drifted(c, snapshot, catalog)),
         (Reason::Empty, &|c| c.pods.is_empty() && settled(c, now)),
     ];
     for (reason, applies) in methods {

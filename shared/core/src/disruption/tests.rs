@@ -9,7 +9,7 @@ use crate::labels::{HOSTNAME, NODEPOOL};
 use crate::model::{Budget, Pdb};
 use crate::model::{Node, NodeClaim, NodePool, Pod, Snapshot};
 use crate::model::{NodeClassState, Protection, Taint};
-use crate::requirements::{Requirement, Requirements};
+use crate::requirements::{Operator, Requirement, Requirements};
 use crate::resources::Resources;
 
 const NOW: i64 = 1_795_429_800;
@@ -479,12 +479,116 @@ fn drift_is_found_for_each_changed_part_and_never_for_unknown_or_foreign_hashes(
     ];
     for (claim, expected) in cases {
         assert_eq!(
-            drift(&claim, &pool, &c.snapshot),
+            drift(&claim, &pool, &c.snapshot, Catalog::embedded()),
             expected,
             "{:?}",
             claim.annotations
         );
     }
+}
+
+/// Karpenter checks the NodePool's requirements against the node's labels directly: each
+/// narrowing that leaves the node outside is drift, each that keeps it inside (or widens) is not.
+#[test]
+fn a_pool_narrowed_past_its_node_is_requirements_drift_and_one_widened_is_not() {
+    let mut c = Cluster::new(general("1"));
+    c.node("n", "m5.large", "on-demand");
+    let claim = c.snapshot.nodeclaims[0].clone();
+    let narrowed = |key: &str, op: Operator, values: &[&str]| {
+        let mut pool = c.snapshot.nodepools[0].clone();
+        pool.requirements
+            .add(Requirement::new(key, op, values).expect("valid"));
+        pool
+    };
+    let mut widened = c.snapshot.nodepools[0].clone();
+    widened.requirements = Requirements::new();
+    widened
+        .requirements
+        .add(Requirement::exists(crate::labels::INSTANCE_FAMILY));
+    let cases: Vec<(NodePool, Option<&str>)> = vec![
+        (c.snapshot.nodepools[0].clone(), None),
+        (widened, None),
+        (
+            narrowed(CAPACITY_TYPE, Operator::In, &["spot"]),
+            Some("RequirementsDrifted"),
+        ),
+        (
+            narrowed(ZONE, Operator::NotIn, &[ZONE_A]),
+            Some("RequirementsDrifted"),
+        ),
+        // The family and the CPU count come from the catalog's labels for m5.large.
+        (
+            narrowed(crate::labels::INSTANCE_FAMILY, Operator::NotIn, &["m5"]),
+            Some("RequirementsDrifted"),
+        ),
+        (
+            narrowed(crate::labels::INSTANCE_FAMILY, Operator::In, &["m5", "c5"]),
+            None,
+        ),
+        (
+            narrowed(crate::labels::INSTANCE_CPU, Operator::Gt, &["2"]),
+            Some("RequirementsDrifted"),
+        ),
+        (
+            narrowed(crate::labels::ARCH, Operator::In, &["arm64"]),
+            Some("RequirementsDrifted"),
+        ),
+        // A custom label the node does not carry: strictly incompatible, as in Karpenter.
+        (
+            narrowed("team", Operator::In, &["a"]),
+            Some("RequirementsDrifted"),
+        ),
+        (
+            narrowed("team", Operator::DoesNotExist, &[] as &[&str]),
+            None,
+        ),
+    ];
+    for (pool, expected) in cases {
+        assert_eq!(
+            drift(&claim, &pool, &c.snapshot, Catalog::embedded()),
+            expected,
+            "{}",
+            pool.requirements
+        );
+    }
+    let mut unknown = claim.clone();
+    unknown
+        .labels
+        .insert(INSTANCE_TYPE.into(), "z9.huge".into());
+    let mut family = c.snapshot.nodepools[0].clone();
+    family.requirements = Requirements::new();
+    family.requirements.add(
+        Requirement::new(crate::labels::INSTANCE_FAMILY, Operator::NotIn, &["m5"]).expect("valid"),
+    );
+    assert_eq!(
+        drift(&unknown, &family, &c.snapshot, Catalog::embedded()),
+        None,
+        "unknown type: only its own labels count"
+    );
+}
+
+/// The drift method replaces a requirements-drifted node, within the budget.
+#[test]
+fn a_requirements_drifted_node_is_replaced_by_one_the_pool_allows() {
+    let mut c = Cluster::new(general("1"));
+    c.node("n", "m5.large", "on-demand");
+    c.pod("a", "n", 500);
+    c.snapshot.nodepools[0].requirements.add(
+        Requirement::new(crate::labels::INSTANCE_FAMILY, Operator::In, &["c5"]).expect("valid"),
+    );
+    let plan = c.plan();
+    let d = plan.disruptions.first().expect("a drift command");
+    assert_eq!(d.reason, Reason::Drifted);
+    assert_eq!(d.command, Command::Replace);
+    let replacement = d.replacements.first().expect("a replacement");
+    assert!(
+        replacement
+            .instance_types
+            .iter()
+            .all(|t| t.starts_with("c5.")),
+        "{:?}",
+        replacement.instance_types
+    );
 }
 
 #[test]

@@ -72,10 +72,16 @@ pub fn node(n: &Node) -> Result<core::Node, KubeError> {
 }
 
 /// The NodePool template hash NodeClaims record in `karpenter.sh/nodepool-hash`: FNV-1a over
-/// the template's canonical JSON (labels, annotations, taints, requirements, nodeClassRef,
-/// kubelet, expiry). Stable across releases; a different value means the template changed.
+/// the template's canonical JSON without the fields Karpenter leaves out of its hash
+/// (`requirements`, checked against the node's labels instead; `expireAfter` and
+/// `terminationGracePeriod`, which apply to existing nodes as they are). A different value
+/// means a static field changed: labels, annotations, taints, startup taints, nodeClassRef.
 pub fn template_hash(p: &NodePool) -> String {
-    fnv_hex(&serde_json::to_string(&p.spec.template).unwrap_or_default())
+    let mut template = p.spec.template.clone();
+    template.spec.requirements.clear();
+    template.spec.expire_after = None;
+    template.spec.termination_grace_period = None;
+    fnv_hex(&serde_json::to_string(&template).unwrap_or_default())
 }
 
 /// The EC2NodeClass static hash NodeClaims record in `karpenter.k8s.aws/ec2nodeclass-hash`:

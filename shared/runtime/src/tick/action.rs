@@ -35,6 +35,13 @@ pub enum Action {
         #[serde(skip)]
         claim: Box<NodeClaim>,
     },
+    /// Write the current NodePool and EC2NodeClass hashes (and this version) onto a NodeClaim
+    /// whose hashes another version wrote (Karpenter's, before a migration): from then on a
+    /// change of either is drift, and the migration itself is not.
+    Restamp {
+        nodeclaim: String,
+        annotations: std::collections::BTreeMap<String, String>,
+    },
     /// Mark a registered NodeClaim Initialized: its node is Ready and free of startup taints.
     Initialize { nodeclaim: String, node: String },
     /// Give up a NodeClaim whose instance never registered: terminate it, delete the claim.

@@ -1,13 +1,14 @@
 //! The tick's decisions, each a pure function of what was read (the cluster dump, the
 //! NodeClaims known so far, the owned instances, `now`) returning [`Action`]s: provisioning,
-//! launch, registration, initialization, liveness, deletion and termination, and garbage
+//! launch, registration, initialization, hash re-stamping, liveness, deletion and termination, and garbage
 //! collection. Nothing here calls Kubernetes or AWS; the disruption phases are in
 //! [`super::disruption`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Duration, Utc};
 use fleetwright_cloud::instances::{self, Instance};
+use fleetwright_core::disruption::{HASH_VERSION, NODECLASS_HASH_VERSION, NODEPOOL_HASH_VERSION};
 use fleetwright_core::plan::NewNodeClaim;
 use fleetwright_core::{Plan, Snapshot};
 use fleetwright_kube::crds::NodeClaim;
@@ -144,6 +145,51 @@ pub fn initializations(
             })
         })
         .collect()
+}
+
+/// NodeClaims whose hash annotations another version wrote (or none wrote), re-stamped with
+/// the current hashes of their NodePool and EC2NodeClass, as Karpenter's hash controllers do
+/// when their hash version changes. A NodeClaim Karpenter created keeps its node through the
+/// migration (its `v3`/`v4` hashes are never compared with ours), and a later change of the
+/// NodePool's or EC2NodeClass's static fields is drift.
+pub fn restamps(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
+    claims
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter_map(|claim| {
+            let have = claim.metadata.annotations.clone().unwrap_or_default();
+            let pool = dump.nodepools.iter().find(|p| {
+                p.metadata.name.as_deref() == label(claim, fleetwright_core::labels::NODEPOOL)
+            })?;
+            let class_name = pool
+                .spec
+                .template
+                .spec
+                .node_class_ref
+                .as_ref()
+                .map(|r| r.name.as_str());
+            let class = dump
+                .nodeclasses
+                .iter()
+                .find(|c| c.metadata.name.as_deref() == class_name);
+            let stale = |version: &str| have.get(version).map(String::as_str) != Some(HASH_VERSION);
+            let mut annotations = BTreeMap::new();
+            if stale(NODEPOOL_HASH_VERSION) {
+                annotations.extend(objects::pool_hash(pool));
+            }
+            if let Some(class) = class.filter(|_| stale(NODECLASS_HASH_VERSION)) {
+                annotations.extend(objects::class_hash(class));
+            }
+            (!annotations.is_empty()).then(|| Action::Restamp {
+                nodeclaim: name_of(claim),
+                annotations,
+            })
+        })
+        .collect()
+}
+
+fn label<'a>(claim: &'a NodeClaim, key: &str) -> Option<&'a str> {
+    claim.metadata.labels.as_ref()?.get(key).map(String::as_str)
 }
 
 /// NodeClaims whose instance launched but never joined within [`REGISTRATION_TTL`].

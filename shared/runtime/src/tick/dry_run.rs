@@ -21,6 +21,10 @@ pub(crate) fn describe(action: &Action, summary: &mut TickSummary) {
             info!(target: TICK, nodeclaim = %nodeclaim, node = %node, "initialized nodeclaim");
             summary.initialized.push(nodeclaim.clone());
         }
+        Action::Restamp { nodeclaim, .. } => {
+            info!(target: TICK, nodeclaim = %nodeclaim, "re-stamping the nodeclaim's hashes with this version");
+            summary.restamped.push(nodeclaim.clone());
+        }
         Action::GiveUp { nodeclaim, .. } => {
             warn!(target: TICK, nodeclaim = %nodeclaim, "nodeclaim did not register within 15m; deleting it");
             summary.liveness_deleted.push(nodeclaim.clone());

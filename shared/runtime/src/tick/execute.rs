@@ -116,6 +116,14 @@ impl<C: Cloud> Tick<C> {
                 info!(target: TICK, nodeclaim = %nodeclaim, node = %node, "initialized nodeclaim");
                 ctx.summary.initialized.push(nodeclaim);
             }
+            Action::Restamp {
+                nodeclaim,
+                annotations,
+            } => {
+                self.restamp(&nodeclaim, &annotations).await?;
+                info!(target: TICK, nodeclaim = %nodeclaim, "re-stamped the nodeclaim's hashes with this version");
+                ctx.summary.restamped.push(nodeclaim);
+            }
             Action::GiveUp {
                 nodeclaim,
                 instance_id,
@@ -400,6 +408,15 @@ impl<C: Cloud> Tick<C> {
                 launched.capacity_type.as_str(),
             ),
         ];
+        // The type's own labels (arch, family, size, CPU, memory, ...), as Karpenter writes
+        // them, so pods selecting them land on this node and requirements drift sees them.
+        let type_labels = match self.cloud.catalog(now).await {
+            Ok(catalog) => catalog.type_labels(&launched.instance_type),
+            Err(e) => {
+                warn!(target: TICK, nodeclaim = %name, error = %e, "no catalog for the instance type's labels");
+                Default::default()
+            }
+        };
         let groups = launched.security_groups.join(",");
         let annotations = [
             (SUBNET_ID, launched.subnet_id.as_str()),
@@ -408,6 +425,9 @@ impl<C: Cloud> Tick<C> {
         executor::update_nodeclaim(self.kube.clone(), &name, |current| {
             let mut next = current.clone();
             let map = next.metadata.labels.get_or_insert_with(Default::default);
+            for (k, v) in &type_labels {
+                map.entry(k.clone()).or_insert_with(|| v.clone());
+            }
             for (k, v) in labels {
                 map.insert(k.to_string(), v.to_string());
             }
@@ -427,6 +447,25 @@ impl<C: Cloud> Tick<C> {
             status.image_id = Some(launched.image_id.clone());
         })
         .await
+    }
+
+    /// Writes `annotations` onto a NodeClaim (over what it has).
+    async fn restamp(
+        &self,
+        name: &str,
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), RuntimeError> {
+        executor::update_nodeclaim(self.kube.clone(), name, |current| {
+            let mut next = current.clone();
+            let map = next
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default);
+            map.extend(annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
+            (next.metadata != current.metadata).then_some(next)
+        })
+        .await?;
+        Ok(())
     }
 
     /// Sets condition `type_` True in a NodeClaim's status, with `edit` applied to the status.
@@ -613,6 +652,7 @@ fn independent_target(action: &Action) -> Option<String> {
     match action {
         Action::Register { nodeclaim, .. }
         | Action::Initialize { nodeclaim, .. }
+        | Action::Restamp { nodeclaim, .. }
         | Action::ForgetNodeClaim { nodeclaim, .. } => Some(nodeclaim.clone()),
         Action::EvictForDeletion { node, .. } => Some(node.clone()),
         Action::CreateNodeClaim { nodepool, .. } => Some(format!("a NodeClaim of {nodepool}")),

@@ -68,6 +68,9 @@ pub struct TickSummary {
     pub launch_failures: Vec<String>,
     pub registered: Vec<String>,
     pub initialized: Vec<String>,
+    /// NodeClaims whose hashes another version wrote, re-stamped with this version's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub restamped: Vec<String>,
     pub liveness_deleted: Vec<String>,
     pub terminated: Vec<String>,
     /// NodeClaims deleted because their instance is gone.
@@ -228,13 +231,16 @@ impl<C: Cloud> Tick<C> {
         self.apply(launches, ctx).await
     }
 
-    /// Registration, then initialization (which sees this tick's registrations), then liveness.
+    /// Registration, then initialization (which sees this tick's registrations), hashes written
+    /// by another version re-stamped, then liveness.
     async fn lifecycle(&self, ctx: &mut Applied<'_>) -> Result<(), RuntimeError> {
         let registrations = decide::registrations(ctx.dump, ctx.claims);
         self.apply(registrations, ctx).await?;
         let initializations =
             decide::initializations(ctx.dump, ctx.claims, &ctx.summary.registered);
         self.apply(initializations, ctx).await?;
+        let restamps = decide::restamps(ctx.dump, ctx.claims);
+        self.apply(restamps, ctx).await?;
         let stale = decide::liveness(ctx.claims, ctx.now);
         self.apply(stale, ctx).await
     }
@@ -470,6 +476,7 @@ pub fn decide_all(
     let initializations = decide::initializations(dump, claims, &registered);
     let initialized = names(&initializations);
     actions.extend(initializations);
+    actions.extend(decide::restamps(dump, claims));
     actions.extend(decide::liveness(claims, now));
     actions.extend(disruption::continue_commands(
         dump,
