@@ -149,6 +149,30 @@ fn the_ami_release_rolls_every_node_without_stranding_pods() {
     assert!(r["pendingLatency"]["max"].as_i64().unwrap() <= 90, "{r:#}");
 }
 
+/// A NodePool applied again at 3m narrowed from spot and on-demand to on-demand: every spot
+/// node's labels fall outside its requirements (RequirementsDrifted), and each is replaced by
+/// an on-demand node, one at a time, with no pod stranded.
+#[test]
+fn a_pool_narrowed_to_on_demand_replaces_every_spot_node() {
+    let r = report(&["--scenario", &repo("examples/simulate/requirements-drift.yaml")]);
+    let applied = step(&r, "apply NodePool general");
+    let before = applied["nodesBefore"].as_u64().unwrap();
+    assert!(before > 1, "{r:#}");
+    assert_eq!(r["disruptions"]["drifted"].as_u64(), Some(before), "{r:#}");
+    assert_eq!(r["finalNodes"].as_u64(), Some(before));
+    let launches = r["launches"].as_array().unwrap();
+    let capacity = |early: bool| -> Vec<&str> {
+        launches
+            .iter()
+            .filter(|l| (l["at"].as_i64().unwrap() < 180) == early)
+            .map(|l| l["capacityType"].as_str().unwrap())
+            .collect()
+    };
+    assert!(capacity(true).iter().all(|c| *c == "spot"), "{launches:?}");
+    assert_eq!(capacity(false), vec!["on-demand"; before as usize]);
+    assert!(r["pendingLatency"]["max"].as_i64().unwrap() <= 90, "{r:#}");
+}
+
 #[test]
 fn the_batch_burst_is_packed_and_then_removed() {
     let r = report(&["--scenario", &repo("examples/simulate/batch-burst.yaml")]);

@@ -414,6 +414,12 @@ impl Live {
                 .delete(&d.deployment, &DeleteParams::background())
                 .await
                 .map(|_| ()),
+            Action::Apply(o) => {
+                if let Err(e) = self.apply(o).await {
+                    warn!(target: "simulate::scenario", step = %step.action, error = %e, "the step failed");
+                }
+                Ok(())
+            }
             Action::ChangeAmi(c) => {
                 self.cloud.release_ami(c.nodeclass.as_deref());
                 Ok(())

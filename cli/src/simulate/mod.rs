@@ -336,6 +336,7 @@ impl Simulation {
                     .push((index, s.deployment.clone(), s.replicas));
             }
             Action::Delete(d) => self.cluster.delete(&d.deployment),
+            Action::Apply(o) => self.cluster.apply(o),
             Action::ChangeAmi(c) => self.cloud.release_ami(c.nodeclass.as_deref()),
             Action::Ice(i) => self.cloud.add_ice(i.clone()),
             Action::Interrupt(i) => self.interrupt(&i.nodepool, i.count, t, now).await,

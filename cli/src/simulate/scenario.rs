@@ -1,5 +1,6 @@
 //! Simulation scenarios: the initial cluster as Kubernetes objects, and a timeline of what happens
-//! to it (deployments scaled or deleted, spot interruptions, a new AMI, capacity shortages).
+//! to it (deployments scaled or deleted, spot interruptions, a new AMI, capacity shortages, a
+//! NodePool or EC2NodeClass applied anew).
 //! Read from YAML; the embedded default replays the Karpenter hands-on.
 
 use std::collections::BTreeMap;
@@ -48,6 +49,9 @@ pub struct StepFile {
     pub interrupt: Option<Interrupt>,
     pub change_ami: Option<ChangeAmi>,
     pub ice: Option<Ice>,
+    /// A NodePool or EC2NodeClass that replaces the one of its name, as `kubectl apply` would
+    /// (a pool narrowed, a template relabelled, `replicas` changed).
+    pub apply: Option<Value>,
 }
 
 /// Scale a deployment to `replicas`.
@@ -95,6 +99,7 @@ pub enum Action {
     Interrupt(Interrupt),
     ChangeAmi(ChangeAmi),
     Ice(Ice),
+    Apply(Box<Value>),
 }
 
 impl std::fmt::Display for Action {
@@ -113,6 +118,12 @@ impl std::fmt::Display for Action {
                 Some(n) => write!(f, "release a new AMI for EC2NodeClass {n}"),
                 None => write!(f, "release a new AMI"),
             },
+            Action::Apply(o) => write!(
+                f,
+                "apply {} {}",
+                o["kind"].as_str().unwrap_or_default(),
+                o["metadata"]["name"].as_str().unwrap_or_default()
+            ),
             Action::Ice(i) => write!(
                 f,
                 "insufficient capacity for {} in {} ({})",
@@ -166,9 +177,19 @@ impl StepFile {
         actions.extend(self.interrupt.map(Action::Interrupt));
         actions.extend(self.change_ami.map(Action::ChangeAmi));
         actions.extend(self.ice.map(Action::Ice));
+        if let Some(object) = self.apply {
+            let kind = object["kind"].as_str().unwrap_or_default();
+            if !matches!(kind, "NodePool" | "EC2NodeClass") {
+                bail!("{field}.apply.kind: {kind:?} is not NodePool or EC2NodeClass");
+            }
+            if object["metadata"]["name"].as_str().is_none() {
+                bail!("{field}.apply.metadata.name: missing");
+            }
+            actions.push(Action::Apply(Box::new(object)));
+        }
         if actions.len() != 1 {
             bail!(
-                "{field}: needs exactly one of scale, delete, interrupt, changeAmi, ice (found {})",
+                "{field}: needs exactly one of scale, delete, interrupt, changeAmi, ice, apply (found {})",
                 actions.len()
             );
         }

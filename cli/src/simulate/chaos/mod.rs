@@ -370,6 +370,7 @@ impl Chaos {
         match &step.action {
             Action::Scale(s) => self.sim.cluster.scale(&s.deployment, s.replicas),
             Action::Delete(d) => self.sim.cluster.delete(&d.deployment),
+            Action::Apply(o) => self.sim.cluster.apply(o),
             Action::ChangeAmi(c) => self.sim.cloud.release_ami(c.nodeclass.as_deref()),
             Action::Ice(i) => self.sim.cloud.add_ice(i.clone()),
             Action::Interrupt(i) => {

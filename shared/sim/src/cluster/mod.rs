@@ -190,6 +190,33 @@ impl Cluster {
         }
     }
 
+    /// Replaces the NodePool or EC2NodeClass of `object`'s kind and name (or adds it), as
+    /// `kubectl apply` would: the stored object's status and identity are kept.
+    pub fn apply(&mut self, object: &Value) {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let Some((_, path)) = PATHS.iter().find(|(k, _)| *k == kind) else {
+            return;
+        };
+        let mut state = self.api.lock();
+        let list = state.objects.entry(path.to_string()).or_default();
+        let name = &object["metadata"]["name"];
+        let mut next = object.clone();
+        match list.iter_mut().find(|o| &o["metadata"]["name"] == name) {
+            Some(current) => {
+                for key in ["uid", "creationTimestamp", "resourceVersion"] {
+                    if !current["metadata"][key].is_null() {
+                        next["metadata"][key] = current["metadata"][key].clone();
+                    }
+                }
+                if !current["status"].is_null() {
+                    next["status"] = current["status"].clone();
+                }
+                *current = next;
+            }
+            None => list.push(next),
+        }
+    }
+
     /// Pods of a deployment that are bound, and all of its pods.
     pub fn deployment_pods(&self, deployment: &str) -> (usize, usize) {
         let Some(d) = self.deployments.get(deployment) else {
