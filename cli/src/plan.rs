@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use fleetwright_core::disruption::DisruptionPlan;
+use fleetwright_core::model::MinValuesPolicy;
 use fleetwright_core::{schedule, Plan, ScheduleOptions};
 
 use crate::catalog_args::CatalogArgs;
@@ -36,6 +37,19 @@ pub struct PlanArgs {
     /// tick's own code and applied to nothing) instead of the plan.
     #[arg(long)]
     pub actions: bool,
+    /// How `minValues` hold when too few instance types are left: as the tick's
+    /// `FLEETWRIGHT_MIN_VALUES_POLICY` (Karpenter's `MIN_VALUES_POLICY`).
+    #[arg(long, value_enum, default_value = "strict")]
+    pub min_values_policy: MinValuesArg,
+}
+
+/// `--min-values-policy`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum MinValuesArg {
+    #[value(name = "Strict", alias = "strict")]
+    Strict,
+    #[value(name = "BestEffort", alias = "best-effort")]
+    BestEffort,
 }
 
 pub fn run(args: PlanArgs) -> anyhow::Result<()> {
@@ -51,6 +65,13 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     };
     let dump = fleetwright_kube::dump::parse(&text, &source)?;
     let mut snapshot = fleetwright_kube::convert::snapshot_from_dump(&dump)?;
+    let policy = match args.min_values_policy {
+        MinValuesArg::Strict => MinValuesPolicy::Strict,
+        MinValuesArg::BestEffort => MinValuesPolicy::BestEffort,
+    };
+    for pool in &mut snapshot.nodepools {
+        pool.min_values_policy = policy;
+    }
     let catalog = args.catalog.load(Some(&snapshot))?;
     let instant = match &args.now {
         Some(t) => chrono::DateTime::parse_from_rfc3339(t)

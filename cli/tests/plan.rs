@@ -507,3 +507,46 @@ fn a_karpenter_cluster_is_taken_over_replacing_only_what_karpenter_would() {
     let path = write_temp("migration-relabelled.yaml", &relabelled);
     assert_eq!(drifted(&path).len(), 3);
 }
+
+/// `minValues` that too few instance types can meet: under `Strict` (the default, Karpenter's)
+/// the pod stays pending; under `BestEffort` it launches on what is left, with the `minValues`
+/// lowered to what the NodeClaim keeps and the NodeClaim marked relaxed.
+#[test]
+fn min_values_hold_under_strict_and_relax_under_best_effort() {
+    let cluster = fixture("min-values.yaml");
+    let strict = json(&fleetwright(&["plan", "--cluster", &cluster]));
+    assert!(
+        strict["nodeclaims"].as_array().unwrap().is_empty(),
+        "{strict}"
+    );
+    assert_eq!(strict["unschedulable"][0]["pod"], "shop/web-0");
+    let relaxed = json(&fleetwright(&[
+        "plan",
+        "--cluster",
+        &cluster,
+        "--min-values-policy",
+        "BestEffort",
+    ]));
+    let claim = &relaxed["nodeclaims"][0];
+    assert_eq!(
+        claim["instanceTypes"],
+        serde_json::json!(["c5.large"]),
+        "{relaxed}"
+    );
+    assert_eq!(claim["minValuesRelaxed"], true);
+    let types = claim["requirements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "node.kubernetes.io/instance-type")
+        .unwrap();
+    assert_eq!(types["minValues"], 1, "{types}");
+    let out = fleetwright(&[
+        "plan",
+        "--cluster",
+        &cluster,
+        "--min-values-policy",
+        "Loose",
+    ]);
+    assert!(!out.status.success());
+}

@@ -154,7 +154,10 @@ fn the_ami_release_rolls_every_node_without_stranding_pods() {
 /// an on-demand node, one at a time, with no pod stranded.
 #[test]
 fn a_pool_narrowed_to_on_demand_replaces_every_spot_node() {
-    let r = report(&["--scenario", &repo("examples/simulate/requirements-drift.yaml")]);
+    let r = report(&[
+        "--scenario",
+        &repo("examples/simulate/requirements-drift.yaml"),
+    ]);
     let applied = step(&r, "apply NodePool general");
     let before = applied["nodesBefore"].as_u64().unwrap();
     assert!(before > 1, "{r:#}");

@@ -251,7 +251,7 @@ fn holds(r: &Requirement, labels: &Labels) -> bool {
         Operator::NotIn => values.is_none_or(|s| s.is_disjoint(r.values())),
         Operator::Exists => values.is_some(),
         Operator::DoesNotExist => values.is_none(),
-        Operator::Gt | Operator::Lt => false,
+        Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte => false,
     }
 }
 

@@ -360,6 +360,28 @@ pub enum ConsolidationPolicy {
     WhenEmptyOrUnderutilized,
 }
 
+/// How a NodePool's `minValues` hold when too few instance types are left to meet them
+/// (Karpenter's `MIN_VALUES_POLICY` setting, v1.6).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MinValuesPolicy {
+    /// A pod whose node could not keep `minValues` distinct values is not scheduled there.
+    #[default]
+    Strict,
+    /// The node launches with what is left; its `minValues` are lowered to what it keeps, and
+    /// its NodeClaim is annotated `karpenter.sh/nodeclaim-min-values-relaxed: "true"`.
+    BestEffort,
+}
+
+impl MinValuesPolicy {
+    pub fn parse(text: &str) -> Option<MinValuesPolicy> {
+        match text {
+            "Strict" => Some(MinValuesPolicy::Strict),
+            "BestEffort" => Some(MinValuesPolicy::BestEffort),
+            _ => None,
+        }
+    }
+}
+
 /// A NodePool (Karpenter v1), reduced to what scheduling and disruption read.
 #[derive(Clone, Debug, Default)]
 pub struct NodePool {
@@ -383,6 +405,8 @@ pub struct NodePool {
     /// The hash of the template (labels, taints, requirements, nodeClassRef, kubelet) that
     /// NodeClaims record in `karpenter.sh/nodepool-hash`; a mismatch is drift.
     pub template_hash: Option<String>,
+    /// The cluster's `minValues` policy (a setting, not a NodePool field; the same for all).
+    pub min_values_policy: MinValuesPolicy,
 }
 
 impl NodePool {

@@ -29,6 +29,10 @@ pub struct NewNodeClaim {
     pub taints: Vec<Taint>,
     pub startup_taints: Vec<Taint>,
     pub node_class: String,
+    /// For a pool with `minValues`: whether they were lowered to launch it (`BestEffort`);
+    /// written as `karpenter.sh/nodeclaim-min-values-relaxed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_values_relaxed: Option<bool>,
 }
 
 /// A node selector requirement as Kubernetes writes it.

@@ -1,5 +1,5 @@
 //! The requirements algebra: node selector requirements (`In`, `NotIn`, `Exists`, `DoesNotExist`,
-//! `Gt`, `Lt`) as sets of label values, with intersection, compatibility and `minValues`, following
+//! `Gt`, `Lt`, and Karpenter's inclusive `Gte` and `Lte`) as sets of label values, with intersection, compatibility and `minValues`, following
 //! Karpenter's semantics.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,6 +19,10 @@ pub enum Operator {
     DoesNotExist,
     Gt,
     Lt,
+    /// Karpenter's inclusive bound (v1.x NodePool requirements): `Gte 4` is `Gt 3`.
+    Gte,
+    /// Karpenter's inclusive bound: `Lte 8` is `Lt 9`.
+    Lte,
 }
 
 impl Operator {
@@ -30,6 +34,8 @@ impl Operator {
             "DoesNotExist" => Operator::DoesNotExist,
             "Gt" => Operator::Gt,
             "Lt" => Operator::Lt,
+            "Gte" => Operator::Gte,
+            "Lte" => Operator::Lte,
             _ => return None,
         })
     }
@@ -93,6 +99,14 @@ impl Requirement {
             Operator::Lt => {
                 req.complement = true;
                 req.less_than = Some(bound(&set)?);
+            }
+            Operator::Gte => {
+                req.complement = true;
+                req.greater_than = Some(bound(&set)?.saturating_sub(1));
+            }
+            Operator::Lte => {
+                req.complement = true;
+                req.less_than = Some(bound(&set)?.saturating_add(1));
             }
         }
         Ok(req)
@@ -327,6 +341,11 @@ impl Requirements {
         }
     }
 
+    /// Puts `req` in place of the requirement on its key (no intersection).
+    pub fn replace(&mut self, req: Requirement) {
+        self.by_key.insert(req.key.clone(), req);
+    }
+
     /// Adds every requirement of `other`.
     pub fn add_all(&mut self, other: &Requirements) {
         for req in other.iter() {
@@ -512,6 +531,27 @@ mod tests {
         let mut dne = Requirements::new();
         dne.add(req("team", Operator::DoesNotExist, &[]));
         assert!(pool.compatible(&dne).is_err());
+    }
+
+    /// Karpenter's `Gte` and `Lte` are inclusive, and read as the `Gt`/`Lt` one past them.
+    #[test]
+    fn gte_and_lte_include_their_bound() {
+        let gte = req("k", Operator::Gte, &["4"]);
+        let lte = req("k", Operator::Lte, &["8"]);
+        assert!(gte.has("4") && gte.has("5") && !gte.has("3"));
+        assert!(lte.has("8") && lte.has("0") && !lte.has("9"));
+        let range = gte.intersection(&lte);
+        let inside: Vec<i64> = (0..12).filter(|n| range.has(&n.to_string())).collect();
+        assert_eq!(inside, (4..=8).collect::<Vec<_>>());
+        assert_eq!(
+            gte.greater_than(),
+            req("k", Operator::Gt, &["3"]).greater_than()
+        );
+        let single = req("k", Operator::Gte, &["8"]).intersection(&lte);
+        assert!(single.has("8") && !single.has("7") && !single.is_empty());
+        assert_eq!(Operator::parse("Gte"), Some(Operator::Gte));
+        assert_eq!(Operator::parse("Lte"), Some(Operator::Lte));
+        assert!(Requirement::new("k", Operator::Lte, &["a"]).is_err());
     }
 
     #[test]

@@ -31,7 +31,16 @@ fn one_of(values: &[&str]) -> schemars::Schema {
 }
 
 fn requirement_operator(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    one_of(&["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"])
+    one_of(&[
+        "In",
+        "NotIn",
+        "Exists",
+        "DoesNotExist",
+        "Gt",
+        "Lt",
+        "Gte",
+        "Lte",
+    ])
 }
 
 fn taint_effect(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::error::RuntimeError;
 
+pub use fleetwright_core::model::MinValuesPolicy;
 pub use fleetwright_kube::interruption::RebalanceAction;
 
 /// How the functions reach the Kubernetes API.
@@ -46,6 +47,8 @@ pub struct Settings {
     pub kube_api: KubeApi,
     /// A mirror root for the EKS AMI SSM parameters (empty: the public ones).
     pub ssm_parameter_root: String,
+    /// How `minValues` hold when too few types are left (Karpenter's `MIN_VALUES_POLICY`).
+    pub min_values_policy: MinValuesPolicy,
 }
 
 fn parse_bool(name: &str, value: Option<String>) -> Result<bool, RuntimeError> {
@@ -92,6 +95,15 @@ impl Settings {
                     format!("{other:?} is not event or drain"),
                 ))
             }
+        };
+        let min_values_policy = match non_empty("FLEETWRIGHT_MIN_VALUES_POLICY") {
+            None => MinValuesPolicy::Strict,
+            Some(text) => MinValuesPolicy::parse(&text).ok_or_else(|| {
+                RuntimeError::setting(
+                    "FLEETWRIGHT_MIN_VALUES_POLICY",
+                    format!("{text:?} is not Strict or BestEffort"),
+                )
+            })?,
         };
         let kube_api = match (
             non_empty("FLEETWRIGHT_KUBE_API_URL"),
@@ -144,6 +156,7 @@ impl Settings {
             event_bus: non_empty("FLEETWRIGHT_EVENT_BUS").unwrap_or_else(|| "default".into()),
             kube_api,
             ssm_parameter_root: non_empty("FLEETWRIGHT_SSM_PARAMETER_ROOT").unwrap_or_default(),
+            min_values_policy,
         })
     }
 }
@@ -197,6 +210,8 @@ mod tests {
             .starts_with("setting FLEETWRIGHT_DRY_RUN"));
         assert!(err(&[base, ("FLEETWRIGHT_REBALANCE", "ignore")])
             .starts_with("setting FLEETWRIGHT_REBALANCE"));
+        assert!(err(&[base, ("FLEETWRIGHT_MIN_VALUES_POLICY", "Loose")])
+            .starts_with("setting FLEETWRIGHT_MIN_VALUES_POLICY"));
         assert!(err(&[base, ("FLEETWRIGHT_LEASE_SECONDS", "5")])
             .starts_with("setting FLEETWRIGHT_LEASE_SECONDS"));
         assert!(err(&[base, ("FLEETWRIGHT_WEBHOOK_TOKEN", "short")])

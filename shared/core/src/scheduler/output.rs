@@ -43,6 +43,7 @@ pub(crate) fn node_claim_out(
         CAPACITY_TYPE,
         capacity_types.iter().cloned(),
     ));
+    let relaxed = relax_min_values(pool, &chosen, &mut reqs);
     NewNodeClaim {
         nodepool: pool.pool.name.clone(),
         instance_types: names,
@@ -59,7 +60,28 @@ pub(crate) fn node_claim_out(
         taints: pool.pool.taints.clone(),
         startup_taints: pool.pool.startup_taints.clone(),
         node_class: pool.pool.node_class.clone(),
+        min_values_relaxed: (!pool.min_values.is_empty()).then_some(relaxed),
     }
+}
+
+/// Lowers each `minValues` of the NodeClaim's requirements to the distinct values its options
+/// keep, where they keep fewer (only `BestEffort` places a pod so); true when any was lowered.
+fn relax_min_values(pool: &PoolCtx, chosen: &[usize], reqs: &mut Requirements) -> bool {
+    let mut relaxed = false;
+    for (key, min) in &pool.min_values {
+        let kept: BTreeSet<&str> = chosen
+            .iter()
+            .filter_map(|&t| pool.types[t].requirements.get(key).and_then(|r| r.any()))
+            .collect();
+        if kept.len() < *min {
+            if let Some(r) = reqs.get(key) {
+                let lowered = r.clone().with_min_values(Some(kept.len().max(1)));
+                reqs.replace(lowered);
+                relaxed = true;
+            }
+        }
+    }
+    relaxed
 }
 
 /// Every pool type that fits the bin's final contents and requirements (within its limit

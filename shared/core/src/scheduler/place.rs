@@ -355,7 +355,7 @@ impl<'c, 'a> Run<'c, 'a> {
                         .and_then(|r| r.any())
                 })
                 .collect();
-            if distinct.len() < *min {
+            if distinct.len() < *min && pool.pool.min_values_policy == MinValuesPolicy::Strict {
                 return None;
             }
         }

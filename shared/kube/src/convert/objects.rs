@@ -250,6 +250,8 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
         budgets,
         deleting: p.metadata.deletion_timestamp.is_some(),
         template_hash: Some(template_hash(p)),
+        // A setting of the cluster, not of the NodePool: the caller applies it.
+        min_values_policy: Default::default(),
     })
 }
 

@@ -167,6 +167,7 @@ impl<C: Cloud> Tick<C> {
         self.restore_unavailable().await;
         let mut dump = SnapshotReader::new(self.kube.clone()).read_dump().await?;
         let mut snapshot = convert::take_snapshot(&mut dump)?;
+        apply_settings(&mut snapshot, &self.settings);
         let mut claims: Vec<NodeClaim> = dump.nodeclaims.clone();
         let mut ctx = Applied {
             dump: &dump,
@@ -449,6 +450,14 @@ fn report_plan(plan: &Plan, summary: &mut TickSummary) {
         pods, "computed new nodeclaim(s) to fit pod(s)"
     );
     info!("{}", plan.packing_line());
+}
+
+/// Applies the cluster-wide settings the core reads from the snapshot: the `minValues` policy,
+/// on every NodePool.
+pub fn apply_settings(snapshot: &mut Snapshot, settings: &Settings) {
+    for pool in &mut snapshot.nodepools {
+        pool.min_values_policy = settings.min_values_policy;
+    }
 }
 
 /// The whole tick's actions for a cluster dump, as a live tick would decide them, with nothing
