@@ -243,6 +243,62 @@ async fn the_crds_and_manifests_apply_and_the_apiserver_refuses_invalid_objects(
     assert!(e.to_string().contains("requirements"), "{e}");
 }
 
+/// Karpenter v1.x fields through the real API server: `Gte`/`Lte` requirements; a static
+/// NodePool, refused with a weight or a limit other than `nodes`, scaled through the scale
+/// subresource (`kubectl scale nodepool`), and never turned dynamic again.
+#[tokio::test]
+#[ignore = "needs the control plane: scripts/control-plane.sh run DIR -- cargo test ... -- --ignored"]
+async fn static_nodepools_scale_through_the_subresource_and_are_validated_as_karpenter_does() {
+    let admin = setup().await;
+    apply(&admin, &nodeclass()).await.unwrap();
+    let mut bounded = nodepool("bounded");
+    bounded["spec"]["template"]["spec"]["requirements"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gte", "values": ["2"]}));
+    apply(&admin, &bounded).await.unwrap();
+
+    let mut fixed = nodepool("fixed");
+    fixed["spec"]["replicas"] = json!(2);
+    fixed["spec"]["limits"] = json!({"nodes": 4});
+    apply(&admin, &fixed).await.unwrap();
+    for (field, value, says) in [
+        ("weight", json!(10), "weight"),
+        ("limits", json!({"cpu": "100"}), "limits.nodes"),
+    ] {
+        let mut bad = nodepool(&format!("fixed-{field}"));
+        bad["spec"]["replicas"] = json!(1);
+        bad["spec"][field] = value;
+        let e = apply(&admin, &bad).await.unwrap_err();
+        assert_eq!(api_code(&e), 422, "{e}");
+        assert!(e.to_string().contains(says), "{e}");
+    }
+
+    let pools: Api<fleetwright_kube::crds::NodePool> = Api::all(admin.clone());
+    pools
+        .patch_scale(
+            "fixed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 5}})),
+        )
+        .await
+        .unwrap();
+    let scaled = pools.get("fixed").await.unwrap();
+    assert_eq!(scaled.spec.replicas, Some(5));
+    let mut dynamic = serde_json::to_value(&scaled).unwrap();
+    dynamic["spec"].as_object_mut().unwrap().remove("replicas");
+    let e = pools
+        .replace(
+            "fixed",
+            &PostParams::default(),
+            &serde_json::from_value(dynamic).unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&e), 422, "{e}");
+    assert!(e.to_string().contains("static"), "{e}");
+}
+
 #[tokio::test]
 #[ignore = "needs the control plane: scripts/control-plane.sh run DIR -- cargo test ... -- --ignored"]
 async fn rbac_is_on_and_fleetwright_may_do_only_what_the_manifests_grant() {

@@ -550,3 +550,81 @@ fn min_values_hold_under_strict_and_relax_under_best_effort() {
     ]);
     assert!(!out.status.success());
 }
+
+/// A static NodePool (`spec.replicas`) keeps exactly its replicas: nodes are created up to them
+/// (within `limits.nodes`) and deleted above them, the busy node last; its empty nodes are never
+/// consolidated; and Karpenter's validation holds (no weight, only `limits.nodes`).
+#[test]
+fn a_static_nodepool_keeps_its_replicas_and_is_never_consolidated() {
+    let with = |spec: &str| {
+        let mut dump = DISRUPTION_DUMP.replacen(
+            "  spec:\n    disruption:",
+            &format!("  spec:\n{spec}    disruption:"),
+            1,
+        );
+        for node in ["ip-empty", "ip-busy", "ip-spare"] {
+            dump.push_str(&managed_node(node));
+        }
+        dump.push_str(&busy_pod(
+            "web",
+            "2026-11-22T08:05:00Z",
+            "false",
+            "{phase: Running}",
+        ));
+        write_temp(&format!("static-{}.yaml", spec.len()), &dump)
+    };
+    let now = "2026-11-22T10:00:00Z";
+    let actions = |path: &str| -> Vec<Value> {
+        let out = json(&fleetwright(&[
+            "plan",
+            "--actions",
+            "--cluster",
+            path,
+            "--now",
+            now,
+        ]));
+        out["actions"].as_array().unwrap().clone()
+    };
+    let of = |all: &[Value], kind: &str| -> Vec<Value> {
+        all.iter()
+            .filter(|a| a["action"] == kind)
+            .cloned()
+            .collect()
+    };
+
+    let three = with("    replicas: 3\n");
+    let plan = json(&fleetwright(&["plan", "--cluster", &three, "--now", now]));
+    assert!(plan["disruptions"].as_array().unwrap().is_empty(), "{plan}");
+    assert!(actions(&three)
+        .iter()
+        .all(|a| a["action"] != "scaleDown" && a["action"] != "createNodeClaim"));
+
+    let two = actions(&with("    replicas: 2\n"));
+    let down = of(&two, "scaleDown");
+    assert_eq!(down.len(), 1, "{two:?}");
+    assert_ne!(down[0]["nodeclaim"], "claim-ip-busy");
+
+    let five = actions(&with("    replicas: 5\n"));
+    let up = of(&five, "createNodeClaim");
+    assert_eq!(up.len(), 2, "{five:?}");
+    assert!(up.iter().all(
+        |a| a["nodepool"] == "default" && a["instanceTypes"] == serde_json::json!(["m5.large"])
+    ));
+
+    let limited = actions(&with("    replicas: 5\n    limits: {nodes: 4}\n"));
+    assert_eq!(of(&limited, "createNodeClaim").len(), 1, "{limited:?}");
+    assert_eq!(of(&limited, "shortOfReplicas").len(), 1, "{limited:?}");
+
+    for (spec, field) in [
+        ("    replicas: 2\n    weight: 10\n", "spec.weight"),
+        (
+            "    replicas: 2\n    limits: {cpu: 100}\n",
+            "spec.limits.cpu",
+        ),
+    ] {
+        let out = fleetwright(&["plan", "--cluster", &with(spec), "--now", now]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(field) && err.contains("NodePool"), "{err}");
+    }
+}

@@ -176,6 +176,32 @@ fn a_pool_narrowed_to_on_demand_replaces_every_spot_node() {
     assert!(r["pendingLatency"]["max"].as_i64().unwrap() <= 90, "{r:#}");
 }
 
+/// A static NodePool keeps its replicas whatever the pods: two nodes from the start with no pod
+/// asking, a third when scaled to 3, two deleted when scaled to 1 (their pods move, one onto a
+/// node of the dynamic pool), and none of its nodes ever consolidated, even empty.
+#[test]
+fn a_static_pool_keeps_its_replicas_through_scaling() {
+    let r = report(&["--scenario", &repo("examples/simulate/static-pool.yaml")]);
+    let launches = r["launches"].as_array().unwrap();
+    let of_pool = |pool: &str| -> Vec<i64> {
+        launches
+            .iter()
+            .filter(|l| l["nodepool"] == pool)
+            .map(|l| l["at"].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(of_pool("baseline"), vec![0, 0, 240], "{launches:?}");
+    assert!(of_pool("burst").iter().all(|&at| at >= 540), "{launches:?}");
+    assert_eq!(step(&r, "apply NodePool baseline")["nodesAfter"], 3);
+    assert_eq!(r["instancesTerminated"], 2, "{r:#}");
+    assert_eq!(
+        r["disruptions"],
+        serde_json::json!({}),
+        "no static node is consolidated: {r:#}"
+    );
+    assert!(r["pendingLatency"]["max"].as_i64().unwrap() <= 90, "{r:#}");
+}
+
 #[test]
 fn the_batch_burst_is_packed_and_then_removed() {
     let r = report(&["--scenario", &repo("examples/simulate/batch-burst.yaml")]);

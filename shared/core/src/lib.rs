@@ -16,6 +16,7 @@ pub mod model;
 pub mod plan;
 pub mod quantity;
 pub mod region;
+pub mod replicas;
 pub mod requirements;
 pub mod resources;
 pub mod rng;

@@ -407,6 +407,9 @@ pub struct NodePool {
     pub template_hash: Option<String>,
     /// The cluster's `minValues` policy (a setting, not a NodePool field; the same for all).
     pub min_values_policy: MinValuesPolicy,
+    /// `spec.replicas`: a static NodePool keeps exactly this many nodes, whatever the pods;
+    /// pending pods launch nothing in it and its nodes are never consolidated.
+    pub replicas: Option<i64>,
 }
 
 impl NodePool {

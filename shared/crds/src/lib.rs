@@ -73,10 +73,19 @@ fn budget_reasons(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     printcolumn = r#"{"name":"Weight","type":"integer","jsonPath":".spec.weight","priority":1}"#,
     printcolumn = r#"{"name":"CPU","type":"string","jsonPath":".status.resources.cpu","priority":1}"#,
-    printcolumn = r#"{"name":"Memory","type":"string","jsonPath":".status.resources.memory","priority":1}"#
+    printcolumn = r#"{"name":"Memory","type":"string","jsonPath":".status.resources.memory","priority":1}"#,
+    scale = r#"{"specReplicasPath":".spec.replicas","statusReplicasPath":".status.nodes"}"#,
+    validation = Rule::new("has(self.spec.replicas) == has(oldSelf.spec.replicas)").message("Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes"),
+    validation = Rule::new("!has(self.spec.replicas) || !has(self.spec.limits) || size(self.spec.limits) == 0 || (size(self.spec.limits) == 1 && has(self.spec.limits.nodes))").message("only 'limits.nodes' is supported on static NodePools"),
+    validation = Rule::new("!has(self.spec.replicas) || !has(self.spec.weight)").message("'weight' cannot be set on static NodePools")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NodePoolSpec {
+    /// A static NodePool: keep exactly this many nodes, whatever the pods (`kubectl scale
+    /// nodepool NAME --replicas N` sets it through the scale subresource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub replicas: Option<i64>,
     #[serde(default)]
     pub template: NodeClaimTemplate,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -99,6 +108,9 @@ pub struct NodePoolStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "quantity_map")]
     pub resources: Option<BTreeMap<String, Value>>,
+    /// How many nodes the pool has (the scale subresource's replicas).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     #[serde(flatten)]

@@ -7,9 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::Catalog;
 use crate::labels::{CAPACITY_SPOT, CAPACITY_TYPE, INSTANCE_TYPE, ZONE};
-use crate::model::Snapshot;
+use crate::model::{NodeClaim, Snapshot};
 use crate::plan::NewNodeClaim;
-use crate::scheduler::{schedule, ScheduleOptions};
+use crate::requirements::{Operator, Requirement, Requirements};
+use crate::scheduler::{schedule, static_claim, ScheduleOptions};
 
 use super::budget::{Budgets, Reason};
 use super::candidates::{disrupting, pdb_blocks, Candidate, Prices};
@@ -149,7 +150,11 @@ pub(crate) fn replace_each(
 ) -> Vec<Disruption> {
     let mut out = Vec::new();
     for c in candidates {
-        match simulate(snapshot, catalog, &[c], now) {
+        let moved = match c.pool.replicas {
+            Some(_) => replace_static(snapshot, catalog, c, now),
+            None => simulate(snapshot, catalog, &[c], now),
+        };
+        match moved {
             Ok(moved) => {
                 let replacements: Vec<Replacement> =
                     moved.claims.into_iter().map(replacement_of).collect();
@@ -175,6 +180,49 @@ pub(crate) fn replace_each(
         }
     }
     out
+}
+
+/// A static pool's node is replaced by the node its template launches (the pool keeps its
+/// replicas), whatever its pods need: they move onto that node, planned as in flight, or
+/// elsewhere.
+fn replace_static(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    c: &Candidate,
+    now: i64,
+) -> Result<Moved, String> {
+    let claim = static_claim(snapshot, catalog, c.pool)
+        .ok_or_else(|| format!("no instance type of nodepool {:?} is left", c.pool.name))?;
+    let mut with = snapshot.clone();
+    with.nodeclaims.push(in_flight(
+        &claim,
+        &format!("{}-replacement", c.claim.name),
+        now,
+    ));
+    let mut moved = simulate(&with, catalog, &[c], now)?;
+    moved.claims.insert(0, claim);
+    Ok(moved)
+}
+
+/// A planned NodeClaim as the scheduler sees one that is launching.
+fn in_flight(planned: &NewNodeClaim, name: &str, now: i64) -> NodeClaim {
+    let mut requirements = Requirements::new();
+    for r in &planned.requirements {
+        if let Some(req) =
+            Operator::parse(&r.operator).and_then(|op| Requirement::new(&r.key, op, &r.values).ok())
+        {
+            requirements.add(req);
+        }
+    }
+    NodeClaim {
+        name: name.to_string(),
+        nodepool: planned.nodepool.clone(),
+        requirements,
+        labels: planned.labels.clone(),
+        taints: planned.taints.clone(),
+        created: now,
+        ..Default::default()
+    }
 }
 
 pub(crate) fn replacement_of(claim: NewNodeClaim) -> Replacement {

@@ -196,7 +196,11 @@ pub fn validate(
             .ok_or_else(|| "it no longer applies".to_string())
     };
     match reason {
-        Reason::Empty if chosen.iter().all(|c| c.pods.is_empty() && settled(c, now)) => {
+        Reason::Empty
+            if chosen
+                .iter()
+                .all(|c| c.pods.is_empty() && settled(c, now) && c.pool.replicas.is_none()) =>
+        {
             first(delete_empty(snapshot, catalog, &chosen, now, &mut blocked))
         }
         Reason::Expired | Reason::Drifted
@@ -217,6 +221,7 @@ pub fn validate(
         Reason::Underutilized
             if chosen.iter().all(|c| {
                 c.pool.consolidation_policy == ConsolidationPolicy::WhenEmptyOrUnderutilized
+                    && c.pool.replicas.is_none()
                     && settled(c, now)
             }) =>
         {
@@ -306,7 +311,9 @@ pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan 
     let methods: [(Reason, &Applies); 3] = [
         (Reason::Expired, &|c| expired(c, now)),
         (Reason::Drifted, &|c| drifted(c, snapshot, catalog)),
-        (Reason::Empty, &|c| c.pods.is_empty() && settled(c, now)),
+        (Reason::Empty, &|c| {
+            c.pods.is_empty() && settled(c, now) && c.pool.replicas.is_none()
+        }),
     ];
     for (reason, applies) in methods {
         let chosen: Vec<&Candidate> = candidates.iter().filter(|c| applies(c)).collect();
@@ -325,6 +332,7 @@ pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan 
     let movable: Vec<&Candidate> = candidates
         .iter()
         .filter(|c| c.pool.consolidation_policy == ConsolidationPolicy::WhenEmptyOrUnderutilized)
+        .filter(|c| c.pool.replicas.is_none())
         .filter(|c| settled(c, now))
         .collect();
     out.disruptions = consolidate(snapshot, catalog, &movable, &budgets, now, &mut out.blocked);

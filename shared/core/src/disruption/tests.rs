@@ -591,6 +591,66 @@ fn a_requirements_drifted_node_is_replaced_by_one_the_pool_allows() {
     );
 }
 
+/// A static pool's nodes: never emptied or consolidated, but a drifted one is replaced by the
+/// node its template launches, so the pool keeps its replicas; the replica count holds while
+/// the command is under way (the tainted node's replacement stands in for it).
+#[test]
+fn a_static_pool_is_never_consolidated_and_its_drifted_node_is_replaced_one_for_one() {
+    let mut pool = general("100%");
+    pool.replicas = Some(2);
+    let mut c = Cluster::new(pool);
+    c.node("n1", "m5.2xlarge", "on-demand")
+        .node("n2", "m5.2xlarge", "on-demand");
+    c.pod("a", "n1", 500);
+    assert!(
+        c.plan().disruptions.is_empty(),
+        "{:?}",
+        c.plan().disruptions
+    );
+    assert!(crate::replicas::plan(&c.snapshot, Catalog::embedded(), NOW)
+        .create
+        .is_empty());
+
+    c.snapshot.nodepools[0].requirements.add(
+        Requirement::new(crate::labels::INSTANCE_FAMILY, Operator::In, &["c5"]).expect("valid"),
+    );
+    let plan = c.plan();
+    assert_eq!(plan.disruptions.len(), 2, "{:?}", plan.disruptions);
+    for d in &plan.disruptions {
+        assert_eq!((d.reason, d.command), (Reason::Drifted, Command::Replace));
+        assert_eq!(d.replacements.len(), 1, "one for one: {:?}", d.replacements);
+        assert!(d.replacements[0]
+            .instance_types
+            .iter()
+            .all(|t| t.starts_with("c5.")));
+        assert_eq!(d.replacements[0].nodeclaim.nodepool, "default");
+    }
+    // n1 is being replaced: its node is tainted, its replacement is in flight.
+    c.snapshot.nodes[0].taints.push(Taint {
+        key: TAINT_DISRUPTED.into(),
+        value: String::new(),
+        effect: crate::model::TaintEffect::NoSchedule,
+    });
+    c.snapshot.nodeclaims.push(NodeClaim {
+        name: "replacement".into(),
+        nodepool: "default".into(),
+        created: NOW,
+        ..Default::default()
+    });
+    let replicas = crate::replicas::plan(&c.snapshot, Catalog::embedded(), NOW);
+    assert!(
+        replicas.create.is_empty() && replicas.delete.is_empty(),
+        "{replicas:?}"
+    );
+    c.snapshot.nodepools[0].replicas = Some(1);
+    let replicas = crate::replicas::plan(&c.snapshot, Catalog::embedded(), NOW);
+    assert_eq!(
+        replicas.delete,
+        vec!["replacement".to_string()],
+        "not yet a node: first to go"
+    );
+}
+
 #[test]
 fn the_fleet_cost_is_the_owned_nodes_prices_against_the_bound_of_their_pods() {
     let mut c = Cluster::new(general("10%"));

@@ -303,7 +303,10 @@ impl<'a> Ctx<'a> {
                 .map(|(reqs, spreads, aff, anti)| {
                     let pools = (0..self.pools.len())
                         .map(|p| {
-                            if tolerates_all(&pod.tolerations, &self.pools[p].pool.taints).is_some()
+                            // A static pool launches for its replicas, never for pods.
+                            if self.pools[p].pool.replicas.is_some()
+                                || tolerates_all(&pod.tolerations, &self.pools[p].pool.taints)
+                                    .is_some()
                             {
                                 return None;
                             }

@@ -6,6 +6,7 @@
 //! other caps; the plan carries its cost and the LP lower bound.
 
 mod classes;
+mod fixed;
 mod output;
 mod place;
 mod pools;
@@ -23,6 +24,7 @@ use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 use crate::topology::{GroupKey, Kind, Topology};
 use classes::pending_pods;
+pub use fixed::static_claim;
 use pools::build_pools;
 pub(crate) use pools::within_limits;
 

@@ -183,6 +183,7 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
     if let Some(l) = &spec.limits {
         limits = Some(value_list(Some(l), &obj, "spec.limits")?);
     }
+    static_checks(spec, &obj)?;
     let disruption = spec.disruption.clone().unwrap_or_default();
     let consolidation_policy = match disruption.consolidation_policy.as_deref() {
         None | Some("WhenEmptyOrUnderutilized") => {
@@ -252,7 +253,45 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
         template_hash: Some(template_hash(p)),
         // A setting of the cluster, not of the NodePool: the caller applies it.
         min_values_policy: Default::default(),
+        replicas: spec.replicas,
     })
+}
+
+/// What Karpenter's CRD validates of a static NodePool (`spec.replicas`), for objects that did
+/// not pass an API server (dumps, scenarios): replicas not negative, only `limits.nodes`, no
+/// weight.
+fn static_checks(spec: &crate::crds::NodePoolSpec, obj: &str) -> Result<(), KubeError> {
+    let Some(replicas) = spec.replicas else {
+        return Ok(());
+    };
+    if replicas < 0 {
+        return Err(KubeError::field(
+            obj,
+            "spec.replicas",
+            format!("{replicas} is negative"),
+        ));
+    }
+    if let Some(other) = spec
+        .limits
+        .iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .find(|k| *k != "nodes")
+    {
+        return Err(KubeError::field(
+            obj,
+            format!("spec.limits.{other}"),
+            "only limits.nodes is supported on static NodePools (spec.replicas is set)",
+        ));
+    }
+    if spec.weight.is_some() {
+        return Err(KubeError::field(
+            obj,
+            "spec.weight",
+            "weight cannot be set on static NodePools (spec.replicas is set)",
+        ));
+    }
+    Ok(())
 }
 
 /// The node-class settings that shape allocatable resources.

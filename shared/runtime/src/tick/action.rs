@@ -42,6 +42,11 @@ pub enum Action {
         nodeclaim: String,
         annotations: std::collections::BTreeMap<String, String>,
     },
+    /// Delete a NodeClaim of a static NodePool above its replicas (the deletion step then
+    /// drains its node, respecting PodDisruptionBudgets, and terminates its instance).
+    ScaleDown { nodepool: String, nodeclaim: String },
+    /// A static NodePool that cannot reach its replicas, and why (logged every tick).
+    ShortOfReplicas { nodepool: String, reason: String },
     /// Mark a registered NodeClaim Initialized: its node is Ready and free of startup taints.
     Initialize { nodeclaim: String, node: String },
     /// Give up a NodeClaim whose instance never registered: terminate it, delete the claim.

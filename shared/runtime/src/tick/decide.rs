@@ -10,6 +10,7 @@ use chrono::{DateTime, Duration, Utc};
 use fleetwright_cloud::instances::{self, Instance};
 use fleetwright_core::disruption::{HASH_VERSION, NODECLASS_HASH_VERSION, NODEPOOL_HASH_VERSION};
 use fleetwright_core::plan::NewNodeClaim;
+use fleetwright_core::replicas::ReplicaPlan;
 use fleetwright_core::{Plan, Snapshot};
 use fleetwright_kube::crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
@@ -85,6 +86,35 @@ pub fn create(dump: &ClusterDump, planned: &NewNodeClaim) -> Option<Action> {
         instance_types: planned.instance_types.clone(),
         claim: Box::new(claim),
     })
+}
+
+/// What the static NodePools need: a NodeClaim for each missing replica, the deletion of each
+/// one above them, and why a pool falls short.
+pub fn replicas(dump: &ClusterDump, plan: &ReplicaPlan) -> Vec<Action> {
+    let nodepool_of = |name: &str| {
+        dump.nodeclaims
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+            .and_then(|c| label(c, fleetwright_core::labels::NODEPOOL))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let create = plan
+        .create
+        .iter()
+        .filter_map(|planned| create(dump, planned));
+    let delete = plan.delete.iter().map(|name| Action::ScaleDown {
+        nodepool: nodepool_of(name),
+        nodeclaim: name.clone(),
+    });
+    let short = plan
+        .short
+        .iter()
+        .map(|(pool, why)| Action::ShortOfReplicas {
+            nodepool: pool.clone(),
+            reason: why.clone(),
+        });
+    create.chain(delete).chain(short).collect()
 }
 
 /// Every NodeClaim with no instance yet that is not being deleted.
@@ -231,6 +261,8 @@ pub fn deletions(dump: &ClusterDump, claims: &[NodeClaim], now: DateTime<Utc>) -
             .as_deref()
             .map(|n| pods_to_move(dump, n, now))
             .unwrap_or_default();
+        // Cordoned first: else the pods evicted come back to the same node.
+        out.extend(super::disruption::untainted(dump, &[claim]));
         if let (Some(node), false) = (&node, pods.is_empty()) {
             if !grace_over(claim, now) {
                 out.push(Action::EvictForDeletion {

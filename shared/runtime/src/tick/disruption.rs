@@ -226,8 +226,9 @@ fn continue_command(
 
 /// A [`Action::Cordon`] for each candidate whose node lacks the disrupted taint: a command is
 /// recorded on the NodeClaims before their nodes are tainted, so a tick cut off between the
-/// two leaves the taint to the next.
-fn untainted(dump: &ClusterDump, in_progress: &[&NodeClaim]) -> Vec<Action> {
+/// two leaves the taint to the next. (A NodeClaim deleted by hand, or by a static pool's scale
+/// down, is cordoned this way before its drain, as Karpenter's termination does.)
+pub(crate) fn untainted(dump: &ClusterDump, in_progress: &[&NodeClaim]) -> Vec<Action> {
     in_progress
         .iter()
         .filter_map(|c| dump.node_of(c))

@@ -21,6 +21,16 @@ pub(crate) fn describe(action: &Action, summary: &mut TickSummary) {
             info!(target: TICK, nodeclaim = %nodeclaim, node = %node, "initialized nodeclaim");
             summary.initialized.push(nodeclaim.clone());
         }
+        Action::ScaleDown {
+            nodepool,
+            nodeclaim,
+        } => {
+            info!(target: TICK, %nodepool, nodeclaim = %nodeclaim, "static nodepool above its replicas; deleting the nodeclaim");
+            summary.scaled_down.push(nodeclaim.clone());
+        }
+        Action::ShortOfReplicas { nodepool, reason } => {
+            warn!(target: TICK, %nodepool, %reason, "static nodepool cannot reach its replicas");
+        }
         Action::Restamp { nodeclaim, .. } => {
             info!(target: TICK, nodeclaim = %nodeclaim, "re-stamping the nodeclaim's hashes with this version");
             summary.restamped.push(nodeclaim.clone());

@@ -116,6 +116,17 @@ impl<C: Cloud> Tick<C> {
                 info!(target: TICK, nodeclaim = %nodeclaim, node = %node, "initialized nodeclaim");
                 ctx.summary.initialized.push(nodeclaim);
             }
+            Action::ScaleDown {
+                nodepool,
+                nodeclaim,
+            } => {
+                executor::delete_nodeclaim(self.kube.clone(), &nodeclaim, false).await?;
+                info!(target: TICK, %nodepool, nodeclaim = %nodeclaim, "static nodepool above its replicas; deleting the nodeclaim");
+                ctx.summary.scaled_down.push(nodeclaim);
+            }
+            Action::ShortOfReplicas { nodepool, reason } => {
+                warn!(target: TICK, %nodepool, %reason, "static nodepool cannot reach its replicas");
+            }
             Action::Restamp {
                 nodeclaim,
                 annotations,
@@ -653,6 +664,7 @@ fn independent_target(action: &Action) -> Option<String> {
         Action::Register { nodeclaim, .. }
         | Action::Initialize { nodeclaim, .. }
         | Action::Restamp { nodeclaim, .. }
+        | Action::ScaleDown { nodeclaim, .. }
         | Action::ForgetNodeClaim { nodeclaim, .. } => Some(nodeclaim.clone()),
         Action::EvictForDeletion { node, .. } => Some(node.clone()),
         Action::CreateNodeClaim { nodepool, .. } => Some(format!("a NodeClaim of {nodepool}")),

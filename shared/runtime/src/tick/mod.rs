@@ -71,6 +71,9 @@ pub struct TickSummary {
     /// NodeClaims whose hashes another version wrote, re-stamped with this version's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub restamped: Vec<String>,
+    /// NodeClaims of static NodePools deleted for being above their replicas.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scaled_down: Vec<String>,
     pub liveness_deleted: Vec<String>,
     pub terminated: Vec<String>,
     /// NodeClaims deleted because their instance is gone.
@@ -207,8 +210,9 @@ impl<C: Cloud> Tick<C> {
         }
     }
 
-    /// Plans the pending pods, creates a NodeClaim for each planned node, and launches every
-    /// NodeClaim without an instance.
+    /// Plans the pending pods, creates a NodeClaim for each planned node and each replica a
+    /// static NodePool lacks (deleting those above), and launches every NodeClaim without an
+    /// instance.
     async fn provision(
         &self,
         snapshot: &Snapshot,
@@ -225,6 +229,13 @@ impl<C: Cloud> Tick<C> {
             let plan = plan_pods(snapshot, &catalog, ctx.now);
             report_plan(&plan, ctx.summary);
             self.apply(decide::provision(ctx.dump, &plan), ctx).await?;
+            let created = std::mem::take(&mut ctx.created);
+            ctx.claims.extend(created);
+        }
+        if snapshot.nodepools.iter().any(|p| p.replicas.is_some()) {
+            let catalog = self.cloud.catalog(ctx.now).await?;
+            let plan = fleetwright_core::replicas::plan(snapshot, &catalog, ctx.now.timestamp());
+            self.apply(decide::replicas(ctx.dump, &plan), ctx).await?;
             let created = std::mem::take(&mut ctx.created);
             ctx.claims.extend(created);
         }
@@ -476,7 +487,13 @@ pub fn decide_all(
     if pending > 0 {
         actions.extend(decide::provision(dump, &plan_pods(snapshot, catalog, now)));
     }
-    let creating = !actions.is_empty();
+    if snapshot.nodepools.iter().any(|p| p.replicas.is_some()) {
+        let plan = fleetwright_core::replicas::plan(snapshot, catalog, now.timestamp());
+        actions.extend(decide::replicas(dump, &plan));
+    }
+    let creating = actions
+        .iter()
+        .any(|a| matches!(a, Action::CreateNodeClaim { .. }));
     let claims = &dump.nodeclaims;
     actions.extend(decide::unlaunched(claims));
     let registrations = decide::registrations(dump, claims);

@@ -1,0 +1,43 @@
+//! The NodeClaim a static NodePool (`spec.replicas`) launches: no pods, its template's
+//! requirements, its cheapest instance types (with `minValues`), as Karpenter launches a static
+//! pool's node from the template alone.
+
+use super::*;
+
+/// The NodeClaim `pool`'s template launches with no pods, or None when no instance type is left.
+pub fn static_claim(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    pool: &NodePool,
+) -> Option<NewNodeClaim> {
+    let settings = snapshot
+        .node_classes
+        .get(&pool.node_class)
+        .cloned()
+        .unwrap_or_default();
+    let ctx = pools::pool_ctx(snapshot, pool, catalog.instance_types(&settings));
+    let options: Vec<u32> = (0..ctx.types.len())
+        .filter(|&t| ctx.usable[t].cpu >= 0 && ctx.usable[t].memory >= 0)
+        .map(|t| t as u32)
+        .collect();
+    if options.is_empty() {
+        return None;
+    }
+    let bin = Bin {
+        name: String::new(),
+        pool: Some(0),
+        inflight: false,
+        reqs: ctx.base.clone(),
+        taints: Vec::new(),
+        used: Resources::default(),
+        max_usable: Resources::default(),
+        options,
+        ports: Vec::new(),
+        pods: Vec::new(),
+        reserved: Resources::default(),
+        limit: None,
+    };
+    let claim =
+        output::node_claim_out(&ctx, &bin, snapshot, ScheduleOptions::default().max_options);
+    (!claim.instance_types.is_empty()).then_some(claim)
+}
