@@ -111,6 +111,9 @@ pub struct NodePoolStatus {
     /// How many nodes the pool has (the scale subresource's replicas).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<i64>,
+    /// The EC2NodeClass generation last observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_class_observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     #[serde(flatten)]
@@ -277,9 +280,88 @@ pub struct EC2NodeClassSpec {
     pub associate_public_ip_address: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// The placement group instances launch into (by name or id; Karpenter v1.x).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_group_selector: Option<PlacementGroupSelector>,
+    /// Network interfaces per network card (EFA-only ones included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_interfaces: Option<Vec<NetworkInterface>>,
+    /// How many IPv4 prefixes each ENI gets (prefix delegation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_prefix_count: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_tracking: Option<ConnectionTracking>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_options: Option<CpuOptions>,
     #[serde(flatten)]
     #[schemars(skip)]
     pub extra: BTreeMap<String, Value>,
+}
+
+/// `placementGroupSelector`: one of `name` or `id`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementGroupSelector {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+/// One of `networkInterfaces`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkInterface {
+    pub network_card_index: i32,
+    pub device_index: i32,
+    /// `interface` or `efa-only`.
+    pub interface_type: String,
+}
+
+/// `connectionTracking` timeouts, in seconds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionTracking {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_established_timeout: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_stream_timeout: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_timeout: Option<i32>,
+}
+
+/// `cpuOptions`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CpuOptions {
+    /// `enabled` or `disabled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested_virtualization: Option<String>,
+}
+
+/// A capacity reservation the EC2NodeClass selects, as its status lists it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityReservation {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability_zone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_match_criteria: Option<String>,
+    #[serde(default, rename = "ownerID", skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<String>,
+    /// `default` or `capacity-block`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation_type: Option<String>,
+    /// `active` or `expiring`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruptible: Option<bool>,
 }
 
 /// EC2NodeClass status: what discovery resolved.
@@ -297,6 +379,8 @@ pub struct EC2NodeClassStatus {
     pub amis: Vec<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_profile: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_reservations: Vec<CapacityReservation>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     #[serde(flatten)]
