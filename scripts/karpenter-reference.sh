@@ -21,7 +21,6 @@ if [[ -f "$dest/.complete" ]]; then
     exit 0
 fi
 command -v go > /dev/null || { echo "karpenter-reference: go is not on PATH" >&2; exit 1; }
-command -v unzip > /dev/null || { echo "karpenter-reference: unzip is not on PATH" >&2; exit 1; }
 rm -rf "$dest"
 mkdir -p "$dest/crds" "$dest/examples"
 scratch=$(mktemp -d)
@@ -40,8 +39,18 @@ zip_of() {
 }
 
 aws=$(zip_of github.com/aws/karpenter-provider-aws)
-unzip -q -j -o "$aws" "github.com/aws/karpenter-provider-aws@$VERSION/pkg/apis/crds/karpenter.*.yaml" -d "$dest/crds"
-unzip -q -j -o "$aws" "github.com/aws/karpenter-provider-aws@$VERSION/examples/v1/*.yaml" -d "$dest/examples"
+# Python's zipfile rather than unzip, which a fresh machine may lack.
+python3 - "$aws" "github.com/aws/karpenter-provider-aws@$VERSION" "$dest" <<'PY'
+import fnmatch, os, sys, zipfile
+archive, root, dest = sys.argv[1:]
+wanted = {"crds": root + "/pkg/apis/crds/karpenter.*.yaml", "examples": root + "/examples/v1/*.yaml"}
+with zipfile.ZipFile(archive) as z:
+    for name in z.namelist():
+        for folder, pattern in wanted.items():
+            if fnmatch.fnmatch(name, pattern):
+                with open(os.path.join(dest, folder, os.path.basename(name)), "wb") as out:
+                    out.write(z.read(name))
+PY
 count=$(ls "$dest/crds" | wc -l)
 if [[ "$count" -lt 4 ]]; then
     echo "karpenter-reference: expected 4 CRDs in the modules, found $count" >&2

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The full test suite (the README's command 2; CI runs exactly this through .ci/run):
 #   formatting; clippy with -D warnings on every target; every test of the workspace; the local
-#   end-to-end stack; the deployment checks (SAM, and the CDK construct with its equivalence
+#   end-to-end stack; Karpenter's own CRDs and examples round-tripped; the deployment checks (SAM, and the CDK construct with its equivalence
 #   test); the simulation report in a headless browser; 50 chaos seeds; Karpenter's scheduler
 #   beside Fleetwright's on a few hundred pods; and a check that the functions build for arm64.
 #
@@ -109,6 +109,13 @@ scripts/control-plane.sh run target/control-plane -- \
 stage "the README's story on a second real control plane: simulate --kubeconfig (4 min of wall clock)"
 scripts/control-plane.sh run target/control-plane-story -- \
     cargo test --workspace --all-features --test control_plane -- --ignored --exact "$story"
+
+# Karpenter's own v1.14 CRDs and example manifests, fetched from its Go module on the proxy at
+# a pinned version (nothing committed): every example and an object with every field of
+# Karpenter's schemas round-trip, and Fleetwright's CRDs prune none of Karpenter's fields.
+stage "Karpenter's CRDs and examples: scripts/karpenter-reference.sh, cargo test --test karpenter_reference -- --ignored"
+FLEETWRIGHT_KARPENTER_REFERENCE=$(scripts/karpenter-reference.sh) \
+    cargo test --workspace --all-features --test karpenter_reference -- --ignored
 
 stage "scripts/e2e.sh (the local stack: moto, cargo lambda watch, the Kubernetes API fake)"
 scripts/e2e.sh

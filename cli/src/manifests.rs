@@ -105,7 +105,7 @@ fn rbac(group: &str, namespace: &str) -> Vec<Value> {
         rule(&[""], &["events"], &["create"]),
         rule(&["apps"], &["daemonsets"], &["list"]),
         rule(&["policy"], &["poddisruptionbudgets"], &["list"]),
-        rule(&["karpenter.sh"], &["nodepools"], &["list"]),
+        rule(&["karpenter.sh"], &["nodepools", "nodeoverlays"], &["list"]),
         rule(
             &["karpenter.sh"],
             &["nodeclaims"],

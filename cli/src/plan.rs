@@ -72,7 +72,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     for pool in &mut snapshot.nodepools {
         pool.min_values_policy = policy;
     }
-    let catalog = args.catalog.load(Some(&snapshot))?;
+    let loaded = args.catalog.load(Some(&snapshot))?;
+    let catalog = loaded.with_overlays(&snapshot.overlays);
     let instant = match &args.now {
         Some(t) => chrono::DateTime::parse_from_rfc3339(t)
             .with_context(|| format!("--now {t:?} is not RFC 3339"))?

@@ -217,11 +217,12 @@ fn crds_verb_matches_the_shipped_manifest() {
         printed, shipped,
         "regenerate with: fleetwright crds > infra/crds/karpenter-v1.yaml"
     );
-    assert_eq!(printed.matches("kind: CustomResourceDefinition").count(), 3);
+    assert_eq!(printed.matches("kind: CustomResourceDefinition").count(), 4);
     for name in [
         "nodepools.karpenter.sh",
         "nodeclaims.karpenter.sh",
         "ec2nodeclasses.karpenter.k8s.aws",
+        "nodeoverlays.karpenter.sh",
     ] {
         assert!(printed.contains(&format!("name: {name}")), "{name}");
     }
@@ -627,4 +628,74 @@ fn a_static_nodepool_keeps_its_replicas_and_is_never_consolidated() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(field) && err.contains("NodePool"), "{err}");
     }
+}
+
+/// A NodeOverlay (Karpenter's `v1alpha1`) changes what the plan believes: a price set for a type
+/// makes it the cheapest option; a bad overlay is refused naming its field.
+#[test]
+fn a_node_overlay_price_changes_the_plan_and_a_bad_one_is_named() {
+    let cluster = |overlay: &str| {
+        let text = format!(
+            r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: karpenter.sh/v1
+  kind: NodePool
+  metadata: {{name: default}}
+  spec:
+    template:
+      spec:
+        nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+        requirements:
+        - {{key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m]}}
+        - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+- apiVersion: karpenter.k8s.aws/v1
+  kind: EC2NodeClass
+  metadata: {{name: default}}
+  spec: {{amiSelectorTerms: [{{alias: al2023@latest}}], role: KarpenterNodeRole, subnetSelectorTerms: [{{tags: {{a: b}}}}], securityGroupSelectorTerms: [{{tags: {{a: b}}}}]}}
+- apiVersion: v1
+  kind: Pod
+  metadata: {{name: web-0, namespace: shop}}
+  spec:
+    containers: [{{name: c, image: nginx, resources: {{requests: {{cpu: 500m}}}}}}]
+  status: {{phase: Pending}}
+{overlay}"#
+        );
+        write_temp(&format!("overlay-{}.yaml", overlay.len()), &text)
+    };
+    let first_type = |path: &str| {
+        let plan = json(&fleetwright(&["plan", "--cluster", path]));
+        (
+            plan["nodeclaims"][0]["instanceTypes"][0].clone(),
+            plan["nodeclaims"][0]["price"].as_f64().unwrap(),
+        )
+    };
+    let (plain, plain_price) = first_type(&cluster(""));
+    assert_ne!(plain, "m6i.xlarge");
+    let overlay = r#"- apiVersion: karpenter.sh/v1alpha1
+  kind: NodeOverlay
+  metadata: {name: savings-plan}
+  spec:
+    requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [m6i.xlarge]}]
+    price: "0.001"
+"#;
+    let (chosen, price) = first_type(&cluster(overlay));
+    assert_eq!(chosen, "m6i.xlarge");
+    assert!(
+        price < plain_price && (price - 0.001).abs() < 1e-9,
+        "{price}"
+    );
+
+    let both = overlay.replace(
+        "price: \"0.001\"",
+        "price: \"0.001\"\n    priceAdjustment: \"-10%\"",
+    );
+    let out = fleetwright(&["plan", "--cluster", &cluster(&both)]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("NodeOverlay") && err.contains("spec.priceAdjustment"),
+        "{err}"
+    );
 }

@@ -714,7 +714,7 @@ impl Live {
             .filter(|o| {
                 matches!(
                     o["kind"].as_str(),
-                    Some("NodePool" | "EC2NodeClass" | "DaemonSet")
+                    Some("NodePool" | "EC2NodeClass" | "NodeOverlay" | "DaemonSet")
                 )
             })
             .cloned()

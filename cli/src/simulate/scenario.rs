@@ -49,8 +49,8 @@ pub struct StepFile {
     pub interrupt: Option<Interrupt>,
     pub change_ami: Option<ChangeAmi>,
     pub ice: Option<Ice>,
-    /// A NodePool or EC2NodeClass that replaces the one of its name, as `kubectl apply` would
-    /// (a pool narrowed, a template relabelled, `replicas` changed).
+    /// A NodePool, EC2NodeClass or NodeOverlay that replaces the one of its name, as `kubectl
+    /// apply` would (a pool narrowed, a template relabelled, `replicas` changed, a price set).
     pub apply: Option<Value>,
 }
 
@@ -179,8 +179,8 @@ impl StepFile {
         actions.extend(self.ice.map(Action::Ice));
         if let Some(object) = self.apply {
             let kind = object["kind"].as_str().unwrap_or_default();
-            if !matches!(kind, "NodePool" | "EC2NodeClass") {
-                bail!("{field}.apply.kind: {kind:?} is not NodePool or EC2NodeClass");
+            if !matches!(kind, "NodePool" | "EC2NodeClass" | "NodeOverlay") {
+                bail!("{field}.apply.kind: {kind:?} is not NodePool, EC2NodeClass or NodeOverlay");
             }
             if object["metadata"]["name"].as_str().is_none() {
                 bail!("{field}.apply.metadata.name: missing");

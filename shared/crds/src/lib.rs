@@ -599,7 +599,55 @@ pub struct Condition {
     pub observed_generation: Option<i64>,
 }
 
-/// The three CRDs Fleetwright reads and writes, as `kubectl apply` takes them.
+/// `karpenter.sh/v1alpha1` NodeOverlay spec: what the scheduling simulation should believe of the
+/// instance types its requirements select (a price, a price adjustment, extra capacity).
+#[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+#[kube(
+    group = "karpenter.sh",
+    version = "v1alpha1",
+    kind = "NodeOverlay",
+    plural = "nodeoverlays",
+    status = "NodeOverlayStatus",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Weight","type":"integer","jsonPath":".spec.weight","priority":1}"#,
+    validation = Rule::new("!has(self.spec.price) || !has(self.spec.priceAdjustment)").message("cannot set both 'price' and 'priceAdjustment'")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeOverlaySpec {
+    /// The instance types (and offerings: capacity type, zone) it applies to.
+    #[serde(default)]
+    pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
+    /// An hourly price that replaces the offerings' (`"0.25"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^\d+(\.\d+)?$"))]
+    pub price: Option<String>,
+    /// A change of the offerings' price: `+0.05`, `-0.02`, `+10%`, `-25%`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_adjustment: Option<String>,
+    /// Extended resources the selected types offer besides their own (not cpu, memory,
+    /// ephemeral-storage or pods).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "quantity_map")]
+    pub capacity: Option<BTreeMap<String, Value>>,
+    /// Precedence among overlays that select the same type: the highest wins, then the name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// NodeOverlay status.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeOverlayStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// The CRDs Fleetwright reads and writes, as `kubectl apply` takes them: NodePool, NodeClaim,
+/// EC2NodeClass, and NodeOverlay (read only).
 ///
 /// The Rust types keep `nodeClassRef` and `requirements` optional, so that dumps and legacy
 /// objects still parse; the schemas require them, as Karpenter's CRDs do, so the API server
@@ -615,7 +663,7 @@ pub fn definitions() -> Vec<CustomResourceDefinition> {
     );
     let mut claim = NodeClaim::crd();
     require(&mut claim, &["spec"], &["nodeClassRef", "requirements"]);
-    vec![pool, claim, EC2NodeClass::crd()]
+    vec![pool, claim, EC2NodeClass::crd(), NodeOverlay::crd()]
 }
 
 /// Marks `fields` of the object at `path` (under the root's `properties`) required in every

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::crds::{EC2NodeClass, NodeClaim, NodePool};
+use crate::crds::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use crate::error::KubeError;
 
 /// Every object of a dump, by kind.
@@ -31,6 +31,7 @@ pub struct ClusterDump {
     pub nodepools: Vec<NodePool>,
     pub nodeclasses: Vec<EC2NodeClass>,
     pub nodeclaims: Vec<NodeClaim>,
+    pub nodeoverlays: Vec<NodeOverlay>,
     /// Kinds that were present but are not read, with their counts.
     pub skipped: Vec<(String, usize)>,
     /// The pods already converted into the core model, in the order of `slim_pods`, when the
@@ -209,6 +210,7 @@ fn add_object(
         "NodePool" => dump.nodepools.push(typed(value, &kind)?),
         "EC2NodeClass" => dump.nodeclasses.push(typed(value, &kind)?),
         "NodeClaim" => dump.nodeclaims.push(typed(value, &kind)?),
+        "NodeOverlay" => dump.nodeoverlays.push(typed(value, &kind)?),
         "" => {
             return Err(KubeError::Document {
                 source_name: source.to_string(),

@@ -17,7 +17,7 @@ use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
-use crate::crds::{EC2NodeClass, NodeClaim, NodePool};
+use crate::crds::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use crate::dump::{ClusterDump, SlimPod};
 use crate::error::KubeError;
 
@@ -83,7 +83,16 @@ impl SnapshotReader {
             self.list::<PersistentVolume>(Read::Cached),
         )?;
         let zones = crate::convert::volume_zones(&pvcs, &pvs);
-        let ((pods, converted), nodes, daemonsets, pdbs, nodepools, nodeclasses, nodeclaims) = futures::try_join!(
+        let (
+            (pods, converted),
+            nodes,
+            daemonsets,
+            pdbs,
+            nodepools,
+            nodeclasses,
+            nodeclaims,
+            nodeoverlays,
+        ) = futures::try_join!(
             self.pods(&zones),
             self.list::<Node>(Read::Consistent),
             self.list::<DaemonSet>(Read::Cached),
@@ -91,6 +100,7 @@ impl SnapshotReader {
             self.list::<NodePool>(Read::Consistent),
             self.list::<EC2NodeClass>(Read::Consistent),
             self.list::<NodeClaim>(Read::Consistent),
+            self.overlays(),
         )?;
         tracing::debug!(
             kept = pods.len(),
@@ -109,11 +119,30 @@ impl SnapshotReader {
             nodepools,
             nodeclasses,
             nodeclaims,
+            nodeoverlays,
             skipped: Vec::new(),
             converted_pods: Some(converted),
             slim: true,
             notes: Vec::new(),
         })
+    }
+
+    /// The NodeOverlays; none when the cluster does not serve them (Karpenter's CRD not
+    /// installed: 404) or the role may not read them (manifests from before them: 403).
+    async fn overlays(&self) -> Result<Vec<NodeOverlay>, KubeError> {
+        let api: Api<NodeOverlay> = Api::all(self.client.clone());
+        let params = ListParams::default();
+        match crate::retry::with_retries("listing NodeOverlay", || api.list(&params)).await {
+            Ok(list) => Ok(list.items),
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 403 => {
+                tracing::debug!(code = status.code, "no NodeOverlays to read");
+                Ok(Vec::new())
+            }
+            Err(e) => Err(KubeError::Api {
+                kind: "listing NodeOverlay".into(),
+                reason: e.to_string(),
+            }),
+        }
     }
 
     /// The schedulable pods, slim, and their core conversions.

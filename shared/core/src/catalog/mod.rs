@@ -42,6 +42,9 @@ mod tests;
 pub use self::raw::*;
 pub use self::resolve::{architecture, eni_limited_pods, kube_reserved_cpu};
 use self::resolve::{capacity, overhead, type_requirements};
+use crate::model::NodeOverlay;
+
+mod overlay;
 
 /// Where and how an instance type can be bought, and for how much.
 #[derive(Clone, Debug, PartialEq)]
@@ -123,6 +126,8 @@ pub struct Catalog {
     /// Spot price as a fraction of on-demand where no spot price is known: 0.35 for the embedded
     /// catalog, 1.0 for a live catalog before its first spot-price refresh.
     pub spot_fraction: f64,
+    /// NodeOverlays applied to every type this catalog resolves, highest weight first.
+    pub overlays: Vec<NodeOverlay>,
 }
 
 impl Catalog {
@@ -175,6 +180,7 @@ impl Catalog {
             unavailable: BTreeSet::new(),
             fixed: None,
             spot_fraction: DEFAULT_SPOT_PRICE_FRACTION,
+            overlays: Vec::new(),
         }
     }
 
@@ -196,6 +202,7 @@ impl Catalog {
             unavailable: BTreeSet::new(),
             fixed: Some(types),
             spot_fraction: DEFAULT_SPOT_PRICE_FRACTION,
+            overlays: Vec::new(),
         }
     }
 
@@ -234,10 +241,28 @@ impl Catalog {
             })
     }
 
+    /// This catalog with `overlays` applied to every type it resolves (itself when there are
+    /// none). Overlays are sorted by weight, highest first, then by name, as Karpenter orders
+    /// them.
+    pub fn with_overlays(&self, overlays: &[NodeOverlay]) -> std::borrow::Cow<'_, Catalog> {
+        if overlays.is_empty() {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut out = self.clone();
+        out.overlays = overlays.to_vec();
+        out.overlays
+            .sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
+        std::borrow::Cow::Owned(out)
+    }
+
     /// Resolves every usable instance type for one node class.
     pub fn instance_types(&self, settings: &NodeClassSettings) -> Vec<InstanceType> {
         if let Some(fixed) = &self.fixed {
-            return fixed.clone();
+            let mut types = fixed.clone();
+            for t in &mut types {
+                overlay::apply(&self.overlays, t);
+            }
+            return types;
         }
         self.raw
             .iter()
@@ -258,14 +283,16 @@ impl Catalog {
         allocatable.memory = allocatable.memory.max(0);
         allocatable.ephemeral = allocatable.ephemeral.max(0);
         let requirements = type_requirements(raw, arch, &offerings, &self.region);
-        Some(InstanceType {
+        let mut resolved = InstanceType {
             name: raw.instance_type.clone(),
             requirements,
             capacity,
             overhead,
             allocatable,
             offerings,
-        })
+        };
+        overlay::apply(&self.overlays, &mut resolved);
+        Some(resolved)
     }
 
     /// The labels a node of `instance_type` carries for its type (arch, OS, family, size, CPU,

@@ -97,3 +97,89 @@ fn names_split_into_category_and_generation() {
         (Some("inf".into()), Some("2".into()))
     );
 }
+
+fn overlay(name: &str, weight: i32, reqs: &[(&str, crate::Operator, &[&str])]) -> NodeOverlay {
+    let mut requirements = Requirements::new();
+    for (key, op, values) in reqs {
+        requirements.add(crate::Requirement::new(key, *op, values).unwrap());
+    }
+    NodeOverlay {
+        name: name.into(),
+        weight,
+        requirements,
+        ..Default::default()
+    }
+}
+
+/// Karpenter's NodeOverlay: the highest-weight overlay with a price that selects an offering
+/// decides it (a set price, an absolute or a percentage adjustment; equal weights by name);
+/// capacity adds extended resources to the types selected; the rest is untouched.
+#[test]
+fn node_overlays_set_and_adjust_prices_and_add_capacity_by_weight() {
+    use crate::model::PriceChange;
+    use crate::Operator::{Gt, In};
+    let base = Catalog::embedded();
+    let plain = base.instance_types(&NodeClassSettings::default());
+    let price = |types: &[InstanceType], name: &str, capacity: &str, zone: &str| {
+        find(types, name)
+            .offerings
+            .iter()
+            .find(|o| o.capacity_type == capacity && o.zone == zone)
+            .unwrap()
+            .price
+    };
+    let mut set = overlay(
+        "savings-plan",
+        10,
+        &[
+            (INSTANCE_TYPE, In, &["m5.large"]),
+            (CAPACITY_TYPE, In, &[CAPACITY_ON_DEMAND]),
+        ],
+    );
+    set.price = Some(PriceChange::Set(0.05));
+    let mut loser = overlay("a-lower-weight", 1, &[(INSTANCE_FAMILY, In, &["m5"])]);
+    loser.price = Some(PriceChange::Set(9.0));
+    let mut percent = overlay("license", 5, &[(INSTANCE_FAMILY, In, &["m5"])]);
+    percent.price = PriceChange::adjustment("+10%");
+    let mut gpu = overlay("slices", 0, &[(INSTANCE_CPU, Gt, &["32"])]);
+    gpu.capacity.insert("example.com/slice".into(), 4);
+    let catalog = base.with_overlays(&[loser, gpu, percent, set]);
+    let types = catalog.instance_types(&NodeClassSettings::default());
+    let zone = "us-east-1a";
+    assert_eq!(price(&types, "m5.large", CAPACITY_ON_DEMAND, zone), 0.05);
+    let spot = price(&plain, "m5.large", CAPACITY_SPOT, zone);
+    assert!((price(&types, "m5.large", CAPACITY_SPOT, zone) - spot * 1.1).abs() < 1e-9);
+    let xl = price(&plain, "m5.xlarge", CAPACITY_ON_DEMAND, zone);
+    assert!((price(&types, "m5.xlarge", CAPACITY_ON_DEMAND, zone) - xl * 1.1).abs() < 1e-9);
+    assert_eq!(
+        price(&types, "c5.large", CAPACITY_ON_DEMAND, zone),
+        price(&plain, "c5.large", CAPACITY_ON_DEMAND, zone)
+    );
+    assert_eq!(
+        find(&types, "m5.16xlarge")
+            .allocatable
+            .get("example.com/slice"),
+        4
+    );
+    assert_eq!(
+        find(&types, "m5.large")
+            .allocatable
+            .get("example.com/slice"),
+        0
+    );
+    assert!(matches!(
+        base.with_overlays(&[]),
+        std::borrow::Cow::Borrowed(_)
+    ));
+    assert_eq!(
+        PriceChange::adjustment("-0.02"),
+        Some(PriceChange::Add(-0.02))
+    );
+    assert_eq!(
+        PriceChange::adjustment("-100%").map(|c| c.apply(1.0)),
+        Some(0.0)
+    );
+    for bad in ["10%", "+x", "-150%", ""] {
+        assert_eq!(PriceChange::adjustment(bad), None, "{bad}");
+    }
+}

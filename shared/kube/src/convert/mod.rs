@@ -21,7 +21,7 @@ mod pod;
 
 pub use self::objects::{
     daemonset, duration_seconds, node, node_class_hash, nodeclaim, nodeclass_settings, nodepool,
-    pdb, template_hash,
+    overlay, pdb, template_hash,
 };
 pub use self::pod::{pod, pod_from_spec, pod_requests, volume_zones, VolumeZones};
 
@@ -88,6 +88,9 @@ pub(crate) fn snapshot_with_pods(
     }
     for p in &dump.pdbs {
         snapshot.pdbs.push(pdb(p)?);
+    }
+    for o in &dump.nodeoverlays {
+        snapshot.overlays.push(overlay(o)?);
     }
     Ok(snapshot)
 }

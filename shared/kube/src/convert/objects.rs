@@ -424,3 +424,53 @@ pub fn pdb(p: &PodDisruptionBudget) -> Result<core::Pdb, KubeError> {
             .unwrap_or(0),
     })
 }
+
+/// Converts a NodeOverlay; a bad price, adjustment or capacity is an error naming the field.
+pub fn overlay(o: &crate::crds::NodeOverlay) -> Result<core::NodeOverlay, KubeError> {
+    let obj = object("NodeOverlay", &o.metadata);
+    let spec = &o.spec;
+    let price = match (&spec.price, &spec.price_adjustment) {
+        (Some(_), Some(_)) => {
+            return Err(KubeError::field(
+                &obj,
+                "spec.priceAdjustment",
+                "cannot be set together with spec.price",
+            ))
+        }
+        (Some(p), None) => Some(core::PriceChange::Set(
+            p.parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| {
+                    KubeError::field(
+                        &obj,
+                        "spec.price",
+                        format!("{p:?} is not a price such as \"0.25\""),
+                    )
+                })?,
+        )),
+        (None, Some(a)) => Some(core::PriceChange::adjustment(a).ok_or_else(|| {
+            KubeError::field(
+                &obj,
+                "spec.priceAdjustment",
+                format!("{a:?} is not an adjustment such as \"+0.05\", \"-10%\""),
+            )
+        })?),
+        (None, None) => None,
+    };
+    let capacity = value_list(spec.capacity.as_ref(), &obj, "spec.capacity")?;
+    if capacity.cpu != 0 || capacity.memory != 0 || capacity.ephemeral != 0 || capacity.pods != 0 {
+        return Err(KubeError::field(
+            &obj,
+            "spec.capacity",
+            "cpu, memory, ephemeral-storage and pods cannot be overlaid, only extended resources",
+        ));
+    }
+    Ok(core::NodeOverlay {
+        name: o.metadata.name.clone().unwrap_or_default(),
+        weight: spec.weight.unwrap_or(0),
+        requirements: requirements(&spec.requirements, &obj, "spec.requirements")?,
+        price,
+        capacity: capacity.extended,
+    })
+}

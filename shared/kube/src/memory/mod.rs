@@ -31,7 +31,7 @@ use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
 
 /// The list path, list kind and API version of each kind the snapshot reader lists.
-pub const COLLECTIONS: [(&str, &str, &str); 9] = [
+pub const COLLECTIONS: [(&str, &str, &str); 10] = [
     ("/api/v1/pods", "PodList", "v1"),
     ("/api/v1/nodes", "NodeList", "v1"),
     ("/apis/apps/v1/daemonsets", "DaemonSetList", "apps/v1"),
@@ -60,6 +60,11 @@ pub const COLLECTIONS: [(&str, &str, &str); 9] = [
         "/apis/karpenter.k8s.aws/v1/ec2nodeclasses",
         "EC2NodeClassList",
         "karpenter.k8s.aws/v1",
+    ),
+    (
+        "/apis/karpenter.sh/v1alpha1/nodeoverlays",
+        "NodeOverlayList",
+        "karpenter.sh/v1alpha1",
     ),
 ];
 

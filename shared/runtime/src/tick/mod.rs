@@ -226,6 +226,7 @@ impl<C: Cloud> Tick<C> {
         if pending > 0 {
             info!(pods = pending, "found provisionable pod(s)");
             let catalog = self.cloud.catalog(ctx.now).await?;
+            let catalog = catalog.with_overlays(&snapshot.overlays);
             let plan = plan_pods(snapshot, &catalog, ctx.now);
             report_plan(&plan, ctx.summary);
             self.apply(decide::provision(ctx.dump, &plan), ctx).await?;
@@ -234,6 +235,7 @@ impl<C: Cloud> Tick<C> {
         }
         if snapshot.nodepools.iter().any(|p| p.replicas.is_some()) {
             let catalog = self.cloud.catalog(ctx.now).await?;
+            let catalog = catalog.with_overlays(&snapshot.overlays);
             let plan = fleetwright_core::replicas::plan(snapshot, &catalog, ctx.now.timestamp());
             self.apply(decide::replicas(ctx.dump, &plan), ctx).await?;
             let created = std::mem::take(&mut ctx.created);
@@ -273,6 +275,7 @@ impl<C: Cloud> Tick<C> {
         }
         self.resolve_node_classes(ctx.dump, snapshot, ctx.now).await;
         let catalog = self.cloud.catalog(ctx.now).await?;
+        let catalog = catalog.with_overlays(&snapshot.overlays);
         if ctx.now.minute().is_multiple_of(FLEET_COST_MINUTES) {
             record_fleet_cost(snapshot, &catalog, ctx);
         }

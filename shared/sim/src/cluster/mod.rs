@@ -37,9 +37,10 @@ pub const READY_AFTER: Duration = Duration::seconds(20);
 const UNREGISTERED: &str = "karpenter.sh/unregistered";
 
 /// The list path of each kind a scenario may hold.
-const PATHS: [(&str, &str); 6] = [
+const PATHS: [(&str, &str); 7] = [
     ("NodePool", "/apis/karpenter.sh/v1/nodepools"),
     ("EC2NodeClass", "/apis/karpenter.k8s.aws/v1/ec2nodeclasses"),
+    ("NodeOverlay", "/apis/karpenter.sh/v1alpha1/nodeoverlays"),
     ("DaemonSet", "/apis/apps/v1/daemonsets"),
     (
         "PodDisruptionBudget",
@@ -190,7 +191,7 @@ impl Cluster {
         }
     }
 
-    /// Replaces the NodePool or EC2NodeClass of `object`'s kind and name (or adds it), as
+    /// Replaces the NodePool, EC2NodeClass or NodeOverlay of `object`'s kind and name (or adds it), as
     /// `kubectl apply` would: the stored object's status and identity are kept.
     pub fn apply(&mut self, object: &Value) {
         let kind = object["kind"].as_str().unwrap_or_default();
@@ -316,10 +317,11 @@ impl Cluster {
             .collect()
     }
 
-    /// The objects a plan needs besides pods: NodePools, EC2NodeClasses, DaemonSets.
+    /// The objects a plan needs besides pods: NodePools, EC2NodeClasses, NodeOverlays,
+    /// DaemonSets.
     pub fn configuration(&self) -> Vec<Value> {
         let state = self.api.lock();
-        PATHS[..3]
+        PATHS[..4]
             .iter()
             .flat_map(|(_, path)| state.objects.get(*path).cloned().unwrap_or_default())
             .collect()
@@ -372,7 +374,7 @@ impl Cluster {
                 None => {}
             }
         }
-        let daemonsets = state.objects.get(PATHS[2].1).cloned().unwrap_or_default();
+        let daemonsets = state.objects.get(PATHS[3].1).cloned().unwrap_or_default();
         let pods = state.objects.entry(PODS.into()).or_default();
         for node in &joined {
             pods.extend(daemon_pods(&daemonsets, node, now));
