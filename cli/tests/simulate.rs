@@ -202,6 +202,34 @@ fn a_static_pool_keeps_its_replicas_through_scaling() {
     assert!(r["pendingLatency"]["max"].as_i64().unwrap() <= 90, "{r:#}");
 }
 
+/// A NodeOverlay price (a savings plan for m6i.xlarge) is believed by the plan and honoured by
+/// the launch: every node is an m6i.xlarge, though EC2's own prices would pick another type.
+#[test]
+fn a_node_overlay_price_decides_what_launches() {
+    let r = report(&["--scenario", &repo("examples/simulate/node-overlay.yaml")]);
+    let launched: Vec<&str> = r["launches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["instanceType"].as_str().unwrap())
+        .collect();
+    assert!(!launched.is_empty());
+    assert!(launched.iter().all(|t| *t == "m6i.xlarge"), "{launched:?}");
+    let without = std::fs::read_to_string(repo("examples/simulate/node-overlay.yaml"))
+        .unwrap()
+        .replace("kind: NodeOverlay", "kind: NodeOverlayNotRead");
+    let path = write_temp("no-overlay.yaml", &without);
+    let plain = report(&["--scenario", &path]);
+    assert!(
+        plain["launches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l["instanceType"] != "m6i.xlarge"),
+        "{plain:#}"
+    );
+}
+
 #[test]
 fn the_batch_burst_is_packed_and_then_removed() {
     let r = report(&["--scenario", &repo("examples/simulate/batch-burst.yaml")]);

@@ -27,6 +27,17 @@ pub async fn create(
     tag_set: &BTreeMap<String, String>,
 ) -> Result<(Option<Launched>, Vec<FleetError>), AwsError> {
     let all: Vec<Override> = templates.iter().flat_map(|(_, o)| o.clone()).collect();
+    // NodeOverlays priced the overrides (they arrive cheapest first by those prices): EC2 takes
+    // them in that order, not by its own prices, as Karpenter launches when an overlay applies.
+    let prioritized = !req.overlays.is_empty();
+    let mut by_price: Vec<&Override> = all.iter().collect();
+    by_price.sort_by(|a, b| a.price.total_cmp(&b.price));
+    let rank = |o: &Override| {
+        by_price
+            .iter()
+            .position(|a| a.instance_type == o.instance_type && a.zone == o.zone)
+            .unwrap_or(0) as f64
+    };
     let token = client_token(&req.nodeclaim, capacity_type, &all);
     let mut call = ec2
         .create_fleet()
@@ -40,12 +51,20 @@ pub async fn create(
         )
         .spot_options(
             SpotOptionsRequest::builder()
-                .allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized)
+                .allocation_strategy(if prioritized {
+                    SpotAllocationStrategy::CapacityOptimizedPrioritized
+                } else {
+                    SpotAllocationStrategy::PriceCapacityOptimized
+                })
                 .build(),
         )
         .on_demand_options(
             OnDemandOptionsRequest::builder()
-                .allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice)
+                .allocation_strategy(if prioritized {
+                    FleetOnDemandAllocationStrategy::Prioritized
+                } else {
+                    FleetOnDemandAllocationStrategy::LowestPrice
+                })
                 .build(),
         );
     for (name, list) in templates {
@@ -62,6 +81,7 @@ pub async fn create(
                     .subnet_id(&o.subnet_id)
                     .availability_zone(&o.zone)
                     .image_id(&o.image_id)
+                    .set_priority(prioritized.then(|| rank(o)))
                     .build(),
             );
         }

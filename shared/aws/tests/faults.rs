@@ -77,6 +77,7 @@ fn request(nodeclaim: &str) -> LaunchRequest {
         labels: Default::default(),
         taints: Vec::new(),
         startup_taints: Vec::new(),
+        overlays: Vec::new(),
     }
 }
 

@@ -26,6 +26,7 @@ fn request(nodeclaim: &str, types: &[&str], capacity: &[&str]) -> LaunchRequest 
         labels: [("team".to_string(), "web".to_string())].into(),
         taints: Vec::new(),
         startup_taints: Vec::new(),
+        overlays: Vec::new(),
     }
 }
 

@@ -5,11 +5,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fleetwright_core::catalog::{architecture, RawInstanceType};
+use fleetwright_core::catalog::{architecture, overlaid_price, RawInstanceType};
 use fleetwright_core::labels::{
     CAPACITY_ON_DEMAND, CAPACITY_SPOT, CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE,
 };
-use fleetwright_core::model::{Taint, TaintEffect};
+use fleetwright_core::model::{NodeOverlay, Taint, TaintEffect};
 use fleetwright_core::Catalog;
 use fleetwright_crds::{NodeClaim, TaintSpec};
 use serde::{Deserialize, Serialize};
@@ -39,6 +39,11 @@ pub struct LaunchRequest {
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub startup_taints: Vec<Taint>,
+    /// The cluster's NodeOverlays: the plan priced the options with them, so the launch orders
+    /// its overrides by the same prices and asks EC2 to take them in that order (prioritized),
+    /// as Karpenter does when a price overlay applies, instead of by EC2's own prices.
+    #[serde(skip)]
+    pub overlays: Vec<NodeOverlay>,
 }
 
 impl LaunchRequest {
@@ -100,6 +105,7 @@ impl LaunchRequest {
             labels,
             taints: taints(&claim.spec.taints, "spec.taints")?,
             startup_taints: taints(&claim.spec.startup_taints, "spec.startupTaints")?,
+            overlays: Vec::new(),
         })
     }
 
@@ -203,6 +209,7 @@ pub fn overrides(
         else {
             continue;
         };
+        let labels = (!req.overlays.is_empty()).then(|| catalog.type_labels(name));
         let options: Vec<Override> = catalog
             .offerings(raw)
             .into_iter()
@@ -214,7 +221,12 @@ pub fn overrides(
                     zone: o.zone.clone(),
                     subnet_id: subnet.id.clone(),
                     image_id: ami.id.clone(),
-                    price: o.price,
+                    price: match &labels {
+                        Some(l) => {
+                            overlaid_price(&req.overlays, l, &o.zone, &o.capacity_type, o.price)
+                        }
+                        None => o.price,
+                    },
                 })
             })
             .collect();
@@ -310,6 +322,7 @@ mod tests {
             labels: BTreeMap::new(),
             taints: Vec::new(),
             startup_taints: Vec::new(),
+            overlays: Vec::new(),
         }
     }
 

@@ -247,6 +247,7 @@ async fn launch_m5_large(
         labels: Default::default(),
         taints: Vec::new(),
         startup_taints: Vec::new(),
+        overlays: Vec::new(),
     };
     cloud
         .launch(&request, &fx.nodeclass("default"), Utc::now())

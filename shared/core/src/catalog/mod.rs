@@ -45,6 +45,7 @@ use self::resolve::{capacity, overhead, type_requirements};
 use crate::model::NodeOverlay;
 
 mod overlay;
+pub use self::overlay::overlaid_price;
 
 /// Where and how an instance type can be bought, and for how much.
 #[derive(Clone, Debug, PartialEq)]

@@ -387,7 +387,12 @@ impl<C: Cloud> Tick<C> {
         claim: &NodeClaim,
         now: DateTime<Utc>,
     ) -> Result<Launched, RuntimeError> {
-        let request = LaunchRequest::from_nodeclaim(claim)?;
+        let mut request = LaunchRequest::from_nodeclaim(claim)?;
+        request.overlays = dump
+            .nodeoverlays
+            .iter()
+            .filter_map(|o| fleetwright_kube::convert::overlay(o).ok())
+            .collect();
         let nodeclass = dump
             .nodeclasses
             .iter()
