@@ -151,7 +151,12 @@ fn crds_are_cluster_scoped_with_status_and_printer_columns() {
         let v = serde_json::to_value(&crd).unwrap();
         assert_eq!(v["spec"]["scope"], "Cluster");
         let version = &v["spec"]["versions"][0];
-        assert_eq!(version["name"], "v1");
+        let expected = if v["spec"]["names"]["kind"] == "NodeOverlay" {
+            "v1alpha1"
+        } else {
+            "v1"
+        };
+        assert_eq!(version["name"], expected);
         assert!(
             version["subresources"]["status"].is_object(),
             "{}",
@@ -170,7 +175,8 @@ fn crds_are_cluster_scoped_with_status_and_printer_columns() {
         [
             "nodepools.karpenter.sh",
             "nodeclaims.karpenter.sh",
-            "ec2nodeclasses.karpenter.k8s.aws"
+            "ec2nodeclasses.karpenter.k8s.aws",
+            "nodeoverlays.karpenter.sh"
         ]
     );
 }
