@@ -123,6 +123,26 @@ impl ClusterDump {
             )
     }
 
+    /// The NodePool of this name, and the EC2NodeClass its template refers to (when it exists).
+    pub fn pool_and_class(&self, pool: &str) -> Option<(&NodePool, Option<&EC2NodeClass>)> {
+        let pool = self
+            .nodepools
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(pool))?;
+        let class_name = pool
+            .spec
+            .template
+            .spec
+            .node_class_ref
+            .as_ref()
+            .map(|r| r.name.as_str());
+        let class = self
+            .nodeclasses
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == class_name);
+        Some((pool, class))
+    }
+
     /// The node a NodeClaim's status names, when it exists.
     pub fn node_of(&self, claim: &NodeClaim) -> Option<&Node> {
         let name = claim.status.as_ref()?.node_name.as_deref()?;

@@ -25,21 +25,7 @@ pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
 /// The NodeClaim to create for a planned node, from its NodePool and EC2NodeClass in `dump`;
 /// None when the pool is gone.
 pub fn nodeclaim_in(dump: &crate::dump::ClusterDump, planned: &NewNodeClaim) -> Option<NodeClaim> {
-    let pool = dump
-        .nodepools
-        .iter()
-        .find(|p| p.metadata.name.as_deref() == Some(planned.nodepool.as_str()))?;
-    let class_name = pool
-        .spec
-        .template
-        .spec
-        .node_class_ref
-        .as_ref()
-        .map(|r| r.name.as_str());
-    let class = dump
-        .nodeclasses
-        .iter()
-        .find(|c| c.metadata.name.as_deref() == class_name);
+    let (pool, class) = dump.pool_and_class(&planned.nodepool)?;
     Some(nodeclaim_for(pool, class, planned))
 }
 

@@ -188,20 +188,8 @@ pub fn restamps(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
         .filter(|c| c.metadata.deletion_timestamp.is_none())
         .filter_map(|claim| {
             let have = claim.metadata.annotations.clone().unwrap_or_default();
-            let pool = dump.nodepools.iter().find(|p| {
-                p.metadata.name.as_deref() == label(claim, fleetwright_core::labels::NODEPOOL)
-            })?;
-            let class_name = pool
-                .spec
-                .template
-                .spec
-                .node_class_ref
-                .as_ref()
-                .map(|r| r.name.as_str());
-            let class = dump
-                .nodeclasses
-                .iter()
-                .find(|c| c.metadata.name.as_deref() == class_name);
+            let (pool, class) =
+                dump.pool_and_class(label(claim, fleetwright_core::labels::NODEPOOL)?)?;
             let stale = |version: &str| have.get(version).map(String::as_str) != Some(HASH_VERSION);
             let mut annotations = BTreeMap::new();
             if stale(NODEPOOL_HASH_VERSION) {
