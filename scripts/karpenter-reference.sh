@@ -5,7 +5,8 @@
 # EC2NodeClass) in pkg/apis/crds, and its example manifests in examples/v1.
 #
 #   scripts/karpenter-reference.sh [DIR]    fetch into DIR (default target/karpenter-reference),
-#                                           print DIR; a second run finds them there
+#                                           print the absolute path of DIR/VERSION; a second
+#                                           run finds them there
 #
 # The round-trip test reads DIR (cli/tests/karpenter_reference.rs, through
 # FLEETWRIGHT_KARPENTER_REFERENCE). `go mod download` fetches each module's zip into the module
@@ -15,7 +16,9 @@ set -euo pipefail
 
 VERSION=v1.14.3
 dir=${1:-target/karpenter-reference}
-dest="$dir/$VERSION"
+mkdir -p "$dir"
+# Absolute: the tests that read it run in their own package's directory.
+dest="$(cd "$dir" && pwd)/$VERSION"
 if [[ -f "$dest/.complete" ]]; then
     echo "$dest"
     exit 0

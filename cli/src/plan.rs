@@ -106,6 +106,9 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
             let mut value = serde_json::to_value(&plan)?;
             value["disruptions"] = serde_json::to_value(&disruption.disruptions)?;
             value["blocked"] = serde_json::to_value(&disruption.blocked)?;
+            if !disruption.scores.is_empty() {
+                value["scores"] = serde_json::to_value(&disruption.scores)?;
+            }
             value["region"] = serde_json::json!(catalog.region);
             serde_json::to_string_pretty(&value)?
         }

@@ -358,6 +358,10 @@ pub enum ConsolidationPolicy {
     WhenEmpty,
     #[default]
     WhenEmptyOrUnderutilized,
+    /// Karpenter v1.14: a consolidation move is made only when its savings, as a fraction of
+    /// the pool's cost, are at least half its disruption, as a fraction of the pool's
+    /// (`disruption::balanced`).
+    Balanced,
 }
 
 /// How a NodePool's `minValues` hold when too few instance types are left to meet them

@@ -48,7 +48,7 @@ fn taint_effect(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 }
 
 fn consolidation_policy(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    one_of(&["WhenEmpty", "WhenEmptyOrUnderutilized"])
+    one_of(&["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"])
 }
 
 fn budget_reasons(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

@@ -30,6 +30,13 @@ pub const TICK_DURATION: &str = "fleetwright_tick_duration_seconds";
 pub const FLEET_HOURLY_COST: &str = "fleetwright_fleet_hourly_cost";
 pub const FLEET_LOWER_BOUND: &str = "fleetwright_fleet_hourly_lower_bound";
 
+/// Balanced consolidation: moves scored, by decision (approved or rejected), and the sum of
+/// their scores by decision (divide by the moves for the mean; EMF carries no histogram here).
+pub const CONSOLIDATION_MOVES: &str = "karpenter_consolidation_moves_total";
+pub const CONSOLIDATION_SCORE: &str = "karpenter_consolidation_score";
+/// The dimension of the Balanced consolidation metrics.
+pub const DECISION: &str = "decision";
+
 /// The dimension of NodeClaims created and terminated, and of interruption messages.
 pub const REASON: &str = "reason";
 pub const KIND: &str = "kind";

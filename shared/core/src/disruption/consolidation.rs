@@ -12,6 +12,7 @@ use crate::plan::NewNodeClaim;
 use crate::requirements::{Operator, Requirement, Requirements};
 use crate::scheduler::{schedule, static_claim, ScheduleOptions};
 
+use super::balanced::Scoring;
 use super::budget::{Budgets, Reason};
 use super::candidates::{disrupting, pdb_blocks, Candidate, Prices};
 use super::{
@@ -241,6 +242,7 @@ pub(crate) fn consolidation(
     catalog: &Catalog,
     candidates: &[&Candidate],
     now: i64,
+    scoring: &Scoring,
 ) -> Result<Disruption, String> {
     if let Some(reason) = pdb_blocks(
         snapshot,
@@ -283,6 +285,9 @@ pub(crate) fn consolidation(
     }
     let replacements = replacements_for(catalog, claims, total, candidates)?;
     let price: f64 = replacements.iter().map(|r| r.price).sum();
+    if reason == Reason::Underutilized {
+        scoring.check(candidates, price)?;
+    }
     Ok(Disruption {
         command: if replacements.is_empty() {
             Command::Delete
@@ -432,6 +437,7 @@ pub(crate) fn consolidate(
     movable: &[&Candidate],
     budgets: &Budgets,
     now: i64,
+    scoring: &Scoring,
     blocked: &mut Vec<Blocked>,
 ) -> Vec<Disruption> {
     let mut ranked: Vec<&Candidate> = movable.to_vec();
@@ -445,11 +451,11 @@ pub(crate) fn consolidate(
     let mut quiet = Vec::new();
     let within = budgets.take(&ranked, Reason::Underutilized, &mut quiet);
     let pool: Vec<&Candidate> = within.into_iter().take(MAX_MULTI_NODE).collect();
-    if let Some(multi) = largest_multi(snapshot, catalog, &pool, now) {
+    if let Some(multi) = largest_multi(snapshot, catalog, &pool, now, scoring) {
         return vec![multi];
     }
     for c in &pool {
-        match consolidation(snapshot, catalog, &[c], now) {
+        match consolidation(snapshot, catalog, &[c], now, scoring) {
             Ok(d) => return vec![d],
             Err(why) => blocked.push(Blocked {
                 node: c.node.name.clone(),
@@ -467,12 +473,13 @@ pub(crate) fn largest_multi(
     catalog: &Catalog,
     ranked: &[&Candidate],
     now: i64,
+    scoring: &Scoring,
 ) -> Option<Disruption> {
     let (mut lo, mut hi) = (2usize, ranked.len());
     let mut best = None;
     while lo <= hi {
         let mid = (lo + hi) / 2;
-        match consolidation(snapshot, catalog, &ranked[..mid], now) {
+        match consolidation(snapshot, catalog, &ranked[..mid], now, scoring) {
             Ok(d) => {
                 best = Some(d);
                 lo = mid + 1;

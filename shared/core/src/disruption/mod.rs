@@ -10,6 +10,8 @@
 
 use serde::Serialize;
 
+use self::balanced::Scoring;
+pub use self::balanced::{Score, BALANCED_K};
 use self::budget::Budgets;
 pub use self::budget::Reason;
 use self::candidates::{candidates, expired, settled, Applies, Candidate, Prices};
@@ -112,8 +114,12 @@ pub struct Blocked {
 pub struct DisruptionPlan {
     pub disruptions: Vec<Disruption>,
     pub blocked: Vec<Blocked>,
+    /// Every consolidation move of a `Balanced` pool scored while deciding, approved or not.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scores: Vec<Score>,
 }
 
+mod balanced;
 pub mod budget;
 mod candidates;
 mod consolidation;
@@ -219,13 +225,11 @@ pub fn validate(
             ))
         }
         Reason::Underutilized
-            if chosen.iter().all(|c| {
-                c.pool.consolidation_policy == ConsolidationPolicy::WhenEmptyOrUnderutilized
-                    && c.pool.replicas.is_none()
-                    && settled(c, now)
-            }) =>
+            if chosen
+                .iter()
+                .all(|c| underutilized_applies(c) && settled(c, now)) =>
         {
-            consolidation::consolidation(snapshot, catalog, &chosen, now)
+            consolidation::consolidation(snapshot, catalog, &chosen, now, &Scoring::new(&all))
         }
         _ => Err("it no longer applies".into()),
     }
@@ -331,10 +335,29 @@ pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan 
     }
     let movable: Vec<&Candidate> = candidates
         .iter()
-        .filter(|c| c.pool.consolidation_policy == ConsolidationPolicy::WhenEmptyOrUnderutilized)
-        .filter(|c| c.pool.replicas.is_none())
+        .filter(|c| underutilized_applies(c))
         .filter(|c| settled(c, now))
         .collect();
-    out.disruptions = consolidate(snapshot, catalog, &movable, &budgets, now, &mut out.blocked);
+    let scoring = Scoring::new(&candidates);
+    out.disruptions = consolidate(
+        snapshot,
+        catalog,
+        &movable,
+        &budgets,
+        now,
+        &scoring,
+        &mut out.blocked,
+    );
+    out.scores = scoring.take();
     out
+}
+
+/// Whether a candidate's pool consolidates underutilized nodes (`WhenEmptyOrUnderutilized` or
+/// `Balanced`; never a static pool).
+fn underutilized_applies(c: &Candidate) -> bool {
+    c.pool.replicas.is_none()
+        && matches!(
+            c.pool.consolidation_policy,
+            ConsolidationPolicy::WhenEmptyOrUnderutilized | ConsolidationPolicy::Balanced
+        )
 }

@@ -6,7 +6,7 @@ use super::*;
 use crate::catalog::{Catalog, NodeClassSettings};
 use crate::labels::{CAPACITY_TYPE, DO_NOT_DISRUPT, INSTANCE_TYPE, TAINT_DISRUPTED, ZONE};
 use crate::labels::{HOSTNAME, NODEPOOL};
-use crate::model::{Budget, Pdb};
+use crate::model::{Budget, ConsolidationPolicy, Pdb};
 use crate::model::{Node, NodeClaim, NodePool, Pod, Snapshot};
 use crate::model::{NodeClassState, Protection, Taint};
 use crate::requirements::{Operator, Requirement, Requirements};
@@ -648,6 +648,72 @@ fn a_static_pool_is_never_consolidated_and_its_drifted_node_is_replaced_one_for_
         replicas.delete,
         vec!["replacement".to_string()],
         "not yet a node: first to go"
+    );
+}
+
+/// Balanced (Karpenter v1.14): a move is made only when its savings fraction of the pool's
+/// cost is at least half its disruption fraction. Replacing busy m5.2xlarge nodes with c5.2xlarge
+/// saves 11 % for every pod restarted: taken by WhenEmptyOrUnderutilized, refused by Balanced.
+/// With a nearly empty node among them, Balanced makes the move worth it (merging them all onto
+/// one larger node saves half the cost) and reports every move it scored.
+#[test]
+fn balanced_consolidation_refuses_marginal_moves_and_makes_worthwhile_ones() {
+    let cluster = |policy: ConsolidationPolicy| {
+        let mut pool = general("100%");
+        pool.consolidation_policy = policy;
+        let mut c = Cluster::new(pool);
+        for n in ["n1", "n2", "n3", "n4"] {
+            c.node(n, "m5.2xlarge", "on-demand");
+        }
+        for n in ["n1", "n2", "n3"] {
+            for i in 0..4 {
+                c.pod(&format!("{n}-{i}"), n, 1500);
+            }
+        }
+        c
+    };
+    let busy = cluster(ConsolidationPolicy::WhenEmptyOrUnderutilized);
+    let eager = busy.plan();
+    assert!(!eager.disruptions.is_empty(), "{:?}", eager.blocked);
+    assert!(eager.scores.is_empty());
+
+    let balanced = cluster(ConsolidationPolicy::Balanced);
+    let plan = balanced.plan();
+    // n4 is empty here: emptiness is not scored.
+    assert_eq!(plan.disruptions[0].reason, Reason::Empty, "{plan:?}");
+
+    let mut c = cluster(ConsolidationPolicy::Balanced);
+    c.pod("n4-0", "n4", 500);
+    let plan = c.plan();
+    let d = plan.disruptions.first().expect("a move that is worth it");
+    assert_eq!(d.reason, Reason::Underutilized);
+    assert!(d.nodes.contains(&"n4".to_string()), "{d:?}");
+    let approved: Vec<&Score> = plan.scores.iter().filter(|s| s.approved).collect();
+    assert!(
+        approved
+            .iter()
+            .any(|s| s.nodes == d.nodes && s.score >= 0.5),
+        "{:?}",
+        plan.scores
+    );
+    assert!(plan.scores.iter().all(|s| s.approved == (s.score >= 0.5)));
+
+    let mut marginal = cluster(ConsolidationPolicy::Balanced);
+    marginal
+        .snapshot
+        .pods
+        .retain(|p| p.node_name.as_deref() != Some("n4"));
+    marginal.snapshot.nodes.retain(|n| n.name != "n4");
+    marginal
+        .snapshot
+        .nodeclaims
+        .retain(|c| c.name != "claim-n4");
+    let plan = marginal.plan();
+    assert!(plan.disruptions.is_empty(), "{:?}", plan.disruptions);
+    assert!(
+        plan.blocked.iter().any(|b| b.reason.contains("Balanced")),
+        "{:?}",
+        plan.blocked
     );
 }
 

@@ -190,6 +190,7 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
             core::ConsolidationPolicy::WhenEmptyOrUnderutilized
         }
         Some("WhenEmpty") => core::ConsolidationPolicy::WhenEmpty,
+        Some("Balanced") => core::ConsolidationPolicy::Balanced,
         Some(other) => {
             return Err(KubeError::field(
                 &obj,

@@ -98,6 +98,15 @@ pub enum Action {
     },
     /// A disruption candidate left alone, and why (logged every tick).
     Blocked { node: String, reason: String },
+    /// A consolidation move of a `Balanced` pool, scored (Karpenter's
+    /// `karpenter_consolidation_score` and `karpenter_consolidation_moves_total`).
+    Scored {
+        nodepool: String,
+        nodes: Vec<String>,
+        score: f64,
+        approved: bool,
+    },
+
     /// A Normal Event on a node.
     NodeEvent {
         node: String,

@@ -367,6 +367,12 @@ pub fn decide(
     }
     let plan = disruption::plan_sequence(sim, catalog, now.timestamp());
     let mut actions = report_blocked(dump, &plan.blocked, said);
+    actions.extend(plan.scores.iter().map(|s| Action::Scored {
+        nodepool: s.nodepool.clone(),
+        nodes: s.nodes.clone(),
+        score: s.score,
+        approved: s.approved,
+    }));
     actions.extend(taken);
     let mut waiting = Vec::new();
     for command in &plan.disruptions {

@@ -6,6 +6,7 @@ use tracing::{info, warn};
 use super::action::Action;
 use super::execute::{DISRUPT, TICK};
 use super::TickSummary;
+use crate::metrics;
 
 /// What a dry run says of an action it does not apply: the decision's log line, and the
 /// summary entries that do not depend on applying it.
@@ -53,6 +54,27 @@ pub(crate) fn describe(action: &Action, summary: &mut TickSummary) {
         } => {
             warn!(target: TICK, nodeclaim = %nodeclaim, instance_id = %instance_id, "the nodeclaim's instance is gone; deleting the nodeclaim");
             summary.stranded_deleted.push(nodeclaim.clone());
+        }
+        Action::Scored {
+            nodepool,
+            nodes,
+            score,
+            approved,
+        } => {
+            let decision = if *approved { "approved" } else { "rejected" };
+            info!(target: DISRUPT, %nodepool, nodes = %nodes.join(","), score, decision, "balanced consolidation move scored");
+            summary.metrics.add_by(
+                metrics::CONSOLIDATION_MOVES,
+                metrics::DECISION,
+                decision,
+                1.0,
+            );
+            summary.metrics.add_by(
+                metrics::CONSOLIDATION_SCORE,
+                metrics::DECISION,
+                decision,
+                *score,
+            );
         }
         Action::Blocked { node, reason } => {
             info!(target: DISRUPT, node = %node, reason = %reason, "not disrupting node")

@@ -192,6 +192,7 @@ impl<C: Cloud> Tick<C> {
             Action::Blocked { node, reason } => {
                 info!(target: DISRUPT, node = %node, reason = %reason, "not disrupting node")
             }
+            Action::Scored { .. } => super::dry_run::describe(&action, ctx.summary),
             Action::NodeEvent {
                 node,
                 uid,
