@@ -111,7 +111,11 @@ fn rbac(group: &str, namespace: &str) -> Vec<Value> {
             &["nodeclaims"],
             &["get", "list", "create", "update", "delete"],
         ),
-        rule(&["karpenter.sh"], &["nodeclaims/status"], &["update"]),
+        rule(
+            &["karpenter.sh"],
+            &["nodeclaims/status", "nodepools/status"],
+            &["update"],
+        ),
         rule(&["karpenter.k8s.aws"], &["ec2nodeclasses"], &["list"]),
     ];
     let namespaced_rules = vec![

@@ -9,7 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, EvictParams, PostParams};
 use kube::Client;
 
-use crate::crds::{NodeClaim, NodeClaimStatus};
+use crate::crds::{NodeClaim, NodeClaimStatus, NodePool, NodePoolStatus};
 use crate::error::KubeError;
 pub use crate::objects::TERMINATION_FINALIZER;
 pub use crate::objects::{
@@ -242,6 +242,24 @@ pub async fn update_nodeclaim_status(
     update(&api, "NodeClaim status", name, Write::Status, with_status)
         .await?
         .changed("NodeClaim status", name)
+}
+
+/// Writes a NodePool's status through its status subresource.
+pub async fn update_nodepool_status(
+    client: Client,
+    name: &str,
+    change: impl Fn(&NodePool) -> Option<NodePoolStatus>,
+) -> Result<bool, KubeError> {
+    let api: Api<NodePool> = Api::all(client);
+    let with_status = |p: &NodePool| {
+        change(p).map(|status| NodePool {
+            status: Some(status),
+            ..p.clone()
+        })
+    };
+    update(&api, "NodePool status", name, Write::Status, with_status)
+        .await?
+        .changed("NodePool status", name)
 }
 
 /// Deletes a NodeClaim; see [`delete_guarded`].

@@ -200,6 +200,11 @@ async fn a_pending_pod_becomes_a_nodeclaim_and_a_tagged_instance_then_registers(
         .unwrap();
     assert_eq!(third.initialized, vec![name.clone()]);
     assert_eq!(third.restamped, vec![name.clone()]);
+    // The NodePool's status says what it holds, as Karpenter's does (`kubectl get nodepools`,
+    // the scale subresource).
+    let pool = &stored(&api, NODEPOOLS)[0];
+    assert_eq!(pool["status"]["nodes"], 1, "{pool}");
+    assert_eq!(pool["status"]["resources"]["nodes"], "1", "{pool}");
     let claim = stored(&api, NODECLAIMS)
         .into_iter()
         .find(|c| c["metadata"]["name"] == json!(name))

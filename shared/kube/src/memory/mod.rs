@@ -362,9 +362,13 @@ fn write(state: &mut State, method: &str, path: &str, body: &[u8]) -> Option<Rep
             });
         }
     }
-    let collection = ["/api/v1/nodes", "/apis/karpenter.sh/v1/nodeclaims"]
-        .into_iter()
-        .find(|c| path.starts_with(&format!("{c}/")))?;
+    let collection = [
+        "/api/v1/nodes",
+        "/apis/karpenter.sh/v1/nodeclaims",
+        "/apis/karpenter.sh/v1/nodepools",
+    ]
+    .into_iter()
+    .find(|c| path.starts_with(&format!("{c}/")))?;
     let rest = &path[collection.len() + 1..];
     let (name, subresource) = match rest.split_once('/') {
         Some((n, sub)) => (n.to_string(), Some(sub.to_string())),

@@ -96,6 +96,13 @@ pub enum Action {
     SaveUnavailable {
         offerings: fleetwright_cloud::unavailable::UnavailableOfferings,
     },
+    /// Write a NodePool's `status.nodes` and `status.resources` (what `kubectl get nodepools`
+    /// and the scale subresource read), when they no longer say what it holds.
+    PoolStatus {
+        nodepool: String,
+        nodes: i64,
+        resources: std::collections::BTreeMap<String, String>,
+    },
     /// A disruption candidate left alone, and why (logged every tick).
     Blocked { node: String, reason: String },
     /// A consolidation move of a `Balanced` pool, scored (Karpenter's

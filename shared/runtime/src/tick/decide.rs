@@ -210,6 +210,52 @@ fn label<'a>(claim: &'a NodeClaim, key: &str) -> Option<&'a str> {
     claim.metadata.labels.as_ref()?.get(key).map(String::as_str)
 }
 
+/// NodePools whose status no longer says what they hold: `nodes`, the NodeClaims not being
+/// deleted, and `resources`, their nodes' capacity with `nodes` among them, as Karpenter writes
+/// them.
+pub fn pool_statuses(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
+    dump.nodepools
+        .iter()
+        .filter_map(|pool| {
+            let name = pool.metadata.name.clone()?;
+            let mine: Vec<&NodeClaim> = claims
+                .iter()
+                .filter(|c| c.metadata.deletion_timestamp.is_none())
+                .filter(|c| label(c, fleetwright_core::labels::NODEPOOL) == Some(name.as_str()))
+                .collect();
+            let mut capacity = fleetwright_core::Resources::default();
+            for node in mine.iter().filter_map(|c| dump.node_of(c)) {
+                if let Ok(n) = fleetwright_kube::convert::node(node) {
+                    capacity.add(&n.capacity);
+                }
+            }
+            let nodes = mine.len() as i64;
+            let mut resources = capacity.to_map();
+            resources.insert("nodes".into(), nodes.to_string());
+            let status = pool.status.as_ref();
+            let written: BTreeMap<String, String> = status
+                .and_then(|s| s.resources.as_ref())
+                .map(|r| {
+                    r.iter()
+                        .map(|(k, v)| {
+                            (
+                                k.clone(),
+                                v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let current = status.and_then(|s| s.nodes) == Some(nodes) && written == resources;
+            (!current).then_some(Action::PoolStatus {
+                nodepool: name,
+                nodes,
+                resources,
+            })
+        })
+        .collect()
+}
+
 /// NodeClaims whose instance launched but never joined within [`REGISTRATION_TTL`].
 pub fn liveness(claims: &[NodeClaim], now: DateTime<Utc>) -> Vec<Action> {
     claims

@@ -76,6 +76,11 @@ pub(crate) fn describe(action: &Action, summary: &mut TickSummary) {
                 *score,
             );
         }
+        Action::PoolStatus {
+            nodepool, nodes, ..
+        } => {
+            info!(target: TICK, %nodepool, nodes, "nodepool status");
+        }
         Action::Blocked { node, reason } => {
             info!(target: DISRUPT, node = %node, reason = %reason, "not disrupting node")
         }

@@ -193,6 +193,11 @@ impl<C: Cloud> Tick<C> {
                 info!(target: DISRUPT, node = %node, reason = %reason, "not disrupting node")
             }
             Action::Scored { .. } => super::dry_run::describe(&action, ctx.summary),
+            Action::PoolStatus {
+                nodepool,
+                nodes,
+                resources,
+            } => self.write_pool_status(&nodepool, nodes, &resources).await,
             Action::NodeEvent {
                 node,
                 uid,
@@ -464,6 +469,31 @@ impl<C: Cloud> Tick<C> {
             status.image_id = Some(launched.image_id.clone());
         })
         .await
+    }
+
+    /// Writes a NodePool's `status.nodes` and `status.resources`. A failure is logged, not the
+    /// tick's: the status only reports, and the next tick writes it again.
+    async fn write_pool_status(
+        &self,
+        name: &str,
+        nodes: i64,
+        resources: &std::collections::BTreeMap<String, String>,
+    ) {
+        let written = executor::update_nodepool_status(self.kube.clone(), name, |current| {
+            let mut status = current.status.clone().unwrap_or_default();
+            status.nodes = Some(nodes);
+            status.resources = Some(
+                resources
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                    .collect(),
+            );
+            (Some(&status) != current.status.as_ref()).then_some(status)
+        })
+        .await;
+        if let Err(e) = written {
+            warn!(target: TICK, nodepool = %name, error = %e, "could not write the nodepool's status");
+        }
     }
 
     /// Writes `annotations` onto a NodeClaim (over what it has).

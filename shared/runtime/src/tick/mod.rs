@@ -299,6 +299,8 @@ impl<C: Cloud> Tick<C> {
     async fn finish(&self, ctx: &mut Applied<'_>) -> Result<(), RuntimeError> {
         let deletions = decide::deletions(ctx.dump, ctx.claims, ctx.now);
         let deleted = self.apply(deletions, ctx).await;
+        let statuses = decide::pool_statuses(ctx.dump, ctx.claims);
+        let deleted = deleted.and(self.apply(statuses, ctx).await);
         let collected = self.collect(ctx).await;
         let mut offerings = self.cloud.unavailable();
         offerings.prune(ctx.now);
@@ -518,6 +520,7 @@ pub fn decide_all(
         actions.extend(decided.actions);
     }
     actions.extend(decide::deletions(dump, claims, now));
+    actions.extend(decide::pool_statuses(dump, claims));
     actions
 }
 
