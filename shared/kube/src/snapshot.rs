@@ -134,8 +134,12 @@ impl SnapshotReader {
         let params = ListParams::default();
         match crate::retry::with_retries("listing NodeOverlay", || api.list(&params)).await {
             Ok(list) => Ok(list.items),
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 403 => {
-                tracing::debug!(code = status.code, "no NodeOverlays to read");
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                tracing::debug!("the cluster serves no NodeOverlays");
+                Ok(Vec::new())
+            }
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                tracing::warn!("may not list NodeOverlays (apply `fleetwright manifests` again); planning without them");
                 Ok(Vec::new())
             }
             Err(e) => Err(KubeError::Api {
