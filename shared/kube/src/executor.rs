@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference, Pod}
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, EvictParams, PostParams};
+use kube::core::object::HasStatus;
 use kube::Client;
 
 use crate::crds::{NodeClaim, NodeClaimStatus, NodePool, NodePoolStatus};
@@ -232,16 +233,7 @@ pub async fn update_nodeclaim_status(
     name: &str,
     change: impl Fn(&NodeClaim) -> Option<NodeClaimStatus>,
 ) -> Result<bool, KubeError> {
-    let api: Api<NodeClaim> = Api::all(client);
-    let with_status = |c: &NodeClaim| {
-        change(c).map(|status| NodeClaim {
-            status: Some(status),
-            ..c.clone()
-        })
-    };
-    update(&api, "NodeClaim status", name, Write::Status, with_status)
-        .await?
-        .changed("NodeClaim status", name)
+    update_status(client, "NodeClaim status", name, change).await
 }
 
 /// Writes a NodePool's status through its status subresource.
@@ -250,16 +242,35 @@ pub async fn update_nodepool_status(
     name: &str,
     change: impl Fn(&NodePool) -> Option<NodePoolStatus>,
 ) -> Result<bool, KubeError> {
-    let api: Api<NodePool> = Api::all(client);
-    let with_status = |p: &NodePool| {
-        change(p).map(|status| NodePool {
-            status: Some(status),
-            ..p.clone()
+    update_status(client, "NodePool status", name, change).await
+}
+
+/// Writes the status `change` makes of a cluster-scoped object through its status subresource.
+async fn update_status<K>(
+    client: Client,
+    kind: &str,
+    name: &str,
+    change: impl Fn(&K) -> Option<K::Status>,
+) -> Result<bool, KubeError>
+where
+    K: kube::Resource<DynamicType = ()>
+        + HasStatus
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::all(client);
+    let with_status = |current: &K| {
+        change(current).map(|status| {
+            let mut next = current.clone();
+            *next.status_mut() = Some(status);
+            next
         })
     };
-    update(&api, "NodePool status", name, Write::Status, with_status)
+    update(&api, kind, name, Write::Status, with_status)
         .await?
-        .changed("NodePool status", name)
+        .changed(kind, name)
 }
 
 /// Deletes a NodeClaim; see [`delete_guarded`].
