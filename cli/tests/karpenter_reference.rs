@@ -91,20 +91,12 @@ fn every_karpenter_example_reads_converts_and_writes_back_unchanged() {
                 Err(e) => problems.push(format!("{name}: {e}")),
             }
             let converted = match kind.as_str() {
-                "NodePool" => serde_json::from_value::<NodePool>(doc.clone())
-                    .map_err(|e| e.to_string())
-                    .and_then(|p| {
-                        fleetwright_kube::convert::nodepool(&p)
-                            .map(|_| ())
-                            .map_err(|e| e.to_string())
-                    }),
-                "EC2NodeClass" => serde_json::from_value::<EC2NodeClass>(doc.clone())
-                    .map_err(|e| e.to_string())
-                    .and_then(|c| {
-                        fleetwright_kube::convert::nodeclass_settings(&c)
-                            .map(|_| ())
-                            .map_err(|e| e.to_string())
-                    }),
+                "NodePool" => converts(&doc, |p: NodePool| {
+                    fleetwright_kube::convert::nodepool(&p).map(|_| ())
+                }),
+                "EC2NodeClass" => converts(&doc, |c: EC2NodeClass| {
+                    fleetwright_kube::convert::nodeclass_settings(&c).map(|_| ())
+                }),
                 _ => Ok(()),
             };
             if let Err(e) = converted {
@@ -115,6 +107,15 @@ fn every_karpenter_example_reads_converts_and_writes_back_unchanged() {
     }
     assert!(seen >= 30, "only {seen} objects in {}", dir.display());
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Whether `doc`, read as `T`, converts into the core model.
+fn converts<T: DeserializeOwned, E: std::fmt::Display>(
+    doc: &Value,
+    convert: impl Fn(T) -> Result<(), E>,
+) -> Result<(), String> {
+    let typed: T = serde_json::from_value(doc.clone()).map_err(|e| e.to_string())?;
+    convert(typed).map_err(|e| e.to_string())
 }
 
 /// A value for every property a schema defines (the first of an enum, an item for each list,
