@@ -450,12 +450,26 @@ impl Live {
     }
 
     async fn interrupt(&mut self, nodepool: &str, count: usize, t: i64, now: DateTime<Utc>) {
+        let pods = self.pods().await;
+        // Which node kube-scheduler filled is wall-clock chance; a warning is only worth
+        // sending in the story to a node that holds pods, while one does.
+        let busy: BTreeSet<String> = pods
+            .iter()
+            .filter(|p| workload(p))
+            .filter_map(|p| p.spec.as_ref()?.node_name.as_ref())
+            .filter_map(|n| self.nodes.get(n).cloned())
+            .collect();
         let rng = &mut self.rng;
-        let warned = self.cloud.warn_spot(nodepool, count, now, |n| rng.below(n));
+        let warned = self.cloud.warn_spot_preferring(
+            nodepool,
+            count,
+            now,
+            |i| busy.contains(&format!("aws:///{}/{}", i.zone, i.id)),
+            |n| rng.below(n),
+        );
         if warned.is_empty() {
             warn!(target: "simulate::cloud", %nodepool, "no spot instance of the nodepool to interrupt");
         }
-        let pods = self.pods().await;
         let mut events = Vec::new();
         for instance in &warned {
             let provider = format!("aws:///{}/{}", instance.zone, instance.id);

@@ -246,12 +246,25 @@ impl SimCloud {
         nodepool: &str,
         count: usize,
         now: DateTime<Utc>,
+        pick: impl FnMut(usize) -> usize,
+    ) -> Vec<Instance> {
+        self.warn_spot_preferring(nodepool, count, now, |_| true, pick)
+    }
+
+    /// As [`Self::warn_spot`], choosing among the candidates `preferred` accepts while any
+    /// remain (say, those whose node holds pods), and among all of them after.
+    pub fn warn_spot_preferring(
+        &self,
+        nodepool: &str,
+        count: usize,
+        now: DateTime<Utc>,
+        preferred: impl Fn(&Instance) -> bool,
         mut pick: impl FnMut(usize) -> usize,
     ) -> Vec<Instance> {
         let mut s = self.state();
         let mut warned = Vec::new();
         for _ in 0..count {
-            let candidates: Vec<String> = s
+            let unwarned: Vec<&Instance> = s
                 .live
                 .values()
                 .filter(|i| {
@@ -259,8 +272,16 @@ impl SimCloud {
                         && i.nodepool() == nodepool
                         && i.instance.capacity_type == "spot"
                 })
-                .map(|i| i.instance.id.clone())
+                .map(|i| &i.instance)
                 .collect();
+            let mut candidates: Vec<String> = unwarned
+                .iter()
+                .filter(|i| preferred(i))
+                .map(|i| i.id.clone())
+                .collect();
+            if candidates.is_empty() {
+                candidates = unwarned.iter().map(|i| i.id.clone()).collect();
+            }
             if candidates.is_empty() {
                 break;
             }
@@ -551,5 +572,41 @@ impl Cloud for SimCloud {
 
     fn restore_unavailable(&self, saved: &UnavailableOfferings) {
         self.state().unavailable.merge(saved);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spot(id: &str) -> Instance {
+        Instance {
+            id: id.to_string(),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            state: "running".into(),
+            capacity_type: "spot".into(),
+            image_id: "ami-1".into(),
+            subnet_id: String::new(),
+            security_groups: Vec::new(),
+            launch_time: None,
+            tags: [(NODEPOOL.to_string(), "default".to_string())].into(),
+        }
+    }
+
+    #[test]
+    fn a_warning_goes_to_a_preferred_instance_while_one_is_left() {
+        let cloud = SimCloud::new("c", Arc::new(Catalog::embedded().clone()));
+        for id in ["i-1", "i-2", "i-3"] {
+            cloud.adopt(spot(id), 0.05);
+        }
+        let now = Utc::now();
+        let busy = |i: &Instance| i.id == "i-3";
+        let first = cloud.warn_spot_preferring("default", 1, now, busy, |_| 0);
+        assert_eq!(first[0].id, "i-3", "the only preferred instance goes first");
+        let next = cloud.warn_spot_preferring("default", 3, now, busy, |_| 0);
+        let ids: Vec<&str> = next.iter().map(|i| i.id.as_str()).collect();
+        assert_eq!(ids, ["i-1", "i-2"], "then the rest, each once");
+        assert!(cloud.warn_spot("other", 1, now, |_| 0).is_empty());
     }
 }
