@@ -41,6 +41,10 @@ pub struct PlanArgs {
     /// `FLEETWRIGHT_MIN_VALUES_POLICY` (Karpenter's `MIN_VALUES_POLICY`).
     #[arg(long, value_enum, default_value = "strict")]
     pub min_values_policy: MinValuesArg,
+    /// With `--actions`: repair nodes unhealthy past their toleration, as the tick does with
+    /// `FLEETWRIGHT_NODE_REPAIR` (Karpenter's `NodeRepair` feature gate).
+    #[arg(long)]
+    pub node_repair: bool,
 }
 
 /// `--min-values-policy`.
@@ -81,7 +85,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         None => chrono::Utc::now(),
     };
     if args.actions {
-        return print_actions(&dump, &mut snapshot, &catalog, instant, args.output);
+        let repair = args.node_repair;
+        return print_actions(&dump, &mut snapshot, &catalog, instant, repair, args.output);
     }
     let now = instant.timestamp();
     let pending = snapshot
@@ -125,9 +130,10 @@ fn print_actions(
     snapshot: &mut fleetwright_core::Snapshot,
     catalog: &fleetwright_core::Catalog,
     now: chrono::DateTime<chrono::Utc>,
+    node_repair: bool,
     output: Output,
 ) -> anyhow::Result<()> {
-    let actions = fleetwright_runtime::tick::decide_all(dump, snapshot, catalog, now);
+    let actions = fleetwright_runtime::tick::decide_all(dump, snapshot, catalog, now, node_repair);
     let text = match output {
         Output::Json => serde_json::to_string_pretty(&serde_json::json!({ "actions": actions }))?,
         Output::Table => actions

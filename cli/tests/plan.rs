@@ -399,6 +399,68 @@ fn plan_actions_lists_what_the_next_tick_would_do_and_changes_nothing() {
     assert_eq!(std::fs::read_to_string(&cluster).unwrap(), before);
 }
 
+/// Node repair in the next tick's actions: only with `--node-repair` (the tick's
+/// `FLEETWRIGHT_NODE_REPAIR`), only past each condition's toleration, never in a pool more than
+/// 20 % unhealthy; a repaired NodeClaim's pods are deleted once its termination timestamp has
+/// passed, and its termination is counted as `unhealthy`.
+#[test]
+fn plan_actions_repair_unhealthy_nodes_only_when_enabled() {
+    let cluster = fixture("node-repair.yaml");
+    let actions = |extra: &[&str]| -> Vec<Value> {
+        let mut args = vec![
+            "plan",
+            "--actions",
+            "--cluster",
+            &cluster,
+            "--now",
+            "2026-11-25T12:00:00Z",
+        ];
+        args.extend_from_slice(extra);
+        json(&fleetwright(&args))["actions"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let on = actions(&["--node-repair"]);
+    let of = |all: &[Value], kind: &str| -> Vec<Value> {
+        all.iter()
+            .filter(|a| a["action"] == kind)
+            .cloned()
+            .collect()
+    };
+    let repairs = of(&on, "repair");
+    assert_eq!(repairs.len(), 1, "{on:#?}");
+    assert_eq!(repairs[0]["nodeclaim"], "web-1");
+    assert_eq!(repairs[0]["condition"], "Ready=Unknown");
+    assert_eq!(repairs[0]["forceful"], true);
+    let blocked: Vec<&str> = of(&on, "repairBlocked")
+        .iter()
+        .map(|a| a["node"].as_str().unwrap().to_string())
+        .map(|n| {
+            if n.starts_with("batch") {
+                "batch"
+            } else {
+                "other"
+            }
+        })
+        .collect();
+    assert_eq!(blocked, ["batch", "batch"], "{on:#?}");
+    let deleted = of(&on, "deletePods");
+    assert_eq!(deleted.len(), 1, "{on:#?}");
+    assert_eq!(deleted[0]["pods"], serde_json::json!(["shop/api-1"]));
+    assert!(of(&on, "finishDeletion")
+        .iter()
+        .any(|a| a["nodeclaim"] == "gone-1" && a["reason"] == "unhealthy"));
+
+    let off = actions(&[]);
+    assert!(of(&off, "repair").is_empty() && of(&off, "repairBlocked").is_empty());
+    assert_eq!(
+        of(&off, "deletePods").len(),
+        1,
+        "a repair under way goes on: {off:#?}"
+    );
+}
+
 #[test]
 fn plan_actions_on_the_example_creates_a_nodeclaim_for_each_planned_node() {
     let plan = json(&fleetwright(&["plan"]));

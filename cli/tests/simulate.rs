@@ -289,6 +289,58 @@ fn a_do_not_disrupt_duration_holds_consolidation_back_until_it_has_passed() {
     assert!(pinned.is_empty(), "{pinned:?}");
 }
 
+/// Node repair: a dead kubelet (Ready Unknown) is repaired 30 minutes after it went, a bad disk
+/// (StorageReady False) 30 minutes after the agent said so, and their pods run again on new
+/// nodes; a pool whose every node failed is left alone. Off by default: without the setting
+/// nothing is repaired.
+#[test]
+fn unhealthy_nodes_are_repaired_after_their_toleration_unless_their_pool_is_failing() {
+    let path = repo("examples/simulate/node-repair.yaml");
+    let r = report(&["--scenario", &path]);
+    let repairs: Vec<i64> = r["disruptionEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["command"].as_str().unwrap().starts_with("unhealthy/"))
+        .map(|e| e["at"].as_i64().unwrap())
+        .collect();
+    let failed_at = |prefix: &str| step(&r, prefix)["at"].as_i64().unwrap();
+    let kubelet = failed_at("fail a node of nodepool web (Ready=Unknown)");
+    let disk = failed_at("fail a node of nodepool web (StorageReady=False)");
+    assert_eq!(repairs.len(), 2, "the two web nodes, not batch's: {r:#}");
+    assert!(
+        (kubelet + 1800..kubelet + 1800 + 60).contains(&repairs[0]),
+        "{repairs:?}"
+    );
+    assert!(
+        (disk + 1800..disk + 1800 + 60).contains(&repairs[1]),
+        "{repairs:?}"
+    );
+    let web_launches: Vec<i64> = r["launches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["nodepool"] == "web")
+        .map(|l| l["at"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        web_launches.len(),
+        5,
+        "three, then one per repair: {web_launches:?}"
+    );
+    let last = r["samples"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["pendingPods"], 0, "{last}");
+    assert_eq!(last["runningPods"], 10, "{last}");
+    assert_eq!(r["instancesTerminated"], 2, "{r:#}");
+
+    let text = std::fs::read_to_string(&path).unwrap();
+    let off = text.replace("  FLEETWRIGHT_NODE_REPAIR: \"true\"\n", "");
+    assert_ne!(off, text);
+    let r = report(&["--scenario", &write_temp("node-repair-off.yaml", &off)]);
+    assert_eq!(r["disruptions"], serde_json::json!({}), "{r:#}");
+    assert_eq!(r["instancesTerminated"], 0, "{r:#}");
+}
+
 #[test]
 fn bad_scenarios_fail_with_the_field_named() {
     let path = write_temp(
@@ -302,6 +354,23 @@ fn bad_scenarios_fail_with_the_field_named() {
         err.contains("timeline[0]") && err.contains("\"web\""),
         "{err}"
     );
+    let path = write_temp(
+        "bad-setting.yaml",
+        "name: x\nduration: 5m\nobjects: []\nsettings: {FLEETWRIGHT_NODE_REPAIR: maybe}\n",
+    );
+    let err = String::from_utf8_lossy(&fleetwright(&["simulate", "--scenario", &path]).stderr)
+        .to_string();
+    assert!(
+        err.contains("FLEETWRIGHT_NODE_REPAIR") && err.contains("maybe"),
+        "{err}"
+    );
+    let path = write_temp(
+        "unknown-setting.yaml",
+        "name: x\nduration: 5m\nobjects: []\nsettings: {FLEETWRIGHT_KUBE_API_URL: x}\n",
+    );
+    let err = String::from_utf8_lossy(&fleetwright(&["simulate", "--scenario", &path]).stderr)
+        .to_string();
+    assert!(err.contains("settings.FLEETWRIGHT_KUBE_API_URL"), "{err}");
     let out = fleetwright(&["simulate", "--scenario", "/nonexistent/scenario.yaml"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/scenario.yaml"));

@@ -138,8 +138,9 @@ impl Live {
         let settings = Settings::from_lookup(|name| match name {
             "FLEETWRIGHT_CLUSTER_NAME" => Some(CLUSTER.into()),
             "FLEETWRIGHT_NAMESPACE" => std::env::var(name).ok(),
-            _ => None,
-        })?;
+            _ => scenario.settings.get(name).cloned(),
+        })
+        .with_context(|| format!("scenario {}: settings", scenario.name))?;
         let nudges = QueuedNudges::default();
         Ok(Live {
             rng: Rng::new(scenario.seed.rotate_left(17)),
@@ -430,6 +431,11 @@ impl Live {
             }
             Action::Interrupt(i) => {
                 self.interrupt(&i.nodepool, i.count, t, now).await;
+                Ok(())
+            }
+            Action::Fail(_) => {
+                // kwok owns the nodes' conditions on the control plane and would set them back.
+                warn!(target: "simulate::scenario", step = %step.action, "node failures are simulated in memory only; skipped on the control plane");
                 Ok(())
             }
         };

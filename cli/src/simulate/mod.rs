@@ -257,8 +257,9 @@ impl Simulation {
         let settings = Settings::from_lookup(|name| match name {
             "FLEETWRIGHT_CLUSTER_NAME" => Some(CLUSTER.into()),
             "FLEETWRIGHT_KUBE_API_URL" => Some("http://127.0.0.1:1".into()),
-            _ => None,
-        })?;
+            _ => scenario.settings.get(name).cloned(),
+        })
+        .with_context(|| format!("scenario {}: settings", scenario.name))?;
         let nudges = QueuedNudges::default();
         let client = cluster.api.client();
         let start = DateTime::parse_from_rfc3339("2026-11-22T10:00:00Z")?.with_timezone(&Utc);
@@ -340,6 +341,17 @@ impl Simulation {
             Action::ChangeAmi(c) => self.cloud.release_ami(c.nodeclass.as_deref()),
             Action::Ice(i) => self.cloud.add_ice(i.clone()),
             Action::Interrupt(i) => self.interrupt(&i.nodepool, i.count, t, now).await,
+            Action::Fail(f) => {
+                let rng = &mut self.rng;
+                let pick = |n| rng.below(n);
+                if self
+                    .cluster
+                    .fail_node(&f.nodepool, &f.condition, &f.status, now, pick)
+                    .is_none()
+                {
+                    warn!(target: "simulate::scenario", nodepool = %f.nodepool, "no node of the nodepool to fail");
+                }
+            }
         }
     }
 

@@ -33,7 +33,18 @@ pub struct ScenarioFile {
     pub objects: Vec<Value>,
     #[serde(default)]
     pub timeline: Vec<StepFile>,
+    /// The functions' settings for the run (`FLEETWRIGHT_NODE_REPAIR: "true"`), as the
+    /// deployment's environment; only those that change decisions ([`SETTINGS`]).
+    #[serde(default)]
+    pub settings: BTreeMap<String, String>,
 }
+
+/// The settings a scenario may set.
+pub const SETTINGS: [&str; 3] = [
+    "FLEETWRIGHT_NODE_REPAIR",
+    "FLEETWRIGHT_MIN_VALUES_POLICY",
+    "FLEETWRIGHT_REBALANCE",
+];
 
 fn default_seed() -> u64 {
     1
@@ -52,6 +63,28 @@ pub struct StepFile {
     /// A NodePool, EC2NodeClass or NodeOverlay that replaces the one of its name, as `kubectl
     /// apply` would (a pool narrowed, a template relabelled, `replicas` changed, a price set).
     pub apply: Option<Value>,
+    pub fail: Option<Fail>,
+}
+
+/// A node of a NodePool fails (one holding pods, picked with the seed): its `condition` takes
+/// `status` and keeps it (`Ready` `Unknown`: its kubelet is gone; `StorageReady` `False`: the
+/// node monitoring agent reports a bad disk).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Fail {
+    pub nodepool: String,
+    #[serde(default = "ready")]
+    pub condition: String,
+    #[serde(default = "unknown")]
+    pub status: String,
+}
+
+fn ready() -> String {
+    "Ready".into()
+}
+
+fn unknown() -> String {
+    "Unknown".into()
 }
 
 /// Scale a deployment to `replicas`.
@@ -100,6 +133,7 @@ pub enum Action {
     ChangeAmi(ChangeAmi),
     Ice(Ice),
     Apply(Box<Value>),
+    Fail(Fail),
 }
 
 impl std::fmt::Display for Action {
@@ -123,6 +157,11 @@ impl std::fmt::Display for Action {
                 "apply {} {}",
                 o["kind"].as_str().unwrap_or_default(),
                 o["metadata"]["name"].as_str().unwrap_or_default()
+            ),
+            Action::Fail(x) => write!(
+                f,
+                "fail a node of nodepool {} ({}={})",
+                x.nodepool, x.condition, x.status
             ),
             Action::Ice(i) => write!(
                 f,
@@ -157,6 +196,8 @@ pub struct Scenario {
     pub objects: Vec<Value>,
     /// Steps in time order.
     pub timeline: Vec<Step>,
+    /// The functions' settings ([`SETTINGS`]).
+    pub settings: BTreeMap<String, String>,
 }
 
 fn seconds(text: &str, field: &str) -> anyhow::Result<i64> {
@@ -177,6 +218,15 @@ impl StepFile {
         actions.extend(self.interrupt.map(Action::Interrupt));
         actions.extend(self.change_ami.map(Action::ChangeAmi));
         actions.extend(self.ice.map(Action::Ice));
+        if let Some(fail) = self.fail {
+            if !["True", "False", "Unknown"].contains(&fail.status.as_str()) {
+                bail!(
+                    "{field}.fail.status: {:?} is not True, False or Unknown",
+                    fail.status
+                );
+            }
+            actions.push(Action::Fail(fail));
+        }
         if let Some(object) = self.apply {
             let kind = object["kind"].as_str().unwrap_or_default();
             if !matches!(kind, "NodePool" | "EC2NodeClass" | "NodeOverlay") {
@@ -189,7 +239,7 @@ impl StepFile {
         }
         if actions.len() != 1 {
             bail!(
-                "{field}: needs exactly one of scale, delete, interrupt, changeAmi, ice, apply (found {})",
+                "{field}: needs exactly one of scale, delete, interrupt, changeAmi, ice, apply, fail (found {})",
                 actions.len()
             );
         }
@@ -264,6 +314,15 @@ impl Scenario {
             }
         }
         check_deployments(&objects, &timeline).with_context(|| source.to_string())?;
+        if let Some(name) = file
+            .settings
+            .keys()
+            .find(|k| !SETTINGS.contains(&k.as_str()))
+        {
+            bail!(
+                "{source}: settings.{name}: not a setting a scenario can set (one of {SETTINGS:?})"
+            );
+        }
         Ok(Scenario {
             name: file.name,
             description: file.description,
@@ -272,6 +331,7 @@ impl Scenario {
             schedule,
             objects,
             timeline,
+            settings: file.settings,
         })
     }
 }

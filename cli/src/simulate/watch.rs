@@ -46,12 +46,14 @@ impl Watch {
 
     /// The disruption commands a tick decided, each counted once.
     pub fn note_tick(&mut self, summary: &TickSummary, t: i64) {
-        for command in &summary.disruptions {
+        let repairs = summary
+            .repaired
+            .iter()
+            .map(|c| format!("unhealthy/delete:{c}"));
+        for command in summary.disruptions.iter().cloned().chain(repairs) {
             if self.disruptions.insert(command.clone()) {
-                self.disruption_events.push(DisruptionEvent {
-                    at: t,
-                    command: command.clone(),
-                });
+                self.disruption_events
+                    .push(DisruptionEvent { at: t, command });
             }
         }
     }

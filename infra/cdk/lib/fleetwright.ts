@@ -65,6 +65,11 @@ export interface FleetwrightProps {
   readonly createAccessEntries?: boolean;
   /** Plan and log only. Default false. */
   readonly dryRun?: boolean;
+  /**
+   * Replace nodes unhealthy past their toleration, as Karpenter's `NodeRepair` feature gate
+   * (never while more than 20% of a NodePool is unhealthy). Default false.
+   */
+  readonly nodeRepair?: boolean;
   /** Active X-Ray tracing. Default false. */
   readonly tracing?: boolean;
   /** Default two weeks. */
@@ -149,6 +154,7 @@ export class Fleetwright extends Construct {
       FLEETWRIGHT_NAMESPACE: props.namespace ?? 'karpenter',
       FLEETWRIGHT_EVENT_BUS: 'default',
       FLEETWRIGHT_DRY_RUN: props.dryRun ? 'true' : 'false',
+      FLEETWRIGHT_NODE_REPAIR: props.nodeRepair ? 'true' : 'false',
     };
     const common = (fn: string, logGroupId: string) => ({
       functionName: name(`-${fn}`),

@@ -34,6 +34,11 @@ pub const FLEET_LOWER_BOUND: &str = "fleetwright_fleet_hourly_lower_bound";
 /// their scores by decision (divide by the moves for the mean; EMF carries no histogram here).
 pub const CONSOLIDATION_MOVES: &str = "karpenter_consolidation_moves_total";
 pub const CONSOLIDATION_SCORE: &str = "karpenter_consolidation_score";
+/// NodeClaims deleted by node repair, by the condition that was unhealthy (`ready`,
+/// `storage_ready`, ...), as Karpenter's node health controller counts them.
+pub const NODECLAIMS_UNHEALTHY_DISRUPTED: &str = "karpenter_nodeclaims_unhealthy_disrupted_total";
+/// The dimension of [`NODECLAIMS_UNHEALTHY_DISRUPTED`].
+pub const CONDITION: &str = "condition";
 /// The dimension of the Balanced consolidation metrics.
 pub const DECISION: &str = "decision";
 

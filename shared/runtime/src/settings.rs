@@ -49,6 +49,9 @@ pub struct Settings {
     pub ssm_parameter_root: String,
     /// How `minValues` hold when too few types are left (Karpenter's `MIN_VALUES_POLICY`).
     pub min_values_policy: MinValuesPolicy,
+    /// Replace nodes unhealthy past their toleration (Karpenter's `NodeRepair` feature gate;
+    /// off unless set).
+    pub node_repair: bool,
 }
 
 fn parse_bool(name: &str, value: Option<String>) -> Result<bool, RuntimeError> {
@@ -157,6 +160,7 @@ impl Settings {
             kube_api,
             ssm_parameter_root: non_empty("FLEETWRIGHT_SSM_PARAMETER_ROOT").unwrap_or_default(),
             min_values_policy,
+            node_repair: parse_bool("FLEETWRIGHT_NODE_REPAIR", get("FLEETWRIGHT_NODE_REPAIR"))?,
         })
     }
 }
@@ -199,6 +203,15 @@ mod tests {
         assert_eq!(s.rebalance, RebalanceAction::Event);
         assert_eq!(s.kube_api, KubeApi::Eks);
         assert!(!s.dry_run);
+        assert!(
+            !s.node_repair,
+            "node repair is off unless set, as in Karpenter"
+        );
+        let on = settings(&[
+            ("FLEETWRIGHT_CLUSTER_NAME", "dev"),
+            ("FLEETWRIGHT_NODE_REPAIR", "true"),
+        ]);
+        assert!(on.unwrap().node_repair);
     }
 
     #[test]
@@ -208,6 +221,8 @@ mod tests {
         let base = ("FLEETWRIGHT_CLUSTER_NAME", "dev");
         assert!(err(&[base, ("FLEETWRIGHT_DRY_RUN", "perhaps")])
             .starts_with("setting FLEETWRIGHT_DRY_RUN"));
+        assert!(err(&[base, ("FLEETWRIGHT_NODE_REPAIR", "sometimes")])
+            .starts_with("setting FLEETWRIGHT_NODE_REPAIR"));
         assert!(err(&[base, ("FLEETWRIGHT_REBALANCE", "ignore")])
             .starts_with("setting FLEETWRIGHT_REBALANCE"));
         assert!(err(&[base, ("FLEETWRIGHT_MIN_VALUES_POLICY", "Loose")])

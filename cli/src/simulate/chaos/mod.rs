@@ -373,6 +373,12 @@ impl Chaos {
             Action::Apply(o) => self.sim.cluster.apply(o),
             Action::ChangeAmi(c) => self.sim.cloud.release_ami(c.nodeclass.as_deref()),
             Action::Ice(i) => self.sim.cloud.add_ice(i.clone()),
+            Action::Fail(f) => {
+                let rng = &mut self.rng;
+                self.sim
+                    .cluster
+                    .fail_node(&f.nodepool, &f.condition, &f.status, now, |n| rng.below(n));
+            }
             Action::Interrupt(i) => {
                 let rng = &mut self.rng;
                 let warned = self

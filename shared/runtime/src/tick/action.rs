@@ -47,6 +47,24 @@ pub enum Action {
     ScaleDown { nodepool: String, nodeclaim: String },
     /// A static NodePool that cannot reach its replicas, and why (logged every tick).
     ShortOfReplicas { nodepool: String, reason: String },
+    /// Repair an unhealthy node: annotate its NodeClaim `unhealthy` (with a termination
+    /// timestamp of now when `forceful`: the node is not Ready, so its pods are deleted rather
+    /// than evicted) and delete it; the deletion step drains it and a later plan replaces it.
+    Repair {
+        nodeclaim: String,
+        node: String,
+        nodepool: String,
+        /// The condition that was unhealthy past its toleration (`Ready=Unknown`).
+        condition: String,
+        forceful: bool,
+    },
+    /// An unhealthy node left alone: more of its pool than repair allows is unhealthy.
+    RepairBlocked {
+        node: String,
+        nodepool: String,
+        unhealthy: usize,
+        nodes: usize,
+    },
     /// Mark a registered NodeClaim Initialized: its node is Ready and free of startup taints.
     Initialize { nodeclaim: String, node: String },
     /// Give up a NodeClaim whose instance never registered: terminate it, delete the claim.

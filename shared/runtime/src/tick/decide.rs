@@ -331,8 +331,12 @@ fn pods_to_move(dump: &ClusterDump, node: &str, now: DateTime<Utc>) -> Vec<Pod> 
         .collect()
 }
 
-/// Whether a deleting NodeClaim's `terminationGracePeriod` since its deletion is over.
+/// Whether a deleting NodeClaim's `terminationGracePeriod` since its deletion is over, or the
+/// termination timestamp a repair wrote on it has come.
 fn grace_over(claim: &NodeClaim, now: DateTime<Utc>) -> bool {
+    if super::repair::termination_timestamp(claim).is_some_and(|t| now >= t) {
+        return true;
+    }
     let deleted_at = claim
         .metadata
         .deletion_timestamp

@@ -36,6 +36,22 @@ pub(crate) fn describe(action: &Action, summary: &mut TickSummary) {
             info!(target: TICK, nodeclaim = %nodeclaim, "re-stamping the nodeclaim's hashes with this version");
             summary.restamped.push(nodeclaim.clone());
         }
+        Action::Repair {
+            nodeclaim,
+            node,
+            condition,
+            forceful,
+            ..
+        } => {
+            warn!(target: TICK, nodeclaim = %nodeclaim, %node, %condition, forceful, "repairing an unhealthy node");
+            summary.repaired.push(nodeclaim.clone());
+        }
+        Action::RepairBlocked {
+            node,
+            nodepool,
+            unhealthy,
+            nodes,
+        } => super::execute::repair_blocked(node, nodepool, *unhealthy, *nodes),
         Action::GiveUp { nodeclaim, .. } => {
             warn!(target: TICK, nodeclaim = %nodeclaim, "nodeclaim did not register within 15m; deleting it");
             summary.liveness_deleted.push(nodeclaim.clone());

@@ -3,7 +3,7 @@
 //! decided here and nowhere else: the actions are described ([`super::dry_run`]) and not
 //! applied.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Timelike, Utc};
 use fleetwright_cloud::unavailable::UnavailableOfferings;
 use fleetwright_cloud::{Cloud, LaunchRequest, Launched};
 use fleetwright_core::disruption::{SECURITY_GROUP_IDS, SUBNET_ID};
@@ -19,7 +19,7 @@ use super::action::Action;
 use super::dry_run::describe;
 
 use super::decide::name_of;
-use super::disruption::{self, DRAIN_STARTED_ANNOTATION};
+use super::disruption::{self, DISRUPTION_ANNOTATION, DRAIN_STARTED_ANNOTATION};
 use super::{jiff, LaunchSummary, Tick, TickSummary};
 use crate::error::RuntimeError;
 use crate::metrics;
@@ -135,6 +135,35 @@ impl<C: Cloud> Tick<C> {
                 info!(target: TICK, nodeclaim = %nodeclaim, "re-stamped the nodeclaim's hashes with this version");
                 ctx.summary.restamped.push(nodeclaim);
             }
+            Action::Repair {
+                nodeclaim,
+                node,
+                condition,
+                forceful,
+                ..
+            } => {
+                self.repair(&nodeclaim, forceful, ctx.now).await?;
+                warn!(target: TICK, nodeclaim = %nodeclaim, %node, %condition, forceful, "deleted the nodeclaim of an unhealthy node");
+                let kind = snake_case(condition.split('=').next().unwrap_or_default());
+                ctx.summary.metrics.add_by(
+                    metrics::NODECLAIMS_UNHEALTHY_DISRUPTED,
+                    metrics::CONDITION,
+                    &kind,
+                    1.0,
+                );
+                ctx.summary.repaired.push(nodeclaim);
+            }
+            Action::RepairBlocked {
+                node,
+                nodepool,
+                unhealthy,
+                nodes,
+            } => {
+                // Said every five minutes, as Karpenter requeues a blocked repair, not each tick.
+                if ctx.now.minute().is_multiple_of(5) {
+                    repair_blocked(&node, &nodepool, unhealthy, nodes);
+                }
+            }
             Action::GiveUp {
                 nodeclaim,
                 instance_id,
@@ -149,7 +178,7 @@ impl<C: Cloud> Tick<C> {
                 info!(target: TICK, %node, left = pods.len(), evicted = drained.evicted.len(), "waiting for pods to leave before terminating");
             }
             Action::DeletePods { node, pods } => {
-                warn!(target: TICK, %node, pods = pods.len(), "terminationGracePeriod is over; deleting the pods still on the node");
+                warn!(target: TICK, %node, pods = pods.len(), "the drain's grace is over (terminationGracePeriod, or a forceful repair); deleting the pods still on the node");
                 executor::delete_pods(self.kube.clone(), &pods).await?;
             }
             Action::FinishDeletion {
@@ -497,6 +526,27 @@ impl<C: Cloud> Tick<C> {
     }
 
     /// Writes `annotations` onto a NodeClaim (over what it has).
+    /// Marks a NodeClaim deleted by repair (`unhealthy`, and its grace over now when
+    /// `forceful`), then deletes it. Cut off between the two, the next tick repairs it again.
+    async fn repair(
+        &self,
+        name: &str,
+        forceful: bool,
+        now: DateTime<Utc>,
+    ) -> Result<(), RuntimeError> {
+        let mut annotations = std::collections::BTreeMap::new();
+        annotations.insert(DISRUPTION_ANNOTATION.to_string(), "unhealthy/delete".into());
+        if forceful {
+            annotations.insert(
+                super::repair::TERMINATION_TIMESTAMP.to_string(),
+                now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            );
+        }
+        self.restamp(name, &annotations).await?;
+        executor::delete_nodeclaim(self.kube.clone(), name, false).await?;
+        Ok(())
+    }
+
     async fn restamp(
         &self,
         name: &str,
@@ -709,6 +759,23 @@ fn independent_target(action: &Action) -> Option<String> {
 }
 
 /// The NodeClaim or instance an action terminates, if it terminates one.
+/// Logs a repair held back by its pool's health (every tick it stays so).
+pub(crate) fn repair_blocked(node: &str, nodepool: &str, unhealthy: usize, nodes: usize) {
+    warn!(target: TICK, %node, %nodepool, unhealthy, nodes, "not repairing the node: more than 20% of its nodepool is unhealthy");
+}
+
+/// `StorageReady` → `storage_ready`, as Karpenter labels its unhealthy-disruption metric.
+fn snake_case(text: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
 fn terminates(action: &Action) -> Option<String> {
     match action {
         Action::GiveUp { nodeclaim, .. } | Action::FinishDeletion { nodeclaim, .. } => {

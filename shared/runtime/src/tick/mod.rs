@@ -14,6 +14,7 @@ pub mod decide;
 pub mod disruption;
 mod dry_run;
 mod execute;
+pub mod repair;
 
 use std::collections::BTreeMap;
 
@@ -75,6 +76,9 @@ pub struct TickSummary {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub scaled_down: Vec<String>,
     pub liveness_deleted: Vec<String>,
+    /// NodeClaims deleted by node repair (their node unhealthy past its toleration).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repaired: Vec<String>,
     pub terminated: Vec<String>,
     /// NodeClaims deleted because their instance is gone.
     pub stranded_deleted: Vec<String>,
@@ -256,7 +260,12 @@ impl<C: Cloud> Tick<C> {
         let restamps = decide::restamps(ctx.dump, ctx.claims);
         self.apply(restamps, ctx).await?;
         let stale = decide::liveness(ctx.claims, ctx.now);
-        self.apply(stale, ctx).await
+        self.apply(stale, ctx).await?;
+        if !self.settings.node_repair {
+            return Ok(());
+        }
+        let repairs = repair::repairs(ctx.dump, ctx.claims, ctx.now);
+        self.apply(repairs, ctx).await
     }
 
     /// Carries every disruption command forward, then (with no pods pending and nothing
@@ -479,13 +488,14 @@ pub fn apply_settings(snapshot: &mut Snapshot, settings: &Settings) {
 /// The whole tick's actions for a cluster dump, as a live tick would decide them, with nothing
 /// applied (`fleetwright plan --actions`). A dump holds no cloud state, so nothing is planned for
 /// instances (garbage collection) and no disruption counts as confirmed: a decided command shows
-/// as waiting for confirmation. NodeClaims the plan creates have no names yet; their launch is
+/// as waiting for confirmation. `node_repair` is the tick's `FLEETWRIGHT_NODE_REPAIR`. NodeClaims the plan creates have no names yet; their launch is
 /// implied.
 pub fn decide_all(
     dump: &ClusterDump,
     snapshot: &mut Snapshot,
     catalog: &Catalog,
     now: DateTime<Utc>,
+    node_repair: bool,
 ) -> Vec<Action> {
     let mut actions = Vec::new();
     let pending = decide::pending_pods(snapshot);
@@ -509,6 +519,9 @@ pub fn decide_all(
     actions.extend(initializations);
     actions.extend(decide::restamps(dump, claims));
     actions.extend(decide::liveness(claims, now));
+    if node_repair {
+        actions.extend(repair::repairs(dump, claims, now));
+    }
     actions.extend(disruption::continue_commands(
         dump,
         claims,

@@ -86,6 +86,8 @@ pub struct Cluster {
     /// Bound pods' waits, in binding order.
     pub waits: Vec<Wait>,
     rng: Rng,
+    /// Nodes whose kubelet or hardware failed: the kubelet no longer reports them Ready.
+    failed: BTreeSet<String>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -118,6 +120,13 @@ fn is_daemon_pod(pod: &Value) -> bool {
 
 fn node_name(pod: &Value) -> Option<&str> {
     pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty())
+}
+
+fn ready(node: &Value) -> bool {
+    node["status"]["conditions"].as_array().is_some_and(|c| {
+        c.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
 }
 
 fn set_condition(object: &mut Value, condition: Value) {
@@ -169,6 +178,7 @@ impl Cluster {
             pods: BTreeMap::new(),
             waits: Vec::new(),
             rng: Rng::new(seed ^ 0x9e37_79b9),
+            failed: BTreeSet::new(),
         }
     }
 
@@ -216,6 +226,78 @@ impl Cluster {
             }
             None => list.push(next),
         }
+    }
+
+    /// A node of `nodepool` fails (one holding workload pods while there is one; `pick` chooses
+    /// among the candidates): its `condition` takes `status` from `now` on and stays so. A
+    /// failed `Ready` is tainted as the node lifecycle controller taints it (`unreachable` for
+    /// `Unknown`, `not-ready` for `False`), so nothing new is scheduled there; its pods stay
+    /// bound, as they do on a node whose kubelet is gone. Returns the node.
+    pub fn fail_node(
+        &mut self,
+        nodepool: &str,
+        condition: &str,
+        status: &str,
+        now: DateTime<Utc>,
+        pick: impl FnOnce(usize) -> usize,
+    ) -> Option<String> {
+        let mut state = self.api.lock();
+        let busy: BTreeSet<String> = state
+            .objects
+            .get(PODS)
+            .into_iter()
+            .flatten()
+            .filter(|p| !is_daemon_pod(p))
+            .filter_map(|p| node_name(p).map(str::to_string))
+            .collect();
+        let nodes = state.objects.entry(NODES.into()).or_default();
+        let of_pool: Vec<usize> = (0..nodes.len())
+            .filter(|&i| nodes[i]["metadata"]["labels"][NODEPOOL] == nodepool)
+            .filter(|&i| {
+                !self
+                    .failed
+                    .contains(nodes[i]["metadata"]["name"].as_str().unwrap_or_default())
+            })
+            .collect();
+        let holding: Vec<usize> = of_pool
+            .iter()
+            .copied()
+            .filter(|&i| busy.contains(nodes[i]["metadata"]["name"].as_str().unwrap_or_default()))
+            .collect();
+        let candidates = if holding.is_empty() { of_pool } else { holding };
+        if candidates.is_empty() {
+            return None;
+        }
+        let node = &mut nodes[candidates[pick(candidates.len())]];
+        let name = node["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        set_condition(
+            node,
+            json!({"type": condition, "status": status, "reason": "Simulated",
+                "lastTransitionTime": stamp(now)}),
+        );
+        if condition == "Ready" {
+            let taint = if status == "Unknown" {
+                "unreachable"
+            } else {
+                "not-ready"
+            };
+            let taints = node["spec"]["taints"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let mut taints: Vec<Value> = taints;
+            for effect in ["NoSchedule", "NoExecute"] {
+                taints
+                    .push(json!({"key": format!("node.kubernetes.io/{taint}"), "effect": effect}));
+            }
+            node["spec"]["taints"] = Value::Array(taints);
+        }
+        info!(target: "simulate::kubelet", node = %name, %condition, %status, "node failed");
+        self.failed.insert(name.clone());
+        Some(name)
     }
 
     /// Pods of a deployment that are bound, and all of its pods.
@@ -359,7 +441,10 @@ impl Cluster {
             match existing {
                 Some(node)
                     if now - launched >= REGISTER_AFTER + READY_AFTER
-                        && node["status"]["conditions"][0]["status"] != "True" =>
+                        && !ready(node)
+                        && !self
+                            .failed
+                            .contains(node["metadata"]["name"].as_str().unwrap_or_default()) =>
                 {
                     mark_ready(node, &claims, now);
                     info!(target: "simulate::kubelet", node = %node["metadata"]["name"].as_str().unwrap_or_default(), "node ready");

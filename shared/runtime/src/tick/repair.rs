@@ -1,0 +1,364 @@
+//! Node repair, as Karpenter's node health controller with the AWS provider's repair policies
+//! (off unless `FLEETWRIGHT_NODE_REPAIR` is set, as Karpenter's `NodeRepair` feature gate is):
+//! a node whose `Ready` condition has been `False` or `Unknown` for 30 minutes, or whose
+//! node-monitoring-agent condition (`AcceleratedHardwareReady` 10 minutes, `StorageReady`,
+//! `NetworkingReady`, `KernelReady`, `ContainerRuntimeReady` 30 minutes) has been `False` that
+//! long, has its NodeClaim deleted. Disruption budgets do not hold a repair back (a broken node
+//! is not a voluntary disruption); the guard is the pool's health: no repair while more than
+//! 20 % of a NodePool's nodes (rounded up, at least one) are unhealthy, since a fault that wide
+//! is the cluster's, not the node's.
+//!
+//! A node that is not Ready (its kubelet is gone or broken) is repaired forcefully, as Karpenter
+//! does: its NodeClaim's termination timestamp is set to now, so the deletion deletes its pods
+//! instead of waiting on evictions that cannot complete. A Ready node with a failed
+//! monitoring-agent condition is drained as any deleted NodeClaim is, through the Eviction API
+//! (PodDisruptionBudgets and `do-not-disrupt` hold until its `terminationGracePeriod`): its pods
+//! still run, so they get their graceful shutdown. Pure: the dump and `now` in, actions out.
+
+use chrono::{DateTime, Duration, Utc};
+use fleetwright_core::labels::NODEPOOL;
+use fleetwright_kube::crds::NodeClaim;
+use fleetwright_kube::dump::ClusterDump;
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
+
+use super::action::Action;
+use super::decide::name_of;
+
+/// On a NodeClaim: when its drain's grace is over (RFC 3339), as Karpenter writes it. The
+/// deletion deletes the pods left on the node from then on.
+pub const TERMINATION_TIMESTAMP: &str = "karpenter.sh/nodeclaim-termination-timestamp";
+/// The share of a NodePool's nodes that may be unhealthy with repair still going on.
+pub const ALLOWED_UNHEALTHY_PERCENT: u32 = 20;
+
+/// One repair policy: a node condition, the status that is unhealthy, and how long it is
+/// tolerated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RepairPolicy {
+    pub condition: &'static str,
+    pub status: &'static str,
+    pub toleration: Duration,
+}
+
+const fn policy(condition: &'static str, status: &'static str, minutes: i64) -> RepairPolicy {
+    RepairPolicy {
+        condition,
+        status,
+        toleration: Duration::minutes(minutes),
+    }
+}
+
+/// The AWS provider's repair policies (Karpenter v1.14): the kubelet's `Ready`, and the EKS
+/// node monitoring agent's conditions.
+pub const POLICIES: [RepairPolicy; 7] = [
+    policy("Ready", "False", 30),
+    policy("Ready", "Unknown", 30),
+    policy("AcceleratedHardwareReady", "False", 10),
+    policy("StorageReady", "False", 30),
+    policy("NetworkingReady", "False", 30),
+    policy("KernelReady", "False", 30),
+    policy("ContainerRuntimeReady", "False", 30),
+];
+
+/// The repairs due at `now`: a [`Action::Repair`] for each managed node unhealthy past its
+/// toleration in a pool healthy enough, a [`Action::RepairBlocked`] for each held back.
+pub fn repairs(dump: &ClusterDump, claims: &[NodeClaim], now: DateTime<Utc>) -> Vec<Action> {
+    claims
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter_map(|claim| repair(dump, claim, now))
+        .collect()
+}
+
+fn repair(dump: &ClusterDump, claim: &NodeClaim, now: DateTime<Utc>) -> Option<Action> {
+    let node = dump.node_of(claim)?;
+    let (condition, due) = unhealthy_since(node)?;
+    if now < due {
+        return None;
+    }
+    let node_name = node.metadata.name.clone().unwrap_or_default();
+    let pool = claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(NODEPOOL))
+        .cloned()
+        .unwrap_or_default();
+    let (unhealthy, total) = pool_health(dump, &pool);
+    if unhealthy > allowed_unhealthy(total) {
+        return Some(Action::RepairBlocked {
+            node: node_name,
+            nodepool: pool,
+            unhealthy,
+            nodes: total,
+        });
+    }
+    Some(Action::Repair {
+        nodeclaim: name_of(claim),
+        node: node_name,
+        nodepool: pool,
+        condition: format!("{}={}", condition.type_, condition.status),
+        forceful: !ready(node),
+    })
+}
+
+/// The node's unhealthy condition that is due first, and when it is due (its last transition
+/// plus the policy's toleration).
+fn unhealthy_since(node: &Node) -> Option<(&NodeCondition, DateTime<Utc>)> {
+    POLICIES
+        .iter()
+        .filter_map(|p| {
+            let c = matching(node, p)?;
+            let since = c
+                .last_transition_time
+                .as_ref()
+                .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0))
+                .unwrap_or(DateTime::UNIX_EPOCH);
+            Some((c, since + p.toleration))
+        })
+        .min_by_key(|(_, due)| *due)
+}
+
+fn matching<'a>(node: &'a Node, policy: &RepairPolicy) -> Option<&'a NodeCondition> {
+    conditions(node).find(|c| c.type_ == policy.condition && c.status == policy.status)
+}
+
+fn conditions(node: &Node) -> impl Iterator<Item = &NodeCondition> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+}
+
+/// Whether the node's `Ready` condition is `True`.
+fn ready(node: &Node) -> bool {
+    conditions(node).any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// Whether any repair policy's condition holds on the node, however briefly.
+pub fn unhealthy(node: &Node) -> bool {
+    POLICIES.iter().any(|p| matching(node, p).is_some())
+}
+
+/// The pool's unhealthy nodes and all its nodes (the nodes labelled with it).
+fn pool_health(dump: &ClusterDump, pool: &str) -> (usize, usize) {
+    let nodes: Vec<&Node> = dump
+        .nodes
+        .iter()
+        .filter(|n| {
+            n.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(NODEPOOL))
+                .is_some_and(|p| p == pool)
+        })
+        .collect();
+    let sick = nodes.iter().filter(|n| unhealthy(n)).count();
+    (sick, nodes.len())
+}
+
+/// How many of `total` nodes may be unhealthy with repair going on: 20 %, rounded up, as a
+/// PodDisruptionBudget's percentages round (three nodes allow one).
+pub fn allowed_unhealthy(total: usize) -> usize {
+    (total * ALLOWED_UNHEALTHY_PERCENT as usize).div_ceil(100)
+}
+
+/// When the NodeClaim's termination timestamp says its grace is over, if it says.
+pub fn termination_timestamp(claim: &NodeClaim) -> Option<DateTime<Utc>> {
+    let text = claim
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(TERMINATION_TIMESTAMP)?;
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const NOW: &str = "2026-11-25T12:00:00Z";
+
+    fn now() -> DateTime<Utc> {
+        NOW.parse().unwrap()
+    }
+
+    /// A node of `pool` named `n<i>` with `conditions` (type, status, minutes since the
+    /// transition), and its NodeClaim `c<i>`.
+    fn member(pool: &str, i: usize, conditions: &[(&str, &str, i64)]) -> (Node, NodeClaim) {
+        let conditions: Vec<_> = conditions
+            .iter()
+            .map(|(t, s, ago)| {
+                let at = now() - Duration::minutes(*ago);
+                json!({"type": t, "status": s, "lastTransitionTime": at.to_rfc3339()})
+            })
+            .collect();
+        let node = json!({
+            "metadata": {"name": format!("n{i}"), "labels": {NODEPOOL: pool}},
+            "spec": {"providerID": format!("aws:///us-east-1a/i-{i:017}")},
+            "status": {"conditions": conditions},
+        });
+        let claim = json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": format!("c{i}"), "labels": {NODEPOOL: pool}},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
+            "status": {"nodeName": format!("n{i}"), "providerID": format!("aws:///us-east-1a/i-{i:017}")},
+        });
+        (
+            serde_json::from_value(node).unwrap(),
+            serde_json::from_value(claim).unwrap(),
+        )
+    }
+
+    fn cluster(members: Vec<(Node, NodeClaim)>) -> ClusterDump {
+        let (nodes, claims) = members.into_iter().unzip();
+        ClusterDump {
+            nodes,
+            nodeclaims: claims,
+            ..Default::default()
+        }
+    }
+
+    fn decided(dump: &ClusterDump) -> Vec<Action> {
+        repairs(dump, &dump.nodeclaims, now())
+    }
+
+    const HEALTHY: &[(&str, &str, i64)] = &[("Ready", "True", 600)];
+
+    #[test]
+    fn each_policy_waits_out_its_toleration_and_only_a_node_not_ready_goes_forcefully() {
+        let cases = [
+            (vec![("Ready", "Unknown", 31)], Some(true)),
+            (vec![("Ready", "False", 30)], Some(true)),
+            (vec![("Ready", "Unknown", 29)], None),
+            (
+                vec![
+                    ("Ready", "True", 600),
+                    ("AcceleratedHardwareReady", "False", 11),
+                ],
+                Some(false),
+            ),
+            (
+                vec![
+                    ("Ready", "True", 600),
+                    ("AcceleratedHardwareReady", "False", 9),
+                ],
+                None,
+            ),
+            (
+                vec![("Ready", "True", 600), ("StorageReady", "False", 45)],
+                Some(false),
+            ),
+            (
+                vec![("Ready", "True", 600), ("KernelReady", "Unknown", 45)],
+                None,
+            ),
+            (
+                vec![("Ready", "True", 600), ("MemoryPressure", "True", 90)],
+                None,
+            ),
+        ];
+        for (conditions, want) in cases {
+            let mut members = vec![member("default", 0, &conditions)];
+            members.extend((1..5).map(|i| member("default", i, HEALTHY)));
+            let got = decided(&cluster(members));
+            let forceful = got.iter().find_map(|a| match a {
+                Action::Repair {
+                    nodeclaim,
+                    forceful,
+                    ..
+                } if nodeclaim == "c0" => Some(*forceful),
+                _ => None,
+            });
+            assert_eq!(forceful, want, "{conditions:?}: {got:?}");
+            assert!(got.len() <= 1, "only the unhealthy node: {got:?}");
+        }
+    }
+
+    #[test]
+    fn the_earliest_due_condition_names_the_repair() {
+        let members = vec![member(
+            "default",
+            0,
+            &[
+                ("Ready", "False", 40),
+                ("AcceleratedHardwareReady", "False", 35),
+            ],
+        )];
+        let got = decided(&cluster(members));
+        assert!(
+            matches!(&got[..], [Action::Repair { condition, .. }] if condition == "AcceleratedHardwareReady=False"),
+            "{got:?}"
+        );
+    }
+
+    /// Every pool size up to 15 and every count of unhealthy nodes in it: all of them are
+    /// repaired while at most 20 % (rounded up) are unhealthy, and none are after. Nodes
+    /// unhealthy too briefly count towards the share but are not repaired; other pools' nodes do
+    /// not count at all.
+    #[test]
+    fn no_repair_while_more_than_a_fifth_of_the_pool_is_unhealthy() {
+        for total in 1..=15usize {
+            for sick in 0..=total {
+                for young in 0..=sick.min(2) {
+                    let mut members: Vec<_> = (0..total)
+                        .map(|i| {
+                            let ago = if i < young { 5 } else { 45 };
+                            let cond: &[(&str, &str, i64)] = if i < sick {
+                                &[("Ready", "Unknown", ago)]
+                            } else {
+                                HEALTHY
+                            };
+                            member("web", i, cond)
+                        })
+                        .collect();
+                    members
+                        .extend((100..104).map(|i| member("batch", i, &[("Ready", "False", 90)])));
+                    let got = decided(&cluster(members));
+                    let web = |a: &&Action| match a {
+                        Action::Repair { nodepool, .. }
+                        | Action::RepairBlocked { nodepool, .. } => nodepool == "web",
+                        _ => false,
+                    };
+                    let repaired = got
+                        .iter()
+                        .filter(web)
+                        .filter(|a| matches!(a, Action::Repair { .. }))
+                        .count();
+                    let blocked = got
+                        .iter()
+                        .filter(web)
+                        .filter(|a| matches!(a, Action::RepairBlocked { .. }))
+                        .count();
+                    let allowed = (total as f64 * 0.2).ceil() as usize;
+                    let due = sick - young;
+                    let case = format!("{sick} of {total} unhealthy, {young} briefly: {got:?}");
+                    if sick <= allowed {
+                        assert_eq!((repaired, blocked), (due, 0), "{case}");
+                    } else {
+                        assert_eq!((repaired, blocked), (0, due), "{case}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_node_already_being_deleted_or_without_a_claim_is_left_alone() {
+        let (node, mut claim) = member("default", 0, &[("Ready", "Unknown", 60)]);
+        claim.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-11-25T11:59:00Z".parse().unwrap(),
+            ));
+        let dump = cluster(vec![(node.clone(), claim)]);
+        assert!(decided(&dump).is_empty());
+        let orphan = ClusterDump {
+            nodes: vec![node],
+            ..Default::default()
+        };
+        assert!(decided(&orphan).is_empty());
+    }
+}
