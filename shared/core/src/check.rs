@@ -11,7 +11,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::InstanceType;
-use crate::labels::{CAPACITY_TYPE, HOSTNAME, NODEPOOL, ZONE};
+use crate::labels::{
+    CAPACITY_TYPE, HOSTNAME, NODEPOOL, RESERVATION_ID, RESERVATION_INTERRUPTIBLE, RESERVATION_TYPE,
+    ZONE,
+};
 use crate::model::{NodePool, Pod, PodAffinityTerm, Snapshot, SpreadConstraint, TaintEffect};
 use crate::plan::Plan;
 use crate::requirements::{Operator, Requirement, Requirements};
@@ -116,6 +119,8 @@ pub fn violations(
 fn domains(i: usize, claim: &Claim, types: &BTreeMap<String, InstanceType>) -> Labels {
     let mut zones = BTreeSet::new();
     let mut capacity = BTreeSet::new();
+    let mut reservations: Vec<&crate::catalog::Reservation> = Vec::new();
+    let mut outside_reservations = false;
     for t in claim.instance_types.iter().filter_map(|n| types.get(n)) {
         for o in t.offerings.iter().filter(|o| o.available) {
             let zone_ok = claim.zones.is_empty() || claim.zones.contains(&o.zone);
@@ -124,12 +129,28 @@ fn domains(i: usize, claim: &Claim, types: &BTreeMap<String, InstanceType>) -> L
             if zone_ok && ct_ok {
                 zones.insert(o.zone.clone());
                 capacity.insert(o.capacity_type.clone());
+                match &o.reservation {
+                    Some(r) => reservations.push(r),
+                    None => outside_reservations = true,
+                }
             }
         }
     }
     let mut labels = Labels::new();
     labels.insert(ZONE.into(), zones);
     labels.insert(CAPACITY_TYPE.into(), capacity);
+    // The reservation labels are certain only when every option is a reservation's.
+    if !outside_reservations && !reservations.is_empty() {
+        let set = |f: &dyn Fn(&crate::catalog::Reservation) -> String| {
+            reservations.iter().map(|r| f(r)).collect::<BTreeSet<_>>()
+        };
+        labels.insert(RESERVATION_ID.into(), set(&|r| r.id.clone()));
+        labels.insert(RESERVATION_TYPE.into(), set(&|r| r.kind.clone()));
+        labels.insert(
+            RESERVATION_INTERRUPTIBLE.into(),
+            set(&|r| r.interruptible.to_string()),
+        );
+    }
     labels.insert(HOSTNAME.into(), BTreeSet::from([format!("claim-{i}")]));
     labels
 }

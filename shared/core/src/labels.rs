@@ -31,6 +31,13 @@ pub const INSTANCE_ACCELERATOR_COUNT: &str = "karpenter.k8s.aws/instance-acceler
 
 pub const CAPACITY_SPOT: &str = "spot";
 pub const CAPACITY_ON_DEMAND: &str = "on-demand";
+/// An instance launched into a capacity reservation (Karpenter v1.3+).
+pub const CAPACITY_RESERVED: &str = "reserved";
+/// The reservation a reserved node runs in, its type (`default`, `capacity-block`) and whether
+/// AWS may interrupt it: offering labels, set on the NodeClaim at launch.
+pub const RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
+pub const RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
+pub const RESERVATION_INTERRUPTIBLE: &str = "karpenter.k8s.aws/capacity-reservation-interruptible";
 
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 pub const TAINT_DISRUPTED: &str = "karpenter.sh/disrupted";
@@ -59,6 +66,9 @@ pub fn is_well_known(key: &str) -> bool {
             | ZONE
             | REGION
             | CAPACITY_TYPE
+            | RESERVATION_ID
+            | RESERVATION_TYPE
+            | RESERVATION_INTERRUPTIBLE
             | NODEPOOL
             | NODECLASS
             | INSTANCE_CATEGORY

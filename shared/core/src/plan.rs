@@ -33,6 +33,10 @@ pub struct NewNodeClaim {
     /// written as `karpenter.sh/nodeclaim-min-values-relaxed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_values_relaxed: Option<bool>,
+    /// The capacity reservation its cheapest option launches into, when one does (each
+    /// reservation taken by at most as many NodeClaims as it has instances left).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
 }
 
 /// A node selector requirement as Kubernetes writes it.
@@ -111,6 +115,10 @@ pub struct Plan {
     pub existing: Vec<ExistingPlacement>,
     pub unschedulable: Vec<Unschedulable>,
     pub cost: Cost,
+    /// Set when the packing counted on more reservation instances than were left, so some
+    /// NodeClaims lost their reserved offering: the scheduler plans those pods again.
+    #[serde(skip)]
+    pub reservations_short: bool,
 }
 
 impl Plan {

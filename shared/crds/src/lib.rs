@@ -362,6 +362,10 @@ pub struct CapacityReservation {
     pub end_time: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interruptible: Option<bool>,
+    /// Instances the reservation can still take, as DescribeCapacityReservations last said
+    /// (Fleetwright writes it; Karpenter keeps the count in memory). Unset counts as none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_instance_count: Option<u32>,
 }
 
 /// EC2NodeClass status: what discovery resolved.

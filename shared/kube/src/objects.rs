@@ -341,6 +341,7 @@ mod tests {
             startup_taints: vec![],
             node_class: "default".into(),
             min_values_relaxed: relaxed,
+            reservation: None,
         }
     }
 

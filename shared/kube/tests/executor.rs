@@ -252,6 +252,7 @@ async fn status_conditions_delete_with_finalizer_and_events() {
         startup_taints: vec![],
         node_class: "default".into(),
         min_values_relaxed: None,
+        reservation: None,
     };
     let created = create_nodeclaim(api.client(), &nodeclaim_for(&pool(), None, &planned))
         .await

@@ -55,6 +55,43 @@ pub struct Offering {
     /// USD per hour.
     pub price: f64,
     pub available: bool,
+    /// For a `reserved` offering: the capacity reservation it launches into.
+    pub reservation: Option<Reservation>,
+}
+
+/// The capacity reservation of a `reserved` offering, with the labels a node in it carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    pub id: String,
+    /// `default` or `capacity-block`.
+    pub kind: String,
+    pub interruptible: bool,
+    /// Instances it can still take.
+    pub available: usize,
+}
+
+/// A capacity reservation an EC2NodeClass selects (its `status.capacityReservations`, with the
+/// instances it can still take).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CapacityReservation {
+    pub id: String,
+    pub instance_type: String,
+    pub zone: String,
+    /// `default` or `capacity-block`.
+    pub kind: String,
+    pub interruptible: bool,
+    /// `active`, or `expiring` (a capacity block within 40 minutes of its end): nothing
+    /// launches into an expiring reservation.
+    pub state: String,
+    /// Instances it can still take (unknown counts as none, as Karpenter counts it).
+    pub available: usize,
+}
+
+/// A reserved offering's price: the on-demand price divided by ten million, as Karpenter prices
+/// it: all but free (the reservation is paid for whether it is used or not), while keeping the
+/// types' order for consolidation.
+pub fn reserved_price(on_demand: f64) -> f64 {
+    on_demand / 10_000_000.0
 }
 
 /// Kubelet settings from the EC2NodeClass that change a node's allocatable resources.
@@ -76,6 +113,9 @@ pub struct NodeClassSettings {
     pub root_volume_bytes: Option<i64>,
     /// `instanceStorePolicy: RAID0`: local NVMe becomes ephemeral storage.
     pub instance_store_raid0: bool,
+    /// The capacity reservations the class selects: each adds a `reserved` offering to its
+    /// instance type in its zone.
+    pub reservations: Vec<CapacityReservation>,
 }
 
 /// An instance type resolved for one node class: labels as requirements, capacity, allocatable.
@@ -103,12 +143,39 @@ impl InstanceType {
     }
 }
 
-/// Whether requirements on zone and capacity type allow an offering.
+/// Whether requirements on zone, capacity type and reservation allow an offering. An offering
+/// outside reservations has no reservation labels: only `NotIn` and `DoesNotExist` on them
+/// allow it.
 pub fn offering_allowed(o: &Offering, reqs: &Requirements) -> bool {
     reqs.get(ZONE).is_none_or(|r| r.has(&o.zone))
         && reqs
             .get(CAPACITY_TYPE)
             .is_none_or(|r| r.has(&o.capacity_type))
+        && reservation_allowed(o.reservation.as_ref(), reqs)
+}
+
+fn reservation_allowed(reservation: Option<&Reservation>, reqs: &Requirements) -> bool {
+    let keys = [RESERVATION_ID, RESERVATION_TYPE, RESERVATION_INTERRUPTIBLE];
+    if keys.iter().all(|k| !reqs.has_key(k)) {
+        return true;
+    }
+    let mut labels = BTreeMap::new();
+    if let Some(r) = reservation {
+        labels.insert(RESERVATION_ID.to_string(), r.id.clone());
+        labels.insert(RESERVATION_TYPE.to_string(), r.kind.clone());
+        labels.insert(
+            RESERVATION_INTERRUPTIBLE.to_string(),
+            r.interruptible.to_string(),
+        );
+    }
+    keys.iter().all(|k| match reqs.get(k) {
+        None => true,
+        Some(req) => {
+            let mut one = Requirements::new();
+            one.add(req.clone());
+            one.matches_labels(&labels)
+        }
+    })
 }
 
 /// The raw catalog: instance facts, zones and prices for one region.
@@ -273,7 +340,8 @@ impl Catalog {
 
     fn resolve(&self, raw: &RawInstanceType, settings: &NodeClassSettings) -> Option<InstanceType> {
         let arch = architecture(raw)?;
-        let offerings = self.offerings(raw);
+        let mut offerings = self.offerings(raw);
+        offerings.extend(self.reserved_offerings(raw, &settings.reservations));
         if offerings.iter().all(|o| !o.available) {
             return None;
         }
@@ -345,10 +413,49 @@ impl Catalog {
                     capacity_type: class.to_string(),
                     price: price.unwrap_or(f64::MAX),
                     available: price.is_some() && !blocked,
+                    reservation: None,
                 });
             }
         }
         out
+    }
+
+    /// The `reserved` offerings of a type: one per reservation of it, in the reservation's zone,
+    /// available while the reservation is active, has instances left, and the type is offered
+    /// in that zone (and not marked unavailable there).
+    pub fn reserved_offerings(
+        &self,
+        raw: &RawInstanceType,
+        reservations: &[CapacityReservation],
+    ) -> Vec<Offering> {
+        let name = &raw.instance_type;
+        let offered = |zone: &str| self.zones.get(name).is_some_and(|z| z.contains(zone));
+        reservations
+            .iter()
+            .filter(|r| &r.instance_type == name)
+            .map(|r| {
+                let blocked = self.unavailable.contains(&(
+                    CAPACITY_RESERVED.to_string(),
+                    name.clone(),
+                    r.zone.clone(),
+                ));
+                Offering {
+                    zone: r.zone.clone(),
+                    capacity_type: CAPACITY_RESERVED.to_string(),
+                    price: reserved_price(self.on_demand.get(name).copied().unwrap_or(0.0)),
+                    available: r.state == "active"
+                        && r.available > 0
+                        && offered(&r.zone)
+                        && !blocked,
+                    reservation: Some(Reservation {
+                        id: r.id.clone(),
+                        kind: r.kind.clone(),
+                        interruptible: r.interruptible,
+                        available: r.available,
+                    }),
+                }
+            })
+            .collect()
     }
 }
 

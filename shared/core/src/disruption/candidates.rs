@@ -5,9 +5,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::catalog::{Catalog, NodeClassSettings};
+use crate::catalog::{reserved_price, Catalog, NodeClassSettings};
 use crate::labels::{
-    CAPACITY_SPOT, CAPACITY_TYPE, DO_NOT_DISRUPT, INSTANCE_TYPE, TAINT_DISRUPTED, ZONE,
+    CAPACITY_ON_DEMAND, CAPACITY_RESERVED, CAPACITY_SPOT, CAPACITY_TYPE, DO_NOT_DISRUPT,
+    INSTANCE_TYPE, TAINT_DISRUPTED, ZONE,
 };
 use crate::model::{Node, NodeClaim, NodePool, Pod, Protection, Snapshot};
 
@@ -48,8 +49,19 @@ impl Prices {
         Prices { offerings }
     }
 
+    /// A node's hourly price from its labels. A reserved node is priced as Karpenter prices a
+    /// reserved offering (its type's on-demand price, all but free): the reservation is paid
+    /// for whether the node runs or not.
     pub(crate) fn of(&self, labels: &BTreeMap<String, String>) -> Option<f64> {
         let key = |k: &str| labels.get(k).cloned().unwrap_or_default();
+        if key(CAPACITY_TYPE) == CAPACITY_RESERVED {
+            let on_demand = (
+                key(INSTANCE_TYPE),
+                key(ZONE),
+                CAPACITY_ON_DEMAND.to_string(),
+            );
+            return self.offerings.get(&on_demand).copied().map(reserved_price);
+        }
         self.offerings
             .get(&(key(INSTANCE_TYPE), key(ZONE), key(CAPACITY_TYPE)))
             .copied()

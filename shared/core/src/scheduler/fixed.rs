@@ -37,7 +37,7 @@ pub fn static_claim(
         reserved: Resources::default(),
         limit: None,
     };
-    let claim =
-        output::node_claim_out(&ctx, &bin, snapshot, ScheduleOptions::default().max_options);
+    let max = ScheduleOptions::default().max_options;
+    let claim = output::node_claim_out(&ctx, &bin, snapshot, max, &mut Default::default());
     (!claim.instance_types.is_empty()).then_some(claim)
 }

@@ -11,6 +11,7 @@ mod output;
 mod place;
 mod pools;
 mod repack;
+mod reserve;
 pub(crate) mod verdict;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -54,9 +55,13 @@ impl Default for ScheduleOptions {
 
 /// Schedules every pending pod of the snapshot and returns the plan.
 pub fn schedule(snapshot: &Snapshot, catalog: &Catalog, opts: &ScheduleOptions) -> Plan {
-    let mut ctx = Ctx::new(snapshot, catalog);
-    ctx.improve_max_pods = opts.improve_max_pods;
-    ctx.plan(opts)
+    let once = |snapshot: &Snapshot| {
+        let mut ctx = Ctx::new(snapshot, catalog);
+        ctx.improve_max_pods = opts.improve_max_pods;
+        ctx.plan(opts)
+    };
+    let settled = reserve::settle(snapshot, once(snapshot), once);
+    reserve::best(snapshot, settled, once)
 }
 
 type Bits = Vec<u64>;

@@ -2,9 +2,44 @@
 //! placements on existing capacity, unschedulable pods with reasons, and the cost.
 
 use super::*;
+use crate::catalog::Offering;
+
+/// Why a pod that only reserved capacity could take is left pending.
+pub const RESERVATIONS_USED_UP: &str =
+    "only capacity reservations can take it, and they have no instances left";
 
 pub(crate) fn round6(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
+}
+
+/// The instances each capacity reservation can still take in this plan, by reservation id
+/// (absent: the reservation's own count); each NodeClaim whose cheapest option is reserved
+/// takes one.
+pub(crate) type Reserved = BTreeMap<String, usize>;
+
+/// Whether an offering can be bought for a new NodeClaim: available, and, when it is a
+/// reservation's, the reservation has an instance left in this plan.
+fn usable(o: &Offering, left: &Reserved) -> bool {
+    o.available
+        && o.reservation
+            .as_ref()
+            .is_none_or(|r| left.get(&r.id).copied().unwrap_or(r.available) > 0)
+}
+
+/// The cheapest offering of a type that the requirements allow and that can be bought.
+fn cheapest<'a>(
+    it: &'a InstanceType,
+    reqs: &Requirements,
+    left: &Reserved,
+) -> Option<&'a Offering> {
+    it.offerings
+        .iter()
+        .filter(|o| usable(o, left) && offering_allowed(o, reqs))
+        .min_by(|a, b| {
+            a.price
+                .total_cmp(&b.price)
+                .then_with(|| a.zone.cmp(&b.zone))
+        })
 }
 
 pub(crate) fn node_claim_out(
@@ -12,10 +47,19 @@ pub(crate) fn node_claim_out(
     bin: &Bin,
     snap: &Snapshot,
     max_options: usize,
+    left: &mut Reserved,
 ) -> NewNodeClaim {
-    let priced = launch_options(pool, bin, snap, max_options);
+    let priced = launch_options(pool, bin, snap, max_options, left);
     let keep = truncate_with_min_values(pool, &priced, max_options);
     let chosen: Vec<usize> = keep.iter().map(|(_, t)| *t).collect();
+    let reservation = chosen
+        .first()
+        .and_then(|&t| cheapest(&pool.types[t], &bin.reqs, left))
+        .and_then(|o| o.reservation.clone());
+    if let Some(r) = &reservation {
+        let n = left.entry(r.id.clone()).or_insert(r.available);
+        *n = n.saturating_sub(1);
+    }
     let mut zones = BTreeSet::new();
     let mut capacity_types = BTreeSet::new();
     for &t in &chosen {
@@ -61,7 +105,23 @@ pub(crate) fn node_claim_out(
         startup_taints: pool.pool.startup_taints.clone(),
         node_class: pool.pool.node_class.clone(),
         min_values_relaxed: (!pool.min_values.is_empty()).then_some(relaxed),
+        reservation: reservation.map(|r| r.id),
     }
+}
+
+/// Whether the bin's cheapest option, counting every reservation as unused, is a reservation
+/// this plan has already used up: the packing counted on an instance that is not there.
+fn short_of_reservation(pool: &PoolCtx, bin: &Bin, snap: &Snapshot, left: &Reserved) -> bool {
+    let reserved = |t: &InstanceType| t.offerings.iter().any(|o| o.reservation.is_some());
+    if !pool.types.iter().any(reserved) {
+        return false;
+    }
+    let unlimited = launch_options(pool, bin, snap, 1, &Reserved::new());
+    unlimited
+        .first()
+        .and_then(|&(_, t)| pool.types[t].cheapest_offering(&bin.reqs))
+        .and_then(|o| o.reservation.as_ref())
+        .is_some_and(|r| left.get(&r.id) == Some(&0))
 }
 
 /// Lowers each `minValues` of the NodeClaim's requirements to the distinct values its options
@@ -92,6 +152,7 @@ pub(crate) fn launch_options(
     bin: &Bin,
     snap: &Snapshot,
     max_options: usize,
+    left: &Reserved,
 ) -> Vec<(f64, usize)> {
     let mut total = Resources::default();
     for &i in &bin.pods {
@@ -110,7 +171,7 @@ pub(crate) fn launch_options(
                     .iter()
                     .all(|n| it.capacity.get(n) <= bin.reserved.get(n)))
             && it.requirements.intersects(&bin.reqs).is_ok();
-        if let Some(o) = fits.then(|| it.cheapest_offering(&bin.reqs)).flatten() {
+        if let Some(o) = fits.then(|| cheapest(it, &bin.reqs, left)).flatten() {
             priced.push((o.price, t));
         }
     }
@@ -188,6 +249,7 @@ impl<'c, 'a> Run<'c, 'a> {
         let ctx = self.ctx;
         let snap = ctx.snapshot;
         let mut plan = Plan::default();
+        let mut left = Reserved::new();
         let mut demand = Resources::default();
         let mut columns: BTreeSet<(usize, usize)> = BTreeSet::new();
         for bin in &self.bins {
@@ -208,8 +270,19 @@ impl<'c, 'a> Run<'c, 'a> {
                 demand.add(&snap.pods[i].requests);
             }
             columns.extend((0..pool.types.len()).map(|t| (p, t)));
-            plan.nodeclaims
-                .push(node_claim_out(pool, bin, snap, opts.max_options));
+            plan.reservations_short |= short_of_reservation(pool, bin, snap, &left);
+            let claim = node_claim_out(pool, bin, snap, opts.max_options, &mut left);
+            if claim.instance_types.is_empty() {
+                // Only reservations would take it, and this plan has used them up.
+                for &i in &bin.pods {
+                    plan.unschedulable.push(Unschedulable {
+                        pod: snap.pods[i].key(),
+                        reason: RESERVATIONS_USED_UP.to_string(),
+                    });
+                }
+                continue;
+            }
+            plan.nodeclaims.push(claim);
         }
         for &i in &self.failed {
             plan.unschedulable.push(Unschedulable {

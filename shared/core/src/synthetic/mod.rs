@@ -44,6 +44,7 @@ pub fn benchmark_catalog(count: usize) -> Catalog {
                         capacity_type: ct.to_string(),
                         price,
                         available: true,
+                        reservation: None,
                     })
                 })
                 .collect();

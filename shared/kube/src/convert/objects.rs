@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use fleetwright_core::catalog::{KubeletSettings, NodeClassSettings};
+use fleetwright_core::catalog::{CapacityReservation, KubeletSettings, NodeClassSettings};
 use fleetwright_core::labels::NODEPOOL;
 use fleetwright_core::model::{self as core};
 use fleetwright_core::quantity::parse_units;
@@ -340,7 +340,34 @@ pub fn nodeclass_settings(c: &EC2NodeClass) -> Result<NodeClassSettings, KubeErr
         }
     }
     out.instance_store_raid0 = c.spec.instance_store_policy.as_deref() == Some("RAID0");
+    out.reservations = reservations(c);
     Ok(out)
+}
+
+/// The capacity reservations the class's status lists, with their type, zone and count; one
+/// without an instance type or a zone is no offering and is left out.
+fn reservations(c: &EC2NodeClass) -> Vec<CapacityReservation> {
+    let Some(status) = &c.status else {
+        return Vec::new();
+    };
+    status
+        .capacity_reservations
+        .iter()
+        .filter_map(|r| {
+            Some(CapacityReservation {
+                id: r.id.clone(),
+                instance_type: r.instance_type.clone()?,
+                zone: r.availability_zone.clone()?,
+                kind: r
+                    .reservation_type
+                    .clone()
+                    .unwrap_or_else(|| "default".into()),
+                interruptible: r.interruptible.unwrap_or(false),
+                state: r.state.clone().unwrap_or_else(|| "active".into()),
+                available: r.available_instance_count.unwrap_or(0) as usize,
+            })
+        })
+        .collect()
 }
 
 /// Converts a NodeClaim.

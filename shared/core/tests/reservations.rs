@@ -1,0 +1,234 @@
+//! Capacity reservations in the scheduler, with Karpenter's semantics: a pool that allows the
+//! capacity type `reserved` launches into its EC2NodeClass's reservations before spot or
+//! on-demand (a reserved offering costs the on-demand price / 10^7); a reservation is taken by no
+//! more NodeClaims than it has instances; pods that select a reservation (or a pool that allows
+//! only `reserved`) wait when the reservations are used up; an expiring capacity block takes
+//! nothing; and reservations never make a plan dearer than the same cluster without them.
+//! Checked over generated clusters with the independent plan checker.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use fleetwright_core::catalog::{CapacityReservation, NodeClassSettings};
+use fleetwright_core::check::{violations, Claim};
+use fleetwright_core::labels::*;
+use fleetwright_core::model::*;
+use fleetwright_core::requirements::Operator;
+use fleetwright_core::rng::Rng;
+use fleetwright_core::{Catalog, Plan};
+
+fn reservation(id: &str, instance_type: &str, zone: &str, available: usize) -> CapacityReservation {
+    CapacityReservation {
+        id: id.into(),
+        instance_type: instance_type.into(),
+        zone: zone.into(),
+        kind: "default".into(),
+        interruptible: false,
+        state: "active".into(),
+        available,
+    }
+}
+
+fn reserved_pool(capacity_types: &[&str]) -> NodePool {
+    pool_with(
+        "default",
+        vec![
+            req(CAPACITY_TYPE, Operator::In, capacity_types),
+            req(INSTANCE_CATEGORY, Operator::In, &["c", "m", "r"]),
+            zones3(),
+        ],
+    )
+}
+
+fn cluster(pods: Vec<Pod>, pool: NodePool, reservations: Vec<CapacityReservation>) -> Snapshot {
+    let mut snap = snapshot(pods, vec![pool]);
+    snap.node_classes.insert(
+        "default".into(),
+        NodeClassSettings {
+            reservations,
+            ..Default::default()
+        },
+    );
+    snap
+}
+
+fn taken(plan: &Plan) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for c in &plan.nodeclaims {
+        if let Some(id) = &c.reservation {
+            *out.entry(id.clone()).or_default() += 1;
+        }
+    }
+    out
+}
+
+/// What every plan must hold: the independent checker finds nothing, no reservation is taken
+/// more often than it has instances, each reserved claim's cheapest type is its reservation's,
+/// priced as a reservation, and every pod is placed or said to be unschedulable.
+fn check(snap: &Snapshot, plan: &Plan) {
+    let settings = &snap.node_classes["default"];
+    let types = Catalog::embedded()
+        .instance_types(settings)
+        .into_iter()
+        .map(|t| (t.name.clone(), t))
+        .collect();
+    let broken = violations(snap, &types, &Claim::of_plan(plan));
+    assert!(broken.is_empty(), "{broken:?}");
+    for (id, n) in taken(plan) {
+        let r = settings.reservations.iter().find(|r| r.id == id).unwrap();
+        assert!(
+            n <= r.available,
+            "{id} taken {n} times, has {}",
+            r.available
+        );
+    }
+    for c in plan.nodeclaims.iter().filter(|c| c.reservation.is_some()) {
+        let id = c.reservation.as_ref().unwrap();
+        let r = settings.reservations.iter().find(|r| &r.id == id).unwrap();
+        assert_eq!(c.instance_types[0], r.instance_type, "{c:?}");
+        assert!(c.capacity_types.iter().any(|t| t == CAPACITY_RESERVED));
+        assert!(c.price < 1e-5, "a reservation is all but free: {}", c.price);
+    }
+    let unschedulable = plan.unschedulable.len();
+    assert_eq!(placed_count(plan) + unschedulable, snap.pods.len());
+}
+
+#[test]
+fn a_pool_allowing_reserved_launches_into_the_reservation_first_and_no_more_than_it_has() {
+    let snap = cluster(
+        pods("web", 6, 1500, 2048),
+        reserved_pool(&["reserved", "on-demand"]),
+        vec![reservation("cr-m5", "m5.large", "us-east-1a", 2)],
+    );
+    let plan = plan(&snap);
+    check(&snap, &plan);
+    assert_eq!(taken(&plan), BTreeMap::from([("cr-m5".to_string(), 2)]));
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    let reserved_pods: usize = plan
+        .nodeclaims
+        .iter()
+        .filter(|c| c.reservation.is_some())
+        .map(|c| c.pods.len())
+        .sum();
+    assert_eq!(reserved_pods, 2, "one 1.5-CPU pod per m5.large");
+}
+
+#[test]
+fn a_pool_without_reserved_never_uses_the_reservation() {
+    let snap = cluster(
+        pods("web", 4, 1500, 2048),
+        reserved_pool(&["spot", "on-demand"]),
+        vec![reservation("cr-m5", "m5.large", "us-east-1a", 4)],
+    );
+    let plan = plan(&snap);
+    check(&snap, &plan);
+    assert!(taken(&plan).is_empty());
+    assert!(plan
+        .nodeclaims
+        .iter()
+        .all(|c| !c.capacity_types.iter().any(|t| t == CAPACITY_RESERVED)));
+}
+
+#[test]
+fn pods_selecting_a_reservation_wait_once_it_is_used_up_and_an_expiring_block_takes_none() {
+    let selecting = |n| {
+        pods("gpu", n, 1500, 2048)
+            .into_iter()
+            .map(|mut p| {
+                p.node_selector
+                    .insert(RESERVATION_ID.into(), "cr-m5".into());
+                p
+            })
+            .collect::<Vec<_>>()
+    };
+    let pool = reserved_pool(&["reserved", "spot", "on-demand"]);
+    let snap = cluster(
+        selecting(3),
+        pool.clone(),
+        vec![reservation("cr-m5", "m5.large", "us-east-1a", 2)],
+    );
+    let planned = plan(&snap);
+    check(&snap, &planned);
+    assert_eq!(taken(&planned), BTreeMap::from([("cr-m5".to_string(), 2)]));
+    assert_eq!(planned.unschedulable.len(), 1, "{planned:?}");
+
+    let mut expiring = reservation("cr-m5", "m5.large", "us-east-1a", 2);
+    expiring.state = "expiring".into();
+    let snap = cluster(selecting(1), pool, vec![expiring]);
+    let planned = plan(&snap);
+    assert!(taken(&planned).is_empty());
+    assert_eq!(planned.unschedulable.len(), 1, "{planned:?}");
+}
+
+/// Generated clusters (pods of several shapes, some with a zone selector or zone spread),
+/// reservations of several types and counts: every plan passes the checks, none costs more than
+/// the same cluster planned with no reservations at all, and most use a reservation.
+#[test]
+fn generated_clusters_with_reservations_are_valid_and_never_dearer() {
+    let types = [
+        "m5.large",
+        "m5.xlarge",
+        "c5.2xlarge",
+        "r5.large",
+        "m5.4xlarge",
+    ];
+    let zones = ["us-east-1a", "us-east-1b", "us-east-1c"];
+    let mut used = 0;
+    for seed in 1..=40u64 {
+        let mut rng = Rng::new(seed);
+        let mut all = Vec::new();
+        for i in 0..(3 + rng.below(14)) {
+            let cpu = [250, 500, 1000, 1500, 3000][rng.below(5)];
+            let mem = [256, 1024, 2048, 4096, 8192][rng.below(5)];
+            let mut p = pod(&format!("p{i}"), cpu, mem);
+            p.labels.insert("app".into(), format!("a{}", i % 3));
+            match rng.below(4) {
+                0 => {
+                    p.node_selector
+                        .insert(ZONE.into(), zones[rng.below(3)].into());
+                }
+                1 => p
+                    .spread
+                    .push(spread(ZONE, 1, &[("app", &format!("a{}", i % 3))])),
+                _ => {}
+            }
+            all.push(p);
+        }
+        let reservations: Vec<CapacityReservation> = (0..1 + rng.below(3))
+            .map(|i| {
+                reservation(
+                    &format!("cr-{i}"),
+                    types[rng.below(types.len())],
+                    zones[rng.below(3)],
+                    rng.below(4),
+                )
+            })
+            .collect();
+        let with = cluster(
+            all.clone(),
+            reserved_pool(&["reserved", "on-demand"]),
+            reservations,
+        );
+        let without = cluster(all, reserved_pool(&["reserved", "on-demand"]), Vec::new());
+        let (planned, plain) = (plan(&with), plan(&without));
+        check(&with, &planned);
+        used += usize::from(!taken(&planned).is_empty());
+        assert_eq!(
+            planned.unschedulable.len(),
+            plain.unschedulable.len(),
+            "seed {seed}"
+        );
+        assert!(
+            planned.cost.hourly <= plain.cost.hourly * 1.0001 + 1e-6,
+            "seed {seed}: {} with reservations, {} without",
+            planned.cost.hourly,
+            plain.cost.hourly
+        );
+    }
+    assert!(
+        used >= 15,
+        "reservations are used where they help: {used} of 40 plans"
+    );
+}
