@@ -105,7 +105,9 @@ fn rbac(group: &str, namespace: &str) -> Vec<Value> {
         rule(&[""], &["events"], &["create"]),
         rule(&["apps"], &["daemonsets"], &["list"]),
         rule(&["policy"], &["poddisruptionbudgets"], &["list"]),
-        rule(&["karpenter.sh"], &["nodepools", "nodeoverlays"], &["list"]),
+        rule(&["karpenter.sh"], &["nodeoverlays"], &["list"]),
+        // `get` for the status writes, which read the object they update.
+        rule(&["karpenter.sh"], &["nodepools"], &["get", "list"]),
         rule(
             &["karpenter.sh"],
             &["nodeclaims"],
@@ -116,7 +118,16 @@ fn rbac(group: &str, namespace: &str) -> Vec<Value> {
             &["nodeclaims/status", "nodepools/status"],
             &["update"],
         ),
-        rule(&["karpenter.k8s.aws"], &["ec2nodeclasses"], &["list"]),
+        rule(
+            &["karpenter.k8s.aws"],
+            &["ec2nodeclasses"],
+            &["get", "list"],
+        ),
+        rule(
+            &["karpenter.k8s.aws"],
+            &["ec2nodeclasses/status"],
+            &["update"],
+        ),
     ];
     let namespaced_rules = vec![
         rule(

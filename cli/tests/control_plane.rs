@@ -760,6 +760,11 @@ async fn a_whole_tick_and_an_interruption_run_under_the_manifests_rbac() {
     })
     .await
     .expect("kube-scheduler bound the pod to the new node");
+    // The tick wrote the NodePool's status under the same identity (its RBAC lets it read the
+    // object it updates).
+    let pools: Api<fleetwright_kube::crds::NodePool> = Api::all(admin.clone());
+    let pool = pools.get("default").await.unwrap();
+    assert_eq!(pool.status.and_then(|s| s.nodes), Some(1), "status.nodes");
 
     // A spot-style interruption of that instance, handled under the same identity.
     let nudges = fleetwright_runtime::nudge::Recorder::default();

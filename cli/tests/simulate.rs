@@ -341,6 +341,81 @@ fn unhealthy_nodes_are_repaired_after_their_toleration_unless_their_pool_is_fail
     assert_eq!(r["instancesTerminated"], 0, "{r:#}");
 }
 
+/// Reserved capacity: the first nodes launch into the EC2NodeClass's two reservations (no more
+/// than they hold), the rest on demand; the capacity block's node is deleted 40 minutes before
+/// the block ends and its pods run again on capacity outside it; the lower bound stays under the
+/// cost (the reservations' capacity is free in it, not unlimited).
+#[test]
+fn reservations_are_used_first_and_a_capacity_block_is_drained_before_its_end() {
+    let r = report(&[
+        "--scenario",
+        &repo("examples/simulate/reserved-capacity.yaml"),
+    ]);
+    let launches = r["launches"].as_array().unwrap();
+    let reserved: Vec<(&str, &str)> = launches
+        .iter()
+        .filter(|l| l["capacityType"] == "reserved")
+        .map(|l| {
+            (
+                l["instanceType"].as_str().unwrap(),
+                l["zone"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let mut sorted = reserved.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        [
+            ("m6i.2xlarge", "us-east-1b"),
+            ("m6i.xlarge", "us-east-1a"),
+            ("m6i.xlarge", "us-east-1a")
+        ],
+        "{launches:?}"
+    );
+    assert!(launches.iter().all(|l| l["capacityType"] != "spot"));
+    let expiring: Vec<i64> = r["disruptionEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["command"]
+                .as_str()
+                .unwrap()
+                .starts_with("reservation-expiring/")
+        })
+        .map(|e| e["at"].as_i64().unwrap())
+        .collect();
+    assert_eq!(expiring.len(), 1, "{r:#}");
+    assert!(
+        (1200..1260).contains(&expiring[0]),
+        "60m - 40m: {expiring:?}"
+    );
+    let later: Vec<&Value> = launches
+        .iter()
+        .filter(|l| l["at"].as_i64().unwrap() > 1200)
+        .collect();
+    assert!(!later.is_empty() && later.iter().all(|l| l["capacityType"] == "on-demand"));
+    // Not while the expiring block's node drains: a plan from scratch can no longer use it.
+    let samples = r["samples"].as_array().unwrap();
+    for s in samples
+        .iter()
+        .filter(|s| s["t"].as_i64() < Some(1200))
+        .chain(samples.last())
+    {
+        let (cost, bound) = (
+            s["hourlyCost"].as_f64().unwrap(),
+            s["lowerBound"].as_f64().unwrap(),
+        );
+        assert!(bound <= cost + 1e-6, "{s}");
+    }
+    let last = r["samples"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        (last["runningPods"].as_i64(), last["pendingPods"].as_i64()),
+        (Some(12), Some(0))
+    );
+}
+
 #[test]
 fn bad_scenarios_fail_with_the_field_named() {
     let path = write_temp(

@@ -130,6 +130,8 @@ impl Live {
     ) -> anyhow::Result<Live> {
         let catalog = Arc::new(catalog);
         let cloud = Arc::new(SimCloud::new(CLUSTER, catalog.clone()));
+        let start = Utc::now();
+        super::add_reservations(&cloud, &scenario, start);
         let types = catalog
             .instance_types(&NodeClassSettings::default())
             .into_iter()
@@ -145,7 +147,7 @@ impl Live {
         Ok(Live {
             rng: Rng::new(scenario.seed.rotate_left(17)),
             scenario,
-            start: Utc::now(),
+            start,
             clock,
             bar,
             types,
@@ -749,6 +751,7 @@ impl Live {
             value["status"] = json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]});
             items.push(value);
         }
+        super::whole_reservations(&mut items, &self.scenario);
         super::lower_bound(&self.catalog, items)
     }
 

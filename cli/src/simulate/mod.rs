@@ -248,6 +248,8 @@ impl Simulation {
         fleetwright_kube::retry::set_first_pause(std::time::Duration::ZERO);
         let catalog = Arc::new(catalog(scenario.seed, region_catalog(&scenario.objects)?));
         let cloud = Arc::new(SimCloud::new(CLUSTER, catalog.clone()));
+        let start = DateTime::parse_from_rfc3339("2026-11-22T10:00:00Z")?.with_timezone(&Utc);
+        add_reservations(&cloud, &scenario, start);
         let types = catalog
             .instance_types(&NodeClassSettings::default())
             .into_iter()
@@ -262,7 +264,6 @@ impl Simulation {
         .with_context(|| format!("scenario {}: settings", scenario.name))?;
         let nudges = QueuedNudges::default();
         let client = cluster.api.client();
-        let start = DateTime::parse_from_rfc3339("2026-11-22T10:00:00Z")?.with_timezone(&Utc);
         Ok(Simulation {
             rng: Rng::new(scenario.seed.rotate_left(17)),
             scenario,
@@ -427,6 +428,7 @@ impl Simulation {
     fn lower_bound(&self) -> f64 {
         let mut items = self.cluster.configuration();
         items.extend(self.cluster.workload_as_pending());
+        whole_reservations(&mut items, &self.scenario);
         lower_bound(&self.catalog, items)
     }
 
@@ -596,4 +598,48 @@ fn ec2_event(detail_type: &str, instance_id: &str, detail: Value, now: DateTime<
         "region": "us-east-1",
         "resources": [format!("arn:aws:ec2:us-east-1:{ACCOUNT}:instance/{instance_id}")],
         "detail": detail})
+}
+
+/// Planned from scratch, every reservation is whole again: the EC2NodeClasses' status counts
+/// the instances left, which the workload's own nodes took.
+pub(crate) fn whole_reservations(items: &mut [Value], scenario: &Scenario) {
+    for item in items.iter_mut().filter(|o| o["kind"] == "EC2NodeClass") {
+        let list = item
+            .get_mut("status")
+            .and_then(|s| s.get_mut("capacityReservations"))
+            .and_then(Value::as_array_mut);
+        let Some(list) = list else {
+            continue;
+        };
+        for r in list {
+            if let Some(s) = scenario
+                .reservations
+                .iter()
+                .find(|s| r["id"] == s.file.id.as_str())
+            {
+                r["availableInstanceCount"] = json!(s.file.count);
+            }
+        }
+    }
+}
+
+/// The scenario's capacity reservations, in the simulated account from `start`.
+pub(crate) fn add_reservations(cloud: &SimCloud, scenario: &Scenario, start: DateTime<Utc>) {
+    for r in &scenario.reservations {
+        let f = &r.file;
+        cloud.add_reservation(
+            fleetwright_cloud::nodeclass::ResolvedReservation {
+                id: f.id.clone(),
+                instance_type: f.instance_type.clone(),
+                zone: f.zone.clone(),
+                kind: f.r#type.clone(),
+                interruptible: f.interruptible,
+                owner_id: "123456789012".into(),
+                instance_match_criteria: "targeted".into(),
+                end_time: r.ends.map(|s| start + Duration::seconds(s)),
+                available: f.count,
+            },
+            f.tags.clone(),
+        );
+    }
 }

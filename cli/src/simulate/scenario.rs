@@ -37,6 +37,42 @@ pub struct ScenarioFile {
     /// deployment's environment; only those that change decisions ([`SETTINGS`]).
     #[serde(default)]
     pub settings: BTreeMap<String, String>,
+    /// Capacity reservations in the simulated account, which EC2NodeClasses select with
+    /// `capacityReservationSelectorTerms` (by id or tags).
+    #[serde(default)]
+    pub reservations: Vec<ReservationFile>,
+}
+
+/// A capacity reservation of a scenario.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReservationFile {
+    pub id: String,
+    pub instance_type: String,
+    pub zone: String,
+    /// Instances it holds.
+    pub count: usize,
+    /// `default` (the default) or `capacity-block`.
+    #[serde(default = "default_kind")]
+    pub r#type: String,
+    /// When it ends, from the start (`90m`); a capacity block's instances are reclaimed then.
+    #[serde(default)]
+    pub ends_at: Option<String>,
+    #[serde(default)]
+    pub interruptible: bool,
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+}
+
+fn default_kind() -> String {
+    "default".into()
+}
+
+/// A validated capacity reservation: `ends` in seconds from the start.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reservation {
+    pub file: ReservationFile,
+    pub ends: Option<i64>,
 }
 
 /// The settings a scenario may set.
@@ -198,6 +234,7 @@ pub struct Scenario {
     pub timeline: Vec<Step>,
     /// The functions' settings ([`SETTINGS`]).
     pub settings: BTreeMap<String, String>,
+    pub reservations: Vec<Reservation>,
 }
 
 fn seconds(text: &str, field: &str) -> anyhow::Result<i64> {
@@ -323,6 +360,27 @@ impl Scenario {
                 "{source}: settings.{name}: not a setting a scenario can set (one of {SETTINGS:?})"
             );
         }
+        let mut reservations = Vec::new();
+        for (i, r) in file.reservations.into_iter().enumerate() {
+            let field = format!("reservations[{i}]");
+            if !["default", "capacity-block"].contains(&r.r#type.as_str()) {
+                bail!(
+                    "{source}: {field}.type: {:?} is not default or capacity-block",
+                    r.r#type
+                );
+            }
+            let ends = match &r.ends_at {
+                Some(text) => Some(
+                    seconds(text, &format!("{field}.endsAt"))
+                        .with_context(|| source.to_string())?,
+                ),
+                None if r.r#type == "capacity-block" => {
+                    bail!("{source}: {field}.endsAt: a capacity block needs its end")
+                }
+                None => None,
+            };
+            reservations.push(Reservation { file: r, ends });
+        }
         Ok(Scenario {
             name: file.name,
             description: file.description,
@@ -332,6 +390,7 @@ impl Scenario {
             objects,
             timeline,
             settings: file.settings,
+            reservations,
         })
     }
 }

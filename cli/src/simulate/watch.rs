@@ -50,7 +50,15 @@ impl Watch {
             .repaired
             .iter()
             .map(|c| format!("unhealthy/delete:{c}"));
-        for command in summary.disruptions.iter().cloned().chain(repairs) {
+        let expired = (summary.reservation_expired.iter())
+            .map(|c| format!("reservation-expiring/delete:{c}"));
+        for command in summary
+            .disruptions
+            .iter()
+            .cloned()
+            .chain(repairs)
+            .chain(expired)
+        {
             if self.disruptions.insert(command.clone()) {
                 self.disruption_events
                     .push(DisruptionEvent { at: t, command });

@@ -182,9 +182,11 @@ impl Ec2Cloud {
     ) -> Result<Vec<(String, Vec<Override>)>, AwsError> {
         let cluster = self.cluster_info().await?;
         let user_data = user_data(&cluster, req, nodeclass, resolved, capacity_type)?;
-        let mut by_image: BTreeMap<String, Vec<Override>> = BTreeMap::new();
+        // One template per image and, for a reserved launch, per reservation it targets.
+        let mut by_image: BTreeMap<(String, Option<String>), Vec<Override>> = BTreeMap::new();
         for o in overrides {
-            by_image.entry(o.image_id.clone()).or_default().push(o);
+            let key = (o.image_id.clone(), o.reservation.clone());
+            by_image.entry(key).or_default().push(o);
         }
         let mut tags = nodeclass.spec.tags.clone();
         tags.insert(
@@ -200,17 +202,34 @@ impl Ec2Cloud {
             resolved.name.clone(),
         );
         let mut out = Vec::new();
-        for (image, list) in by_image {
-            let spec = launch_template::spec(
+        for ((image, reservation), list) in by_image {
+            let mut spec = launch_template::spec(
                 &nodeclass.spec,
                 resolved,
                 &image,
                 user_data.clone(),
                 tags.clone(),
             )?;
+            spec.capacity_reservation = reservation.map(|id| {
+                let block = resolved
+                    .reservations
+                    .iter()
+                    .any(|r| r.id == id && r.kind == "capacity-block");
+                (id, block)
+            });
             out.push((self.ensure_template(&spec).await?, list));
         }
         Ok(out)
+    }
+
+    /// A reserved launch took one of the reservation's instances: the cached resolution says so
+    /// until it is refreshed, so the next launch does not count on it.
+    fn took_reservation(&self, nodeclass: &str, id: &str) {
+        if let Some((_, resolved, _)) = self.warm().nodeclasses.get_mut(nodeclass) {
+            for r in resolved.reservations.iter_mut().filter(|r| r.id == id) {
+                r.available = r.available.saturating_sub(1);
+            }
+        }
     }
 
     fn record_fleet_errors(
@@ -384,19 +403,26 @@ impl Cloud for Ec2Cloud {
             nodeclaim: req.nodeclaim.clone(),
             reason,
         };
-        let capacity_type = fleet::capacity_type(req, &catalog).ok_or_else(|| {
-            launch_error(format!(
+        let reservations = &resolved.reservations;
+        let capacity_type =
+            fleet::capacity_type(req, &catalog, reservations, now).ok_or_else(|| {
+                launch_error(format!(
                 "no available offering for instance types {:?} (capacity types {:?}, zones {:?})",
                 req.instance_types, req.capacity_types, req.zones
             ))
-        })?;
-        let overrides = fleet::overrides(
-            req,
-            &catalog,
-            capacity_type,
-            &resolved.best_subnets(),
-            &resolved.amis,
-        );
+            })?;
+        let subnets = resolved.best_subnets();
+        let overrides = match capacity_type {
+            fleetwright_core::labels::CAPACITY_RESERVED => fleet::reserved_overrides(
+                req,
+                &catalog,
+                reservations,
+                &subnets,
+                &resolved.amis,
+                now,
+            ),
+            _ => fleet::overrides(req, &catalog, capacity_type, &subnets, &resolved.amis),
+        };
         if overrides.is_empty() {
             return Err(launch_error(format!(
                 "no {capacity_type} option has both an AMI for its architecture and a subnet in an allowed zone"
@@ -406,7 +432,20 @@ impl Cloud for Ec2Cloud {
             .templates(req, nodeclass, &resolved, capacity_type, overrides)
             .await?;
         let tags = fleet::instance_tags(&self.cluster, req, &nodeclass.spec.tags);
-        let created = fleet::create(&self.clients.ec2, req, capacity_type, &templates, &tags).await;
+        let blocks = templates.iter().flat_map(|(_, l)| l).any(|o| {
+            reservations
+                .iter()
+                .any(|r| Some(&r.id) == o.reservation.as_ref() && r.kind == "capacity-block")
+        });
+        let created = fleet::create(
+            &self.clients.ec2,
+            req,
+            capacity_type,
+            &templates,
+            &tags,
+            blocks,
+        )
+        .await;
         let (mut launched, errors) = match created {
             Err(e) if e.code() == Some("IdempotentParameterMismatch") => {
                 return self.launched_before(req).await;
@@ -418,6 +457,10 @@ impl Cloud for Ec2Cloud {
             // The launch templates carry the class's security groups.
             l.security_groups = resolved.security_groups.clone();
             l.security_groups.sort();
+            if let Some(id) = l.reservation.as_ref().map(|r| r.id.clone()) {
+                l.reservation = Some(fleet::launched_reservation(&id, reservations));
+                self.took_reservation(&resolved.name, &id);
+            }
         }
         launched.ok_or_else(|| AwsError::NothingLaunched {
             nodeclaim: req.nodeclaim.clone(),

@@ -17,6 +17,16 @@ use tracing::{info, instrument, warn};
 use crate::error::AwsError;
 use crate::launch_template::tags;
 
+/// The fleet's target capacity type: a reserved launch asks for on-demand capacity (its
+/// templates target the reservations), or `capacity-block` when they are capacity blocks.
+fn target_capacity_type(capacity_type: &str, blocks: bool) -> DefaultTargetCapacityType {
+    match (capacity_type, blocks) {
+        ("reserved", true) => DefaultTargetCapacityType::CapacityBlock,
+        ("reserved", false) => DefaultTargetCapacityType::OnDemand,
+        (other, _) => DefaultTargetCapacityType::from(other),
+    }
+}
+
 /// Calls CreateFleet (instant, one instance) with one launch template config per template.
 #[instrument(skip_all, fields(nodeclaim = %req.nodeclaim, capacity_type))]
 pub async fn create(
@@ -25,6 +35,7 @@ pub async fn create(
     capacity_type: &str,
     templates: &[(String, Vec<Override>)],
     tag_set: &BTreeMap<String, String>,
+    blocks: bool,
 ) -> Result<(Option<Launched>, Vec<FleetError>), AwsError> {
     let all: Vec<Override> = templates.iter().flat_map(|(_, o)| o.clone()).collect();
     // NodeOverlays priced the overrides (they arrive cheapest first by those prices): EC2 takes
@@ -46,7 +57,7 @@ pub async fn create(
         .target_capacity_specification(
             TargetCapacitySpecificationRequest::builder()
                 .total_target_capacity(1)
-                .default_target_capacity_type(DefaultTargetCapacityType::from(capacity_type))
+                .default_target_capacity_type(target_capacity_type(capacity_type, blocks))
                 .build(),
         )
         .spot_options(
@@ -147,6 +158,15 @@ pub async fn create(
                     .map(|x| x.image_id.clone())
             })
             .unwrap_or_default();
+        let reservation = all
+            .iter()
+            .find(|x| x.instance_type == instance_type && x.zone == zone)
+            .and_then(|x| x.reservation.clone())
+            .map(|id| LaunchedReservation {
+                id,
+                kind: None,
+                interruptible: None,
+            });
         Some(Launched {
             instance_id: id,
             instance_type,
@@ -158,6 +178,7 @@ pub async fn create(
                 .unwrap_or_default()
                 .to_string(),
             security_groups: Vec::new(),
+            reservation,
         })
     });
     if let Some(l) = &launched {

@@ -26,8 +26,12 @@ fn from_sdk(i: &Ec2Instance) -> Option<Instance> {
             .and_then(|s| s.name())
             .map(|n| n.as_str().to_string())
             .unwrap_or_default(),
-        capacity_type: match i.instance_lifecycle().map(|l| l.as_str()) {
-            Some("spot") => "spot".into(),
+        capacity_type: match (
+            i.instance_lifecycle().map(|l| l.as_str()),
+            i.capacity_reservation_id(),
+        ) {
+            (Some("spot"), _) => "spot".into(),
+            (_, Some(_)) => "reserved".into(),
             _ => "on-demand".into(),
         },
         image_id: i.image_id().unwrap_or_default().to_string(),
@@ -49,6 +53,7 @@ fn from_sdk(i: &Ec2Instance) -> Option<Instance> {
             .iter()
             .filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string())))
             .collect(),
+        capacity_reservation_id: i.capacity_reservation_id().map(str::to_string),
     })
 }
 

@@ -5,12 +5,13 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::{
-    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest,
+    CapacityReservationTarget, LaunchTemplateBlockDeviceMappingRequest,
+    LaunchTemplateCapacityReservationSpecificationRequest, LaunchTemplateEbsBlockDeviceRequest,
     LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
-    LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
-    LaunchTemplateInstanceMetadataProtocolIpv6,
+    LaunchTemplateInstanceMarketOptionsRequest, LaunchTemplateInstanceMetadataEndpointState,
+    LaunchTemplateInstanceMetadataOptionsRequest, LaunchTemplateInstanceMetadataProtocolIpv6,
     LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatesMonitoringRequest,
-    RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
+    MarketType, RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
 };
 use base64::Engine;
 use fleetwright_core::quantity::parse_scaled;
@@ -53,6 +54,9 @@ pub struct LaunchTemplateSpec {
     pub instance_profile: String,
     pub detailed_monitoring: bool,
     pub associate_public_ip_address: Option<bool>,
+    /// The capacity reservation the template targets, and whether it is a capacity block (whose
+    /// market type the template sets).
+    pub capacity_reservation: Option<(String, bool)>,
     /// Tags on the template itself.
     pub tags: BTreeMap<String, String>,
 }
@@ -91,6 +95,7 @@ pub fn spec(
         instance_profile: resolved.instance_profile.clone(),
         detailed_monitoring: class.detailed_monitoring.unwrap_or(false),
         associate_public_ip_address: class.associate_public_ip_address,
+        capacity_reservation: None,
         tags,
     })
 }
@@ -187,6 +192,24 @@ pub fn request_data(spec: &LaunchTemplateSpec) -> RequestLaunchTemplateData {
                 .map(block_device_request)
                 .collect(),
         ));
+    if let Some((id, block)) = &spec.capacity_reservation {
+        data = data.capacity_reservation_specification(
+            LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                .capacity_reservation_target(
+                    CapacityReservationTarget::builder()
+                        .capacity_reservation_id(id)
+                        .build(),
+                )
+                .build(),
+        );
+        if *block {
+            data = data.instance_market_options(
+                LaunchTemplateInstanceMarketOptionsRequest::builder()
+                    .market_type(MarketType::CapacityBlock)
+                    .build(),
+            );
+        }
+    }
     data = match spec.associate_public_ip_address {
         Some(public) => data.network_interfaces(
             LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()

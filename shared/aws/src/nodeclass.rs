@@ -13,7 +13,9 @@ use crate::clients::AwsClients;
 use crate::cluster::ClusterInfo;
 use crate::error::AwsError;
 
-pub use fleetwright_cloud::nodeclass::{ParameterRoot, ResolvedNodeClass, Subnet};
+pub use fleetwright_cloud::nodeclass::{
+    ParameterRoot, ResolvedNodeClass, ResolvedReservation, Subnet,
+};
 
 /// Resolves every selector of an EC2NodeClass.
 #[instrument(skip(clients, cluster, spec, root), fields(cluster = %cluster.name))]
@@ -28,6 +30,12 @@ pub async fn resolve(
     let security_groups =
         security_groups(&clients.ec2, name, &spec.security_group_selector_terms).await?;
     let (family, amis) = amis(clients, cluster, name, spec, root).await?;
+    let reservations = reservations(
+        &clients.ec2,
+        name,
+        &spec.capacity_reservation_selector_terms,
+    )
+    .await?;
     let instance_profile = match (&spec.instance_profile, &spec.role) {
         (Some(profile), _) => profile.clone(),
         (None, Some(role)) => {
@@ -54,6 +62,7 @@ pub async fn resolve(
         security_groups,
         amis,
         instance_profile,
+        reservations,
     })
 }
 
@@ -113,6 +122,61 @@ async fn subnets(
         "subnetSelectorTerms",
         found.into_values().collect(),
     )
+}
+
+/// The active capacity reservations the terms select (by id, or by tags), with the instances
+/// each can still take. Reservations whose instance match criteria Karpenter does not know are
+/// left out, as Karpenter leaves them.
+async fn reservations(
+    ec2: &aws_sdk_ec2::Client,
+    nodeclass: &str,
+    terms: &[SelectorTerm],
+) -> Result<Vec<ResolvedReservation>, AwsError> {
+    if terms.is_empty() {
+        return Ok(Vec::new());
+    }
+    check_terms(nodeclass, "capacityReservationSelectorTerms", terms)?;
+    let mut found: BTreeMap<String, ResolvedReservation> = BTreeMap::new();
+    for term in terms {
+        let mut filters = tag_filters(&term.tags);
+        filters.push(Filter::builder().name("state").values("active").build());
+        let mut pages = ec2
+            .describe_capacity_reservations()
+            .set_capacity_reservation_ids(term.id.clone().map(|id| vec![id]))
+            .set_filters(Some(filters))
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| crate::error::api("DescribeCapacityReservations", e))?;
+            for r in page.capacity_reservations().iter().filter_map(reservation) {
+                found.insert(r.id.clone(), r);
+            }
+        }
+    }
+    Ok(found.into_values().collect())
+}
+
+fn reservation(r: &aws_sdk_ec2::types::CapacityReservation) -> Option<ResolvedReservation> {
+    let criteria = r.instance_match_criteria()?.as_str().to_string();
+    if !["open", "targeted"].contains(&criteria.as_str()) {
+        return None;
+    }
+    Some(ResolvedReservation {
+        id: r.capacity_reservation_id()?.to_string(),
+        instance_type: r.instance_type()?.to_string(),
+        zone: r.availability_zone()?.to_string(),
+        kind: r
+            .reservation_type()
+            .map(|t| t.as_str().to_string())
+            .unwrap_or_else(|| "default".into()),
+        interruptible: r.interruptible().unwrap_or(false),
+        owner_id: r.owner_id().unwrap_or_default().to_string(),
+        instance_match_criteria: criteria,
+        end_time: r
+            .end_date()
+            .and_then(|t| chrono::DateTime::from_timestamp(t.secs(), t.subsec_nanos())),
+        available: r.available_instance_count().unwrap_or(0).max(0) as usize,
+    })
 }
 
 async fn security_groups(

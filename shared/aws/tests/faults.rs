@@ -78,6 +78,7 @@ fn request(nodeclaim: &str) -> LaunchRequest {
         taints: Vec::new(),
         startup_taints: Vec::new(),
         overlays: Vec::new(),
+        reservation_ids: None,
     }
 }
 

@@ -27,6 +27,7 @@ fn request(nodeclaim: &str, types: &[&str], capacity: &[&str]) -> LaunchRequest 
         taints: Vec::new(),
         startup_taints: Vec::new(),
         overlays: Vec::new(),
+        reservation_ids: None,
     }
 }
 

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::launch::Launched;
+use crate::launch::{Launched, LaunchedReservation};
 
 /// Instances younger than this are never garbage collected (their NodeClaim may not be visible yet).
 pub const ORPHAN_GRACE: Duration = Duration::seconds(30);
@@ -33,6 +33,9 @@ pub struct Instance {
     pub security_groups: Vec<String>,
     pub launch_time: Option<DateTime<Utc>>,
     pub tags: BTreeMap<String, String>,
+    /// The capacity reservation it runs in (EC2's `CapacityReservationId`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_reservation_id: Option<String>,
 }
 
 impl Instance {
@@ -63,6 +66,14 @@ impl Instance {
             image_id: self.image_id.clone(),
             subnet_id: self.subnet_id.clone(),
             security_groups: self.security_groups.clone(),
+            reservation: self
+                .capacity_reservation_id
+                .as_ref()
+                .map(|id| LaunchedReservation {
+                    id: id.clone(),
+                    kind: None,
+                    interruptible: None,
+                }),
         }
     }
 }

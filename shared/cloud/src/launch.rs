@@ -5,9 +5,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fleetwright_core::catalog::{architecture, overlaid_price, RawInstanceType};
+use chrono::{DateTime, Utc};
+use fleetwright_core::catalog::{architecture, overlaid_price, reserved_price, RawInstanceType};
 use fleetwright_core::labels::{
-    CAPACITY_ON_DEMAND, CAPACITY_SPOT, CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE,
+    CAPACITY_ON_DEMAND, CAPACITY_RESERVED, CAPACITY_SPOT, CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL,
+    RESERVATION_ID, ZONE,
 };
 use fleetwright_core::model::{NodeOverlay, Taint, TaintEffect};
 use fleetwright_core::Catalog;
@@ -18,6 +20,7 @@ use sha2::{Digest, Sha256};
 use crate::ami::{self, Ami, Variant};
 use crate::error::CloudError;
 pub use crate::error::FleetError;
+use crate::nodeclass::ResolvedReservation;
 use crate::nodeclass::Subnet;
 
 /// At most this many instance types go into one CreateFleet call.
@@ -39,6 +42,10 @@ pub struct LaunchRequest {
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub startup_taints: Vec<Taint>,
+    /// The reservations the NodeClaim's requirements allow (`karpenter.k8s.aws/capacity-
+    /// reservation-id` In), when it names some; None allows any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation_ids: Option<Vec<String>>,
     /// The cluster's NodeOverlays: the plan priced the options with them, so the launch orders
     /// its overrides by the same prices and asks EC2 to take them in that order (prioritized),
     /// as Karpenter does when a price overlay applies, instead of by EC2's own prices.
@@ -102,6 +109,7 @@ impl LaunchRequest {
             instance_types,
             capacity_types: values(CAPACITY_TYPE),
             zones: values(ZONE),
+            reservation_ids: Some(values(RESERVATION_ID)).filter(|ids| !ids.is_empty()),
             labels,
             taints: taints(&claim.spec.taints, "spec.taints")?,
             startup_taints: taints(&claim.spec.startup_taints, "spec.startupTaints")?,
@@ -126,6 +134,9 @@ pub struct Override {
     pub subnet_id: String,
     pub image_id: String,
     pub price: f64,
+    /// For a `reserved` launch: the reservation this override targets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
 }
 
 /// The instance a launch produced.
@@ -143,6 +154,22 @@ pub struct Launched {
     /// Its security groups, sorted (empty when unknown), recorded for security-group drift.
     #[serde(default)]
     pub security_groups: Vec<String>,
+    /// The capacity reservation it was launched into (capacity type `reserved`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<LaunchedReservation>,
+}
+
+/// The capacity reservation an instance runs in, with what the NodeClaim's labels say of it
+/// (unknown for an instance found again by its tags, whose reservation is known only by id).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LaunchedReservation {
+    pub id: String,
+    /// `default` or `capacity-block`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruptible: Option<bool>,
 }
 
 impl Launched {
@@ -170,8 +197,20 @@ pub fn variant_of(raw: &RawInstanceType) -> Variant {
     }
 }
 
-/// Spot when allowed and some option has an available spot offering; otherwise on-demand.
-pub fn capacity_type(req: &LaunchRequest, catalog: &Catalog) -> Option<&'static str> {
+/// Reserved when the NodeClaim allows it and one of the class's reservations can take one of
+/// its options (Karpenter prefers reservations, which are paid for); else spot when allowed and
+/// some option has an available spot offering; otherwise on-demand.
+pub fn capacity_type(
+    req: &LaunchRequest,
+    catalog: &Catalog,
+    reservations: &[ResolvedReservation],
+    now: DateTime<Utc>,
+) -> Option<&'static str> {
+    if req.allows_capacity(CAPACITY_RESERVED)
+        && reservations.iter().any(|r| takes(req, catalog, r, now))
+    {
+        return Some(CAPACITY_RESERVED);
+    }
     [CAPACITY_SPOT, CAPACITY_ON_DEMAND]
         .into_iter()
         .filter(|c| req.allows_capacity(c))
@@ -227,6 +266,7 @@ pub fn overrides(
                         }
                         None => o.price,
                     },
+                    reservation: None,
                 })
             })
             .collect();
@@ -248,6 +288,92 @@ pub fn overrides(
             .then_with(|| a.zone.cmp(&b.zone))
     });
     out
+}
+
+/// Whether a reservation can take this launch: active, with an instance left, of one of the
+/// options, in an allowed zone where the type is offered, and allowed by the NodeClaim's
+/// requirements on the reservation labels (a pod that selected one reservation).
+fn takes(
+    req: &LaunchRequest,
+    catalog: &Catalog,
+    r: &ResolvedReservation,
+    now: DateTime<Utc>,
+) -> bool {
+    r.state(now) == "active"
+        && r.available > 0
+        && req.instance_types.contains(&r.instance_type)
+        && req.allows_zone(&r.zone)
+        && req
+            .reservation_ids
+            .as_ref()
+            .is_none_or(|ids| ids.contains(&r.id))
+        && catalog
+            .zones
+            .get(&r.instance_type)
+            .is_some_and(|z| z.contains(&r.zone))
+}
+
+/// The overrides of a `reserved` launch: one per reservation that can take it (its type, in its
+/// zone, with that zone's subnet), at the reserved price, cheapest type first.
+pub fn reserved_overrides(
+    req: &LaunchRequest,
+    catalog: &Catalog,
+    reservations: &[ResolvedReservation],
+    subnets: &BTreeMap<&str, &Subnet>,
+    amis: &[Ami],
+    now: DateTime<Utc>,
+) -> Vec<Override> {
+    let mut out: Vec<Override> = reservations
+        .iter()
+        .filter(|r| takes(req, catalog, r, now))
+        .filter_map(|r| {
+            let raw = catalog
+                .raw
+                .iter()
+                .find(|x| x.instance_type == r.instance_type)?;
+            let arch = architecture(raw)?;
+            let ami = ami::pick(amis, arch, variant_of(raw))?;
+            let subnet = subnets.get(r.zone.as_str())?;
+            let on_demand = catalog.on_demand.get(&r.instance_type).copied();
+            Some(Override {
+                instance_type: r.instance_type.clone(),
+                zone: r.zone.clone(),
+                subnet_id: subnet.id.clone(),
+                image_id: ami.id.clone(),
+                price: reserved_price(on_demand.unwrap_or(0.0)),
+                reservation: Some(r.id.clone()),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        a.price
+            .total_cmp(&b.price)
+            .then_with(|| a.instance_type.cmp(&b.instance_type))
+            .then_with(|| a.reservation.cmp(&b.reservation))
+    });
+    // One CreateFleet asks for one market: capacity blocks or plain reservations, as the
+    // cheapest override's is.
+    let kind = |o: &Override| {
+        reservations
+            .iter()
+            .find(|r| Some(&r.id) == o.reservation.as_ref())
+            .map(|r| r.kind.clone())
+    };
+    if let Some(first) = out.first().map(kind) {
+        out.retain(|o| kind(o) == first);
+    }
+    out.truncate(MAX_INSTANCE_TYPES);
+    out
+}
+
+/// The instance's reservation, with the labels the NodeClaim gets from it.
+pub fn launched_reservation(id: &str, reservations: &[ResolvedReservation]) -> LaunchedReservation {
+    let r = reservations.iter().find(|r| r.id == id);
+    LaunchedReservation {
+        id: id.to_string(),
+        kind: r.map(|r| r.kind.clone()),
+        interruptible: r.map(|r| r.interruptible),
+    }
 }
 
 /// A token derived from the NodeClaim, the capacity type and the set of offerings asked for (each
@@ -323,6 +449,7 @@ mod tests {
             taints: Vec::new(),
             startup_taints: Vec::new(),
             overlays: Vec::new(),
+            reservation_ids: None,
         }
     }
 
@@ -380,11 +507,16 @@ mod tests {
     fn spot_is_preferred_when_allowed_and_offered() {
         let catalog = Catalog::embedded();
         assert_eq!(
-            capacity_type(&request(&["m5.large"], &[], &[]), catalog),
+            capacity_type(&request(&["m5.large"], &[], &[]), catalog, &[], Utc::now()),
             Some("spot")
         );
         assert_eq!(
-            capacity_type(&request(&["m5.large"], &["on-demand"], &[]), catalog),
+            capacity_type(
+                &request(&["m5.large"], &["on-demand"], &[]),
+                catalog,
+                &[],
+                Utc::now()
+            ),
             Some("on-demand")
         );
         let mut ice = catalog.clone();
@@ -393,13 +525,71 @@ mod tests {
                 .insert(("spot".into(), "m5.large".into(), zone.clone()));
         }
         assert_eq!(
-            capacity_type(&request(&["m5.large"], &[], &[]), &ice),
+            capacity_type(&request(&["m5.large"], &[], &[]), &ice, &[], Utc::now()),
             Some("on-demand")
         );
         assert_eq!(
-            capacity_type(&request(&["no.such"], &[], &[]), catalog),
+            capacity_type(&request(&["no.such"], &[], &[]), catalog, &[], Utc::now()),
             None
         );
+    }
+
+    fn reservation(id: &str, kind: &str, available: usize) -> ResolvedReservation {
+        ResolvedReservation {
+            id: id.into(),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            kind: kind.into(),
+            interruptible: false,
+            owner_id: "123456789012".into(),
+            instance_match_criteria: "targeted".into(),
+            end_time: None,
+            available,
+        }
+    }
+
+    /// A NodeClaim that allows `reserved` launches into a reservation of one of its types with
+    /// instances left, at the reserved price, and only into the reservations its requirements
+    /// name; a used-up or expiring one (a capacity block 40 minutes from its end) takes nothing.
+    #[test]
+    fn reserved_is_preferred_when_allowed_and_a_reservation_has_room() {
+        let catalog = Catalog::embedded();
+        let now = Utc::now();
+        let both = request(&["m5.large", "m5.xlarge"], &["reserved", "on-demand"], &[]);
+        let open = [reservation("cr-1", "default", 2)];
+        assert_eq!(capacity_type(&both, catalog, &open, now), Some("reserved"));
+        let list = subnets();
+        let out = reserved_overrides(&both, catalog, &open, &best(&list), &amis(), now);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].reservation.as_deref(), Some("cr-1"));
+        assert_eq!(out[0].zone, "us-east-1a");
+        assert!(out[0].price < 1e-6);
+        let od_only = request(&["m5.large"], &["on-demand"], &[]);
+        assert_eq!(
+            capacity_type(&od_only, catalog, &open, now),
+            Some("on-demand")
+        );
+        let full = [reservation("cr-1", "default", 0)];
+        assert_eq!(capacity_type(&both, catalog, &full, now), Some("on-demand"));
+        let mut ending = reservation("cr-2", "capacity-block", 2);
+        ending.end_time = Some(now + chrono::Duration::minutes(30));
+        assert_eq!(
+            capacity_type(&both, catalog, &[ending.clone()], now),
+            Some("on-demand")
+        );
+        ending.end_time = Some(now + chrono::Duration::minutes(41));
+        assert_eq!(
+            capacity_type(&both, catalog, &[ending], now),
+            Some("reserved")
+        );
+        let mut named = both.clone();
+        named.reservation_ids = Some(vec!["cr-9".into()]);
+        assert_eq!(
+            capacity_type(&named, catalog, &open, now),
+            Some("on-demand")
+        );
+        let b_only = request(&["m5.large"], &["reserved"], &["us-east-1b"]);
+        assert_eq!(capacity_type(&b_only, catalog, &open, now), None);
     }
 
     #[test]

@@ -24,6 +24,59 @@ pub struct ResolvedNodeClass {
     pub security_groups: Vec<String>,
     pub amis: Vec<Ami>,
     pub instance_profile: String,
+    /// The capacity reservations its `capacityReservationSelectorTerms` select.
+    #[serde(default)]
+    pub reservations: Vec<ResolvedReservation>,
+}
+
+/// A capacity reservation as EC2 describes it, with what the EC2NodeClass's status shows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedReservation {
+    pub id: String,
+    pub instance_type: String,
+    pub zone: String,
+    /// `default` or `capacity-block`.
+    pub kind: String,
+    pub interruptible: bool,
+    pub owner_id: String,
+    /// `open` or `targeted`.
+    pub instance_match_criteria: String,
+    pub end_time: Option<chrono::DateTime<chrono::Utc>>,
+    /// Instances it can still take.
+    pub available: usize,
+}
+
+/// A capacity block is `expiring` from 40 minutes before its end, as Karpenter counts it:
+/// nothing launches into it, and its nodes are drained (AWS reclaims them at the end).
+pub const CAPACITY_BLOCK_EXPIRING: chrono::Duration = chrono::Duration::minutes(40);
+
+impl ResolvedReservation {
+    /// `active`, or `expiring` for a capacity block within 40 minutes of its end.
+    pub fn state(&self, now: chrono::DateTime<chrono::Utc>) -> &'static str {
+        match self.end_time {
+            Some(end) if self.kind == "capacity-block" && now >= end - CAPACITY_BLOCK_EXPIRING => {
+                "expiring"
+            }
+            _ => "active",
+        }
+    }
+
+    /// The reservation as the core plans with it.
+    pub fn planned(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> fleetwright_core::catalog::CapacityReservation {
+        fleetwright_core::catalog::CapacityReservation {
+            id: self.id.clone(),
+            instance_type: self.instance_type.clone(),
+            zone: self.zone.clone(),
+            kind: self.kind.clone(),
+            interruptible: self.interruptible,
+            state: self.state(now).to_string(),
+            available: self.available,
+        }
+    }
 }
 
 impl ResolvedNodeClass {

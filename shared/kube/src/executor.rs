@@ -10,7 +10,9 @@ use kube::api::{Api, DeleteParams, EvictParams, PostParams};
 use kube::core::object::HasStatus;
 use kube::Client;
 
-use crate::crds::{NodeClaim, NodeClaimStatus, NodePool, NodePoolStatus};
+use crate::crds::{
+    EC2NodeClass, EC2NodeClassStatus, NodeClaim, NodeClaimStatus, NodePool, NodePoolStatus,
+};
 use crate::error::KubeError;
 pub use crate::objects::TERMINATION_FINALIZER;
 pub use crate::objects::{
@@ -243,6 +245,15 @@ pub async fn update_nodepool_status(
     change: impl Fn(&NodePool) -> Option<NodePoolStatus>,
 ) -> Result<bool, KubeError> {
     update_status(client, "NodePool status", name, change).await
+}
+
+/// Writes an EC2NodeClass's status through its status subresource.
+pub async fn update_nodeclass_status(
+    client: Client,
+    name: &str,
+    change: impl Fn(&EC2NodeClass) -> Option<EC2NodeClassStatus>,
+) -> Result<bool, KubeError> {
+    update_status(client, "EC2NodeClass status", name, change).await
 }
 
 /// Writes the status `change` makes of a cluster-scoped object through its status subresource.

@@ -314,6 +314,7 @@ fn instance(i: usize) -> fleetwright_cloud::Instance {
                 .with_timezone(&Utc),
         ),
         tags,
+        capacity_reservation_id: None,
     }
 }
 

@@ -253,6 +253,7 @@ async fn launch_m5_large(
         taints: Vec::new(),
         startup_taints: Vec::new(),
         overlays: Vec::new(),
+        reservation_ids: None,
     };
     cloud
         .launch(&request, &fx.nodeclass("default"), Utc::now())

@@ -17,10 +17,10 @@ use chrono::{DateTime, Duration, Utc};
 use fleetwright_cloud::ami::{Ami, AmiFamily, Variant};
 use fleetwright_cloud::instances::{ownership_problem, Instance, Termination};
 use fleetwright_cloud::launch::{self, FleetError};
-use fleetwright_cloud::nodeclass::{ResolvedNodeClass, Subnet};
+use fleetwright_cloud::nodeclass::{ResolvedNodeClass, ResolvedReservation, Subnet};
 use fleetwright_cloud::unavailable::{OfferingKey, UnavailableOfferings};
 use fleetwright_cloud::{Cloud, CloudError, LaunchRequest, Launched};
-use fleetwright_core::labels::NODEPOOL;
+use fleetwright_core::labels::{CAPACITY_RESERVED, NODEPOOL};
 use fleetwright_core::Catalog;
 use fleetwright_crds::EC2NodeClass;
 use serde::Deserialize;
@@ -93,6 +93,8 @@ struct State {
     listing_lag: Duration,
     /// The simulation's clock, for the listing lag.
     clock: Option<DateTime<Utc>>,
+    /// Capacity reservations in the account, with their tags (`available` is their size).
+    reservations: Vec<(ResolvedReservation, BTreeMap<String, String>)>,
 }
 
 /// The simulated cloud.
@@ -234,6 +236,44 @@ impl SimCloud {
         }
     }
 
+    /// A capacity reservation in the account: `reservation.available` instances of its type in
+    /// its zone, found by EC2NodeClasses that select its id or its `tags`. A capacity block's
+    /// instances are reclaimed at its end.
+    pub fn add_reservation(
+        &self,
+        reservation: ResolvedReservation,
+        tags: BTreeMap<String, String>,
+    ) {
+        self.state().reservations.push((reservation, tags));
+    }
+
+    /// The reservations an EC2NodeClass selects, each with the instances it can still take.
+    fn reservations_for(&self, nodeclass: &EC2NodeClass) -> Vec<ResolvedReservation> {
+        let s = self.state();
+        let terms = &nodeclass.spec.capacity_reservation_selector_terms;
+        s.reservations
+            .iter()
+            .filter(|(r, tags)| {
+                terms.iter().any(|t| {
+                    let by_id = t.id.as_ref().is_none_or(|id| *id == r.id);
+                    let by_tags = t.tags.iter().all(|(k, v)| tags.get(k) == Some(v));
+                    by_id && by_tags && (t.id.is_some() || !t.tags.is_empty())
+                })
+            })
+            .map(|(r, _)| {
+                let used = s
+                    .live
+                    .values()
+                    .filter(|i| i.instance.capacity_reservation_id.as_ref() == Some(&r.id))
+                    .count();
+                ResolvedReservation {
+                    available: r.available.saturating_sub(used),
+                    ..r.clone()
+                }
+            })
+            .collect()
+    }
+
     /// Offerings matching `ice` have no capacity from now on.
     pub fn add_ice(&self, ice: Ice) {
         self.state().ice.push(ice);
@@ -294,13 +334,26 @@ impl SimCloud {
         warned
     }
 
-    /// Reclaims the instances whose interruption warning has run out; returns them.
+    /// Reclaims the instances whose interruption warning has run out, and those of capacity
+    /// blocks that have ended; returns them.
     pub fn reclaim(&self, now: DateTime<Utc>) -> Vec<Instance> {
         let mut s = self.state();
+        let ended: BTreeSet<String> = s
+            .reservations
+            .iter()
+            .filter(|(r, _)| r.kind == "capacity-block" && r.end_time.is_some_and(|e| now >= e))
+            .map(|(r, _)| r.id.clone())
+            .collect();
         let due: Vec<String> = s
             .live
             .values()
-            .filter(|i| i.warned.is_some_and(|w| now - w >= SPOT_WARNING))
+            .filter(|i| {
+                i.warned.is_some_and(|w| now - w >= SPOT_WARNING)
+                    || i.instance
+                        .capacity_reservation_id
+                        .as_ref()
+                        .is_some_and(|id| ended.contains(id))
+            })
             .map(|i| i.instance.id.clone())
             .collect();
         due.iter()
@@ -376,6 +429,7 @@ fn resolved(nodeclass: &EC2NodeClass, release: u32, zones: &[String]) -> Resolve
         security_groups: vec!["sg-simulated".into()],
         amis,
         instance_profile: "simulated".into(),
+        reservations: Vec::new(),
     }
 }
 
@@ -403,21 +457,29 @@ impl SimCloud {
         }
         let catalog = self.catalog(now).await?;
         let resolved = self.nodeclass(nodeclass, now).await?;
+        let reservations = &resolved.reservations;
         let capacity_type =
-            launch::capacity_type(req, &catalog).ok_or_else(|| CloudError::Launch {
-                nodeclaim: req.nodeclaim.clone(),
-                reason: format!(
+            launch::capacity_type(req, &catalog, reservations, now).ok_or_else(|| {
+                CloudError::Launch {
+                    nodeclaim: req.nodeclaim.clone(),
+                    reason: format!(
                 "no available offering for instance types {:?} (capacity types {:?}, zones {:?})",
                 req.instance_types, req.capacity_types, req.zones
             ),
+                }
             })?;
-        let overrides = launch::overrides(
-            req,
-            &catalog,
-            capacity_type,
-            &resolved.best_subnets(),
-            &resolved.amis,
-        );
+        let subnets = resolved.best_subnets();
+        let overrides = match capacity_type {
+            CAPACITY_RESERVED => launch::reserved_overrides(
+                req,
+                &catalog,
+                reservations,
+                &subnets,
+                &resolved.amis,
+                now,
+            ),
+            _ => launch::overrides(req, &catalog, capacity_type, &subnets, &resolved.amis),
+        };
         let mut errors = Vec::new();
         for o in overrides {
             if !self.has_capacity(&o.instance_type, &o.zone, capacity_type) {
@@ -449,8 +511,13 @@ impl SimCloud {
                 security_groups: resolved.security_groups.clone(),
                 launch_time: Some(now),
                 tags: launch::instance_tags(&self.cluster, req, &nodeclass.spec.tags),
+                capacity_reservation_id: o.reservation.clone(),
             };
-            let launched = instance.launched();
+            let mut launched = instance.launched();
+            launched.reservation = o
+                .reservation
+                .as_deref()
+                .map(|id| launch::launched_reservation(id, reservations));
             s.launched_for
                 .insert(req.nodeclaim.clone(), instance.clone());
             s.live.insert(
@@ -493,7 +560,9 @@ impl Cloud for SimCloud {
         _now: DateTime<Utc>,
     ) -> Result<ResolvedNodeClass, CloudError> {
         let name = nodeclass.metadata.name.clone().unwrap_or_default();
-        Ok(resolved(nodeclass, self.release_of(&name), &self.zones))
+        let mut out = resolved(nodeclass, self.release_of(&name), &self.zones);
+        out.reservations = self.reservations_for(nodeclass);
+        Ok(out)
     }
 
     async fn launch(
@@ -591,6 +660,7 @@ mod tests {
             security_groups: Vec::new(),
             launch_time: None,
             tags: [(NODEPOOL.to_string(), "default".to_string())].into(),
+            capacity_reservation_id: None,
         }
     }
 

@@ -341,7 +341,7 @@ fn every_environment_variable_is_a_setting_the_functions_accept() {
                 Json::Object(o) if o.contains_key("Ref") => match o["Ref"].as_str() {
                     Some("ClusterName") => CLUSTER.to_string(),
                     Some("WebhookTokenParameter") => "/fleetwright/webhook-token".to_string(),
-                    Some("DryRun") => "false".to_string(),
+                    Some("DryRun" | "NodeRepair") => "false".to_string(),
                     Some("Namespace") => "karpenter".to_string(),
                     other => panic!("unexpected parameter {other:?}"),
                 },

@@ -328,6 +328,7 @@ mod tests {
                 security_groups: Vec::new(),
                 launch_time: None,
                 tags,
+                capacity_reservation_id: None,
             },
             price: 0.1,
             warned: None,

@@ -260,6 +260,7 @@ impl Chaos {
                 security_groups: Vec::new(),
                 launch_time: Some(sim.start),
                 tags: foreign_tags,
+                capacity_reservation_id: None,
             },
             0.0,
         );

@@ -336,6 +336,61 @@ impl<'a> Ctx<'a> {
         self.lp_priced(demand, &priced)
     }
 
+    /// The LP lower bound on new capacity for `demand`. With capacity reservations among the
+    /// types, the LP alone would buy everything at the all-but-free reserved price; instead the
+    /// reservations' whole capacity (their instances left × their type's room) is taken off the
+    /// demand and the rest bought at the types' prices outside reservations. Any plan's paid
+    /// nodes cover at least that rest, so the bound holds.
+    pub(crate) fn bound(&self, demand: &Resources, cols: &[(usize, usize)]) -> Option<f64> {
+        let reserved = |o: &crate::catalog::Offering| o.reservation.is_some() && o.available;
+        let any = cols
+            .iter()
+            .any(|&(p, t)| self.pools[p].types[t].offerings.iter().any(reserved));
+        if !any {
+            return self.lp(demand, cols).map(|(c, _)| c);
+        }
+        let mut rest = demand.clone();
+        let mut seen = std::collections::BTreeSet::new();
+        for &(p, t) in cols {
+            for o in self.pools[p].types[t]
+                .offerings
+                .iter()
+                .filter(|o| reserved(o))
+            {
+                let r = o.reservation.as_ref().expect("reserved");
+                if seen.insert(r.id.clone()) {
+                    for _ in 0..r.available {
+                        rest = rest.minus(&self.pools[p].usable[t]);
+                    }
+                }
+            }
+        }
+        let names: Vec<String> = rest.names().map(str::to_string).collect();
+        for n in &names {
+            if rest.get(n) < 0 {
+                rest.set(n, 0);
+            }
+        }
+        let priced: Vec<(usize, usize, f64)> = cols
+            .iter()
+            .filter_map(|&(p, t)| {
+                let pool = &self.pools[p];
+                let price = pool.types[t]
+                    .offerings
+                    .iter()
+                    .filter(|o| o.available && o.reservation.is_none())
+                    .filter(|o| crate::catalog::offering_allowed(o, &pool.base))
+                    .map(|o| o.price)
+                    .min_by(f64::total_cmp)?;
+                Some((p, t, price))
+            })
+            .collect();
+        if rest.names().all(|n| rest.get(n) <= 0) {
+            return Some(0.0);
+        }
+        self.lp_priced(&rest, &priced).map(|(c, _)| c)
+    }
+
     /// The LP bound for `demand` over (pool, type, price) columns.
     pub(crate) fn lp_priced(
         &self,

@@ -292,7 +292,7 @@ impl<'c, 'a> Run<'c, 'a> {
         }
         let hourly: f64 = plan.nodeclaims.iter().map(|n| n.price).sum();
         let cols: Vec<(usize, usize)> = columns.into_iter().collect();
-        let lower_bound = ctx.lp(&demand, &cols).map(|(c, _)| c).unwrap_or(0.0);
+        let lower_bound = ctx.bound(&demand, &cols).unwrap_or(0.0);
         plan.cost = Cost {
             hourly: round6(hourly),
             lower_bound: round6(lower_bound.min(hourly)),

@@ -7,7 +7,7 @@
 //! Leases (`coordination.k8s.io/v1`) and ConfigMaps can be created, read and replaced, with the API
 //! server's optimistic concurrency: a create of an existing lease and a replace with a stale
 //! `resourceVersion` both answer 409 Conflict. NodeClaims can be created (with `generateName`);
-//! nodes and NodeClaims read, replaced (NodeClaims also through `/status`) and deleted one by one,
+//! nodes, NodeClaims, NodePools and EC2NodeClasses read, replaced (also through `/status`) and deleted one by one,
 //! with the same `resourceVersion` checks; a delete of an object with finalizers only sets its
 //! `deletionTimestamp`, and the object goes once its finalizers are removed. Node conflicts can be
 //! injected with `node_conflicts`. Events can be created. A NodeClaim with neither `name` nor
@@ -366,6 +366,7 @@ fn write(state: &mut State, method: &str, path: &str, body: &[u8]) -> Option<Rep
         "/api/v1/nodes",
         "/apis/karpenter.sh/v1/nodeclaims",
         "/apis/karpenter.sh/v1/nodepools",
+        "/apis/karpenter.k8s.aws/v1/ec2nodeclasses",
     ]
     .into_iter()
     .find(|c| path.starts_with(&format!("{c}/")))?;

@@ -58,6 +58,18 @@ pub enum Action {
         condition: String,
         forceful: bool,
     },
+    /// Delete a NodeClaim whose capacity block is expiring (40 minutes before its end), so its
+    /// node is drained before AWS reclaims the instance.
+    ReservationExpiring {
+        nodeclaim: String,
+        reservation: String,
+        ends: Option<DateTime<Utc>>,
+    },
+    /// Write an EC2NodeClass's `status.capacityReservations`, as resolved this tick.
+    NodeClassReservations {
+        nodeclass: String,
+        reservations: Vec<fleetwright_kube::crds::CapacityReservation>,
+    },
     /// An unhealthy node left alone: more of its pool than repair allows is unhealthy.
     RepairBlocked {
         node: String,

@@ -46,6 +46,13 @@ pub(crate) fn describe(action: &Action, summary: &mut TickSummary) {
             warn!(target: TICK, nodeclaim = %nodeclaim, %node, %condition, forceful, "repairing an unhealthy node");
             summary.repaired.push(nodeclaim.clone());
         }
+        Action::ReservationExpiring {
+            nodeclaim,
+            reservation,
+            ..
+        } => {
+            info!(target: TICK, nodeclaim = %nodeclaim, capacity_reservation_id = %reservation, "initiating delete for capacity block expiration");
+        }
         Action::RepairBlocked {
             node,
             nodepool,

@@ -38,6 +38,8 @@ pub(crate) struct Applied<'a> {
     pub claims: &'a mut Vec<NodeClaim>,
     /// NodeClaims created by the actions applied, in order.
     pub created: Vec<NodeClaim>,
+    /// The capacity reservations of the EC2NodeClasses that select some, resolved this tick.
+    pub reservations: super::reservations::Reservations,
 }
 
 impl<C: Cloud> Tick<C> {
@@ -142,7 +144,8 @@ impl<C: Cloud> Tick<C> {
                 forceful,
                 ..
             } => {
-                self.repair(&nodeclaim, forceful, ctx.now).await?;
+                self.delete_for(&nodeclaim, "unhealthy", forceful, ctx.now)
+                    .await?;
                 warn!(target: TICK, nodeclaim = %nodeclaim, %node, %condition, forceful, "deleted the nodeclaim of an unhealthy node");
                 let kind = snake_case(condition.split('=').next().unwrap_or_default());
                 ctx.summary.metrics.add_by(
@@ -152,6 +155,31 @@ impl<C: Cloud> Tick<C> {
                     1.0,
                 );
                 ctx.summary.repaired.push(nodeclaim);
+            }
+            Action::ReservationExpiring {
+                nodeclaim,
+                reservation,
+                ends,
+            } => {
+                self.delete_for(&nodeclaim, "reservation-expiring", false, ctx.now)
+                    .await?;
+                info!(target: TICK, nodeclaim = %nodeclaim, capacity_reservation_id = %reservation, ends = ?ends, "initiating delete for capacity block expiration");
+                ctx.summary.reservation_expired.push(nodeclaim);
+            }
+            Action::NodeClassReservations {
+                nodeclass,
+                reservations,
+            } => {
+                let written =
+                    executor::update_nodeclass_status(self.kube.clone(), &nodeclass, |c| {
+                        let mut status = c.status.clone().unwrap_or_default();
+                        status.capacity_reservations = reservations.clone();
+                        (Some(&status) != c.status.as_ref()).then_some(status)
+                    })
+                    .await;
+                if let Err(e) = written {
+                    warn!(target: TICK, %nodeclass, error = %e, "could not write the ec2nodeclass's capacity reservations");
+                }
             }
             Action::RepairBlocked {
                 node,
@@ -459,6 +487,7 @@ impl<C: Cloud> Tick<C> {
                 launched.capacity_type.as_str(),
             ),
         ];
+        let reservation_labels = reservation_labels(launched);
         // The type's own labels (arch, family, size, CPU, memory, ...), as Karpenter writes
         // them, so pods selecting them land on this node and requirements drift sees them.
         let type_labels = match self.cloud.catalog(now).await {
@@ -482,6 +511,7 @@ impl<C: Cloud> Tick<C> {
             for (k, v) in labels {
                 map.insert(k.to_string(), v.to_string());
             }
+            map.extend(reservation_labels.clone());
             let map = next
                 .metadata
                 .annotations
@@ -525,17 +555,21 @@ impl<C: Cloud> Tick<C> {
         }
     }
 
-    /// Writes `annotations` onto a NodeClaim (over what it has).
-    /// Marks a NodeClaim deleted by repair (`unhealthy`, and its grace over now when
-    /// `forceful`), then deletes it. Cut off between the two, the next tick repairs it again.
-    async fn repair(
+    /// Marks a NodeClaim deleted for `reason` (`unhealthy`, `reservation-expiring`; and its
+    /// grace over now when `forceful`), then deletes it. Cut off between the two, the next tick
+    /// decides the same again.
+    async fn delete_for(
         &self,
         name: &str,
+        reason: &str,
         forceful: bool,
         now: DateTime<Utc>,
     ) -> Result<(), RuntimeError> {
         let mut annotations = std::collections::BTreeMap::new();
-        annotations.insert(DISRUPTION_ANNOTATION.to_string(), "unhealthy/delete".into());
+        annotations.insert(
+            DISRUPTION_ANNOTATION.to_string(),
+            format!("{reason}/delete"),
+        );
         if forceful {
             annotations.insert(
                 super::repair::TERMINATION_TIMESTAMP.to_string(),
@@ -547,6 +581,7 @@ impl<C: Cloud> Tick<C> {
         Ok(())
     }
 
+    /// Writes `annotations` onto a NodeClaim (over what it has).
     async fn restamp(
         &self,
         name: &str,
@@ -759,6 +794,26 @@ fn independent_target(action: &Action) -> Option<String> {
 }
 
 /// The NodeClaim or instance an action terminates, if it terminates one.
+/// The labels of the reservation an instance runs in, as Karpenter writes them: its id, and its
+/// type and whether it is interruptible when known.
+fn reservation_labels(launched: &Launched) -> Vec<(String, String)> {
+    use fleetwright_core::labels::{RESERVATION_ID, RESERVATION_INTERRUPTIBLE, RESERVATION_TYPE};
+    let Some(r) = &launched.reservation else {
+        return Vec::new();
+    };
+    let mut out = vec![(RESERVATION_ID.to_string(), r.id.clone())];
+    if let Some(kind) = &r.kind {
+        out.push((RESERVATION_TYPE.to_string(), kind.clone()));
+    }
+    if let Some(interruptible) = r.interruptible {
+        out.push((
+            RESERVATION_INTERRUPTIBLE.to_string(),
+            interruptible.to_string(),
+        ));
+    }
+    out
+}
+
 /// Logs a repair held back by its pool's health (every tick it stays so).
 pub(crate) fn repair_blocked(node: &str, nodepool: &str, unhealthy: usize, nodes: usize) {
     warn!(target: TICK, %node, %nodepool, unhealthy, nodes, "not repairing the node: more than 20% of its nodepool is unhealthy");

@@ -15,6 +15,7 @@ pub mod disruption;
 mod dry_run;
 mod execute;
 pub mod repair;
+pub mod reservations;
 
 use std::collections::BTreeMap;
 
@@ -79,6 +80,9 @@ pub struct TickSummary {
     /// NodeClaims deleted by node repair (their node unhealthy past its toleration).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub repaired: Vec<String>,
+    /// NodeClaims deleted because their capacity block is expiring.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reservation_expired: Vec<String>,
     pub terminated: Vec<String>,
     /// NodeClaims deleted because their instance is gone.
     pub stranded_deleted: Vec<String>,
@@ -175,6 +179,8 @@ impl<C: Cloud> Tick<C> {
         let mut dump = SnapshotReader::new(self.kube.clone()).read_dump().await?;
         let mut snapshot = convert::take_snapshot(&mut dump)?;
         apply_settings(&mut snapshot, &self.settings);
+        let reservations = self.resolve_reservations(&dump, now).await;
+        reservations::apply(&mut snapshot, &reservations, now);
         let mut claims: Vec<NodeClaim> = dump.nodeclaims.clone();
         let mut ctx = Applied {
             dump: &dump,
@@ -182,6 +188,7 @@ impl<C: Cloud> Tick<C> {
             summary: &mut summary,
             claims: &mut claims,
             created: Vec::new(),
+            reservations,
         };
         // Each phase runs even when an earlier one failed (a cloud call, an ordered disruption
         // step): one failure must not keep garbage collection and stranded NodeClaims waiting
@@ -261,6 +268,8 @@ impl<C: Cloud> Tick<C> {
         self.apply(restamps, ctx).await?;
         let stale = decide::liveness(ctx.claims, ctx.now);
         self.apply(stale, ctx).await?;
+        let expiring = reservations::expiring(ctx.claims, &ctx.reservations, ctx.now);
+        self.apply(expiring, ctx).await?;
         if !self.settings.node_repair {
             return Ok(());
         }
@@ -308,7 +317,8 @@ impl<C: Cloud> Tick<C> {
     async fn finish(&self, ctx: &mut Applied<'_>) -> Result<(), RuntimeError> {
         let deletions = decide::deletions(ctx.dump, ctx.claims, ctx.now);
         let deleted = self.apply(deletions, ctx).await;
-        let statuses = decide::pool_statuses(ctx.dump, ctx.claims);
+        let mut statuses = decide::pool_statuses(ctx.dump, ctx.claims);
+        statuses.extend(reservations::statuses(ctx.dump, &ctx.reservations, ctx.now));
         let deleted = deleted.and(self.apply(statuses, ctx).await);
         let collected = self.collect(ctx).await;
         let mut offerings = self.cloud.unavailable();
@@ -333,6 +343,31 @@ impl<C: Cloud> Tick<C> {
         self.apply(garbage, ctx).await?;
         let stranded = decide::stranded(ctx.dump, ctx.claims, &launched, &owned, ctx.now);
         self.apply(stranded, ctx).await
+    }
+
+    /// The capacity reservations of each EC2NodeClass that selects some, as the cloud resolves
+    /// them now (a class that cannot be resolved keeps what its status lists).
+    async fn resolve_reservations(
+        &self,
+        dump: &ClusterDump,
+        now: DateTime<Utc>,
+    ) -> reservations::Reservations {
+        let mut out = reservations::from_status(dump);
+        for class in dump
+            .nodeclasses
+            .iter()
+            .filter(|c| !c.spec.capacity_reservation_selector_terms.is_empty())
+        {
+            match self.cloud.nodeclass(class, now).await {
+                Ok(resolved) => {
+                    out.insert(resolved.name, resolved.reservations);
+                }
+                Err(e) => {
+                    warn!(nodeclass = ?class.metadata.name, error = %e, "could not resolve the ec2nodeclass's capacity reservations; planning with its status")
+                }
+            }
+        }
+        out
     }
 
     /// What the EC2NodeClasses resolve to now (AMIs, subnets, security groups), for drift.
@@ -498,6 +533,8 @@ pub fn decide_all(
     node_repair: bool,
 ) -> Vec<Action> {
     let mut actions = Vec::new();
+    let reserved = reservations::from_status(dump);
+    reservations::apply(snapshot, &reserved, now);
     let pending = decide::pending_pods(snapshot);
     if pending > 0 {
         actions.extend(decide::provision(dump, &plan_pods(snapshot, catalog, now)));
@@ -519,6 +556,7 @@ pub fn decide_all(
     actions.extend(initializations);
     actions.extend(decide::restamps(dump, claims));
     actions.extend(decide::liveness(claims, now));
+    actions.extend(reservations::expiring(claims, &reserved, now));
     if node_repair {
         actions.extend(repair::repairs(dump, claims, now));
     }
