@@ -764,7 +764,25 @@ async fn a_whole_tick_and_an_interruption_run_under_the_manifests_rbac() {
     // object it updates).
     let pools: Api<fleetwright_kube::crds::NodePool> = Api::all(admin.clone());
     let pool = pools.get("default").await.unwrap();
-    assert_eq!(pool.status.and_then(|s| s.nodes), Some(1), "status.nodes");
+    let status = pool.status.unwrap_or_default();
+    assert_eq!(status.nodes, Some(1), "status.nodes");
+    let ready = |c: &[fleetwright_kube::crds::Condition]| {
+        c.iter().any(|x| x.type_ == "Ready" && x.status == "True")
+    };
+    assert!(ready(&status.conditions), "{:?}", status.conditions);
+    // And the EC2NodeClass's: what it resolved to, and Ready, as `kubectl describe` shows.
+    let classes: Api<fleetwright_kube::crds::EC2NodeClass> = Api::all(admin.clone());
+    let class = classes
+        .get("default")
+        .await
+        .unwrap()
+        .status
+        .unwrap_or_default();
+    assert!(
+        !class.subnets.is_empty() && !class.amis.is_empty(),
+        "{class:?}"
+    );
+    assert!(ready(&class.conditions), "{:?}", class.conditions);
 
     // A spot-style interruption of that instance, handled under the same identity.
     let nudges = fleetwright_runtime::nudge::Recorder::default();

@@ -437,13 +437,17 @@ impl Cloud for Ec2Cloud {
                 .iter()
                 .any(|r| Some(&r.id) == o.reservation.as_ref() && r.kind == "capacity-block")
         });
+        let options = fleet::FleetOptions {
+            capacity_blocks: blocks,
+            context: nodeclass.spec.context.clone(),
+        };
         let created = fleet::create(
             &self.clients.ec2,
             req,
             capacity_type,
             &templates,
             &tags,
-            blocks,
+            &options,
         )
         .await;
         let (mut launched, errors) = match created {

@@ -17,6 +17,15 @@ use tracing::{info, instrument, warn};
 use crate::error::AwsError;
 use crate::launch_template::tags;
 
+/// What the EC2NodeClass adds to a CreateFleet call.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FleetOptions {
+    /// The reserved overrides are capacity blocks (the `capacity-block` target capacity type).
+    pub capacity_blocks: bool,
+    /// The class's `context` (a reserved-capacity or ODCR context for CreateFleet).
+    pub context: Option<String>,
+}
+
 /// The fleet's target capacity type: a reserved launch asks for on-demand capacity (its
 /// templates target the reservations), or `capacity-block` when they are capacity blocks.
 fn target_capacity_type(capacity_type: &str, blocks: bool) -> DefaultTargetCapacityType {
@@ -35,8 +44,9 @@ pub async fn create(
     capacity_type: &str,
     templates: &[(String, Vec<Override>)],
     tag_set: &BTreeMap<String, String>,
-    blocks: bool,
+    options: &FleetOptions,
 ) -> Result<(Option<Launched>, Vec<FleetError>), AwsError> {
+    let blocks = options.capacity_blocks;
     let all: Vec<Override> = templates.iter().flat_map(|(_, o)| o.clone()).collect();
     // NodeOverlays priced the overrides (they arrive cheapest first by those prices): EC2 takes
     // them in that order, not by its own prices, as Karpenter launches when an overlay applies.
@@ -54,6 +64,7 @@ pub async fn create(
         .create_fleet()
         .r#type(FleetType::Instant)
         .client_token(token)
+        .set_context(options.context.clone())
         .target_capacity_specification(
             TargetCapacitySpecificationRequest::builder()
                 .total_target_capacity(1)

@@ -5,17 +5,22 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::{
-    CapacityReservationTarget, LaunchTemplateBlockDeviceMappingRequest,
-    LaunchTemplateCapacityReservationSpecificationRequest, LaunchTemplateEbsBlockDeviceRequest,
+    CapacityReservationTarget, ConnectionTrackingSpecificationRequest,
+    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateCapacityReservationSpecificationRequest,
+    LaunchTemplateCpuOptionsRequest, LaunchTemplateEbsBlockDeviceRequest,
     LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
     LaunchTemplateInstanceMarketOptionsRequest, LaunchTemplateInstanceMetadataEndpointState,
     LaunchTemplateInstanceMetadataOptionsRequest, LaunchTemplateInstanceMetadataProtocolIpv6,
-    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatesMonitoringRequest,
-    MarketType, RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
+    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatePlacementRequest,
+    LaunchTemplatesMonitoringRequest, MarketType, NestedVirtualizationSpecification,
+    RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
 };
 use base64::Engine;
 use fleetwright_core::quantity::parse_scaled;
-use fleetwright_crds::{BlockDeviceMapping, EC2NodeClassSpec};
+use fleetwright_crds::{
+    BlockDeviceMapping, ConnectionTracking, EC2NodeClassSpec, NetworkInterface,
+    PlacementGroupSelector,
+};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tracing::{info, instrument};
@@ -57,6 +62,15 @@ pub struct LaunchTemplateSpec {
     /// The capacity reservation the template targets, and whether it is a capacity block (whose
     /// market type the template sets).
     pub capacity_reservation: Option<(String, bool)>,
+    /// `placementGroupSelector`: the placement group, by name or by id.
+    pub placement_group: Option<PlacementGroupSelector>,
+    /// `networkInterfaces` (empty: one interface on card 0, device 0).
+    pub network_interfaces: Vec<NetworkInterface>,
+    /// `ipPrefixCount`: IPv4 prefixes on each `interface` (prefix delegation).
+    pub ip_prefix_count: Option<i32>,
+    pub connection_tracking: Option<ConnectionTracking>,
+    /// `cpuOptions.nestedVirtualization` (`enabled` or `disabled`).
+    pub nested_virtualization: Option<String>,
     /// Tags on the template itself.
     pub tags: BTreeMap<String, String>,
 }
@@ -96,6 +110,14 @@ pub fn spec(
         detailed_monitoring: class.detailed_monitoring.unwrap_or(false),
         associate_public_ip_address: class.associate_public_ip_address,
         capacity_reservation: None,
+        placement_group: class.placement_group_selector.clone(),
+        network_interfaces: class.network_interfaces.clone().unwrap_or_default(),
+        ip_prefix_count: class.ip_prefix_count,
+        connection_tracking: class.connection_tracking.clone(),
+        nested_virtualization: class
+            .cpu_options
+            .as_ref()
+            .and_then(|c| c.nested_virtualization.clone()),
         tags,
     })
 }
@@ -210,17 +232,72 @@ pub fn request_data(spec: &LaunchTemplateSpec) -> RequestLaunchTemplateData {
             );
         }
     }
-    data = match spec.associate_public_ip_address {
-        Some(public) => data.network_interfaces(
-            LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
-                .device_index(0)
-                .associate_public_ip_address(public)
-                .set_groups(Some(spec.security_groups.clone()))
+    if let Some(pg) = &spec.placement_group {
+        data = data.placement(
+            LaunchTemplatePlacementRequest::builder()
+                .set_group_name(pg.name.clone())
+                .set_group_id(pg.id.clone())
                 .build(),
-        ),
-        None => data.set_security_group_ids(Some(spec.security_groups.clone())),
+        );
+    }
+    if let Some(nested) = &spec.nested_virtualization {
+        data = data.cpu_options(
+            LaunchTemplateCpuOptionsRequest::builder()
+                .nested_virtualization(NestedVirtualizationSpecification::from(nested.as_str()))
+                .build(),
+        );
+    }
+    let custom = !spec.network_interfaces.is_empty()
+        || spec.ip_prefix_count.is_some()
+        || spec.connection_tracking.is_some();
+    data = match (custom, spec.associate_public_ip_address) {
+        (false, None) => data.set_security_group_ids(Some(spec.security_groups.clone())),
+        _ => data.set_network_interfaces(Some(network_interfaces(spec))),
     };
     data.build()
+}
+
+/// The template's network interfaces, when the class shapes them (or asks for a public IP):
+/// each with the class's security groups, deleted with the instance; `efa-only` ones as EFA.
+/// A public address and the prefixes go on the primary `interface`.
+fn network_interfaces(
+    spec: &LaunchTemplateSpec,
+) -> Vec<LaunchTemplateInstanceNetworkInterfaceSpecificationRequest> {
+    let default = [NetworkInterface {
+        network_card_index: 0,
+        device_index: 0,
+        interface_type: "interface".into(),
+    }];
+    let list = if spec.network_interfaces.is_empty() {
+        &default[..]
+    } else {
+        &spec.network_interfaces[..]
+    };
+    list.iter()
+        .map(|n| {
+            let primary = n.network_card_index == 0 && n.device_index == 0;
+            let plain = n.interface_type == "interface";
+            let tracking = spec.connection_tracking.as_ref().map(|c| {
+                ConnectionTrackingSpecificationRequest::builder()
+                    .set_tcp_established_timeout(c.tcp_established_timeout)
+                    .set_udp_stream_timeout(c.udp_stream_timeout)
+                    .set_udp_timeout(c.udp_timeout)
+                    .build()
+            });
+            LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                .network_card_index(n.network_card_index)
+                .device_index(n.device_index)
+                .set_interface_type((!plain).then(|| n.interface_type.clone()))
+                .set_groups(Some(spec.security_groups.clone()))
+                .delete_on_termination(true)
+                .set_associate_public_ip_address(
+                    spec.associate_public_ip_address.filter(|_| primary),
+                )
+                .set_ipv4_prefix_count(spec.ip_prefix_count.filter(|_| plain))
+                .set_connection_tracking_specification(tracking)
+                .build()
+        })
+        .collect()
 }
 
 fn block_device_request(d: &BlockDevice) -> LaunchTemplateBlockDeviceMappingRequest {
@@ -296,4 +373,118 @@ pub async fn ensure(
 
 fn is_not_found<E: aws_sdk_ec2::error::ProvideErrorMetadata>(e: &E) -> bool {
     e.code().is_some_and(|c| c.contains("NotFound"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> LaunchTemplateSpec {
+        LaunchTemplateSpec {
+            image_id: "ami-1".into(),
+            user_data: String::new(),
+            block_devices: Vec::new(),
+            http_endpoint: "enabled".into(),
+            http_tokens: "required".into(),
+            http_put_response_hop_limit: 1,
+            http_protocol_ipv6: "disabled".into(),
+            security_groups: vec!["sg-1".into()],
+            instance_profile: "profile".into(),
+            detailed_monitoring: false,
+            associate_public_ip_address: None,
+            capacity_reservation: None,
+            placement_group: None,
+            network_interfaces: Vec::new(),
+            ip_prefix_count: None,
+            connection_tracking: None,
+            nested_virtualization: None,
+            tags: BTreeMap::new(),
+        }
+    }
+
+    /// The EC2NodeClass's network and placement fields reach the template as Karpenter writes
+    /// them: the placement group, every network interface (EFA-only ones as such, the public
+    /// address and the prefixes on the primary), connection tracking, nested virtualization and
+    /// the capacity reservation it targets; a plain class keeps the security groups on the
+    /// instance.
+    #[test]
+    fn placement_network_interfaces_and_reservations_reach_the_template() {
+        let plain = request_data(&spec());
+        assert_eq!(plain.security_group_ids(), ["sg-1"]);
+        assert!(plain.network_interfaces().is_empty());
+        assert!(
+            plain.placement().is_none() && plain.capacity_reservation_specification().is_none()
+        );
+
+        let mut s = spec();
+        s.placement_group = Some(PlacementGroupSelector {
+            name: Some("ml-cluster".into()),
+            id: None,
+        });
+        s.network_interfaces = vec![
+            NetworkInterface {
+                network_card_index: 0,
+                device_index: 0,
+                interface_type: "interface".into(),
+            },
+            NetworkInterface {
+                network_card_index: 1,
+                device_index: 1,
+                interface_type: "efa-only".into(),
+            },
+        ];
+        s.associate_public_ip_address = Some(false);
+        s.ip_prefix_count = Some(2);
+        s.connection_tracking = Some(ConnectionTracking {
+            tcp_established_timeout: Some(600),
+            udp_stream_timeout: None,
+            udp_timeout: Some(30),
+        });
+        s.nested_virtualization = Some("enabled".into());
+        s.capacity_reservation = Some(("cr-1".into(), true));
+        let data = request_data(&s);
+        assert_eq!(
+            data.placement().and_then(|p| p.group_name()),
+            Some("ml-cluster")
+        );
+        assert!(
+            data.security_group_ids().is_empty(),
+            "groups go on the interfaces"
+        );
+        let nics = data.network_interfaces();
+        assert_eq!(nics.len(), 2);
+        assert_eq!(nics[0].associate_public_ip_address(), Some(false));
+        assert_eq!(nics[0].ipv4_prefix_count(), Some(2));
+        assert_eq!(nics[0].interface_type(), None);
+        assert_eq!(nics[1].interface_type(), Some("efa-only"));
+        assert_eq!(nics[1].network_card_index(), Some(1));
+        assert_eq!(nics[1].associate_public_ip_address(), None);
+        assert_eq!(nics[1].ipv4_prefix_count(), None);
+        assert!(nics.iter().all(|n| n.groups() == ["sg-1"]));
+        let tracking = nics[0].connection_tracking_specification().unwrap();
+        assert_eq!(tracking.tcp_established_timeout(), Some(600));
+        assert_eq!(tracking.udp_timeout(), Some(30));
+        assert_eq!(
+            data.cpu_options()
+                .and_then(|c| c.nested_virtualization())
+                .map(|n| n.as_str()),
+            Some("enabled")
+        );
+        let target = data
+            .capacity_reservation_specification()
+            .and_then(|c| c.capacity_reservation_target())
+            .and_then(|t| t.capacity_reservation_id());
+        assert_eq!(target, Some("cr-1"));
+        assert_eq!(
+            data.instance_market_options()
+                .and_then(|m| m.market_type())
+                .map(|m| m.as_str()),
+            Some("capacity-block")
+        );
+        assert_ne!(
+            spec().name("c"),
+            s.name("c"),
+            "a changed field is a new template"
+        );
+    }
 }

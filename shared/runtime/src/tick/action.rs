@@ -65,10 +65,11 @@ pub enum Action {
         reservation: String,
         ends: Option<DateTime<Utc>>,
     },
-    /// Write an EC2NodeClass's `status.capacityReservations`, as resolved this tick.
-    NodeClassReservations {
+    /// Write an EC2NodeClass's status: what it resolved to this tick, and its conditions.
+    NodeClassStatus {
         nodeclass: String,
-        reservations: Vec<fleetwright_kube::crds::CapacityReservation>,
+        #[serde(skip)]
+        status: Box<fleetwright_kube::crds::EC2NodeClassStatus>,
     },
     /// An unhealthy node left alone: more of its pool than repair allows is unhealthy.
     RepairBlocked {
@@ -132,6 +133,8 @@ pub enum Action {
         nodepool: String,
         nodes: i64,
         resources: std::collections::BTreeMap<String, String>,
+        #[serde(skip)]
+        conditions: Vec<fleetwright_kube::crds::Condition>,
     },
     /// A disruption candidate left alone, and why (logged every tick).
     Blocked { node: String, reason: String },

@@ -212,8 +212,13 @@ fn label<'a>(claim: &'a NodeClaim, key: &str) -> Option<&'a str> {
 
 /// NodePools whose status no longer says what they hold: `nodes`, the NodeClaims not being
 /// deleted, and `resources`, their nodes' capacity with `nodes` among them, as Karpenter writes
-/// them.
-pub fn pool_statuses(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
+/// them; and their conditions, from whether their EC2NodeClass is ready (`classes`).
+pub fn pool_statuses(
+    dump: &ClusterDump,
+    claims: &[NodeClaim],
+    classes: &BTreeMap<String, bool>,
+    now: DateTime<Utc>,
+) -> Vec<Action> {
     dump.nodepools
         .iter()
         .filter_map(|pool| {
@@ -246,11 +251,24 @@ pub fn pool_statuses(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
                         .collect()
                 })
                 .unwrap_or_default();
-            let current = status.and_then(|s| s.nodes) == Some(nodes) && written == resources;
+            let class = pool
+                .spec
+                .template
+                .spec
+                .node_class_ref
+                .as_ref()
+                .map(|r| &r.name);
+            let ready = class.and_then(|c| classes.get(c)).copied();
+            let had = status.map(|s| s.conditions.clone()).unwrap_or_default();
+            let conditions = super::status::nodepool_conditions(&had, ready, now);
+            let current = status.and_then(|s| s.nodes) == Some(nodes)
+                && written == resources
+                && conditions == had;
             (!current).then_some(Action::PoolStatus {
                 nodepool: name,
                 nodes,
                 resources,
+                conditions,
             })
         })
         .collect()

@@ -40,6 +40,8 @@ pub(crate) struct Applied<'a> {
     pub created: Vec<NodeClaim>,
     /// The capacity reservations of the EC2NodeClasses that select some, resolved this tick.
     pub reservations: super::reservations::Reservations,
+    /// What each EC2NodeClass resolved to this tick, or why it did not.
+    pub resolved: super::status::Resolutions,
 }
 
 impl<C: Cloud> Tick<C> {
@@ -166,19 +168,14 @@ impl<C: Cloud> Tick<C> {
                 info!(target: TICK, nodeclaim = %nodeclaim, capacity_reservation_id = %reservation, ends = ?ends, "initiating delete for capacity block expiration");
                 ctx.summary.reservation_expired.push(nodeclaim);
             }
-            Action::NodeClassReservations {
-                nodeclass,
-                reservations,
-            } => {
+            Action::NodeClassStatus { nodeclass, status } => {
                 let written =
                     executor::update_nodeclass_status(self.kube.clone(), &nodeclass, |c| {
-                        let mut status = c.status.clone().unwrap_or_default();
-                        status.capacity_reservations = reservations.clone();
-                        (Some(&status) != c.status.as_ref()).then_some(status)
+                        (Some(status.as_ref()) != c.status.as_ref()).then(|| (*status).clone())
                     })
                     .await;
                 if let Err(e) = written {
-                    warn!(target: TICK, %nodeclass, error = %e, "could not write the ec2nodeclass's capacity reservations");
+                    warn!(target: TICK, %nodeclass, error = %e, "could not write the ec2nodeclass's status");
                 }
             }
             Action::RepairBlocked {
@@ -254,7 +251,11 @@ impl<C: Cloud> Tick<C> {
                 nodepool,
                 nodes,
                 resources,
-            } => self.write_pool_status(&nodepool, nodes, &resources).await,
+                conditions,
+            } => {
+                self.write_pool_status(&nodepool, nodes, &resources, conditions)
+                    .await
+            }
             Action::NodeEvent {
                 node,
                 uid,
@@ -537,10 +538,12 @@ impl<C: Cloud> Tick<C> {
         name: &str,
         nodes: i64,
         resources: &std::collections::BTreeMap<String, String>,
+        conditions: Vec<fleetwright_kube::crds::Condition>,
     ) {
         let written = executor::update_nodepool_status(self.kube.clone(), name, |current| {
             let mut status = current.status.clone().unwrap_or_default();
             status.nodes = Some(nodes);
+            status.conditions = conditions.clone();
             status.resources = Some(
                 resources
                     .iter()

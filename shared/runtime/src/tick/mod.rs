@@ -16,6 +16,7 @@ mod dry_run;
 mod execute;
 pub mod repair;
 pub mod reservations;
+pub mod status;
 
 use std::collections::BTreeMap;
 
@@ -179,7 +180,8 @@ impl<C: Cloud> Tick<C> {
         let mut dump = SnapshotReader::new(self.kube.clone()).read_dump().await?;
         let mut snapshot = convert::take_snapshot(&mut dump)?;
         apply_settings(&mut snapshot, &self.settings);
-        let reservations = self.resolve_reservations(&dump, now).await;
+        let resolved = self.resolve_all(&dump, now).await;
+        let reservations = reservations_of(&dump, &resolved);
         reservations::apply(&mut snapshot, &reservations, now);
         let mut claims: Vec<NodeClaim> = dump.nodeclaims.clone();
         let mut ctx = Applied {
@@ -189,6 +191,7 @@ impl<C: Cloud> Tick<C> {
             claims: &mut claims,
             created: Vec::new(),
             reservations,
+            resolved,
         };
         // Each phase runs even when an earlier one failed (a cloud call, an ordered disruption
         // step): one failure must not keep garbage collection and stranded NodeClaims waiting
@@ -291,7 +294,7 @@ impl<C: Cloud> Tick<C> {
         if ctx.summary.pending_pods > 0 || !ctx.summary.nodeclaims_created.is_empty() {
             return Ok(());
         }
-        self.resolve_node_classes(ctx.dump, snapshot, ctx.now).await;
+        drift_state(snapshot, &ctx.resolved);
         let catalog = self.cloud.catalog(ctx.now).await?;
         let catalog = catalog.with_overlays(&snapshot.overlays);
         if ctx.now.minute().is_multiple_of(FLEET_COST_MINUTES) {
@@ -317,8 +320,9 @@ impl<C: Cloud> Tick<C> {
     async fn finish(&self, ctx: &mut Applied<'_>) -> Result<(), RuntimeError> {
         let deletions = decide::deletions(ctx.dump, ctx.claims, ctx.now);
         let deleted = self.apply(deletions, ctx).await;
-        let mut statuses = decide::pool_statuses(ctx.dump, ctx.claims);
-        statuses.extend(reservations::statuses(ctx.dump, &ctx.reservations, ctx.now));
+        let classes = status::classes_ready(ctx.dump, &ctx.resolved);
+        let mut statuses = decide::pool_statuses(ctx.dump, ctx.claims, &classes, ctx.now);
+        statuses.extend(status::nodeclass_statuses(ctx.dump, &ctx.resolved, ctx.now));
         let deleted = deleted.and(self.apply(statuses, ctx).await);
         let collected = self.collect(ctx).await;
         let mut offerings = self.cloud.unavailable();
@@ -345,46 +349,20 @@ impl<C: Cloud> Tick<C> {
         self.apply(stranded, ctx).await
     }
 
-    /// The capacity reservations of each EC2NodeClass that selects some, as the cloud resolves
-    /// them now (a class that cannot be resolved keeps what its status lists).
-    async fn resolve_reservations(
-        &self,
-        dump: &ClusterDump,
-        now: DateTime<Utc>,
-    ) -> reservations::Reservations {
-        let mut out = reservations::from_status(dump);
-        for class in dump
-            .nodeclasses
-            .iter()
-            .filter(|c| !c.spec.capacity_reservation_selector_terms.is_empty())
-        {
-            match self.cloud.nodeclass(class, now).await {
-                Ok(resolved) => {
-                    out.insert(resolved.name, resolved.reservations);
-                }
-                Err(e) => {
-                    warn!(nodeclass = ?class.metadata.name, error = %e, "could not resolve the ec2nodeclass's capacity reservations; planning with its status")
-                }
+    /// What every EC2NodeClass resolves to now (subnets, security groups, AMIs, instance
+    /// profile, capacity reservations), or why it does not: for the plan's reservations, drift,
+    /// and the classes' and pools' status.
+    async fn resolve_all(&self, dump: &ClusterDump, now: DateTime<Utc>) -> status::Resolutions {
+        let mut out = status::Resolutions::new();
+        for class in &dump.nodeclasses {
+            let name = class.metadata.name.clone().unwrap_or_default();
+            let resolved = self.cloud.nodeclass(class, now).await;
+            if let Err(e) = &resolved {
+                warn!(nodeclass = %name, error = %e, "could not resolve the ec2nodeclass");
             }
+            out.insert(name, resolved.map_err(|e| e.to_string()));
         }
         out
-    }
-
-    /// What the EC2NodeClasses resolve to now (AMIs, subnets, security groups), for drift.
-    async fn resolve_node_classes(
-        &self,
-        dump: &ClusterDump,
-        snapshot: &mut Snapshot,
-        now: DateTime<Utc>,
-    ) {
-        for class in &dump.nodeclasses {
-            if let Ok(resolved) = self.cloud.nodeclass(class, now).await {
-                let state = snapshot.node_class_state.entry(resolved.name).or_default();
-                state.images = resolved.amis.iter().map(|a| a.id.clone()).collect();
-                state.subnets = resolved.subnets.iter().map(|s| s.id.clone()).collect();
-                state.security_groups = resolved.security_groups.iter().cloned().collect();
-            }
-        }
     }
 
     /// The blocked reasons already evented, and the decision waiting for confirmation.
@@ -571,7 +549,8 @@ pub fn decide_all(
         actions.extend(decided.actions);
     }
     actions.extend(decide::deletions(dump, claims, now));
-    actions.extend(decide::pool_statuses(dump, claims));
+    let classes = status::classes_ready(dump, &status::Resolutions::new());
+    actions.extend(decide::pool_statuses(dump, claims, &classes, now));
     actions
 }
 
@@ -586,6 +565,31 @@ fn names(actions: &[Action]) -> Vec<String> {
             _ => None,
         })
         .collect()
+}
+
+/// The reservations to plan with: each class's as resolved this tick, else as its status lists
+/// them.
+fn reservations_of(
+    dump: &ClusterDump,
+    resolved: &status::Resolutions,
+) -> reservations::Reservations {
+    let mut out = reservations::from_status(dump);
+    for (name, r) in resolved {
+        if let Ok(r) = r {
+            out.insert(name.clone(), r.reservations.clone());
+        }
+    }
+    out
+}
+
+/// What the EC2NodeClasses resolve to now (AMIs, subnets, security groups), for drift.
+fn drift_state(snapshot: &mut Snapshot, resolved: &status::Resolutions) {
+    for r in resolved.values().flatten() {
+        let state = snapshot.node_class_state.entry(r.name.clone()).or_default();
+        state.images = r.amis.iter().map(|a| a.id.clone()).collect();
+        state.subnets = r.subnets.iter().map(|s| s.id.clone()).collect();
+        state.security_groups = r.security_groups.iter().cloned().collect();
+    }
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //! core plans on gets each class's reservations with the instances they can still take; the
 //! NodeClaims in a capacity block that is expiring (40 minutes before its end) are deleted, so
 //! their pods are drained gracefully before AWS reclaims the instances, as Karpenter's
-//! capacity-reservation expiration controller does; and each class's status lists its
-//! reservations, as `kubectl describe ec2nodeclass` shows them with Karpenter.
+//! capacity-reservation expiration controller does; and [`status_entry`] is how a class's
+//! status lists each one.
 
 use std::collections::BTreeMap;
 
@@ -96,31 +96,6 @@ pub fn expiring(
                 nodeclaim: name_of(c),
                 reservation: id.clone(),
                 ends: r.end_time,
-            })
-        })
-        .collect()
-}
-
-/// A status write for each class whose listed reservations differ from what was resolved.
-pub fn statuses(
-    dump: &ClusterDump,
-    reservations: &Reservations,
-    now: DateTime<Utc>,
-) -> Vec<Action> {
-    dump.nodeclasses
-        .iter()
-        .filter_map(|class| {
-            let list = reservations.get(&name(class))?;
-            let wanted: Vec<CapacityReservation> =
-                list.iter().map(|r| status_entry(r, now)).collect();
-            let listed = class
-                .status
-                .as_ref()
-                .map(|s| s.capacity_reservations.clone())
-                .unwrap_or_default();
-            (listed != wanted).then(|| Action::NodeClassReservations {
-                nodeclass: name(class),
-                reservations: wanted,
             })
         })
         .collect()
