@@ -33,7 +33,7 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2
 trap cleanup EXIT
 
 moto_port=$(free_port)
-.venv-moto/bin/moto_server -H 127.0.0.1 -p "$moto_port" >"$logs/moto.log" 2>&1 &
+.venv-moto/bin/python scripts/moto-server.py -H 127.0.0.1 -p "$moto_port" >"$logs/moto.log" 2>&1 &
 pids+=($!)
 wait_port "$moto_port"
 

@@ -75,7 +75,8 @@ fi
 # Every AWS variable points at it, so no test can reach a real AWS endpoint.
 stage "cargo test --workspace --all-targets --all-features (against a fresh moto)"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-.venv-moto/bin/moto_server -H 127.0.0.1 -p "$port" >target/moto.log 2>&1 &
+# moto, with the EC2 capacity reservations it lacks (scripts/moto-server.py).
+.venv-moto/bin/python scripts/moto-server.py -H 127.0.0.1 -p "$port" >target/moto.log 2>&1 &
 pids+=($!)
 for _ in $(seq 1 100); do
     if python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/moto-api/')" 2>/dev/null; then

@@ -297,6 +297,131 @@ async fn a_launch_template_is_created_once_and_reused() {
     );
 }
 
+/// An EC2NodeClass's `capacityReservationSelectorTerms` resolve through DescribeCapacityReservations
+/// (moto has no reservations; scripts/moto-server.py adds them), and a NodeClaim that allows
+/// `reserved` launches into the reservation: capacity type `reserved`, the reservation named on
+/// the launch, and a launch template that targets it.
+#[tokio::test]
+async fn a_capacity_reservation_is_resolved_and_launched_into() {
+    let (cloud, fx) = cloud_for("reserved").await;
+    let ec2 = &cloud.clients().ec2;
+    let team = [("team", "reserved-test")];
+    let created = ec2
+        .create_capacity_reservation()
+        .instance_type("m5.large")
+        .instance_platform(aws_sdk_ec2::types::CapacityReservationInstancePlatform::LinuxUnix)
+        .availability_zone("us-east-1a")
+        .instance_count(2)
+        .instance_match_criteria(aws_sdk_ec2::types::InstanceMatchCriteria::Targeted)
+        .tag_specifications(tag_spec(ResourceType::CapacityReservation, &team))
+        .send()
+        .await
+        .expect("CreateCapacityReservation");
+    let id = created
+        .capacity_reservation()
+        .and_then(|r| r.capacity_reservation_id())
+        .unwrap()
+        .to_string();
+    let mut class = fx.nodeclass("default");
+    class.spec.capacity_reservation_selector_terms = vec![fleetwright_crds::SelectorTerm {
+        tags: team
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    }];
+    let resolved = cloud.nodeclass(&class, Utc::now()).await.unwrap();
+    let found: Vec<(&str, &str, &str, usize)> = resolved
+        .reservations
+        .iter()
+        .map(|r| {
+            (
+                r.id.as_str(),
+                r.instance_type.as_str(),
+                r.zone.as_str(),
+                r.available,
+            )
+        })
+        .collect();
+    assert_eq!(found, [(id.as_str(), "m5.large", "us-east-1a", 2)]);
+    assert_eq!(resolved.reservations[0].instance_match_criteria, "targeted");
+
+    let launched = cloud
+        .launch(
+            &request(
+                "default-rsv1",
+                &["m5.large", "c5.large"],
+                &["reserved", "on-demand"],
+            ),
+            &class,
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(launched.capacity_type, "reserved");
+    assert_eq!(
+        (launched.instance_type.as_str(), launched.zone.as_str()),
+        ("m5.large", "us-east-1a")
+    );
+    assert_eq!(
+        launched.reservation.as_ref().map(|r| r.id.as_str()),
+        Some(id.as_str())
+    );
+    assert_eq!(
+        launched
+            .reservation
+            .as_ref()
+            .and_then(|r| r.kind.as_deref()),
+        Some("default")
+    );
+    let templates = ec2
+        .describe_launch_templates()
+        .filters(
+            Filter::builder()
+                .name("tag:kubernetes.io/cluster/reserved")
+                .values("owned")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut targets = Vec::new();
+    for t in templates.launch_templates() {
+        let versions = ec2
+            .describe_launch_template_versions()
+            .launch_template_name(t.launch_template_name().unwrap())
+            .send()
+            .await
+            .unwrap();
+        for v in versions.launch_template_versions() {
+            let target = v
+                .launch_template_data()
+                .and_then(|d| d.capacity_reservation_specification())
+                .and_then(|c| c.capacity_reservation_target())
+                .and_then(|t| t.capacity_reservation_id());
+            targets.extend(target.map(str::to_string));
+        }
+    }
+    assert_eq!(
+        targets,
+        std::slice::from_ref(&id),
+        "one template, targeting the reservation"
+    );
+    // A NodeClaim that does not allow `reserved` never takes it.
+    let od = cloud
+        .launch(
+            &request("default-rsv2", &["m5.large"], &["on-demand"]),
+            &class,
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (od.capacity_type.as_str(), od.reservation.is_none()),
+        ("on-demand", true)
+    );
+}
+
 #[tokio::test]
 async fn create_fleet_launches_tagged_spot_and_on_demand_instances_in_the_chosen_subnets() {
     let (cloud, fx) = cloud_for("fleet").await;

@@ -209,7 +209,7 @@ pub struct Fixture {
     pub k8s: String,
 }
 
-fn tag_spec(resource: ResourceType, tags: &[(&str, &str)]) -> TagSpecification {
+pub fn tag_spec(resource: ResourceType, tags: &[(&str, &str)]) -> TagSpecification {
     TagSpecification::builder()
         .resource_type(resource)
         .set_tags(Some(

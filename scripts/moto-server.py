@@ -1,0 +1,114 @@
+"""moto's server, with the EC2 capacity reservations moto 5.1 lacks.
+
+Fleetwright resolves an EC2NodeClass's `capacityReservationSelectorTerms` with
+DescribeCapacityReservations, through the real aws-sdk-ec2 client. moto has no capacity
+reservations, so this adds the two calls the tests need to its EC2 responses, on moto's own
+per-account, per-region backends: CreateCapacityReservation (instance type, zone, count, match
+criteria, end date, tags) and DescribeCapacityReservations (by id, and the `state`,
+`instance-type`, `availability-zone` and `tag:<key>` filters), answered in EC2's query-protocol
+XML. Everything else is moto's. Run it as moto_server is run:
+
+    .venv-moto/bin/python scripts/moto-server.py -H 127.0.0.1 -p 5000
+"""
+
+import datetime
+import sys
+import uuid
+from xml.sax.saxutils import escape
+
+from moto.ec2.responses import EC2Response
+from moto.server import main
+
+NAMESPACE = "http://ec2.amazonaws.com/doc/2016-11-15/"
+
+
+def _reservations(backend):
+    """The reservations of one account and region, kept on moto's backend."""
+    if not hasattr(backend, "fleetwright_capacity_reservations"):
+        backend.fleetwright_capacity_reservations = {}
+    return backend.fleetwright_capacity_reservations
+
+
+def _item(r):
+    tags = "".join(
+        f"<item><key>{escape(k)}</key><value>{escape(v)}</value></item>"
+        for k, v in r["tags"].items()
+    )
+    end = f"<endDate>{r['end']}</endDate>" if r["end"] else ""
+    return (
+        f"<capacityReservationId>{r['id']}</capacityReservationId>"
+        f"<ownerId>{r['owner']}</ownerId>"
+        f"<instanceType>{escape(r['type'])}</instanceType>"
+        f"<instancePlatform>Linux/UNIX</instancePlatform>"
+        f"<availabilityZone>{escape(r['zone'])}</availabilityZone>"
+        f"<tenancy>default</tenancy>"
+        f"<totalInstanceCount>{r['count']}</totalInstanceCount>"
+        f"<availableInstanceCount>{r['count']}</availableInstanceCount>"
+        f"<state>{r['state']}</state>"
+        f"<startDate>{r['start']}</startDate>{end}"
+        f"<endDateType>{'limited' if r['end'] else 'unlimited'}</endDateType>"
+        f"<instanceMatchCriteria>{r['criteria']}</instanceMatchCriteria>"
+        f"<reservationType>{r['kind']}</reservationType>"
+        f"<tagSet>{tags}</tagSet>"
+    )
+
+
+def create_capacity_reservation(self):
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    tags = self._parse_tag_specification().get("capacity-reservation", {})
+    r = {
+        "id": "cr-" + uuid.uuid4().hex[:17],
+        "owner": self.current_account,
+        "type": self._get_param("InstanceType"),
+        "zone": self._get_param("AvailabilityZone"),
+        "count": self._get_int_param("InstanceCount", 1),
+        "criteria": self._get_param("InstanceMatchCriteria") or "open",
+        "end": self._get_param("EndDate"),
+        "start": now,
+        "state": "active",
+        "kind": "default",
+        "tags": dict(tags),
+    }
+    _reservations(self.ec2_backend)[r["id"]] = r
+    return (
+        f'<CreateCapacityReservationResponse xmlns="{NAMESPACE}">'
+        f"<requestId>{uuid.uuid4()}</requestId>"
+        f"<capacityReservation>{_item(r)}</capacityReservation>"
+        f"</CreateCapacityReservationResponse>"
+    )
+
+
+def _matches(r, filters):
+    fields = {"state": r["state"], "instance-type": r["type"], "availability-zone": r["zone"]}
+    for name, values in filters.items():
+        if name.startswith("tag:"):
+            value = r["tags"].get(name[4:])
+        else:
+            value = fields.get(name)
+        if value not in values:
+            return False
+    return True
+
+
+def describe_capacity_reservations(self):
+    ids = self._get_param("CapacityReservationIds", [])
+    filters = self._filters_from_querystring()
+    found = [
+        r
+        for r in _reservations(self.ec2_backend).values()
+        if (not ids or r["id"] in ids) and _matches(r, filters)
+    ]
+    items = "".join(f"<item>{_item(r)}</item>" for r in found)
+    return (
+        f'<DescribeCapacityReservationsResponse xmlns="{NAMESPACE}">'
+        f"<requestId>{uuid.uuid4()}</requestId>"
+        f"<capacityReservationSet>{items}</capacityReservationSet>"
+        f"</DescribeCapacityReservationsResponse>"
+    )
+
+
+EC2Response.create_capacity_reservation = create_capacity_reservation
+EC2Response.describe_capacity_reservations = describe_capacity_reservations
+
+if __name__ == "__main__":
+    sys.exit(main())
