@@ -461,6 +461,57 @@ fn plan_actions_repair_unhealthy_nodes_only_when_enabled() {
     );
 }
 
+/// Reserved capacity in `plan`: the reservation the EC2NodeClass's status lists (with its
+/// count) takes its two nodes first, at the reserved price, the rest on demand; and the next
+/// tick deletes the NodeClaim running in the expiring capacity block.
+#[test]
+fn plan_uses_the_reservations_first_and_drains_an_expiring_capacity_block() {
+    let cluster = fixture("reserved-capacity.yaml");
+    let now = "2026-11-25T12:00:00Z";
+    let plan = json(&fleetwright(&["plan", "--cluster", &cluster, "--now", now]));
+    let claims = plan["nodeclaims"].as_array().unwrap();
+    let reserved: Vec<&Value> = claims
+        .iter()
+        .filter(|c| !c["reservation"].is_null())
+        .collect();
+    assert_eq!(reserved.len(), 2, "{claims:#?}");
+    for c in &reserved {
+        assert_eq!(c["reservation"], "cr-0000000000000000a");
+        assert_eq!(c["instanceTypes"], serde_json::json!(["m6i.xlarge"]));
+        assert_eq!(c["capacityTypes"], serde_json::json!(["reserved"]));
+        assert!(c["price"].as_f64().unwrap() < 1e-5);
+    }
+    assert!(claims
+        .iter()
+        .filter(|c| c["reservation"].is_null())
+        .all(|c| c["capacityTypes"] == serde_json::json!(["on-demand"])));
+    assert!(plan["unschedulable"].as_array().unwrap().is_empty());
+    let cost = &plan["cost"];
+    assert!(cost["lowerBound"].as_f64().unwrap() <= cost["hourly"].as_f64().unwrap());
+
+    let out = fleetwright(&["plan", "--actions", "--cluster", &cluster, "--now", now]);
+    let actions = json(&out)["actions"].as_array().unwrap().clone();
+    let expiring: Vec<&Value> = actions
+        .iter()
+        .filter(|a| a["action"] == "reservationExpiring")
+        .collect();
+    assert_eq!(expiring.len(), 1, "{actions:#?}");
+    assert_eq!(expiring[0]["nodeclaim"], "default-block");
+    assert_eq!(expiring[0]["reservation"], "cr-0000000000000000b");
+    let early = fleetwright(&[
+        "plan",
+        "--actions",
+        "--cluster",
+        &cluster,
+        "--now",
+        "2026-11-25T11:45:00Z",
+    ]);
+    assert!(
+        !String::from_utf8_lossy(&early.stdout).contains("reservationExpiring"),
+        "45 minutes before the end"
+    );
+}
+
 #[test]
 fn plan_actions_on_the_example_creates_a_nodeclaim_for_each_planned_node() {
     let plan = json(&fleetwright(&["plan"]));
