@@ -416,6 +416,41 @@ fn reservations_are_used_first_and_a_capacity_block_is_drained_before_its_end() 
     );
 }
 
+/// `consolidationPolicy: Balanced` on a slow scale-down: it makes the move worth its disruption
+/// and refuses the marginal ones WhenEmptyOrUnderutilized makes, so it moves pods fewer times
+/// (here for the same final cost; it may be dearer, never cheaper); the refusals are logged
+/// with their scores.
+#[test]
+fn balanced_consolidation_moves_less_than_underutilized_on_a_slow_scale_down() {
+    let path = repo("examples/simulate/balanced.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let eager = text.replace(
+        "consolidationPolicy: Balanced",
+        "consolidationPolicy: WhenEmptyOrUnderutilized",
+    );
+    assert_ne!(eager, text);
+    let moves = |r: &Value| r["disruptions"]["underutilized"].as_u64().unwrap_or(0);
+    let balanced = report(&["--scenario", &path]);
+    let underutilized = report(&["--scenario", &write_temp("balanced-eager.yaml", &eager)]);
+    assert!(
+        moves(&balanced) >= 1,
+        "the worthwhile move is made: {balanced:#}"
+    );
+    assert!(
+        moves(&balanced) < moves(&underutilized),
+        "{} moves, against {}",
+        moves(&balanced),
+        moves(&underutilized)
+    );
+    let cost = |r: &Value| r["finalHourlyCost"].as_f64().unwrap();
+    assert!(cost(&balanced) >= cost(&underutilized) - 1e-9);
+    let log = simulate(&["--scenario", &path]);
+    assert!(
+        log.contains("Balanced: nodepool default scores") && log.contains("under 0.50"),
+        "{log}"
+    );
+}
+
 #[test]
 fn bad_scenarios_fail_with_the_field_named() {
     let path = write_temp(
