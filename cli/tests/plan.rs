@@ -335,6 +335,71 @@ fn plan_lists_disruptions_and_blocked_nodes_at_the_given_instant() {
         .contains("do-not-disrupt"));
 }
 
+/// `consolidationPolicy: Balanced` (Karpenter v1.14) in `plan`: two m5.large, each with three
+/// pods, could each be replaced by a cheaper m6a.large. WhenEmptyOrUnderutilized does it;
+/// Balanced refuses, since 5 % of the pool's cost is not worth restarting half its pods, and
+/// says so with the score, which the JSON lists under `scores`.
+#[test]
+fn plan_scores_balanced_moves_and_refuses_a_marginal_one() {
+    let policy = |p: &str| {
+        let mut dump = DISRUPTION_DUMP
+            .replace("consolidationPolicy: WhenEmptyOrUnderutilized", p)
+            .replace("values: [m5.large]}", "values: [m5.large, m6a.large]}");
+        for node in ["ip-a", "ip-b"] {
+            dump.push_str(&managed_node(node));
+            for i in 0..3 {
+                dump.push_str(&format!(
+                    r#"
+- apiVersion: v1
+  kind: Pod
+  metadata: {{name: {node}-{i}, namespace: shop, creationTimestamp: "2026-11-22T08:05:00Z", ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: web, uid: r-1, controller: true}}]}}
+  spec:
+    nodeName: {node}
+    containers: [{{name: c, image: nginx, resources: {{requests: {{cpu: 500m}}}}}}]
+  status: {{phase: Running}}
+"#
+                ));
+            }
+        }
+        let path = write_temp(&format!("balanced-{}.yaml", p.len()), &dump);
+        json(&fleetwright(&[
+            "plan",
+            "--cluster",
+            &path,
+            "--now",
+            "2026-11-22T10:00:00Z",
+        ]))
+    };
+    let eager = policy("consolidationPolicy: WhenEmptyOrUnderutilized");
+    let moves = eager["disruptions"].as_array().unwrap();
+    assert_eq!(moves.len(), 1, "{eager}");
+    assert_eq!(moves[0]["reason"], "underutilized");
+    assert_eq!(moves[0]["command"], "replace");
+    let balanced = policy("consolidationPolicy: Balanced");
+    assert!(
+        balanced["disruptions"].as_array().unwrap().is_empty(),
+        "{balanced}"
+    );
+    let reasons: Vec<&str> = balanced["blocked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["reason"].as_str())
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("Balanced: nodepool default scores")),
+        "{reasons:?}"
+    );
+    let scores = balanced["scores"].as_array().unwrap();
+    assert!(!scores.is_empty(), "{balanced}");
+    assert!(
+        scores.iter().all(|s| s["score"].as_f64().unwrap() < 0.5),
+        "{scores:?}"
+    );
+}
+
 /// `karpenter.sh/do-not-disrupt: "2h"` (Karpenter v1.12) protects the pod's node for two hours
 /// from the pod's start: blocked by it at 09:00, an hour after the pod started, and no longer at
 /// 10:05.
