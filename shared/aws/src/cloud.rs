@@ -404,30 +404,8 @@ impl Cloud for Ec2Cloud {
             reason,
         };
         let reservations = &resolved.reservations;
-        let capacity_type =
-            fleet::capacity_type(req, &catalog, reservations, now).ok_or_else(|| {
-                launch_error(format!(
-                "no available offering for instance types {:?} (capacity types {:?}, zones {:?})",
-                req.instance_types, req.capacity_types, req.zones
-            ))
-            })?;
-        let subnets = resolved.best_subnets();
-        let overrides = match capacity_type {
-            fleetwright_core::labels::CAPACITY_RESERVED => fleet::reserved_overrides(
-                req,
-                &catalog,
-                reservations,
-                &subnets,
-                &resolved.amis,
-                now,
-            ),
-            _ => fleet::overrides(req, &catalog, capacity_type, &subnets, &resolved.amis),
-        };
-        if overrides.is_empty() {
-            return Err(launch_error(format!(
-                "no {capacity_type} option has both an AMI for its architecture and a subnet in an allowed zone"
-            )));
-        }
+        let (capacity_type, overrides) =
+            fleet::choose(req, &catalog, &resolved, now).map_err(launch_error)?;
         let templates = self
             .templates(req, nodeclass, &resolved, capacity_type, overrides)
             .await?;

@@ -290,6 +290,36 @@ pub fn overrides(
     out
 }
 
+/// What one launch asks EC2 for: the capacity type ([`capacity_type`]) and its overrides
+/// ([`reserved_overrides`] or [`overrides`]), or why nothing can be asked. The EC2 cloud and the
+/// simulated one both choose through this.
+pub fn choose(
+    req: &LaunchRequest,
+    catalog: &Catalog,
+    resolved: &crate::nodeclass::ResolvedNodeClass,
+    now: DateTime<Utc>,
+) -> Result<(&'static str, Vec<Override>), String> {
+    let reservations = &resolved.reservations;
+    let capacity_type = capacity_type(req, catalog, reservations, now).ok_or_else(|| {
+        format!(
+            "no available offering for instance types {:?} (capacity types {:?}, zones {:?})",
+            req.instance_types, req.capacity_types, req.zones
+        )
+    })?;
+    let subnets = resolved.best_subnets();
+    let amis = &resolved.amis;
+    let list = match capacity_type {
+        CAPACITY_RESERVED => reserved_overrides(req, catalog, reservations, &subnets, amis, now),
+        _ => overrides(req, catalog, capacity_type, &subnets, amis),
+    };
+    if list.is_empty() {
+        return Err(format!(
+            "no {capacity_type} option has both an AMI for its architecture and a subnet in an allowed zone"
+        ));
+    }
+    Ok((capacity_type, list))
+}
+
 /// Whether a reservation can take this launch: active, with an instance left, of one of the
 /// options, in an allowed zone where the type is offered, and allowed by the NodeClaim's
 /// requirements on the reservation labels (a pod that selected one reservation).

@@ -20,7 +20,7 @@ use fleetwright_cloud::launch::{self, FleetError};
 use fleetwright_cloud::nodeclass::{ResolvedNodeClass, ResolvedReservation, Subnet};
 use fleetwright_cloud::unavailable::{OfferingKey, UnavailableOfferings};
 use fleetwright_cloud::{Cloud, CloudError, LaunchRequest, Launched};
-use fleetwright_core::labels::{CAPACITY_RESERVED, NODEPOOL};
+use fleetwright_core::labels::NODEPOOL;
 use fleetwright_core::Catalog;
 use fleetwright_crds::EC2NodeClass;
 use serde::Deserialize;
@@ -458,28 +458,11 @@ impl SimCloud {
         let catalog = self.catalog(now).await?;
         let resolved = self.nodeclass(nodeclass, now).await?;
         let reservations = &resolved.reservations;
-        let capacity_type =
-            launch::capacity_type(req, &catalog, reservations, now).ok_or_else(|| {
-                CloudError::Launch {
-                    nodeclaim: req.nodeclaim.clone(),
-                    reason: format!(
-                "no available offering for instance types {:?} (capacity types {:?}, zones {:?})",
-                req.instance_types, req.capacity_types, req.zones
-            ),
-                }
+        let (capacity_type, overrides) =
+            launch::choose(req, &catalog, &resolved, now).map_err(|reason| CloudError::Launch {
+                nodeclaim: req.nodeclaim.clone(),
+                reason,
             })?;
-        let subnets = resolved.best_subnets();
-        let overrides = match capacity_type {
-            CAPACITY_RESERVED => launch::reserved_overrides(
-                req,
-                &catalog,
-                reservations,
-                &subnets,
-                &resolved.amis,
-                now,
-            ),
-            _ => launch::overrides(req, &catalog, capacity_type, &subnets, &resolved.amis),
-        };
         let mut errors = Vec::new();
         for o in overrides {
             if !self.has_capacity(&o.instance_type, &o.zone, capacity_type) {
