@@ -21,7 +21,7 @@ mod pod;
 
 pub use self::objects::{
     daemonset, duration_seconds, node, node_class_hash, nodeclaim, nodeclass_settings, nodepool,
-    overlay, pdb, template_hash,
+    overlay, pdb, reservation, template_hash,
 };
 pub use self::pod::{pod, pod_from_spec, pod_requests, volume_zones, VolumeZones};
 

@@ -344,8 +344,7 @@ pub fn nodeclass_settings(c: &EC2NodeClass) -> Result<NodeClassSettings, KubeErr
     Ok(out)
 }
 
-/// The capacity reservations the class's status lists, with their type, zone and count; one
-/// without an instance type or a zone is no offering and is left out.
+/// The capacity reservations the class's status lists.
 fn reservations(c: &EC2NodeClass) -> Vec<CapacityReservation> {
     let Some(status) = &c.status else {
         return Vec::new();
@@ -353,21 +352,26 @@ fn reservations(c: &EC2NodeClass) -> Vec<CapacityReservation> {
     status
         .capacity_reservations
         .iter()
-        .filter_map(|r| {
-            Some(CapacityReservation {
-                id: r.id.clone(),
-                instance_type: r.instance_type.clone()?,
-                zone: r.availability_zone.clone()?,
-                kind: r
-                    .reservation_type
-                    .clone()
-                    .unwrap_or_else(|| "default".into()),
-                interruptible: r.interruptible.unwrap_or(false),
-                state: r.state.clone().unwrap_or_else(|| "active".into()),
-                available: r.available_instance_count.unwrap_or(0) as usize,
-            })
-        })
+        .filter_map(reservation)
         .collect()
+}
+
+/// One reservation of an EC2NodeClass's status, with its type, zone and count (the type
+/// `default`, the state `active` and the count 0 when unset); one without an instance type or
+/// a zone is no offering, and None.
+pub fn reservation(r: &fleetwright_crds::CapacityReservation) -> Option<CapacityReservation> {
+    Some(CapacityReservation {
+        id: r.id.clone(),
+        instance_type: r.instance_type.clone()?,
+        zone: r.availability_zone.clone()?,
+        kind: r
+            .reservation_type
+            .clone()
+            .unwrap_or_else(|| "default".into()),
+        interruptible: r.interruptible.unwrap_or(false),
+        state: r.state.clone().unwrap_or_else(|| "active".into()),
+        available: r.available_instance_count.unwrap_or(0) as usize,
+    })
 }
 
 /// Converts a NodeClaim.

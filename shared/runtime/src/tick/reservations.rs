@@ -52,16 +52,16 @@ fn name(class: &fleetwright_kube::crds::EC2NodeClass) -> String {
     class.metadata.name.clone().unwrap_or_default()
 }
 
+/// A status entry as the cloud would resolve it: the fields the core plans with (read as the
+/// snapshot reads them), and the owner, match criteria and end the status shows.
 fn resolved(r: &CapacityReservation) -> Option<ResolvedReservation> {
+    let planned = fleetwright_kube::convert::reservation(r)?;
     Some(ResolvedReservation {
-        id: r.id.clone(),
-        instance_type: r.instance_type.clone()?,
-        zone: r.availability_zone.clone()?,
-        kind: r
-            .reservation_type
-            .clone()
-            .unwrap_or_else(|| "default".into()),
-        interruptible: r.interruptible.unwrap_or(false),
+        id: planned.id,
+        instance_type: planned.instance_type,
+        zone: planned.zone,
+        kind: planned.kind,
+        interruptible: planned.interruptible,
         owner_id: r.owner_id.clone().unwrap_or_default(),
         instance_match_criteria: r.instance_match_criteria.clone().unwrap_or_default(),
         end_time: r
@@ -69,7 +69,7 @@ fn resolved(r: &CapacityReservation) -> Option<ResolvedReservation> {
             .as_deref()
             .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
             .map(|t| t.with_timezone(&Utc)),
-        available: r.available_instance_count.unwrap_or(0) as usize,
+        available: planned.available,
     })
 }
 
