@@ -17,6 +17,14 @@ mkdir -p target
 # target/debug/incremental.
 if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
 
+# The suite needs some 10 GB of disk (target/ about 8 GB, the Go and pip caches the rest). A full
+# disk fails deep in the build ("No space left on device"), so say what is free at the start.
+free_kb=$(df -Pk target | awk 'NR == 2 { print $4 }')
+echo "== disk: $((free_kb / 1024 / 1024)) GB free where target/ is; the suite needs about 10 GB"
+if [ "${free_kb:-0}" -lt $((10 * 1024 * 1024)) ]; then
+    echo "warning: less than 10 GB free; the build may fail with 'No space left on device'" >&2
+fi
+
 suite_start=$(date +%s)
 stage_name=""
 stage_start=$suite_start
