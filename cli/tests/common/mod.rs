@@ -31,9 +31,11 @@ pub fn repo(path: &str) -> String {
         .to_string()
 }
 
-/// Writes `text` to a file in this test process's temp directory; returns its path.
+/// Writes `text` to a file in this test process's directory under cargo's `target/tmp` (so
+/// `cargo clean` takes it, and nothing is left in the system's temp directory); returns its path.
 pub fn write_temp(name: &str, text: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("fleetwright-test-{}", std::process::id()));
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("fleetwright-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();

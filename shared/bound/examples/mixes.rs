@@ -1,6 +1,7 @@
 //! Prints each real-cluster mix's plan against the plan's own (relaxed) bound and the
 //! constraint-aware bound, with timings: `cargo run --release -p fleetwright-bound --example
-//! mixes -- SEEDS [PODS]`; with `SPEND=1`, where each spends, by pool and capacity type.
+//! mixes -- SEEDS [PODS]`; with `SPEND=1`, where each spends, by pool and capacity type, and the
+//! bound's (fractional) nodes by type.
 use fleetwright_core::synthetic::{cluster_mix, CLUSTER_MIXES};
 use std::io::Write;
 
@@ -48,6 +49,9 @@ fn main() -> std::io::Result<()> {
                 }
                 writeln!(out, "   plan  {spend:.3?}")?;
                 writeln!(out, "   bound {:.3?}", b.spend)?;
+                for (key, nodes) in &b.nodes {
+                    writeln!(out, "   bound nodes {key} {nodes:.2}")?;
+                }
             }
         }
     }

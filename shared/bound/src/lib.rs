@@ -30,7 +30,7 @@ mod program;
 
 use std::collections::BTreeMap;
 
-use fleetwright_core::labels::CAPACITY_TYPE;
+use fleetwright_core::labels::{CAPACITY_TYPE, INSTANCE_TYPE};
 use fleetwright_core::{Catalog, Snapshot};
 
 /// Why no bound could be computed.
@@ -53,6 +53,8 @@ pub struct Bound {
     pub columns: usize,
     /// What the bound spends, by `pool/capacity-type`, USD per hour.
     pub spend: BTreeMap<String, f64>,
+    /// The (fractional) nodes the bound buys, by `pool/capacity-type/instance-type`.
+    pub nodes: BTreeMap<String, f64>,
 }
 
 /// The constraint-aware LP lower bound for placing `snapshot`'s pending pods on new nodes from
@@ -64,6 +66,7 @@ pub fn lower_bound(snapshot: &Snapshot, catalog: &Catalog) -> Result<Bound, Boun
     let groups = groups::of(snapshot, &columns);
     let (hourly, counts) = program::solve(&columns, &groups)?;
     let mut spend: BTreeMap<String, f64> = BTreeMap::new();
+    let mut nodes: BTreeMap<String, f64> = BTreeMap::new();
     for (c, x) in columns.iter().zip(counts) {
         if x > 1e-9 {
             let capacity = c.labels[CAPACITY_TYPE]
@@ -72,11 +75,18 @@ pub fn lower_bound(snapshot: &Snapshot, catalog: &Catalog) -> Result<Bound, Boun
                 .cloned()
                 .unwrap_or_default();
             let key = format!("{}/{capacity}", snapshot.nodepools[c.pool].name);
+            let instance_type = c.labels[INSTANCE_TYPE]
+                .iter()
+                .next()
+                .cloned()
+                .unwrap_or_default();
+            *nodes.entry(format!("{key}/{instance_type}")).or_default() += x;
             *spend.entry(key).or_default() += x * c.price;
         }
     }
     Ok(Bound {
         spend,
+        nodes,
         hourly,
         pods: groups.iter().map(|g| g.count).sum(),
         groups: groups.len(),

@@ -9,11 +9,13 @@ pub struct Column {
     pub price: f64,
 }
 
-/// The solution: the bound and the fractional node count of each column.
+/// The solution: the bound, the fractional node count of each column, and the shadow price of
+/// each demanded resource (the dual: what one more unit of it would add to the cost).
 #[derive(Clone, Debug, Default)]
 pub struct LpSolution {
     pub cost: f64,
     pub counts: Vec<f64>,
+    pub prices: Vec<f64>,
 }
 
 const EPS: f64 = 1e-9;
@@ -32,6 +34,7 @@ pub fn solve(demand: &[f64], columns: &[Column]) -> Option<LpSolution> {
         return Some(LpSolution {
             cost: 0.0,
             counts: vec![0.0; m],
+            prices: vec![0.0; k],
         });
     }
     // Dual: max b·y  s.t.  A y ≤ p. Variables 0..k are y, k..k+m are slacks.
@@ -64,9 +67,17 @@ pub fn solve(demand: &[f64], columns: &[Column]) -> Option<LpSolution> {
             counts[var - k] = (-obj[j]).max(0.0);
         }
     }
+    // Dual values: y_r is its row's right-hand side when basic, zero when not.
+    let mut prices = vec![0.0; k];
+    for (i, var) in basic.iter().enumerate() {
+        if *var < k {
+            prices[*var] = rhs[i].max(0.0);
+        }
+    }
     Some(LpSolution {
         cost: value,
         counts,
+        prices,
     })
 }
 
@@ -135,7 +146,7 @@ mod tests {
     }
 
     #[test]
-    fn two_resources_mix_two_columns() {
+    fn two_resources_mix_two_columns_at_their_shadow_prices() {
         // cpu-heavy and memory-heavy shapes; demand needs both.
         let cols = [
             col(&[4.0, 1.0], 1.0),
@@ -144,6 +155,13 @@ mod tests {
         ];
         let s = solve(&[10.0, 10.0], &cols).unwrap();
         assert!((s.cost - 4.0).abs() < 1e-9, "{}", s.cost);
+        // The shadow prices. Strong duality: b·y equals the cost; each used column is priced exactly.
+        let by = 10.0 * s.prices[0] + 10.0 * s.prices[1];
+        assert!((by - s.cost).abs() < 1e-9, "{by} vs {}", s.cost);
+        for c in &cols[..2] {
+            let worth = c.capacity[0] * s.prices[0] + c.capacity[1] * s.prices[1];
+            assert!((worth - c.price).abs() < 1e-9, "{worth}");
+        }
     }
 
     #[test]

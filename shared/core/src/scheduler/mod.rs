@@ -163,6 +163,14 @@ pub(crate) struct Ctx<'a> {
     /// Per pool and node requirements: the instance types whose own labels meet them (see
     /// [`Ctx::allowed_types`]).
     type_masks: std::cell::RefCell<TypeMasks>,
+    /// Pattern programs already solved (see `repack::patterns`), by pool, requirements, type
+    /// price cap and the shapes' sizes and counts.
+    pattern_programs: std::cell::RefCell<HashMap<String, Option<repack::Program>>>,
+    /// Groups already packed from scratch (see `Ctx::pack_group`): the same groups come up
+    /// again in each way of regrouping.
+    packings: std::cell::RefCell<HashMap<repack::GroupKey, Option<Vec<repack::Packed>>>>,
+    /// The best vector packing of each group (see `Ctx::pack_group`).
+    vector_packings: std::cell::RefCell<HashMap<repack::VectorKey, Option<Vec<repack::Packed>>>>,
 }
 
 /// How new bins pick their LP target type.
@@ -218,6 +226,9 @@ impl<'a> Ctx<'a> {
             guide: Vec::new(),
             improve_max_pods: ScheduleOptions::default().improve_max_pods,
             type_masks: Default::default(),
+            pattern_programs: Default::default(),
+            packings: Default::default(),
+            vector_packings: Default::default(),
         };
         ctx.build_bins();
         ctx.pending = pending_pods(snapshot);

@@ -97,7 +97,7 @@ impl Ctx<'_> {
         pods: &[usize],
         reqs: &Requirements,
     ) -> Option<Vec<Packed>> {
-        let (shapes, members) = self.shapes_of(pods)?;
+        let (shapes, members) = self.shapes_of(pods, EXACT_MAX_SHAPES)?;
         let radix: Vec<usize> = members.iter().map(|m| m.len() + 1).collect();
         let states = radix
             .iter()
@@ -154,9 +154,13 @@ impl Ctx<'_> {
         Some(out)
     }
 
-    /// The pods' distinct requests and the pods of each, when there are a few and no pod keeps
-    /// apart from another.
-    fn shapes_of(&self, pods: &[usize]) -> Option<(Vec<Resources>, Vec<Vec<usize>>)> {
+    /// The pods' distinct requests and the pods of each, when there are at most `max` and no pod
+    /// keeps apart from another.
+    pub(crate) fn shapes_of(
+        &self,
+        pods: &[usize],
+        max: usize,
+    ) -> Option<(Vec<Resources>, Vec<Vec<usize>>)> {
         let mut shapes: Vec<Resources> = Vec::new();
         let mut members: Vec<Vec<usize>> = Vec::new();
         for &i in pods {
@@ -172,7 +176,7 @@ impl Ctx<'_> {
                     members.push(vec![i]);
                 }
             }
-            if shapes.len() > EXACT_MAX_SHAPES {
+            if shapes.len() > max {
                 return None;
             }
         }

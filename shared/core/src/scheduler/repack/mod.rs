@@ -586,7 +586,9 @@ impl<'c, 'a> Run<'c, 'a> {
         } else {
             f64::INFINITY
         };
-        let Some(packing) = ctx.pack_group(p, &pods, &reqs, Some(current), bins.len()) else {
+        let Some(packing) =
+            ctx.pack_group(p, &pods, &reqs, Some(current), bins.len(), Patterns::On)
+        else {
             return;
         };
         if cost(&packing) + 1e-9 >= before {
@@ -754,6 +756,19 @@ impl<'c, 'a> Run<'c, 'a> {
     }
 }
 
+/// A group packed from scratch: pool, requirements, pods, patterns, the node count it had.
+pub(crate) type GroupKey = (usize, String, Vec<usize>, Patterns, usize);
+
+/// A group's vector packings: pool, requirements, pods, whether every strategy was tried.
+pub(crate) type VectorKey = (usize, String, Vec<usize>, bool);
+
+/// Whether a group's nodes may also be packed by patterns ([`Ctx::pattern_pack`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Patterns {
+    On,
+    Off,
+}
+
 /// Whether and in which order groups packed together fill each other's nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Fill {
@@ -786,6 +801,24 @@ impl Ctx<'_> {
         groups: Vec<(usize, (Requirements, Vec<usize>))>,
         fill: Fill,
     ) -> Option<Vec<Open>> {
+        let some_suit = groups
+            .iter()
+            .any(|(_, (_, pods))| self.suits_patterns(pods));
+        [Patterns::Off, Patterns::On]
+            .into_iter()
+            .filter(|patterns| some_suit || *patterns == Patterns::Off)
+            .filter_map(|patterns| self.pack_groups_with(groups.clone(), fill, patterns))
+            .min_by(|a, b| total(a).total_cmp(&total(b)))
+    }
+
+    /// [`Self::pack_groups`], each group's own nodes packed with or without patterns (nodes
+    /// packed tight by patterns leave later groups less room to fill, so either may win).
+    fn pack_groups_with(
+        &self,
+        groups: Vec<(usize, (Requirements, Vec<usize>))>,
+        fill: Fill,
+        patterns: Patterns,
+    ) -> Option<Vec<Open>> {
         let mut order: Vec<(usize, usize, Requirements, Vec<usize>)> = groups
             .into_iter()
             .map(|(q, (reqs, pods))| {
@@ -808,7 +841,9 @@ impl Ctx<'_> {
             if rest.is_empty() {
                 continue;
             }
-            for (members, t, price) in self.pack_group(q, &rest, &reqs, None, usize::MAX)? {
+            for (members, t, price) in
+                self.pack_group(q, &rest, &reqs, None, usize::MAX, patterns)?
+            {
                 let mut used = Resources::default();
                 for &i in &members {
                     used.add(&self.snapshot.pods[i].requests);
@@ -1054,8 +1089,10 @@ fn cost(packing: &[Packed]) -> f64 {
 
 impl Ctx<'_> {
     /// The cheapest packing found for `pods` under `reqs` in pool `p`: the LP-guided vector
-    /// packings (every strategy when the problem is small) and `current` if given, each with its
-    /// half-empty nodes split, then the best one re-cut two nodes at a time.
+    /// packings (every strategy when the problem is small), the pattern packings (`patterns`,
+    /// when the group suits them) and `current` if given, each with its half-empty nodes split,
+    /// then the best one re-cut two nodes at a time. A group packed from scratch is packed once
+    /// per plan: each way of regrouping meets the same groups.
     pub(crate) fn pack_group(
         &self,
         p: usize,
@@ -1063,30 +1100,56 @@ impl Ctx<'_> {
         reqs: &Requirements,
         current: Option<Vec<Packed>>,
         nodes: usize,
+        patterns: Patterns,
     ) -> Option<Vec<Packed>> {
+        let patterns = match patterns {
+            Patterns::On if !self.suits_patterns(pods) => Patterns::Off,
+            _ => patterns,
+        };
+        let key = current
+            .is_none()
+            .then(|| (p, reqs.to_string(), pods.to_vec(), patterns, nodes));
+        if let Some(found) = key
+            .as_ref()
+            .and_then(|k| self.packings.borrow().get(k).cloned())
+        {
+            return found;
+        }
         // A few pods: the optimum itself, which no heuristic packing can beat.
         let exact = self
             .exact_pack(p, pods, reqs)
             .or_else(|| self.exact_pack_by_shape(p, pods, reqs));
-        if let Some(exact) = exact {
-            return Some(exact);
+        let packing = match exact {
+            Some(exact) => Some(exact),
+            None => {
+                // Each strategy costs about pods × nodes; try them all only on small problems.
+                let thorough = pods.len().saturating_mul(nodes.max(1)) <= THOROUGH_WORK;
+                let patterned = match patterns {
+                    Patterns::On => self.best_pattern_pack(p, pods, reqs),
+                    Patterns::Off => None,
+                };
+                let candidates = current
+                    .into_iter()
+                    .chain(self.best_vector_pack(p, pods, reqs, thorough))
+                    .chain(patterned);
+                self.cheapest_improved(p, reqs, candidates)
+            }
+        };
+        if let Some(key) = key {
+            self.packings.borrow_mut().insert(key, packing.clone());
         }
-        let pool = &self.pools[p];
-        let top = pool.price.last().copied().unwrap_or(f64::INFINITY);
-        let bands: Vec<(f64, f64)> = [1.0, 0.5, 0.25, 0.125, 0.0625]
-            .map(|f| (0.0, f * top))
-            .into_iter()
-            .chain([0.0625, 0.03125, 0.015625].map(|f| (f * top, top)))
-            .collect();
-        // Each strategy costs about pods × nodes; try them all only on small problems.
-        let thorough = pods.len().saturating_mul(nodes.max(1)) <= THOROUGH_WORK;
-        let best_repacked = Strategy::all(bands, thorough)
-            .into_iter()
-            .filter_map(|s| self.vector_pack(p, pods, reqs, s))
-            .min_by(|a, b| cost(a).total_cmp(&cost(b)));
-        let mut packing = current
-            .into_iter()
-            .chain(best_repacked)
+        packing
+    }
+
+    /// The cheapest of `candidates` once each has its half-empty nodes split, re-cut two nodes
+    /// at a time.
+    fn cheapest_improved(
+        &self,
+        p: usize,
+        reqs: &Requirements,
+        candidates: impl Iterator<Item = Vec<Packed>>,
+    ) -> Option<Vec<Packed>> {
+        let mut packing = candidates
             .map(|k| {
                 k.into_iter()
                     .flat_map(|bin| self.split(p, reqs, bin))
@@ -1095,6 +1158,48 @@ impl Ctx<'_> {
             .min_by(|a, b| cost(a).total_cmp(&cost(b)))?;
         self.improve_pairs(p, reqs, &mut packing);
         Some(packing)
+    }
+
+    /// The cheapest of the LP-guided vector packings of `pods` (every strategy when
+    /// `thorough`, else a few), found once per group.
+    fn best_vector_pack(
+        &self,
+        p: usize,
+        pods: &[usize],
+        reqs: &Requirements,
+        thorough: bool,
+    ) -> Option<Vec<Packed>> {
+        let key = (p, reqs.to_string(), pods.to_vec(), thorough);
+        if let Some(found) = self.vector_packings.borrow().get(&key) {
+            return found.clone();
+        }
+        let top = self.pools[p].price.last().copied().unwrap_or(f64::INFINITY);
+        let bands: Vec<(f64, f64)> = [1.0, 0.5, 0.25, 0.125, 0.0625]
+            .map(|f| (0.0, f * top))
+            .into_iter()
+            .chain([0.0625, 0.03125, 0.015625].map(|f| (f * top, top)))
+            .collect();
+        let best = Strategy::all(bands, thorough)
+            .into_iter()
+            .filter_map(|s| self.vector_pack(p, pods, reqs, s))
+            .min_by(|a, b| cost(a).total_cmp(&cost(b)));
+        self.vector_packings.borrow_mut().insert(key, best.clone());
+        best
+    }
+
+    /// The cheapest packing of `pods` by patterns: over all types and over the cheaper ones
+    /// only (smaller nodes round better), rounded down and to the nearest node.
+    fn best_pattern_pack(
+        &self,
+        p: usize,
+        pods: &[usize],
+        reqs: &Requirements,
+    ) -> Option<Vec<Packed>> {
+        [1.0, 0.25]
+            .into_iter()
+            .flat_map(|share| [Rounding::Down, Rounding::Nearest].map(|r| (share, r)))
+            .filter_map(|(share, rounding)| self.pattern_pack(p, pods, reqs, share, rounding))
+            .min_by(|a, b| cost(a).total_cmp(&cost(b)))
     }
 
     /// The requirements a movable pod needs of its node in pool `p`: the pool's and its own,
@@ -1120,5 +1225,7 @@ impl Ctx<'_> {
 }
 
 mod exact;
+mod patterns;
+pub(crate) use patterns::Program;
 #[cfg(test)]
 mod tests;
