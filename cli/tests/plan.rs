@@ -730,6 +730,47 @@ fn min_values_hold_under_strict_and_relax_under_best_effort() {
     assert!(!out.status.success());
 }
 
+/// A zone spread's `nodeTaintsPolicy: Honor` is read from the pod: the zone only a tainted
+/// NodePool offers is no domain, so all four pods run two and two; without the policy (the
+/// default Ignore) that zone is an empty domain, and two pods stay pending as they would under
+/// Karpenter and kube-scheduler. A policy other than Honor or Ignore is named with its field.
+#[test]
+fn a_spread_policy_is_read_from_the_pod_and_a_bad_one_is_named() {
+    let honoured = fixture("spread-taints.yaml");
+    let plan = json(&fleetwright(&["plan", "--cluster", &honoured]));
+    assert!(
+        plan["unschedulable"].as_array().unwrap().is_empty(),
+        "{plan}"
+    );
+    let placed: usize = plan["nodeclaims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["pods"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(placed, 4, "{plan}");
+    let text = std::fs::read_to_string(&honoured).unwrap();
+    let ignored = write_temp(
+        "spread-ignored.yaml",
+        &text.replace(" nodeTaintsPolicy: Honor,", ""),
+    );
+    let plan = json(&fleetwright(&["plan", "--cluster", &ignored]));
+    assert_eq!(plan["unschedulable"].as_array().unwrap().len(), 2, "{plan}");
+    let bad = write_temp(
+        "spread-bad.yaml",
+        &text.replace("nodeTaintsPolicy: Honor", "nodeTaintsPolicy: Always"),
+    );
+    let out = fleetwright(&["plan", "--cluster", &bad]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Pod shop/web-0"), "{stderr}");
+    assert!(
+        stderr.contains("spec.topologySpreadConstraints[0].nodeTaintsPolicy"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Always"), "{stderr}");
+}
+
 /// A static NodePool (`spec.replicas`) keeps exactly its replicas: nodes are created up to them
 /// (within `limits.nodes`) and deleted above them, the busy node last; its empty nodes are never
 /// consolidated; and Karpenter's validation holds (no weight, only `limits.nodes`).

@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use fleetwright_core::catalog::InstanceType;
 use fleetwright_core::labels::{CAPACITY_TYPE, INSTANCE_TYPE, ZONE};
 use fleetwright_core::model::{
-    DaemonSet, Namespaces, NodePool, Pod, PodAffinityTerm, SpreadConstraint, Taint, Toleration,
+    DaemonSet, InclusionPolicy, Namespaces, NodePool, Pod, PodAffinityTerm, SpreadConstraint,
+    Taint, Toleration,
 };
 use fleetwright_core::requirements::{Operator, Requirement, Requirements};
 use fleetwright_core::resources::Resources;
@@ -211,6 +212,13 @@ fn spread(s: &SpreadConstraint) -> Value {
     });
     if let Some(min) = s.min_domains {
         v["minDomains"] = json!(min);
+    }
+    // Only what differs from Kubernetes' defaults (Honor, Ignore) is written.
+    if s.node_affinity_policy == InclusionPolicy::Ignore {
+        v["nodeAffinityPolicy"] = json!("Ignore");
+    }
+    if s.node_taints_policy == InclusionPolicy::Honor {
+        v["nodeTaintsPolicy"] = json!("Honor");
     }
     v
 }

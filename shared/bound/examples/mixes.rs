@@ -17,7 +17,11 @@ fn main() -> std::io::Result<()> {
         .nth(2)
         .and_then(|s| s.parse().ok())
         .unwrap_or(1000);
-    for mix in CLUSTER_MIXES {
+    let only = std::env::var("MIX").ok();
+    for mix in CLUSTER_MIXES
+        .into_iter()
+        .filter(|m| only.as_deref().is_none_or(|o| o == *m))
+    {
         for seed in 1..=seeds {
             let snap = cluster_mix(mix, pods, seed).expect("mix");
             let t = std::time::Instant::now();

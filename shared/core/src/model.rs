@@ -121,6 +121,20 @@ pub struct SpreadConstraint {
     pub hard: bool,
     pub selector: Requirements,
     pub min_domains: Option<i32>,
+    /// `nodeAffinityPolicy` (default Honor): only nodes the pod's nodeSelector and required
+    /// node affinity allow take part in the spread, their domains and the pods on them.
+    pub node_affinity_policy: InclusionPolicy,
+    /// `nodeTaintsPolicy` (default Ignore): with Honor, only nodes (and NodePools) whose taints
+    /// the pod tolerates take part.
+    pub node_taints_policy: InclusionPolicy,
+}
+
+/// Whether a topology spread takes a node's affinity or taints into account
+/// (`NodeInclusionPolicy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InclusionPolicy {
+    Honor,
+    Ignore,
 }
 
 /// A host port a pod binds.

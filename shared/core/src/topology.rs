@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::model::Namespaces;
+use crate::model::{tolerates_all, Namespaces, Taint, Toleration};
 use crate::requirements::Requirements;
 
 /// What a group constrains.
@@ -29,6 +29,35 @@ pub(crate) struct GroupKey {
     pub selector: Requirements,
     /// For spreads: the owner's node requirements, which bound the eligible domains.
     pub owner_reqs: Requirements,
+    /// For spreads honouring node affinity: the nodes that take part in the counts, as the
+    /// owner's nodeSelector with each of its required node-affinity terms (any one matching).
+    /// Empty: every node.
+    pub node_filter: Vec<Requirements>,
+    /// For spreads honouring taints: the owner's tolerations; only nodes whose taints they
+    /// tolerate take part. None: every node.
+    pub tolerations: Option<Vec<Toleration>>,
+}
+
+impl GroupKey {
+    /// Whether a pod on a node of these requirements and taints counts in this group: always,
+    /// except for spreads whose node filter or tolerations the node fails (Kubernetes'
+    /// `nodeAffinityPolicy` and `nodeTaintsPolicy`). `existing`: the requirements are a node's
+    /// labels (matched as kube-scheduler matches them), not a new node's.
+    pub fn counts_on(&self, node: &Requirements, taints: &[Taint], existing: bool) -> bool {
+        let matches = |term: &Requirements| {
+            if existing {
+                node.compatible_with_labels(term).is_ok()
+            } else {
+                node.compatible(term).is_ok()
+            }
+        };
+        let affinity = self.node_filter.is_empty() || self.node_filter.iter().any(matches);
+        affinity
+            && self
+                .tolerations
+                .as_ref()
+                .is_none_or(|t| tolerates_all(t, taints).is_none())
+    }
 }
 
 /// A counted group.

@@ -153,6 +153,8 @@ fn a_zone_spread_over_its_skew_is_caught() {
             hard: true,
             selector,
             min_domains: None,
+            node_affinity_policy: fleetwright_core::model::InclusionPolicy::Honor,
+            node_taints_policy: fleetwright_core::model::InclusionPolicy::Ignore,
         });
     };
     let mut pods: Vec<Pod> = (0..3).map(|i| pod(&format!("p{i}"), 100, GIB)).collect();

@@ -23,7 +23,8 @@ struct App {
     zone: Option<&'static str>,
     spot_only: bool,
     anti: bool,
-    spread: bool,
+    /// A zone spread, with its nodeTaintsPolicy.
+    spread: Option<InclusionPolicy>,
     tolerates: bool,
 }
 
@@ -36,7 +37,10 @@ fn app() -> impl Strategy<Value = App> {
         prop::option::weighted(0.2, prop::sample::select(vec!["us-east-1a", "us-east-1b"])),
         prop::bool::weighted(0.2),
         prop::bool::weighted(0.3),
-        prop::bool::weighted(0.3),
+        prop::option::weighted(
+            0.3,
+            prop::sample::select(vec![InclusionPolicy::Ignore, InclusionPolicy::Honor]),
+        ),
         prop::bool::weighted(0.5),
     )
         .prop_map(
@@ -75,8 +79,10 @@ fn cluster(apps: &[App], tainted_pool: bool, max_pods: Option<i64>) -> Snapshot 
             if spec.anti {
                 p.anti_affinity.push(term(&[("app", &name)], HOSTNAME));
             }
-            if spec.spread {
-                p.spread.push(spread(ZONE, 1, &[("app", &name)]));
+            if let Some(taints) = spec.spread {
+                let mut s = spread(ZONE, 1, &[("app", &name)]);
+                s.node_taints_policy = taints;
+                p.spread.push(s);
             }
             if spec.tolerates {
                 p.tolerations.push(Toleration {

@@ -357,6 +357,93 @@ fn hostname_spread_max_skew_two_packs_two_per_node() {
     assert_eq!(plan.nodeclaims.len(), 3);
 }
 
+/// Pods per zone of a plan's new NodeClaims and the number left unschedulable.
+fn zones_and_unschedulable(plan: &fleetwright_core::Plan) -> (BTreeMap<String, usize>, usize) {
+    let mut per_zone: BTreeMap<String, usize> = BTreeMap::new();
+    for n in &plan.nodeclaims {
+        assert_eq!(n.zones.len(), 1, "a spread pins its node to one zone");
+        *per_zone.entry(n.zones[0].clone()).or_default() += n.pods.len();
+    }
+    (per_zone, plan.unschedulable.len())
+}
+
+/// `nodeTaintsPolicy`: a zone only a tainted NodePool offers is a domain of the spread under
+/// the default `Ignore` (it stays empty, so the spread stops at one pod per usable zone, as
+/// Karpenter and kube-scheduler do), and no domain under `Honor`.
+#[test]
+fn a_spread_honouring_taints_ignores_a_zone_only_a_tainted_pool_offers() {
+    let zones_ab = req(ZONE, Operator::In, &["us-east-1a", "us-east-1b"]);
+    let mut gpu = pool_with("gpu", vec![zones3()]);
+    gpu.taints.push(Taint {
+        key: "dedicated".into(),
+        value: "gpu".into(),
+        effect: TaintEffect::NoSchedule,
+    });
+    let run = |policy: InclusionPolicy| {
+        let ps: Vec<Pod> = (0..4)
+            .map(|i| {
+                let mut p = labelled(pod(&format!("web-{i}"), 500, 512), &[("app", "web")]);
+                let mut s = spread(ZONE, 1, &[("app", "web")]);
+                s.node_taints_policy = policy;
+                p.spread.push(s);
+                p
+            })
+            .collect();
+        let pools = vec![pool_with("default", vec![zones_ab.clone()]), gpu.clone()];
+        zones_and_unschedulable(&plan(&snapshot(ps, pools)))
+    };
+    let (honoured, pending) = run(InclusionPolicy::Honor);
+    assert_eq!(pending, 0, "{honoured:?}");
+    assert_eq!(honoured.values().copied().collect::<Vec<_>>(), vec![2, 2]);
+    let (ignored, pending) = run(InclusionPolicy::Ignore);
+    assert_eq!(pending, 2, "{ignored:?}");
+    assert_eq!(ignored.values().copied().collect::<Vec<_>>(), vec![1, 1]);
+}
+
+/// `nodeAffinityPolicy`: pods the spread selects on a node the owner's nodeSelector does not
+/// match are not counted under the default `Honor` (the new pods spread evenly), and are under
+/// `Ignore` (their zone is full already, so the new pods avoid it).
+#[test]
+fn a_spread_counts_only_pods_on_nodes_its_node_selector_matches() {
+    let mut other = node("other-1", "us-east-1a", "m5.xlarge", 4000, 16384);
+    other.labels.insert("team".into(), "other".into());
+    let bound: Vec<Pod> = (0..3)
+        .map(|i| {
+            let mut p = labelled(pod(&format!("old-{i}"), 100, 128), &[("app", "web")]);
+            p.node_name = Some("other-1".into());
+            p
+        })
+        .collect();
+    let run = |policy: InclusionPolicy| {
+        let mut ps = bound.clone();
+        ps.extend((0..3).map(|i| {
+            let mut p = labelled(pod(&format!("web-{i}"), 500, 512), &[("app", "web")]);
+            p.node_selector.insert("team".into(), "mine".into());
+            let mut s = spread(ZONE, 1, &[("app", "web")]);
+            s.node_affinity_policy = policy;
+            p.spread.push(s);
+            p
+        }));
+        let pools = vec![pool_with(
+            "mine",
+            vec![zones3(), req("team", Operator::In, &["mine"])],
+        )];
+        let mut snap = snapshot(ps, pools);
+        snap.nodes.push(other.clone());
+        zones_and_unschedulable(&plan(&snap))
+    };
+    let (honoured, pending) = run(InclusionPolicy::Honor);
+    assert_eq!(pending, 0);
+    assert_eq!(
+        honoured.values().copied().collect::<Vec<_>>(),
+        vec![1, 1, 1]
+    );
+    let (ignored, pending) = run(InclusionPolicy::Ignore);
+    assert_eq!(pending, 0);
+    assert_eq!(ignored.get("us-east-1a"), None, "{ignored:?}");
+    assert_eq!(ignored.values().sum::<usize>(), 3);
+}
+
 #[test]
 fn capacity_type_spread_uses_both_capacity_types() {
     let ps: Vec<Pod> = (0..4)

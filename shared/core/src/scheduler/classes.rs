@@ -12,6 +12,58 @@ pub(crate) fn inverse_key(term: &PodAffinityTerm) -> GroupKey {
         namespaces: term.namespaces.clone(),
         selector: term.selector.clone(),
         owner_reqs: Requirements::new(),
+        node_filter: Vec::new(),
+        tolerations: None,
+    }
+}
+
+/// The groups of a pod's spread: its node requirements (`reqs`, this rung of the relaxation
+/// ladder) bound the eligible domains when the spread honours node affinity, and only the
+/// spread's own key otherwise; its nodeSelector with each required node-affinity term filters
+/// the nodes that count, and its tolerations too when the spread honours taints.
+fn spread_key(pod: &Pod, s: &SpreadConstraint, reqs: &Requirements) -> GroupKey {
+    let honour_affinity = s.node_affinity_policy == InclusionPolicy::Honor;
+    let owner_reqs = if honour_affinity {
+        reqs.clone()
+    } else {
+        let mut only_key = Requirements::new();
+        if let Some(r) = reqs.get(&s.topology_key) {
+            only_key.add(r.clone());
+        }
+        only_key
+    };
+    let node_filter = if !honour_affinity {
+        Vec::new()
+    } else if pod.required_terms.is_empty() {
+        let selector = Requirements::from_labels(&pod.node_selector);
+        if selector.is_empty() {
+            Vec::new()
+        } else {
+            vec![selector]
+        }
+    } else {
+        pod.required_terms
+            .iter()
+            .map(|term| {
+                let mut r = Requirements::from_labels(&pod.node_selector);
+                r.add_all(term);
+                r
+            })
+            .collect()
+    };
+    GroupKey {
+        key: s.topology_key.clone(),
+        kind: Kind::Spread {
+            max_skew: s.max_skew,
+            min_domains: s.min_domains,
+        },
+        inverse: false,
+        namespaces: Namespaces::Listed(BTreeSet::from([pod.namespace.clone()])),
+        selector: s.selector.clone(),
+        owner_reqs,
+        node_filter,
+        tolerations: (s.node_taints_policy == InclusionPolicy::Honor)
+            .then(|| pod.tolerations.clone()),
     }
 }
 
@@ -287,7 +339,7 @@ impl<'a> Ctx<'a> {
             .filter(|p| p.node_name.is_some() && !p.terminal)
         {
             for term in &pod.anti_affinity {
-                topo.intern(inverse_key(term), |k| self.universe(&k.key, &k.owner_reqs));
+                topo.intern(inverse_key(term), |k| self.universe(k));
             }
         }
         let pending = self.pending.clone();
@@ -319,18 +371,7 @@ impl<'a> Ctx<'a> {
                     let mut owned = Vec::new();
                     let mut owner_of = Vec::new();
                     for s in &spreads {
-                        let key = GroupKey {
-                            key: s.topology_key.clone(),
-                            kind: Kind::Spread {
-                                max_skew: s.max_skew,
-                                min_domains: s.min_domains,
-                            },
-                            inverse: false,
-                            namespaces: Namespaces::Listed(BTreeSet::from([pod.namespace.clone()])),
-                            selector: s.selector.clone(),
-                            owner_reqs: reqs.clone(),
-                        };
-                        let g = topo.intern(key, |k| self.universe(&k.key, &k.owner_reqs));
+                        let g = topo.intern(spread_key(pod, s, &reqs), |k| self.universe(k));
                         owned.push((g, s.selector.matches_labels(&pod.labels)));
                     }
                     for (term, kind) in aff
@@ -347,15 +388,12 @@ impl<'a> Ctx<'a> {
                             namespaces: term.namespaces.clone(),
                             selector: term.selector.clone(),
                             owner_reqs: Requirements::new(),
+                            node_filter: Vec::new(),
+                            tolerations: None,
                         };
-                        owned.push((
-                            topo.intern(key, |k| self.universe(&k.key, &k.owner_reqs)),
-                            self_match,
-                        ));
+                        owned.push((topo.intern(key, |k| self.universe(k)), self_match));
                         if is_anti {
-                            owner_of.push(topo.intern(inverse_key(term), |k| {
-                                self.universe(&k.key, &k.owner_reqs)
-                            }));
+                            owner_of.push(topo.intern(inverse_key(term), |k| self.universe(k)));
                         }
                     }
                     Variant {
@@ -398,11 +436,17 @@ impl<'a> Ctx<'a> {
             .filter(|(_, b)| !b.inflight)
             .map(|(i, b)| (b.name.clone(), i))
             .collect();
-        let node_labels: HashMap<&str, &BTreeMap<String, String>> = snap
+        let nodes: HashMap<&str, (&BTreeMap<String, String>, &[Taint])> = snap
             .nodes
             .iter()
-            .map(|n| (n.name.as_str(), &n.labels))
+            .map(|n| (n.name.as_str(), (&n.labels, n.taints.as_slice())))
             .collect();
+        let filtered = self
+            .base_topology
+            .groups
+            .iter()
+            .any(|g| !g.id.node_filter.is_empty() || g.id.tolerations.is_some());
+        let mut node_reqs: HashMap<&str, Requirements> = HashMap::new();
         for pod in snap.pods.iter().filter(|p| !p.terminal) {
             let Some(node) = pod.node_name.as_deref() else {
                 continue;
@@ -423,22 +467,42 @@ impl<'a> Ctx<'a> {
             }
             for g in member_of.into_iter().chain(owned) {
                 let group = &mut self.base_topology.groups[g];
+                if filtered {
+                    let Some((labels, taints)) = nodes.get(node) else {
+                        continue;
+                    };
+                    let reqs = node_reqs
+                        .entry(node)
+                        .or_insert_with(|| Requirements::from_labels(*labels));
+                    if !group.id.counts_on(reqs, taints, true) {
+                        continue;
+                    }
+                }
                 if group.is_hostname() {
                     if let Some(&b) = bin_of.get(node) {
                         group.record_host(b);
                     }
-                } else if let Some(v) = node_labels.get(node).and_then(|l| l.get(&group.id.key)) {
+                } else if let Some(v) = nodes.get(node).and_then(|(l, _)| l.get(&group.id.key)) {
                     group.record_value(v);
                 }
             }
         }
     }
 
-    /// Domains a spread may use: values new nodes of compatible pools can take, plus existing nodes'.
-    pub(crate) fn universe(&self, key: &str, owner: &Requirements) -> BTreeSet<String> {
+    /// Domains a spread may use: values new nodes of compatible pools can take, plus existing
+    /// nodes'; with a spread honouring taints, only of pools and nodes whose taints the owner
+    /// tolerates.
+    pub(crate) fn universe(&self, group: &GroupKey) -> BTreeSet<String> {
+        let (key, owner) = (group.key.as_str(), &group.owner_reqs);
+        let tolerated = |taints: &[Taint]| {
+            group
+                .tolerations
+                .as_ref()
+                .is_none_or(|t| tolerates_all(t, taints).is_none())
+        };
         let mut out = BTreeSet::new();
         for pool in &self.pools {
-            if pool.base.compatible(owner).is_err() {
+            if pool.base.compatible(owner).is_err() || !tolerated(&pool.pool.taints) {
                 continue;
             }
             out.extend(pool.label_values(key));
@@ -448,6 +512,7 @@ impl<'a> Ctx<'a> {
                 if Requirements::from_labels(&node.labels)
                     .compatible(owner)
                     .is_ok()
+                    && tolerated(&node.taints)
                 {
                     out.insert(v.clone());
                 }

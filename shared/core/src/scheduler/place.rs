@@ -399,6 +399,12 @@ impl<'c, 'a> Run<'c, 'a> {
         let bin = &self.bins[b];
         for &g in class.member_of.iter().chain(variant.owner_of.iter()) {
             let group = &mut self.topo.groups[g];
+            if !group
+                .id
+                .counts_on(&bin.reqs, &bin.taints, bin.pool.is_none())
+            {
+                continue;
+            }
             if group.is_hostname() {
                 group.record_host(b);
             } else if let Some(v) = bin

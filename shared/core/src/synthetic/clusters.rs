@@ -247,6 +247,8 @@ fn spread(w: &mut Workload, rng: &mut Rng, count: usize) -> Vec<NodePool> {
                 hard: true,
                 selector: selector(&[("app", &name)]),
                 min_domains: None,
+                node_affinity_policy: crate::model::InclusionPolicy::Honor,
+                node_taints_policy: crate::model::InclusionPolicy::Ignore,
             });
         }
     }

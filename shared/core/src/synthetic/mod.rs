@@ -119,6 +119,8 @@ pub fn benchmark_pods(count: usize, seed: u64) -> Vec<Pod> {
                         hard: true,
                         selector: selector(&[("my-label", *rng.pick(&values))]),
                         min_domains: None,
+                        node_affinity_policy: crate::model::InclusionPolicy::Honor,
+                        node_taints_policy: crate::model::InclusionPolicy::Ignore,
                     });
                 }
                 3 => {
@@ -232,6 +234,8 @@ pub fn mix_snapshot(mix: &str, seed: u64) -> Option<Snapshot> {
                         hard: true,
                         selector: selector(&[("app", &name)]),
                         min_domains: None,
+                        node_affinity_policy: crate::model::InclusionPolicy::Honor,
+                        node_taints_policy: crate::model::InclusionPolicy::Ignore,
                     });
                     if d % 5 == 0 {
                         p.anti_affinity.push(PodAffinityTerm {

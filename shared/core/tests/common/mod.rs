@@ -85,6 +85,8 @@ pub fn spread(key: &str, skew: i32, pairs: &[(&str, &str)]) -> SpreadConstraint 
         hard: true,
         selector: sel(pairs),
         min_domains: None,
+        node_affinity_policy: fleetwright_core::model::InclusionPolicy::Honor,
+        node_taints_policy: fleetwright_core::model::InclusionPolicy::Ignore,
     }
 }
 

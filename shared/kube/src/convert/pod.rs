@@ -280,9 +280,41 @@ pub fn pod_from_spec(meta: &ObjectMeta, spec: &PodSpec, obj: &str) -> Result<cor
             hard,
             selector,
             min_domains: c.min_domains,
+            node_affinity_policy: inclusion_policy(
+                c.node_affinity_policy.as_deref(),
+                core::InclusionPolicy::Honor,
+                obj,
+                &format!("{f}.nodeAffinityPolicy"),
+            )?,
+            node_taints_policy: inclusion_policy(
+                c.node_taints_policy.as_deref(),
+                core::InclusionPolicy::Ignore,
+                obj,
+                &format!("{f}.nodeTaintsPolicy"),
+            )?,
         });
     }
     Ok(p)
+}
+
+/// A spread's `nodeAffinityPolicy` or `nodeTaintsPolicy`: `Honor`, `Ignore`, or `default` when
+/// unset.
+fn inclusion_policy(
+    value: Option<&str>,
+    default: core::InclusionPolicy,
+    obj: &str,
+    field: &str,
+) -> Result<core::InclusionPolicy, KubeError> {
+    match value {
+        None | Some("") => Ok(default),
+        Some("Honor") => Ok(core::InclusionPolicy::Honor),
+        Some("Ignore") => Ok(core::InclusionPolicy::Ignore),
+        Some(other) => Err(KubeError::field(
+            obj,
+            field,
+            format!("unknown value {other:?} (Honor or Ignore)"),
+        )),
+    }
 }
 
 /// Zones of bound persistent volumes, by (namespace, claim name).
