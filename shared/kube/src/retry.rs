@@ -1,7 +1,7 @@
 //! Retrying the API server's transient answers. kube's own retry layer is off (see
 //! [`crate::client`]) because it would also retry a PodDisruptionBudget's 429 on an eviction,
 //! which must come back at once. Reads go through [`with_retries`] instead: a 429, a 5xx, or a
-//! transport error or timeout is retried a few times with a doubling pause, so one throttled or
+//! transport error or timeout is retried a few times with a doubling, jittered pause, so one throttled or
 //! failed list does not end an invocation. Writes that carry a resourceVersion (the Lease, and
 //! every read-modify-write in [`crate::executor`]) are retried the same way, since a retry after a
 //! write that did land meets a 409. Other writes are not: each is re-decided by the next
@@ -41,11 +41,21 @@ pub fn conflict_pause(attempt: usize) -> Duration {
         return Duration::ZERO;
     }
     let ceiling = 5u64 << attempt.min(5);
-    // Jitter only: the clock's nanoseconds are random enough to break a tie.
-    let noise = std::time::SystemTime::now()
+    Duration::from_millis(noise() % (ceiling + 1))
+}
+
+/// A random number for jitter: the clock's nanoseconds are random enough to break a tie.
+fn noise() -> u64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::from(d.subsec_nanos()));
-    Duration::from_millis(noise % (ceiling + 1))
+        .map_or(0, |d| u64::from(d.subsec_nanos()))
+}
+
+/// `pause` with jitter: half of it, plus a random share of the other half, so invocations
+/// throttled together (a burst of interruption batches, a tick) do not retry together.
+pub fn jittered(pause: Duration) -> Duration {
+    let half = pause.as_millis() as u64 / 2;
+    Duration::from_millis(half + noise() % (half + 1))
 }
 
 /// How long a client waits to connect, and for each response: a hung call fails well inside a
@@ -74,8 +84,9 @@ where
     loop {
         match call().await {
             Err(e) if transient(&e) && attempt < ATTEMPTS => {
-                warn!(%what, attempt, error = %e, pause_ms = pause.as_millis() as u64, "transient API error; retrying");
-                tokio::time::sleep(pause).await;
+                let wait = jittered(pause);
+                warn!(%what, attempt, error = %e, pause_ms = wait.as_millis() as u64, "transient API error; retrying");
+                tokio::time::sleep(wait).await;
                 pause *= 2;
                 attempt += 1;
             }
@@ -90,4 +101,19 @@ pub fn bound(config: &mut kube::Config) {
     config.read_timeout = Some(READ_TIMEOUT);
     config.write_timeout = Some(WRITE_TIMEOUT);
     config.default_retry = false;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_jittered_pause_is_between_half_and_all_of_it() {
+        for ms in [0u64, 1, 100, 800] {
+            for _ in 0..50 {
+                let wait = jittered(Duration::from_millis(ms)).as_millis() as u64;
+                assert!(wait >= ms / 2 && wait <= ms, "{wait} ms for {ms} ms");
+            }
+        }
+    }
 }
