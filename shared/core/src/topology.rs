@@ -52,11 +52,15 @@ impl GroupKey {
             }
         };
         let affinity = self.node_filter.is_empty() || self.node_filter.iter().any(matches);
-        affinity
-            && self
-                .tolerations
-                .as_ref()
-                .is_none_or(|t| tolerates_all(t, taints).is_none())
+        affinity && self.tolerates(taints)
+    }
+
+    /// Whether a node (or NodePool) with these taints takes part: always, unless the spread
+    /// honours taints and its owner does not tolerate one of them.
+    pub fn tolerates(&self, taints: &[Taint]) -> bool {
+        self.tolerations
+            .as_ref()
+            .is_none_or(|t| tolerates_all(t, taints).is_none())
     }
 }
 

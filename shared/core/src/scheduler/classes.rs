@@ -494,15 +494,9 @@ impl<'a> Ctx<'a> {
     /// tolerates.
     pub(crate) fn universe(&self, group: &GroupKey) -> BTreeSet<String> {
         let (key, owner) = (group.key.as_str(), &group.owner_reqs);
-        let tolerated = |taints: &[Taint]| {
-            group
-                .tolerations
-                .as_ref()
-                .is_none_or(|t| tolerates_all(t, taints).is_none())
-        };
         let mut out = BTreeSet::new();
         for pool in &self.pools {
-            if pool.base.compatible(owner).is_err() || !tolerated(&pool.pool.taints) {
+            if pool.base.compatible(owner).is_err() || !group.tolerates(&pool.pool.taints) {
                 continue;
             }
             out.extend(pool.label_values(key));
@@ -512,7 +506,7 @@ impl<'a> Ctx<'a> {
                 if Requirements::from_labels(&node.labels)
                     .compatible(owner)
                     .is_ok()
-                    && tolerated(&node.taints)
+                    && group.tolerates(&node.taints)
                 {
                     out.insert(v.clone());
                 }
