@@ -188,7 +188,7 @@ impl Ec2Cloud {
             let key = (o.image_id.clone(), o.reservation.clone());
             by_image.entry(key).or_default().push(o);
         }
-        let mut tags = nodeclass.spec.tags.clone();
+        let mut tags = nodeclass.spec.tags().clone();
         tags.insert(
             format!("kubernetes.io/cluster/{}", self.cluster),
             "owned".into(),
@@ -409,7 +409,7 @@ impl Cloud for Ec2Cloud {
         let templates = self
             .templates(req, nodeclass, &resolved, capacity_type, overrides)
             .await?;
-        let tags = fleet::instance_tags(&self.cluster, req, &nodeclass.spec.tags);
+        let tags = fleet::instance_tags(&self.cluster, req, nodeclass.spec.tags());
         let blocks = templates.iter().flat_map(|(_, l)| l).any(|o| {
             reservations
                 .iter()

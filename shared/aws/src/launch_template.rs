@@ -98,7 +98,7 @@ pub fn spec(
     Ok(LaunchTemplateSpec {
         image_id: image_id.to_string(),
         user_data,
-        block_devices: block_devices(nodeclass, family, &class.block_device_mappings)?,
+        block_devices: block_devices(nodeclass, family, class.block_device_mappings())?,
         http_endpoint: metadata.http_endpoint.unwrap_or_else(|| "enabled".into()),
         http_tokens: metadata.http_tokens.unwrap_or_else(|| "required".into()),
         http_put_response_hop_limit: metadata.http_put_response_hop_limit.unwrap_or(1) as i32,

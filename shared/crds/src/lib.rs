@@ -12,6 +12,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod hash;
+
 /// A free-form value in a CRD schema: any JSON, kept as it is.
 fn any_value(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "x-kubernetes-preserve-unknown-fields": true })
@@ -133,10 +135,11 @@ pub struct NodeClaimTemplate {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TemplateMetadata {
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub annotations: BTreeMap<String, String>,
+    /// Unset and empty differ (Karpenter's template hash tells a nil map from an empty one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<BTreeMap<String, String>>,
 }
 
 /// The NodeClaim spec a NodePool template stamps out.
@@ -147,10 +150,11 @@ pub struct NodeClaimTemplateSpec {
     pub node_class_ref: Option<NodeClassRef>,
     #[serde(default)]
     pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub taints: Vec<TaintSpec>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub startup_taints: Vec<TaintSpec>,
+    /// Unset and empty differ, as for the labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taints: Option<Vec<TaintSpec>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_taints: Option<Vec<TaintSpec>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expire_after: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -258,12 +262,14 @@ pub struct EC2NodeClassSpec {
     pub role: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_profile: Option<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub tags: BTreeMap<String, String>,
+    /// Unset and empty differ (Karpenter's EC2NodeClass hash tells a nil map or list from an
+    /// empty one), here and for the block device mappings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet: Option<KubeletConfiguration>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub block_device_mappings: Vec<BlockDeviceMapping>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_device_mappings: Option<Vec<BlockDeviceMapping>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_store_policy: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -648,6 +654,47 @@ pub struct NodeOverlaySpec {
 pub struct NodeOverlayStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+impl TemplateMetadata {
+    /// The labels (none when unset).
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        self.labels.as_ref().unwrap_or(empty_map())
+    }
+
+    /// The annotations (none when unset).
+    pub fn annotations(&self) -> &BTreeMap<String, String> {
+        self.annotations.as_ref().unwrap_or(empty_map())
+    }
+}
+
+impl NodeClaimTemplateSpec {
+    /// The taints (none when unset).
+    pub fn taints(&self) -> &[TaintSpec] {
+        self.taints.as_deref().unwrap_or_default()
+    }
+
+    /// The startup taints (none when unset).
+    pub fn startup_taints(&self) -> &[TaintSpec] {
+        self.startup_taints.as_deref().unwrap_or_default()
+    }
+}
+
+impl EC2NodeClassSpec {
+    /// The tags (none when unset).
+    pub fn tags(&self) -> &BTreeMap<String, String> {
+        self.tags.as_ref().unwrap_or(empty_map())
+    }
+
+    /// The block device mappings (none when unset).
+    pub fn block_device_mappings(&self) -> &[BlockDeviceMapping] {
+        self.block_device_mappings.as_deref().unwrap_or_default()
+    }
+}
+
+fn empty_map() -> &'static BTreeMap<String, String> {
+    static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+    &EMPTY
 }
 
 /// The CRDs Fleetwright reads and writes, as `kubectl apply` takes them: NodePool, NodeClaim,

@@ -87,7 +87,7 @@ pub fn nodeclaim_for(
     let mut labels: BTreeMap<String, String> = template
         .metadata
         .as_ref()
-        .map(|m| m.labels.clone())
+        .map(|m| m.labels().clone())
         .unwrap_or_default();
     labels.insert(NODEPOOL.to_string(), pool_name.clone());
     for r in &planned.requirements {
@@ -98,7 +98,7 @@ pub fn nodeclaim_for(
     let mut annotations = template
         .metadata
         .as_ref()
-        .map(|m| m.annotations.clone())
+        .map(|m| m.annotations().clone())
         .unwrap_or_default();
     annotations.extend(pool_hash(pool));
     if let Some(relaxed) = planned.min_values_relaxed {
@@ -132,8 +132,8 @@ pub fn nodeclaim_for(
                 min_values: r.min_values,
             })
             .collect(),
-        taints: template.spec.taints.clone(),
-        startup_taints: template.spec.startup_taints.clone(),
+        taints: template.spec.taints().to_vec(),
+        startup_taints: template.spec.startup_taints().to_vec(),
         expire_after: template.spec.expire_after.clone(),
         termination_grace_period: template.spec.termination_grace_period.clone(),
         resources: Some(NodeClaimResources {

@@ -493,7 +493,7 @@ impl SimCloud {
                 subnet_id: o.subnet_id.clone(),
                 security_groups: resolved.security_groups.clone(),
                 launch_time: Some(now),
-                tags: launch::instance_tags(&self.cluster, req, &nodeclass.spec.tags),
+                tags: launch::instance_tags(&self.cluster, req, nodeclass.spec.tags()),
                 capacity_reservation_id: o.reservation.clone(),
             };
             let mut launched = instance.launched();

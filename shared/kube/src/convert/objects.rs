@@ -232,11 +232,11 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
             .template
             .metadata
             .as_ref()
-            .map(|m| m.labels.clone())
+            .map(|m| m.labels().clone())
             .unwrap_or_default(),
-        taints: taints(&tmpl.taints, &obj, "spec.template.spec.taints")?,
+        taints: taints(tmpl.taints(), &obj, "spec.template.spec.taints")?,
         startup_taints: taints(
-            &tmpl.startup_taints,
+            tmpl.startup_taints(),
             &obj,
             "spec.template.spec.startupTaints",
         )?,
@@ -320,13 +320,12 @@ pub fn nodeclass_settings(c: &EC2NodeClass) -> Result<NodeClassSettings, KubeErr
             eviction_hard: k.eviction_hard.clone().unwrap_or_default(),
         };
     }
-    let root = c
-        .spec
-        .block_device_mappings
+    let devices = c.spec.block_device_mappings();
+    let root = devices
         .iter()
         .enumerate()
         .find(|(_, b)| b.root_volume == Some(true))
-        .or_else(|| c.spec.block_device_mappings.iter().enumerate().next());
+        .or_else(|| devices.iter().enumerate().next());
     if let Some((i, b)) = root {
         if let Some(size) = b.ebs.as_ref().and_then(|e| e.volume_size.as_ref()) {
             let bytes = parse_units(size).map_err(|e| {

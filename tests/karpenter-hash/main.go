@@ -1,0 +1,65 @@
+// Command karpenter-hash prints the drift hashes Karpenter itself computes, with Karpenter's
+// own types and code (sigs.k8s.io/karpenter and github.com/aws/karpenter-provider-aws at the
+// versions go.mod pins), so that Fleetwright's port of them can be checked against the
+// original: cli/tests/karpenter_hash.rs writes generated objects to this command's stdin and
+// compares.
+//
+// Each input line is a JSON object {"kind": "NodePool" | "EC2NodeClass", "object": {...},
+// "caBundle": "..."}; each output line is the hash, in decimal as Karpenter writes it to
+// karpenter.sh/nodepool-hash or karpenter.k8s.aws/ec2nodeclass-hash, or "error: ..." for an
+// object Karpenter's types cannot read.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
+	kjson "sigs.k8s.io/json"
+)
+
+type input struct {
+	Kind     string          `json:"kind"`
+	Object   json.RawMessage `json:"object"`
+	CABundle *string         `json:"caBundle"`
+}
+
+func main() {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 64<<20)
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	for in.Scan() {
+		fmt.Fprintln(out, hash(in.Bytes()))
+	}
+	if err := in.Err(); err != nil {
+		fmt.Fprintln(os.Stderr, "karpenter-hash:", err)
+		os.Exit(1)
+	}
+}
+
+func hash(line []byte) string {
+	var i input
+	if err := json.Unmarshal(line, &i); err != nil {
+		return "error: " + err.Error()
+	}
+	switch i.Kind {
+	case "NodePool":
+		var np karpv1.NodePool
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(i.Object, &np); err != nil {
+			return "error: " + err.Error()
+		}
+		return np.Hash()
+	case "EC2NodeClass":
+		var nc awsv1.EC2NodeClass
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(i.Object, &nc); err != nil {
+			return "error: " + err.Error()
+		}
+		return nc.Hash(i.CABundle)
+	default:
+		return "error: unknown kind " + i.Kind
+	}
+}
