@@ -17,8 +17,8 @@ import (
 	"os"
 
 	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
-	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 	kjson "sigs.k8s.io/json"
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 )
 
 type input struct {
