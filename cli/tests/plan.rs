@@ -591,76 +591,85 @@ fn plan_actions_on_the_example_creates_a_nodeclaim_for_each_planned_node() {
 }
 
 /// Taking over a cluster Karpenter ran (`fixtures/karpenter-migration.yaml`: three NodeClaims
-/// with Karpenter's labels and its `v3`/`v4` hashes, and the NodePool since narrowed to
-/// on-demand). Fleetwright replaces the one node Karpenter would replace, the spot node its
-/// NodePool's requirements no longer allow, and no other: Karpenter's hashes are not compared
-/// with ours. The next tick re-stamps every NodeClaim with Fleetwright's hashes; from then on a
-/// change of the template is drift on every node, and the re-stamp itself is none.
+/// with Karpenter's labels and its own hashes; the NodePool since narrowed to on-demand, one
+/// NodeClaim launched from a template since changed, one with an older Karpenter's EC2NodeClass
+/// hash version). Fleetwright computes Karpenter's hashes exactly, so it replaces the two nodes
+/// Karpenter would replace (the spot node the requirements no longer allow, the node of the old
+/// template) and no other, marks them `Drifted` as Karpenter does, and re-stamps only the hash of
+/// the older version. From then on a change of the template is drift on every node.
 #[test]
 fn a_karpenter_cluster_is_taken_over_replacing_only_what_karpenter_would() {
     let cluster = fixture("karpenter-migration.yaml");
     let now = "2026-11-24T12:00:00Z";
-    let drifted = |path: &str| -> Vec<Value> {
+    let drifted = |path: &str| -> Vec<String> {
         let plan = json(&fleetwright(&["plan", "--cluster", path, "--now", now]));
         let all = plan["disruptions"].as_array().unwrap().clone();
         assert!(all.iter().all(|d| d["reason"] == "drifted"), "{plan}");
-        all.iter().map(|d| d["nodes"][0].clone()).collect()
+        let mut nodes: Vec<String> = all
+            .iter()
+            .flat_map(|d| d["nodes"].as_array().unwrap().clone())
+            .map(|n| n.as_str().unwrap().to_string())
+            .collect();
+        nodes.sort();
+        nodes
     };
     assert_eq!(
         drifted(&cluster),
-        vec![Value::from("ip-10-0-2-20.ec2.internal")]
+        ["ip-10-0-2-20.ec2.internal", "ip-10-0-3-30.ec2.internal"]
     );
     let plan = json(&fleetwright(&["plan", "--cluster", &cluster, "--now", now]));
-    assert_eq!(
-        plan["disruptions"][0]["replacements"][0]["capacityTypes"],
-        serde_json::json!(["on-demand"]),
-        "{plan}"
-    );
+    for d in plan["disruptions"].as_array().unwrap() {
+        assert_eq!(
+            d["replacements"][0]["capacityTypes"],
+            serde_json::json!(["on-demand"]),
+            "{plan}"
+        );
+    }
 
     let out = fleetwright(&["plan", "--actions", "--cluster", &cluster, "--now", now]);
     let actions = json(&out)["actions"].as_array().unwrap().clone();
-    let restamps: Vec<&Value> = actions
-        .iter()
-        .filter(|a| a["action"] == "restamp")
-        .collect();
-    let names: Vec<&str> = restamps
-        .iter()
-        .map(|a| a["nodeclaim"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["default-4kx2p", "default-9wq7z", "default-t8m3r"]);
-    let stamp = &restamps[0]["annotations"];
+    let of =
+        |kind: &str| -> Vec<&Value> { actions.iter().filter(|a| a["action"] == kind).collect() };
+    let restamps = of("restamp");
+    assert_eq!(restamps.len(), 1, "{actions:?}");
+    assert_eq!(restamps[0]["nodeclaim"], "default-4kx2p");
     assert_eq!(
-        stamp["karpenter.sh/nodepool-hash-version"],
-        "fleetwright-v2"
+        restamps[0]["annotations"],
+        serde_json::json!({
+            "karpenter.k8s.aws/ec2nodeclass-hash": "11571898981241745890",
+            "karpenter.k8s.aws/ec2nodeclass-hash-version": "v5",
+        }),
+        "Karpenter's own hash of the EC2NodeClass, with the cluster's CA bundle"
     );
+    let marks: Vec<(String, String)> = of("markDrifted")
+        .iter()
+        .map(|a| {
+            (
+                a["nodeclaim"].as_str().unwrap().to_string(),
+                a["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
     assert_eq!(
-        stamp["karpenter.k8s.aws/ec2nodeclass-hash-version"],
-        "fleetwright-v2"
+        marks,
+        [
+            ("default-9wq7z".into(), "RequirementsDrifted".into()),
+            ("default-t8m3r".into(), "NodePoolDrifted".into()),
+        ]
     );
 
-    // The cluster after that tick: every NodeClaim carries Fleetwright's hashes.
+    // The cluster after that tick: the re-stamp is no drift, and nothing is re-stamped again.
     let text = std::fs::read_to_string(&cluster).unwrap();
-    let restamped = text
-        .replace(
-            "karpenter.sh/nodepool-hash: \"4012513481623584108\"",
-            &format!(
-                "karpenter.sh/nodepool-hash: {}",
-                stamp["karpenter.sh/nodepool-hash"]
-            ),
-        )
-        .replace(
-            "karpenter.k8s.aws/ec2nodeclass-hash: \"15535182697325354914\"",
-            &format!(
-                "karpenter.k8s.aws/ec2nodeclass-hash: {}",
-                stamp["karpenter.k8s.aws/ec2nodeclass-hash"]
-            ),
-        )
-        .replace("-hash-version: v3", "-hash-version: fleetwright-v2")
-        .replace("-hash-version: v4", "-hash-version: fleetwright-v2");
+    let restamped = text.replacen(
+        "karpenter.k8s.aws/ec2nodeclass-hash: \"15535182697325354914\"\n      karpenter.k8s.aws/ec2nodeclass-hash-version: v4",
+        "karpenter.k8s.aws/ec2nodeclass-hash: \"11571898981241745890\"\n      karpenter.k8s.aws/ec2nodeclass-hash-version: v5",
+        1,
+    );
+    assert_ne!(restamped, text);
     let path = write_temp("migration-restamped.yaml", &restamped);
     assert_eq!(
         drifted(&path),
-        vec![Value::from("ip-10-0-2-20.ec2.internal")],
+        ["ip-10-0-2-20.ec2.internal", "ip-10-0-3-30.ec2.internal"],
         "the re-stamp itself is no drift"
     );
     let after = json(&fleetwright(&[
@@ -676,14 +685,36 @@ fn a_karpenter_cluster_is_taken_over_replacing_only_what_karpenter_would() {
         "re-stamped once: {after}"
     );
 
-    // A label added to the template: every node has drifted from the NodePool.
-    let relabelled = restamped.replacen(
-        "    template:\n      spec:",
-        "    template:\n      metadata: {labels: {team: web}}\n      spec:",
+    // Karpenter's static fields: a label added to the template, or another expireAfter, and
+    // every node has drifted from the NodePool; a CA bundle Karpenter was given explicitly
+    // (another than the cluster's) drifts every node from the EC2NodeClass, as in Karpenter.
+    let labelled = |team: &str| {
+        restamped.replacen(
+            "    template:\n      spec:",
+            &format!("    template:\n      metadata: {{labels: {{team: {team}}}}}\n      spec:"),
+            1,
+        )
+    };
+    let path = write_temp("migration-relabelled.yaml", &labelled("api"));
+    assert_eq!(drifted(&path).len(), 3);
+    // The template default-t8m3r was launched from, back again: it matches Karpenter's hash once
+    // more, and only the other two have drifted.
+    let path = write_temp("migration-back.yaml", &labelled("web"));
+    assert_eq!(
+        drifted(&path),
+        ["ip-10-0-1-10.ec2.internal", "ip-10-0-2-20.ec2.internal"]
+    );
+    let expiring = restamped.replacen(
+        "        expireAfter: 720h\n",
+        "        expireAfter: 336h\n",
         1,
     );
-    assert_ne!(relabelled, restamped);
-    let path = write_temp("migration-relabelled.yaml", &relabelled);
+    assert_ne!(expiring, restamped);
+    let path = write_temp("migration-expiring.yaml", &expiring);
+    assert_eq!(drifted(&path).len(), 3);
+    let other_ca = restamped.replacen("      MIIBdDCC", "      MIIBdDCD", 1);
+    assert_ne!(other_ca, restamped);
+    let path = write_temp("migration-other-ca.yaml", &other_ca);
     assert_eq!(drifted(&path).len(), 3);
 }
 

@@ -38,6 +38,10 @@ pub const CAPACITY_RESERVED: &str = "reserved";
 pub const RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
 pub const RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
 pub const RESERVATION_INTERRUPTIBLE: &str = "karpenter.k8s.aws/capacity-reservation-interruptible";
+/// The placement group a node was launched into (its id), and for a partition placement group
+/// the partition EC2 put it in: set on the NodeClaim at launch and registration.
+pub const PLACEMENT_GROUP_ID: &str = "karpenter.k8s.aws/placement-group-id";
+pub const PLACEMENT_GROUP_PARTITION: &str = "karpenter.k8s.aws/placement-group-partition";
 
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 pub const TAINT_DISRUPTED: &str = "karpenter.sh/disrupted";
@@ -69,6 +73,8 @@ pub fn is_well_known(key: &str) -> bool {
             | RESERVATION_ID
             | RESERVATION_TYPE
             | RESERVATION_INTERRUPTIBLE
+            | PLACEMENT_GROUP_ID
+            | PLACEMENT_GROUP_PARTITION
             | NODEPOOL
             | NODECLASS
             | INSTANCE_CATEGORY

@@ -549,6 +549,12 @@ pub struct NodeClassState {
     pub subnets: BTreeSet<String>,
     /// The security groups it selects now; a NodeClaim with another set has drifted.
     pub security_groups: BTreeSet<String>,
+    /// The capacity reservations it selects now, when known; a NodeClaim in another has
+    /// drifted.
+    pub reservations: Option<BTreeSet<String>>,
+    /// The placement group it launches into now (its id; None for none), when known; a
+    /// NodeClaim labelled with another, or with one when there is none, has drifted.
+    pub placement_group: Option<Option<String>>,
 }
 
 #[cfg(test)]

@@ -135,10 +135,12 @@ pub struct NodeClaimTemplate {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TemplateMetadata {
-    /// Unset and empty differ (Karpenter's template hash tells a nil map from an empty one).
+    // Unset and empty differ here: Karpenter's template hash tells a nil map from an empty one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "BTreeMap<String, String>")]
     pub labels: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "BTreeMap<String, String>")]
     pub annotations: Option<BTreeMap<String, String>>,
 }
 
@@ -150,10 +152,12 @@ pub struct NodeClaimTemplateSpec {
     pub node_class_ref: Option<NodeClassRef>,
     #[serde(default)]
     pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
-    /// Unset and empty differ, as for the labels.
+    // Unset and empty differ, as for the template's labels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Vec<TaintSpec>")]
     pub taints: Option<Vec<TaintSpec>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Vec<TaintSpec>")]
     pub startup_taints: Option<Vec<TaintSpec>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expire_after: Option<String>,
@@ -262,13 +266,15 @@ pub struct EC2NodeClassSpec {
     pub role: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_profile: Option<String>,
-    /// Unset and empty differ (Karpenter's EC2NodeClass hash tells a nil map or list from an
-    /// empty one), here and for the block device mappings.
+    // Unset and empty differ here and for the block device mappings: Karpenter's EC2NodeClass
+    // hash tells a nil map or list from an empty one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "BTreeMap<String, String>")]
     pub tags: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet: Option<KubeletConfiguration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Vec<BlockDeviceMapping>")]
     pub block_device_mappings: Option<Vec<BlockDeviceMapping>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_store_policy: Option<String>,

@@ -43,6 +43,21 @@ pub struct ClusterDump {
     /// What converting legacy objects (v1alpha5 Provisioners, v1alpha1 AWSNodeTemplates, v1beta1
     /// NodePools and EC2NodeClasses) found in the dump could not map, or defaulted.
     pub notes: Vec<crate::legacy::Note>,
+    /// The cluster's CA bundle as Karpenter holds it, for its EC2NodeClass hash: the base64 of
+    /// the CA every pod trusts (`kube-root-ca.crt`'s `ca.crt`, which is what Karpenter reads
+    /// in-cluster), or a setting that names it (Karpenter's `CLUSTER_CA_BUNDLE`). None when
+    /// neither is known: the EC2NodeClass hashes are then unknown (never drift, never stamped).
+    pub ca_bundle: Option<String>,
+}
+
+/// The ConfigMap Kubernetes publishes into every namespace with the CA pods trust.
+pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
+
+/// The CA bundle Karpenter hashes, from the `ca.crt` of [`ROOT_CA_CONFIGMAP`]: its bytes in
+/// standard base64, as Karpenter encodes what it reads from the service account's `ca.crt`.
+pub fn ca_bundle_of(ca_crt: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(ca_crt.as_bytes())
 }
 
 /// What drains and interruption decisions read of a pod: identity, owners, annotations, labels,
@@ -231,6 +246,16 @@ fn add_object(
         "EC2NodeClass" => dump.nodeclasses.push(typed(value, &kind)?),
         "NodeClaim" => dump.nodeclaims.push(typed(value, &kind)?),
         "NodeOverlay" => dump.nodeoverlays.push(typed(value, &kind)?),
+        "ConfigMap" if value["metadata"]["name"] == ROOT_CA_CONFIGMAP => {
+            let ca = value["data"]["ca.crt"].as_str().ok_or_else(|| {
+                KubeError::field(
+                    format!("ConfigMap {ROOT_CA_CONFIGMAP}"),
+                    "data.ca.crt",
+                    "missing: it holds the cluster's CA",
+                )
+            })?;
+            dump.ca_bundle = Some(ca_bundle_of(ca));
+        }
         "" => {
             return Err(KubeError::Document {
                 source_name: source.to_string(),
@@ -286,6 +311,18 @@ mod tests {
         let dump = parse(stream, "t").unwrap();
         assert_eq!((dump.pods.len(), dump.nodes.len()), (1, 1));
         assert_eq!(dump.skipped, vec![("ConfigMap".to_string(), 1)]);
+        assert_eq!(dump.ca_bundle, None);
+        let with_ca = "kind: ConfigMap\nmetadata: {name: kube-root-ca.crt, namespace: karpenter}\ndata: {ca.crt: \"PEM\\n\"}\n";
+        assert_eq!(
+            parse(with_ca, "t").unwrap().ca_bundle.as_deref(),
+            Some("UEVNCg==")
+        );
+        let without = "kind: ConfigMap\nmetadata: {name: kube-root-ca.crt}\ndata: {}\n";
+        let err = parse(without, "t").unwrap_err().to_string();
+        assert!(
+            err.contains("kube-root-ca.crt") && err.contains("data.ca.crt"),
+            "{err}"
+        );
     }
 
     #[test]

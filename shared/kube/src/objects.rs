@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 
 use fleetwright_core::disruption::{
-    HASH_VERSION, NODECLASS_HASH, NODECLASS_HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
+    CLASS_HASH_VERSION, NODECLASS_HASH, NODECLASS_HASH_VERSION, NODEPOOL_HASH,
+    NODEPOOL_HASH_VERSION, POOL_HASH_VERSION,
 };
 use fleetwright_core::labels::{is_well_known, NODEPOOL, TAINT_DISRUPTED, TAINT_UNREGISTERED};
 use fleetwright_core::plan::NewNodeClaim;
@@ -26,31 +27,44 @@ pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
 /// None when the pool is gone.
 pub fn nodeclaim_in(dump: &crate::dump::ClusterDump, planned: &NewNodeClaim) -> Option<NodeClaim> {
     let (pool, class) = dump.pool_and_class(&planned.nodepool)?;
+    let class = class.map(|c| (c, dump.ca_bundle.as_deref()));
     Some(nodeclaim_for(pool, class, planned))
 }
 
 /// Whether the scheduler lowered a `minValues` to launch the NodeClaim (Karpenter's annotation).
 pub const MIN_VALUES_RELAXED: &str = "karpenter.sh/nodeclaim-min-values-relaxed";
 
-/// The NodePool template hash annotations a NodeClaim of `pool` carries, with this version.
-pub fn pool_hash(pool: &NodePool) -> [(String, String); 2] {
-    [
+/// The NodePool template hash annotations a NodeClaim of `pool` carries: Karpenter's hash, in
+/// its version. None when the template cannot be hashed (a duration that does not parse: its
+/// conversion fails the same way, so nothing is planned for it).
+pub fn pool_hash(pool: &NodePool) -> Vec<(String, String)> {
+    let Ok(hash) = crate::convert::template_hash(pool) else {
+        return Vec::new();
+    };
+    vec![
+        (NODEPOOL_HASH.to_string(), hash),
         (
-            NODEPOOL_HASH.to_string(),
-            crate::convert::template_hash(pool),
+            NODEPOOL_HASH_VERSION.to_string(),
+            POOL_HASH_VERSION.to_string(),
         ),
-        (NODEPOOL_HASH_VERSION.to_string(), HASH_VERSION.to_string()),
     ]
 }
 
-/// The EC2NodeClass static hash annotations a NodeClaim of `class` carries, with this version.
-pub fn class_hash(class: &EC2NodeClass) -> [(String, String); 2] {
-    [
+/// The EC2NodeClass static hash annotations a NodeClaim of `class` carries: Karpenter's hash,
+/// in its version, with the cluster's CA bundle. None while the bundle is unknown (a hash
+/// without it would differ from the one the NodeClaim is later compared with) or the spec
+/// cannot be hashed; the tick stamps them once they can be.
+pub fn class_hash(class: &EC2NodeClass, ca_bundle: Option<&str>) -> Vec<(String, String)> {
+    let hash = ca_bundle.and_then(|ca| crate::convert::node_class_hash(class, ca).ok());
+    let Some(hash) = hash else {
+        return Vec::new();
+    };
+    vec![
+        (NODECLASS_HASH.to_string(), hash),
         (
-            NODECLASS_HASH.to_string(),
-            crate::convert::node_class_hash(class),
+            NODECLASS_HASH_VERSION.to_string(),
+            CLASS_HASH_VERSION.to_string(),
         ),
-        (NODECLASS_HASH_VERSION.to_string(), HASH_VERSION.to_string()),
     ]
 }
 
@@ -77,9 +91,10 @@ fn label_value(r: &fleetwright_core::plan::RequirementOut) -> Option<String> {
 }
 
 /// The NodeClaim to create for one planned node of `pool`.
+/// `class` is the pool's EC2NodeClass with the cluster's CA bundle, when known.
 pub fn nodeclaim_for(
     pool: &NodePool,
-    class: Option<&EC2NodeClass>,
+    class: Option<(&EC2NodeClass, Option<&str>)>,
     planned: &NewNodeClaim,
 ) -> NodeClaim {
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
@@ -104,7 +119,9 @@ pub fn nodeclaim_for(
     if let Some(relaxed) = planned.min_values_relaxed {
         annotations.insert(MIN_VALUES_RELAXED.to_string(), relaxed.to_string());
     }
-    annotations.extend(class.map(class_hash).into_iter().flatten());
+    if let Some((class, ca_bundle)) = class {
+        annotations.extend(class_hash(class, ca_bundle));
+    }
     let annotations = Some(annotations);
     let owner = OwnerReference {
         api_version: "karpenter.sh/v1".into(),

@@ -11,14 +11,14 @@ use std::fmt::Debug;
 
 use fleetwright_core::Snapshot;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::crds::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
-use crate::dump::{ClusterDump, SlimPod};
+use crate::dump::{ca_bundle_of, ClusterDump, SlimPod, ROOT_CA_CONFIGMAP};
 use crate::error::KubeError;
 
 /// How fresh a list must be.
@@ -37,12 +37,24 @@ pub const DEFAULT_PAGE_SIZE: u32 = 500;
 pub type PageHook =
     std::sync::Arc<dyn Fn() -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
+/// Where the cluster's CA bundle (for Karpenter's EC2NodeClass hash) comes from.
+#[derive(Clone, Debug)]
+enum CaBundle {
+    /// Not read: the read's EC2NodeClass hashes are unknown.
+    Unread,
+    /// Given by a setting (Karpenter's `CLUSTER_CA_BUNDLE`).
+    Given(String),
+    /// The `kube-root-ca.crt` ConfigMap of this namespace.
+    RootCa(String),
+}
+
 /// Lists the cluster through a real `kube::Client`.
 #[derive(Clone)]
 pub struct SnapshotReader {
     client: Client,
     page_size: u32,
     between_pages: Option<PageHook>,
+    ca: CaBundle,
 }
 
 impl Debug for SnapshotReader {
@@ -59,7 +71,19 @@ impl SnapshotReader {
             client,
             page_size: DEFAULT_PAGE_SIZE,
             between_pages: None,
+            ca: CaBundle::Unread,
         }
+    }
+
+    /// Also reads the cluster's CA bundle: `given` when set, else from the `kube-root-ca.crt`
+    /// ConfigMap of `namespace` (what Karpenter hashes when it runs in the cluster). Without it
+    /// the read's EC2NodeClass hashes are unknown, and no NodeClaim is found drifted by them.
+    pub fn with_ca_bundle(mut self, given: Option<String>, namespace: &str) -> Self {
+        self.ca = match given {
+            Some(ca) => CaBundle::Given(ca),
+            None => CaBundle::RootCa(namespace.to_string()),
+        };
+        self
     }
 
     /// Awaits `hook` before each page that continues a listing: how a test changes the cluster
@@ -102,6 +126,7 @@ impl SnapshotReader {
             self.list::<NodeClaim>(Read::Consistent),
             self.overlays(),
         )?;
+        let ca_bundle = self.ca_bundle().await?;
         tracing::debug!(
             kept = pods.len(),
             nodes = nodes.len(),
@@ -124,7 +149,37 @@ impl SnapshotReader {
             converted_pods: Some(converted),
             slim: true,
             notes: Vec::new(),
+            ca_bundle,
         })
+    }
+
+    /// The cluster's CA bundle, when this reader reads it. A ConfigMap that is not there (a
+    /// cluster without the root CA publisher) or may not be read (RBAC from before this) leaves
+    /// it unknown, with a warning; any other failure fails the read, since hashing with a wrong
+    /// bundle would make every NodeClaim look drifted.
+    async fn ca_bundle(&self) -> Result<Option<String>, KubeError> {
+        let namespace = match &self.ca {
+            CaBundle::Unread => return Ok(None),
+            CaBundle::Given(ca) => return Ok(Some(ca.clone())),
+            CaBundle::RootCa(namespace) => namespace,
+        };
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let read =
+            crate::retry::with_retries("reading the cluster CA", || api.get_opt(ROOT_CA_CONFIGMAP))
+                .await;
+        let found = match read {
+            Ok(found) => found,
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                tracing::warn!(%namespace, "may not read {ROOT_CA_CONFIGMAP}; EC2NodeClass drift by hash is off");
+                None
+            }
+            Err(e) => return Err(crate::executor::api_error("ConfigMap", e)),
+        };
+        let ca = found.and_then(|cm| cm.data?.remove("ca.crt"));
+        if ca.is_none() {
+            tracing::warn!(%namespace, "no {ROOT_CA_CONFIGMAP} with a ca.crt; EC2NodeClass drift by hash is off");
+        }
+        Ok(ca.map(|ca| ca_bundle_of(&ca)))
     }
 
     /// The NodeOverlays; none when the cluster does not serve them (Karpenter's CRD not

@@ -52,6 +52,10 @@ pub struct Settings {
     /// Replace nodes unhealthy past their toleration (Karpenter's `NodeRepair` feature gate;
     /// off unless set).
     pub node_repair: bool,
+    /// The cluster CA bundle Karpenter's EC2NodeClass hash takes, when Karpenter was given one
+    /// (its `CLUSTER_CA_BUNDLE`); unset, the tick reads `kube-root-ca.crt`, which is what
+    /// Karpenter hashes by default.
+    pub cluster_ca_bundle: Option<String>,
 }
 
 fn parse_bool(name: &str, value: Option<String>) -> Result<bool, RuntimeError> {
@@ -161,6 +165,7 @@ impl Settings {
             ssm_parameter_root: non_empty("FLEETWRIGHT_SSM_PARAMETER_ROOT").unwrap_or_default(),
             min_values_policy,
             node_repair: parse_bool("FLEETWRIGHT_NODE_REPAIR", get("FLEETWRIGHT_NODE_REPAIR"))?,
+            cluster_ca_bundle: non_empty("FLEETWRIGHT_CLUSTER_CA_BUNDLE"),
         })
     }
 }

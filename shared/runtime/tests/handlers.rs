@@ -125,15 +125,21 @@ async fn a_pending_pod_becomes_a_nodeclaim_and_a_tagged_instance_then_registers(
         json!(family)
     );
     assert!(claim["metadata"]["labels"]["karpenter.k8s.aws/instance-cpu"].is_string());
-    // What drift detection compares later: both hashes with Fleetwright's version, and the
+    // What drift detection compares later: both hashes as Karpenter computes them, in its
+    // versions (the EC2NodeClass's with the CA of the cluster's kube-root-ca.crt), and the
     // subnet and security groups the instance got.
     let annotations = &claim["metadata"]["annotations"];
-    for version in [
-        "karpenter.sh/nodepool-hash-version",
-        "karpenter.k8s.aws/ec2nodeclass-hash-version",
-    ] {
-        assert_eq!(annotations[version], "fleetwright-v2", "{annotations}");
-    }
+    assert_eq!(annotations["karpenter.sh/nodepool-hash-version"], "v3");
+    assert_eq!(
+        annotations["karpenter.k8s.aws/ec2nodeclass-hash-version"],
+        "v5"
+    );
+    let pool: fleetwright_kube::crds::NodePool =
+        serde_json::from_value(stored(&api, NODEPOOLS)[0].clone()).unwrap();
+    assert_eq!(
+        annotations["karpenter.sh/nodepool-hash"],
+        json!(fleetwright_kube::crds::hash::nodepool_hash(&pool.spec.template).unwrap())
+    );
     assert!(annotations["karpenter.k8s.aws/ec2nodeclass-hash"].is_string());
     assert!(annotations["fleetwright.io/subnet-id"]
         .as_str()
@@ -182,8 +188,9 @@ async fn a_pending_pod_becomes_a_nodeclaim_and_a_tagged_instance_then_registers(
         node["metadata"]["labels"]["karpenter.k8s.aws/instance-family"],
         json!(family)
     );
-    // Once the node is Ready, the third tick marks the NodeClaim Initialized. Its hashes are
-    // Karpenter's by then (as after a migration): the tick re-stamps them with its own.
+    // Once the node is Ready, the third tick marks the NodeClaim Initialized. Its NodePool hash
+    // is the one Fleetwright's earlier version wrote by then (as after an upgrade): the tick
+    // re-stamps it with Karpenter's.
     let pool_hash = annotations["karpenter.sh/nodepool-hash"].clone();
     {
         let mut state = api.state.lock().unwrap();
@@ -191,8 +198,9 @@ async fn a_pending_pod_becomes_a_nodeclaim_and_a_tagged_instance_then_registers(
         nodes[0]["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
         let claims = state.objects.get_mut(NODECLAIMS).unwrap();
         let annotations = &mut claims[0]["metadata"]["annotations"];
-        annotations["karpenter.sh/nodepool-hash"] = json!("4012513481623584108");
-        annotations["karpenter.sh/nodepool-hash-version"] = json!("v3");
+        annotations["karpenter.sh/nodepool-hash"] =
+            json!(fleetwright_kube::convert::legacy_template_hash(&pool));
+        annotations["karpenter.sh/nodepool-hash-version"] = json!("fleetwright-v2");
     }
     let third = Tick::new(cloud.clone(), api.client(), settings(&fx.cluster))
         .run(Utc::now(), "invocation-3")
@@ -211,10 +219,7 @@ async fn a_pending_pod_becomes_a_nodeclaim_and_a_tagged_instance_then_registers(
         .unwrap();
     let restamped = &claim["metadata"]["annotations"];
     assert_eq!(restamped["karpenter.sh/nodepool-hash"], pool_hash);
-    assert_eq!(
-        restamped["karpenter.sh/nodepool-hash-version"],
-        "fleetwright-v2"
-    );
+    assert_eq!(restamped["karpenter.sh/nodepool-hash-version"], "v3");
     let conditions: Vec<&str> = claim["status"]["conditions"]
         .as_array()
         .unwrap()

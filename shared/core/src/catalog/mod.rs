@@ -388,6 +388,26 @@ impl Catalog {
             .unwrap_or_default()
     }
 
+    /// Whether `instance_type` is offered in `zone` with `capacity_type` (either unset: any),
+    /// available or not (Karpenter's `Offerings.HasCompatible`); None when the catalog does
+    /// not know the type.
+    pub fn offered(
+        &self,
+        instance_type: &str,
+        zone: Option<&str>,
+        capacity_type: Option<&str>,
+    ) -> Option<bool> {
+        let fits = |o: &Offering| {
+            zone.is_none_or(|z| o.zone == z) && capacity_type.is_none_or(|c| o.capacity_type == c)
+        };
+        if let Some(fixed) = &self.fixed {
+            let t = fixed.iter().find(|t| t.name == instance_type)?;
+            return Some(t.offerings.iter().any(fits));
+        }
+        let raw = self.raw.iter().find(|r| r.instance_type == instance_type)?;
+        Some(self.offerings(raw).iter().any(fits))
+    }
+
     /// Every offering of a type: each zone it is offered in × each capacity type it supports.
     pub fn offerings(&self, raw: &RawInstanceType) -> Vec<Offering> {
         let name = &raw.instance_type;

@@ -16,8 +16,8 @@ use self::budget::Budgets;
 pub use self::budget::Reason;
 use self::candidates::{candidates, expired, settled, Applies, Candidate, Prices};
 use self::consolidation::{consolidate, delete_all, replace_each};
-pub use self::drift::drift;
 use self::drift::drifted;
+pub use self::drift::{drift, INSTANCE_TYPE_CHECK_AFTER};
 use crate::catalog::Catalog;
 use crate::model::{ConsolidationPolicy, Snapshot};
 use crate::plan::NewNodeClaim;
@@ -26,16 +26,19 @@ use crate::plan::NewNodeClaim;
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 /// The annotation naming how that hash was computed.
 pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
-/// The NodeClaim annotation holding the EC2NodeClass static hash (everything but the selector
-/// terms) it was launched from.
+/// The NodeClaim annotation holding the EC2NodeClass static hash it was launched from.
 pub const NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
 pub const NODECLASS_HASH_VERSION: &str = "karpenter.k8s.aws/ec2nodeclass-hash-version";
-/// The version Fleetwright writes into both hash-version annotations. Hashes written by another
-/// version (Karpenter's own after a migration, or Fleetwright's `fleetwright-v1`, which hashed
-/// the requirements too) are not compared, so they never look drifted: the tick re-stamps them
-/// with the current hashes, as Karpenter's hash controllers do when their version changes, and
-/// drift is found from then on.
-pub const HASH_VERSION: &str = "fleetwright-v2";
+/// The NodePool hash version Fleetwright writes and compares: Karpenter v1's, whose hash it
+/// computes exactly (`fleetwright_crds::hash`). Hashes of another version are not compared, so
+/// they never look drifted: the tick re-stamps them with the current hash, as Karpenter's hash
+/// controllers do when their version changes (keeping the old hash of a NodeClaim already
+/// drifted, so that it stays drifted), and drift is found from then on.
+pub const POOL_HASH_VERSION: &str = "v3";
+/// The EC2NodeClass hash version Fleetwright writes and compares: Karpenter v1.14's.
+pub const CLASS_HASH_VERSION: &str = "v5";
+/// The version earlier Fleetwright releases wrote into both annotations (its own hashes).
+pub const LEGACY_HASH_VERSION: &str = "fleetwright-v2";
 /// The subnet a NodeClaim's instance was launched into.
 pub const SUBNET_ID: &str = "fleetwright.io/subnet-id";
 /// The security groups of a NodeClaim's instance, sorted and comma-separated.
@@ -212,7 +215,7 @@ pub fn validate(
         Reason::Expired | Reason::Drifted
             if chosen.iter().all(|c| match reason {
                 Reason::Expired => expired(c, now),
-                _ => drifted(c, snapshot, catalog),
+                _ => drifted(c, snapshot, catalog, now),
             }) =>
         {
             first(replace_each(
@@ -314,7 +317,7 @@ pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan 
     let budgets = Budgets::new(snapshot, now);
     let methods: [(Reason, &Applies); 3] = [
         (Reason::Expired, &|c| expired(c, now)),
-        (Reason::Drifted, &|c| drifted(c, snapshot, catalog)),
+        (Reason::Drifted, &|c| drifted(c, snapshot, catalog, now)),
         (Reason::Empty, &|c| {
             c.pods.is_empty() && settled(c, now) && c.pool.replicas.is_none()
         }),

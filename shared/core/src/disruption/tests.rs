@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::catalog::{Catalog, NodeClassSettings};
 use crate::labels::{CAPACITY_TYPE, DO_NOT_DISRUPT, INSTANCE_TYPE, TAINT_DISRUPTED, ZONE};
-use crate::labels::{HOSTNAME, NODEPOOL};
+use crate::labels::{HOSTNAME, NODEPOOL, PLACEMENT_GROUP_ID, RESERVATION_ID};
 use crate::model::{Budget, ConsolidationPolicy, Pdb};
 use crate::model::{Node, NodeClaim, NodePool, Pod, Snapshot};
 use crate::model::{NodeClassState, Protection, Taint};
@@ -431,22 +431,34 @@ fn a_new_ami_drifts_nodes_one_budget_at_a_time() {
 fn drift_is_found_for_each_changed_part_and_never_for_unknown_or_foreign_hashes() {
     let mut c = Cluster::new(general("1"));
     c.node("n", "m5.large", "on-demand");
-    let pool = c.snapshot.nodepools[0].clone();
+    let mut pool = c.snapshot.nodepools[0].clone();
+    pool.template_hash = Some("pool-2".into());
     let state = NodeClassState {
         hash: Some("class-2".into()),
         images: ["ami-old".to_string()].into(),
         subnets: ["subnet-a".to_string()].into(),
         security_groups: ["sg-1".to_string(), "sg-2".to_string()].into(),
+        reservations: Some(["cr-1".to_string()].into()),
+        placement_group: Some(Some("pg-1".into())),
     };
     c.snapshot
         .node_class_state
         .insert(pool.node_class.clone(), state);
-    let base = c.snapshot.nodeclaims[0].clone();
+    let mut base = c.snapshot.nodeclaims[0].clone();
+    base.labels.insert(PLACEMENT_GROUP_ID.into(), "pg-1".into());
     let with = |pairs: &[(&str, &str)]| {
         let mut claim = base.clone();
         for (k, v) in pairs {
             claim.annotations.insert(k.to_string(), v.to_string());
         }
+        claim
+    };
+    let labelled = |key: &str, value: Option<&str>| {
+        let mut claim = base.clone();
+        match value {
+            Some(v) => claim.labels.insert(key.into(), v.into()),
+            None => claim.labels.remove(key),
+        };
         claim
     };
     let cases: Vec<(NodeClaim, Option<&str>)> = vec![
@@ -460,31 +472,115 @@ fn drift_is_found_for_each_changed_part_and_never_for_unknown_or_foreign_hashes(
             with(&[(SECURITY_GROUP_IDS, "sg-1")]),
             Some("SecurityGroupDrift"),
         ),
+        // Karpenter's order: security groups before the subnet.
         (
-            with(&[
-                (NODECLASS_HASH, "class-1"),
-                (NODECLASS_HASH_VERSION, HASH_VERSION),
-            ]),
-            Some("NodeClassDrifted"),
+            with(&[(SUBNET_ID, "subnet-b"), (SECURITY_GROUP_IDS, "sg-1")]),
+            Some("SecurityGroupDrift"),
         ),
-        // Karpenter's own hash, from before a migration: another version, not compared.
+        (
+            with(&[(NODECLASS_HASH, "class-1"), (NODECLASS_HASH_VERSION, "v5")]),
+            Some("NodeClassDrift"),
+        ),
+        (
+            with(&[(NODECLASS_HASH, "class-2"), (NODECLASS_HASH_VERSION, "v5")]),
+            None,
+        ),
+        (
+            with(&[(NODEPOOL_HASH, "pool-1"), (NODEPOOL_HASH_VERSION, "v3")]),
+            Some("NodePoolDrifted"),
+        ),
+        (
+            with(&[(NODEPOOL_HASH, "pool-2"), (NODEPOOL_HASH_VERSION, "v3")]),
+            None,
+        ),
+        // Hashes of another version (Karpenter's v4 class hash, Fleetwright's own before): not
+        // compared; the tick re-stamps them.
         (
             with(&[(NODECLASS_HASH, "123"), (NODECLASS_HASH_VERSION, "v4")]),
             None,
         ),
         (
-            with(&[(NODEPOOL_HASH, "456"), (NODEPOOL_HASH_VERSION, "v3")]),
+            with(&[
+                (NODEPOOL_HASH, "456"),
+                (NODEPOOL_HASH_VERSION, LEGACY_HASH_VERSION),
+            ]),
             None,
+        ),
+        (labelled(RESERVATION_ID, Some("cr-1")), None),
+        (
+            labelled(RESERVATION_ID, Some("cr-gone")),
+            Some("CapacityReservationDrift"),
+        ),
+        (
+            labelled(PLACEMENT_GROUP_ID, Some("pg-2")),
+            Some("PlacementGroupDrift"),
+        ),
+        (
+            labelled(PLACEMENT_GROUP_ID, None),
+            Some("PlacementGroupDrift"),
         ),
     ];
     for (claim, expected) in cases {
         assert_eq!(
-            drift(&claim, &pool, &c.snapshot, Catalog::embedded()),
+            drift(&claim, &pool, &c.snapshot, Catalog::embedded(), NOW),
             expected,
-            "{:?}",
-            claim.annotations
+            "{:?} {:?}",
+            claim.annotations,
+            claim.labels
         );
     }
+}
+
+/// Karpenter's `InstanceTypeNotFound`: a NodeClaim over an hour old whose type has no offering
+/// in its zone with its capacity type any more (a reserved one may fall back to on-demand). A
+/// type the catalog does not know is never drift.
+#[test]
+fn a_type_no_longer_offered_where_the_node_runs_is_drift_after_an_hour() {
+    let mut c = Cluster::new(general("1"));
+    c.node("n", "m5.large", "on-demand");
+    let pool = c.snapshot.nodepools[0].clone();
+    let mut claim = c.snapshot.nodeclaims[0].clone();
+    let mut m5 = Catalog::embedded()
+        .instance_types(&NodeClassSettings::default())
+        .into_iter()
+        .find(|t| t.name == "m5.large")
+        .expect("m5.large");
+    let everywhere = Catalog::from_types("us-east-1", vec![m5.clone()]);
+    m5.offerings.retain(|o| o.zone != ZONE_A);
+    let elsewhere = Catalog::from_types("us-east-1", vec![m5]);
+    let drift_at = |claim: &NodeClaim, catalog: &Catalog, age: i64| {
+        let mut claim = claim.clone();
+        claim.created = NOW - age;
+        drift(&claim, &pool, &c.snapshot, catalog, NOW)
+    };
+    assert_eq!(drift_at(&claim, &everywhere, 7200), None);
+    assert_eq!(
+        drift_at(&claim, &elsewhere, 7200),
+        Some("InstanceTypeNotFound")
+    );
+    assert_eq!(
+        drift_at(&claim, &elsewhere, 1800),
+        None,
+        "not checked in the first hour"
+    );
+    claim.labels.insert(CAPACITY_TYPE.into(), "reserved".into());
+    claim.created = NOW - 7200;
+    let mut any_capacity = pool.clone();
+    any_capacity.requirements = Requirements::new();
+    assert_eq!(
+        drift(&claim, &any_capacity, &c.snapshot, &everywhere, NOW),
+        None,
+        "reserved falls back to on-demand"
+    );
+    let mut unknown = c.snapshot.nodeclaims[0].clone();
+    unknown
+        .labels
+        .insert(INSTANCE_TYPE.into(), "z9.huge".into());
+    unknown.created = NOW - 7200;
+    assert_eq!(
+        drift(&unknown, &any_capacity, &c.snapshot, &elsewhere, NOW),
+        None
+    );
 }
 
 /// Karpenter checks the NodePool's requirements against the node's labels directly: each
@@ -545,7 +641,7 @@ fn a_pool_narrowed_past_its_node_is_requirements_drift_and_one_widened_is_not() 
     ];
     for (pool, expected) in cases {
         assert_eq!(
-            drift(&claim, &pool, &c.snapshot, Catalog::embedded()),
+            drift(&claim, &pool, &c.snapshot, Catalog::embedded(), NOW),
             expected,
             "{}",
             pool.requirements
@@ -561,7 +657,7 @@ fn a_pool_narrowed_past_its_node_is_requirements_drift_and_one_widened_is_not() 
         Requirement::new(crate::labels::INSTANCE_FAMILY, Operator::NotIn, &["m5"]).expect("valid"),
     );
     assert_eq!(
-        drift(&unknown, &family, &c.snapshot, Catalog::embedded()),
+        drift(&unknown, &family, &c.snapshot, Catalog::embedded(), NOW),
         None,
         "unknown type: only its own labels count"
     );

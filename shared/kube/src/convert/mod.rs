@@ -20,8 +20,9 @@ mod objects;
 mod pod;
 
 pub use self::objects::{
-    daemonset, duration_seconds, node, node_class_hash, nodeclaim, nodeclass_settings, nodepool,
-    overlay, pdb, reservation, template_hash,
+    daemonset, duration_seconds, legacy_node_class_hash, legacy_template_hash, node,
+    node_class_hash, nodeclaim, nodeclass_settings, nodepool, overlay, pdb, reservation,
+    template_hash,
 };
 pub use self::pod::{pod, pod_from_spec, pod_requests, volume_zones, VolumeZones};
 
@@ -81,7 +82,11 @@ pub(crate) fn snapshot_with_pods(
         snapshot
             .node_classes
             .insert(name.clone(), nodeclass_settings(c)?);
-        snapshot.node_class_state.entry(name).or_default().hash = Some(node_class_hash(c));
+        snapshot.node_class_state.entry(name).or_default().hash = dump
+            .ca_bundle
+            .as_deref()
+            .map(|ca| node_class_hash(c, ca))
+            .transpose()?;
     }
     for d in &dump.daemonsets {
         snapshot.daemonsets.push(daemonset(d)?);

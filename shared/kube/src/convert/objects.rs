@@ -71,28 +71,54 @@ pub fn node(n: &Node) -> Result<core::Node, KubeError> {
     })
 }
 
-/// The NodePool template hash NodeClaims record in `karpenter.sh/nodepool-hash`: FNV-1a over
-/// the template's canonical JSON without the fields Karpenter leaves out of its hash
-/// (`requirements`, checked against the node's labels instead; `expireAfter` and
-/// `terminationGracePeriod`, which apply to existing nodes as they are). A different value
-/// means a static field changed: labels, annotations, taints, startup taints, nodeClassRef.
-pub fn template_hash(p: &NodePool) -> String {
+/// The NodePool template hash NodeClaims record in `karpenter.sh/nodepool-hash` (version
+/// `v3`): Karpenter's own (`NodePool.Hash()`), so a NodeClaim Karpenter launched and one
+/// Fleetwright launched compare alike. A different value means a static field changed: labels,
+/// annotations, taints, startup taints, `nodeClassRef`, `expireAfter`,
+/// `terminationGracePeriod` (the requirements are checked against the node's labels instead).
+pub fn template_hash(p: &NodePool) -> Result<String, KubeError> {
+    crate::crds::hash::nodepool_hash(&p.spec.template)
+        .map_err(|e| KubeError::field(object("NodePool", &p.metadata), e.field, e.reason))
+}
+
+/// The EC2NodeClass static hash NodeClaims record in `karpenter.k8s.aws/ec2nodeclass-hash`
+/// (version `v5`): Karpenter's own (`EC2NodeClass.Hash(caBundle)`), over the spec but its
+/// selector terms (whose changes show up as AMI, subnet, security-group and reservation drift),
+/// the resolved AMI family, and the cluster's CA bundle as Karpenter holds it (`ca_bundle`: the
+/// base64 of `kube-root-ca.crt`, see [`crate::dump::ClusterDump::ca_bundle`]).
+pub fn node_class_hash(c: &EC2NodeClass, ca_bundle: &str) -> Result<String, KubeError> {
+    crate::crds::hash::ec2nodeclass_hash(&c.spec, ca_bundle)
+        .map_err(|e| KubeError::field(object("EC2NodeClass", &c.metadata), e.field, e.reason))
+}
+
+/// The template hash Fleetwright wrote before it used Karpenter's (version `fleetwright-v2`):
+/// FNV-1a over the template's JSON without its requirements, `expireAfter` and
+/// `terminationGracePeriod`. Only read, to tell whether a NodeClaim stamped with it had drifted
+/// when the tick re-stamps it.
+pub fn legacy_template_hash(p: &NodePool) -> String {
     let mut template = p.spec.template.clone();
     template.spec.requirements.clear();
     template.spec.expire_after = None;
     template.spec.termination_grace_period = None;
+    template.spec.taints = template.spec.taints.filter(|t| !t.is_empty());
+    template.spec.startup_taints = template.spec.startup_taints.filter(|t| !t.is_empty());
+    if let Some(meta) = template.metadata.as_mut() {
+        meta.labels = meta.labels.take().filter(|m| !m.is_empty());
+        meta.annotations = meta.annotations.take().filter(|m| !m.is_empty());
+    }
     fnv_hex(&serde_json::to_string(&template).unwrap_or_default())
 }
 
-/// The EC2NodeClass static hash NodeClaims record in `karpenter.k8s.aws/ec2nodeclass-hash`:
-/// FNV-1a over the spec's canonical JSON without the selector terms, whose changes show up as
-/// AMI, subnet or security-group drift instead.
-pub fn node_class_hash(c: &EC2NodeClass) -> String {
+/// The EC2NodeClass hash Fleetwright wrote before it used Karpenter's (version
+/// `fleetwright-v2`): FNV-1a over the spec's JSON without the selector terms.
+pub fn legacy_node_class_hash(c: &EC2NodeClass) -> String {
     let mut spec = c.spec.clone();
     spec.ami_selector_terms.clear();
     spec.subnet_selector_terms.clear();
     spec.security_group_selector_terms.clear();
     spec.capacity_reservation_selector_terms.clear();
+    spec.tags = spec.tags.filter(|t| !t.is_empty());
+    spec.block_device_mappings = spec.block_device_mappings.filter(|b| !b.is_empty());
     fnv_hex(&serde_json::to_string(&spec).unwrap_or_default())
 }
 
@@ -251,7 +277,7 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
         expire_after,
         budgets,
         deleting: p.metadata.deletion_timestamp.is_some(),
-        template_hash: Some(template_hash(p)),
+        template_hash: Some(template_hash(p)?),
         // A setting of the cluster, not of the NodePool: the caller applies it.
         min_values_policy: Default::default(),
         replicas: spec.replicas,

@@ -273,6 +273,7 @@ fn lease(state: &mut State, method: &str, path: &str, body: &[u8]) -> Option<Rep
         }
         ("GET", Some(name)) => Some(match state.singles.get(path) {
             Some(o) => reply(200, o.clone()),
+            None if name == crate::dump::ROOT_CA_CONFIGMAP => reply(200, root_ca(path)),
             None => status(404, "NotFound", format!("leases {name:?} not found")),
         }),
         ("PUT", Some(name)) => {
@@ -293,6 +294,25 @@ fn lease(state: &mut State, method: &str, path: &str, body: &[u8]) -> Option<Rep
         }
         _ => None,
     }
+}
+
+/// The CA this server's pods would trust, as kube-controller-manager publishes it into every
+/// namespace (`kube-root-ca.crt`), unless a test stored another.
+pub const MEMORY_CA: &str =
+    "-----BEGIN CERTIFICATE-----\nZmxlZXR3cmlnaHQgbWVtb3J5IEFQSQ==\n-----END CERTIFICATE-----\n";
+
+fn root_ca(path: &str) -> Value {
+    let namespace = path
+        .trim_start_matches("/api/v1/namespaces/")
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": crate::dump::ROOT_CA_CONFIGMAP, "namespace": namespace, "resourceVersion": "1"},
+        "data": {"ca.crt": MEMORY_CA}
+    })
 }
 
 /// Creates NodeClaims and Events, reads/replaces/deletes nodes and NodeClaims (and NodeClaim

@@ -35,12 +35,18 @@ pub enum Action {
         #[serde(skip)]
         claim: Box<NodeClaim>,
     },
-    /// Write the current NodePool and EC2NodeClass hashes (and this version) onto a NodeClaim
-    /// whose hashes another version wrote (Karpenter's, before a migration): from then on a
-    /// change of either is drift, and the migration itself is not.
+    /// Write the current hash version (and, unless the NodeClaim had drifted, the current hash)
+    /// of its NodePool and EC2NodeClass onto a NodeClaim whose hashes another version wrote: from
+    /// then on a change of either is drift, and the change of version itself is not.
     Restamp {
         nodeclaim: String,
         annotations: std::collections::BTreeMap<String, String>,
+    },
+    /// Set a NodeClaim's `Drifted` condition to the reason it has drifted, or clear it (None):
+    /// what `kubectl describe nodeclaim` shows, as with Karpenter.
+    MarkDrifted {
+        nodeclaim: String,
+        reason: Option<String>,
     },
     /// Delete a NodeClaim of a static NodePool above its replicas (the deletion step then
     /// drains its node, respecting PodDisruptionBudgets, and terminates its instance).

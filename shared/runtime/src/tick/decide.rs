@@ -8,14 +8,17 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Duration, Utc};
 use fleetwright_cloud::instances::{self, Instance};
-use fleetwright_core::disruption::{HASH_VERSION, NODECLASS_HASH_VERSION, NODEPOOL_HASH_VERSION};
+use fleetwright_core::disruption::{
+    drift, CLASS_HASH_VERSION, LEGACY_HASH_VERSION, NODECLASS_HASH, NODECLASS_HASH_VERSION,
+    NODEPOOL_HASH, NODEPOOL_HASH_VERSION, POOL_HASH_VERSION,
+};
 use fleetwright_core::plan::NewNodeClaim;
 use fleetwright_core::replicas::ReplicaPlan;
-use fleetwright_core::{Plan, Snapshot};
+use fleetwright_core::{Catalog, Plan, Snapshot};
 use fleetwright_kube::crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
 use fleetwright_kube::interruption::instance_id;
-use fleetwright_kube::objects;
+use fleetwright_kube::{convert, objects};
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::action::Action;
@@ -178,25 +181,42 @@ pub fn initializations(
 }
 
 /// NodeClaims whose hash annotations another version wrote (or none wrote), re-stamped with
-/// the current hashes of their NodePool and EC2NodeClass, as Karpenter's hash controllers do
-/// when their hash version changes. A NodeClaim Karpenter created keeps its node through the
-/// migration (its `v3`/`v4` hashes are never compared with ours), and a later change of the
-/// NodePool's or EC2NodeClass's static fields is drift.
+/// the current version, as Karpenter's hash controllers do when their version changes: the hash
+/// is replaced only when the NodeClaim had not drifted under the one it carries (it has no
+/// `Drifted` condition, and a hash of Fleetwright's own earlier version is still what that
+/// version computes); a drifted one keeps its old hash under the new version, so it stays
+/// drifted. NodeClaims Karpenter created carry its current versions already and are compared
+/// as they are: a migration replaces only what Karpenter would. The EC2NodeClass hash waits
+/// while the cluster's CA bundle is unknown.
 pub fn restamps(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
     claims
         .iter()
         .filter(|c| c.metadata.deletion_timestamp.is_none())
         .filter_map(|claim| {
-            let have = claim.metadata.annotations.clone().unwrap_or_default();
             let (pool, class) =
                 dump.pool_and_class(label(claim, fleetwright_core::labels::NODEPOOL)?)?;
-            let stale = |version: &str| have.get(version).map(String::as_str) != Some(HASH_VERSION);
             let mut annotations = BTreeMap::new();
-            if stale(NODEPOOL_HASH_VERSION) {
-                annotations.extend(objects::pool_hash(pool));
-            }
-            if let Some(class) = class.filter(|_| stale(NODECLASS_HASH_VERSION)) {
-                annotations.extend(objects::class_hash(class));
+            let pool_stamp = Stamp {
+                version_key: NODEPOOL_HASH_VERSION,
+                version: POOL_HASH_VERSION,
+                hash_key: NODEPOOL_HASH,
+            };
+            annotations.extend(pool_stamp.restamp(
+                claim,
+                || objects::pool_hash(pool),
+                || convert::legacy_template_hash(pool),
+            ));
+            if let (Some(class), Some(ca)) = (class, dump.ca_bundle.as_deref()) {
+                let class_stamp = Stamp {
+                    version_key: NODECLASS_HASH_VERSION,
+                    version: CLASS_HASH_VERSION,
+                    hash_key: NODECLASS_HASH,
+                };
+                annotations.extend(class_stamp.restamp(
+                    claim,
+                    || objects::class_hash(class, Some(ca)),
+                    || convert::legacy_node_class_hash(class),
+                ));
             }
             (!annotations.is_empty()).then(|| Action::Restamp {
                 nodeclaim: name_of(claim),
@@ -204,6 +224,86 @@ pub fn restamps(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
             })
         })
         .collect()
+}
+
+/// One hash a NodeClaim carries: its version annotation, the version written now, and its
+/// hash annotation.
+struct Stamp {
+    version_key: &'static str,
+    version: &'static str,
+    hash_key: &'static str,
+}
+
+impl Stamp {
+    /// The annotations that bring `claim` to this version: none when it is there already; the
+    /// version alone when it had drifted under its hash; else `current` (version and hash).
+    /// `legacy` is the hash Fleetwright's own earlier version computes now.
+    fn restamp(
+        &self,
+        claim: &NodeClaim,
+        current: impl FnOnce() -> Vec<(String, String)>,
+        legacy: impl FnOnce() -> String,
+    ) -> Vec<(String, String)> {
+        let have = claim.metadata.annotations.as_ref();
+        let get = |key: &str| have.and_then(|a| a.get(key)).map(String::as_str);
+        let stamped = get(self.version_key);
+        if stamped == Some(self.version) {
+            return Vec::new();
+        }
+        let legacy_drifted = stamped == Some(LEGACY_HASH_VERSION)
+            && get(self.hash_key).is_some_and(|hash| hash != legacy());
+        if has_condition(claim, "Drifted") || legacy_drifted {
+            return vec![(self.version_key.to_string(), self.version.to_string())];
+        }
+        current()
+    }
+}
+
+/// NodeClaims whose `Drifted` condition no longer says why they have drifted (Karpenter's drift
+/// controller): set to the reason for a launched NodeClaim that has drifted, removed from one
+/// that has not (or is not launched). `snapshot` holds what the EC2NodeClasses resolve to now.
+pub fn drift_marks(
+    claims: &[NodeClaim],
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    now: DateTime<Utc>,
+) -> Vec<Action> {
+    claims
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter_map(|claim| {
+            let name = name_of(claim);
+            let drifted = has_condition(claim, "Launched")
+                .then(|| {
+                    let core = snapshot.nodeclaims.iter().find(|c| c.name == name)?;
+                    let pool = snapshot
+                        .nodepools
+                        .iter()
+                        .find(|p| p.name == core.nodepool)?;
+                    drift(core, pool, snapshot, catalog, now.timestamp())
+                })
+                .flatten();
+            let marked = claim.status.as_ref().and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == "Drifted" && c.status == "True")
+                    .map(|c| c.reason.clone().unwrap_or_default())
+            });
+            let unmarked = has_any_condition(claim, "Drifted") && drifted.is_none();
+            (marked.as_deref() != drifted || unmarked).then(|| Action::MarkDrifted {
+                nodeclaim: name,
+                reason: drifted.map(str::to_string),
+            })
+        })
+        .collect()
+}
+
+/// Whether the NodeClaim has a condition of `type_`, whatever its status.
+fn has_any_condition(claim: &NodeClaim, type_: &str) -> bool {
+    claim
+        .status
+        .as_ref()
+        .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == type_))
 }
 
 fn label<'a>(claim: &'a NodeClaim, key: &str) -> Option<&'a str> {
@@ -502,4 +602,124 @@ fn finished(pod: &Pod) -> bool {
 
 fn node_provider_id(node: &Node) -> Option<&str> {
     node.spec.as_ref().and_then(|s| s.provider_id.as_deref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn dump(ca_bundle: Option<&str>) -> ClusterDump {
+        let pool = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"template": {"metadata": {"labels": {"team": "web"}},
+                "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                         "requirements": [], "expireAfter": "720h"}}}});
+        let class = json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+            "spec": {"role": "R", "amiSelectorTerms": [{"alias": "al2023@latest"}]}});
+        ClusterDump {
+            nodepools: vec![serde_json::from_value(pool).unwrap()],
+            nodeclasses: vec![serde_json::from_value(class).unwrap()],
+            ca_bundle: ca_bundle.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    fn claim(name: &str, annotations: &[(&str, &str)], drifted: bool) -> NodeClaim {
+        let annotations: BTreeMap<&str, &str> = annotations.iter().copied().collect();
+        let conditions = if drifted {
+            json!([{"type": "Drifted", "status": "True", "reason": "AMIDrift"}])
+        } else {
+            json!([])
+        };
+        serde_json::from_value(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}, "annotations": annotations},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
+            "status": {"conditions": conditions}}))
+        .unwrap()
+    }
+
+    fn stamped(actions: &[Action], name: &str) -> BTreeMap<String, String> {
+        actions
+            .iter()
+            .find_map(|a| match a {
+                Action::Restamp {
+                    nodeclaim,
+                    annotations,
+                } if nodeclaim == name => Some(annotations.clone()),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
+    /// Karpenter's hash controllers' rule, for every way a NodeClaim can carry another version:
+    /// the hash is replaced only when the NodeClaim had not drifted under the one it carries.
+    #[test]
+    fn restamping_keeps_a_drifted_nodeclaims_old_hash_under_the_new_version() {
+        let dump = dump(Some("Y2E="));
+        let pool = &dump.nodepools[0];
+        let class = &dump.nodeclasses[0];
+        let pool_hash = convert::template_hash(pool).unwrap();
+        let class_hash = convert::node_class_hash(class, "Y2E=").unwrap();
+        let legacy = convert::legacy_template_hash(pool);
+        let claims = vec![
+            claim(
+                "current",
+                &[
+                    (NODEPOOL_HASH, &pool_hash),
+                    (NODEPOOL_HASH_VERSION, "v3"),
+                    (NODECLASS_HASH, &class_hash),
+                    (NODECLASS_HASH_VERSION, "v5"),
+                ],
+                false,
+            ),
+            claim("bare", &[], false),
+            claim(
+                "legacy",
+                &[
+                    (NODEPOOL_HASH, &legacy),
+                    (NODEPOOL_HASH_VERSION, LEGACY_HASH_VERSION),
+                ],
+                false,
+            ),
+            claim(
+                "legacy-drifted",
+                &[
+                    (NODEPOOL_HASH, "0123abcd"),
+                    (NODEPOOL_HASH_VERSION, LEGACY_HASH_VERSION),
+                ],
+                false,
+            ),
+            claim(
+                "karpenter-v4-drifted",
+                &[(NODECLASS_HASH, "42"), (NODECLASS_HASH_VERSION, "v4")],
+                true,
+            ),
+        ];
+        let actions = restamps(&dump, &claims);
+        assert!(stamped(&actions, "current").is_empty());
+        let both: BTreeMap<String, String> = [
+            (NODEPOOL_HASH, pool_hash.as_str()),
+            (NODEPOOL_HASH_VERSION, "v3"),
+            (NODECLASS_HASH, class_hash.as_str()),
+            (NODECLASS_HASH_VERSION, "v5"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(stamped(&actions, "bare"), both);
+        assert_eq!(stamped(&actions, "legacy"), both);
+        let only_pool_version = stamped(&actions, "legacy-drifted");
+        assert_eq!(only_pool_version[NODEPOOL_HASH_VERSION], "v3");
+        assert!(!only_pool_version.contains_key(NODEPOOL_HASH));
+        let karpenter = stamped(&actions, "karpenter-v4-drifted");
+        assert_eq!(karpenter[NODECLASS_HASH_VERSION], "v5");
+        assert!(!karpenter.contains_key(NODECLASS_HASH));
+        assert_eq!(karpenter[NODEPOOL_HASH_VERSION], "v3");
+        assert!(!karpenter.contains_key(NODEPOOL_HASH));
+
+        // Without the cluster's CA bundle the EC2NodeClass hash cannot be Karpenter's: it waits.
+        let unknown = restamps(&super::tests::dump(None), &claims);
+        assert!(!stamped(&unknown, "bare").contains_key(NODECLASS_HASH));
+        assert_eq!(stamped(&unknown, "bare")[NODEPOOL_HASH], pool_hash);
+    }
 }

@@ -36,6 +36,12 @@ pub(crate) fn describe(action: &Action, summary: &mut TickSummary) {
             info!(target: TICK, nodeclaim = %nodeclaim, "re-stamping the nodeclaim's hashes with this version");
             summary.restamped.push(nodeclaim.clone());
         }
+        Action::MarkDrifted { nodeclaim, reason } => match reason {
+            Some(reason) => info!(target: TICK, nodeclaim = %nodeclaim, %reason, "marking drifted"),
+            None => {
+                info!(target: TICK, nodeclaim = %nodeclaim, "removing the drifted status condition, not drifted")
+            }
+        },
         Action::Repair {
             nodeclaim,
             node,

@@ -139,6 +139,18 @@ impl<C: Cloud> Tick<C> {
                 info!(target: TICK, nodeclaim = %nodeclaim, "re-stamped the nodeclaim's hashes with this version");
                 ctx.summary.restamped.push(nodeclaim);
             }
+            Action::MarkDrifted { nodeclaim, reason } => {
+                self.mark_drifted(&nodeclaim, reason.as_deref(), now)
+                    .await?;
+                match reason {
+                    Some(reason) => {
+                        info!(target: TICK, nodeclaim = %nodeclaim, %reason, "marking drifted")
+                    }
+                    None => {
+                        info!(target: TICK, nodeclaim = %nodeclaim, "removing the drifted status condition, not drifted")
+                    }
+                }
+            }
             Action::Repair {
                 nodeclaim,
                 node,
@@ -603,6 +615,34 @@ impl<C: Cloud> Tick<C> {
         Ok(())
     }
 
+    /// Sets a NodeClaim's `Drifted` condition True with `reason`, or removes it (None), as
+    /// Karpenter's drift controller does.
+    async fn mark_drifted(
+        &self,
+        name: &str,
+        reason: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<(), RuntimeError> {
+        let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        executor::update_nodeclaim_status(self.kube.clone(), name, |current| {
+            let status = current.status.clone().unwrap_or_default();
+            match reason {
+                Some(reason) => {
+                    let mut drifted = executor::condition("Drifted", true, reason, &stamp);
+                    drifted.message = Some(reason.to_string());
+                    executor::with_condition(&status, drifted)
+                }
+                None => {
+                    let mut next = status.clone();
+                    next.conditions.retain(|c| c.type_ != "Drifted");
+                    (next != status).then_some(next)
+                }
+            }
+        })
+        .await?;
+        Ok(())
+    }
+
     /// Sets condition `type_` True in a NodeClaim's status, with `edit` applied to the status.
     async fn set_condition(
         &self,
@@ -788,6 +828,7 @@ fn independent_target(action: &Action) -> Option<String> {
         Action::Register { nodeclaim, .. }
         | Action::Initialize { nodeclaim, .. }
         | Action::Restamp { nodeclaim, .. }
+        | Action::MarkDrifted { nodeclaim, .. }
         | Action::ScaleDown { nodeclaim, .. }
         | Action::ForgetNodeClaim { nodeclaim, .. } => Some(nodeclaim.clone()),
         Action::EvictForDeletion { node, .. } => Some(node.clone()),

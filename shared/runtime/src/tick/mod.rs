@@ -177,7 +177,13 @@ impl<C: Cloud> Tick<C> {
         };
         let mut failed = Phases::default();
         self.restore_unavailable().await;
-        let mut dump = SnapshotReader::new(self.kube.clone()).read_dump().await?;
+        let mut dump = SnapshotReader::new(self.kube.clone())
+            .with_ca_bundle(
+                self.settings.cluster_ca_bundle.clone(),
+                &self.settings.namespace,
+            )
+            .read_dump()
+            .await?;
         let mut snapshot = convert::take_snapshot(&mut dump)?;
         apply_settings(&mut snapshot, &self.settings);
         let resolved = self.resolve_all(&dump, now).await;
@@ -291,12 +297,14 @@ impl<C: Cloud> Tick<C> {
         let going =
             disruption::continue_commands(ctx.dump, ctx.claims, &ctx.summary.initialized, ctx.now);
         self.apply(going, ctx).await?;
-        if ctx.summary.pending_pods > 0 || !ctx.summary.nodeclaims_created.is_empty() {
-            return Ok(());
-        }
         drift_state(snapshot, &ctx.resolved);
         let catalog = self.cloud.catalog(ctx.now).await?;
         let catalog = catalog.with_overlays(&snapshot.overlays);
+        let marks = decide::drift_marks(ctx.claims, snapshot, &catalog, ctx.now);
+        self.apply(marks, ctx).await?;
+        if ctx.summary.pending_pods > 0 || !ctx.summary.nodeclaims_created.is_empty() {
+            return Ok(());
+        }
         if ctx.now.minute().is_multiple_of(FLEET_COST_MINUTES) {
             record_fleet_cost(snapshot, &catalog, ctx);
         }
@@ -544,6 +552,7 @@ pub fn decide_all(
         &initialized,
         now,
     ));
+    actions.extend(decide::drift_marks(claims, snapshot, catalog, now));
     if pending == 0 && !creating {
         let decided = disruption::decide(dump, snapshot, catalog, &BTreeMap::new(), &[], now);
         actions.extend(decided.actions);
@@ -589,6 +598,7 @@ fn drift_state(snapshot: &mut Snapshot, resolved: &status::Resolutions) {
         state.images = r.amis.iter().map(|a| a.id.clone()).collect();
         state.subnets = r.subnets.iter().map(|s| s.id.clone()).collect();
         state.security_groups = r.security_groups.iter().cloned().collect();
+        state.reservations = Some(r.reservations.iter().map(|c| c.id.clone()).collect());
     }
 }
 
