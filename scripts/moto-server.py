@@ -1,4 +1,4 @@
-"""moto's server, with the EC2 capacity reservations moto 5.1 lacks.
+"""moto's server, with the EC2 capacity reservations and placement groups moto 5.1 lacks.
 
 Fleetwright resolves an EC2NodeClass's `capacityReservationSelectorTerms` with
 DescribeCapacityReservations, through the real aws-sdk-ec2 client. moto has no capacity
@@ -6,7 +6,10 @@ reservations, so this adds the two calls the tests need to its EC2 responses, on
 per-account, per-region backends: CreateCapacityReservation (instance type, zone, count, match
 criteria, end date, tags) and DescribeCapacityReservations (by id, and the `state`,
 `instance-type`, `availability-zone` and `tag:<key>` filters), answered in EC2's query-protocol
-XML. Everything else is moto's. Run it as moto_server is run:
+XML. An EC2NodeClass's `placementGroupSelector` is resolved with DescribePlacementGroups, which
+moto lacks too: CreatePlacementGroup (name, strategy, partition count) and
+DescribePlacementGroups (by name or id; an unknown one is EC2's `InvalidPlacementGroup.Unknown`).
+Everything else is moto's. Run it as moto_server is run:
 
     .venv-moto/bin/python scripts/moto-server.py -H 127.0.0.1 -p 5000
 """
@@ -107,6 +110,73 @@ def describe_capacity_reservations(self):
     )
 
 
+def _placement_groups(backend):
+    """The placement groups of one account and region, kept on moto's backend."""
+    if not hasattr(backend, "fleetwright_placement_groups"):
+        backend.fleetwright_placement_groups = {}
+    return backend.fleetwright_placement_groups
+
+
+def _group_item(g):
+    partitions = (
+        f"<partitionCount>{g['partitions']}</partitionCount>" if g["partitions"] else ""
+    )
+    return (
+        f"<groupName>{escape(g['name'])}</groupName>"
+        f"<state>available</state>"
+        f"<strategy>{escape(g['strategy'])}</strategy>{partitions}"
+        f"<groupId>{g['id']}</groupId>"
+        f"<groupArn>arn:aws:ec2:{g['region']}:{g['owner']}:placement-group/{escape(g['name'])}</groupArn>"
+        f"<tagSet></tagSet>"
+    )
+
+
+def create_placement_group(self):
+    g = {
+        "id": "pg-" + uuid.uuid4().hex[:17],
+        "name": self._get_param("GroupName"),
+        "strategy": self._get_param("Strategy") or "cluster",
+        "partitions": self._get_int_param("PartitionCount", 0),
+        "owner": self.current_account,
+        "region": self.region,
+    }
+    _placement_groups(self.ec2_backend)[g["name"]] = g
+    return (
+        f'<CreatePlacementGroupResponse xmlns="{NAMESPACE}">'
+        f"<requestId>{uuid.uuid4()}</requestId>"
+        f"<placementGroup>{_group_item(g)}</placementGroup>"
+        f"</CreatePlacementGroupResponse>"
+    )
+
+
+def describe_placement_groups(self):
+    from moto.ec2.exceptions import EC2ClientError
+
+    names = self._get_param("GroupNames", [])
+    ids = self._get_param("GroupIds", [])
+    groups = list(_placement_groups(self.ec2_backend).values())
+    for wanted, key in ((names, "name"), (ids, "id")):
+        for w in wanted:
+            if not any(g[key] == w for g in groups):
+                raise EC2ClientError(
+                    "InvalidPlacementGroup.Unknown", f"The Placement Group '{w}' is unknown."
+                )
+    found = [
+        g
+        for g in groups
+        if (not names or g["name"] in names) and (not ids or g["id"] in ids)
+    ]
+    items = "".join(f"<item>{_group_item(g)}</item>" for g in found)
+    return (
+        f'<DescribePlacementGroupsResponse xmlns="{NAMESPACE}">'
+        f"<requestId>{uuid.uuid4()}</requestId>"
+        f"<placementGroupSet>{items}</placementGroupSet>"
+        f"</DescribePlacementGroupsResponse>"
+    )
+
+
+EC2Response.create_placement_group = create_placement_group
+EC2Response.describe_placement_groups = describe_placement_groups
 EC2Response.create_capacity_reservation = create_capacity_reservation
 EC2Response.describe_capacity_reservations = describe_capacity_reservations
 

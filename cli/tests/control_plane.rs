@@ -783,6 +783,31 @@ async fn a_whole_tick_and_an_interruption_run_under_the_manifests_rbac() {
         "{class:?}"
     );
     assert!(ready(&class.conditions), "{:?}", class.conditions);
+    // The NodeClaim's drift hashes are Karpenter's own: its EC2NodeClass hash takes the CA the
+    // controller manager publishes into every namespace (kube-root-ca.crt), read under the
+    // manifests' RBAC, as Karpenter running in this cluster would hash it.
+    let root_ca: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(admin.clone(), &settings.namespace);
+    let ca = root_ca.get("kube-root-ca.crt").await.unwrap().data.unwrap()["ca.crt"].clone();
+    let claim = Api::<NodeClaim>::all(admin.clone())
+        .get(&first.nodeclaims_created[0])
+        .await
+        .unwrap();
+    let annotations = claim.metadata.annotations.unwrap_or_default();
+    let spec = classes.get("default").await.unwrap().spec;
+    assert_eq!(
+        annotations["karpenter.k8s.aws/ec2nodeclass-hash-version"],
+        "v5"
+    );
+    assert_eq!(
+        annotations["karpenter.k8s.aws/ec2nodeclass-hash"],
+        fleetwright_kube::crds::hash::ec2nodeclass_hash(
+            &spec,
+            &fleetwright_kube::dump::ca_bundle_of(&ca)
+        )
+        .unwrap()
+    );
+    assert_eq!(annotations["karpenter.sh/nodepool-hash-version"], "v3");
 
     // A spot-style interruption of that instance, handled under the same identity.
     let nudges = fleetwright_runtime::nudge::Recorder::default();

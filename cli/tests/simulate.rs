@@ -176,6 +176,27 @@ fn a_pool_narrowed_to_on_demand_replaces_every_spot_node() {
     assert!(r["pendingLatency"]["max"].as_i64().unwrap() <= 90, "{r:#}");
 }
 
+/// Static drift by Karpenter's own hashes (`examples/simulate/static-drift.yaml`): a label
+/// added to the NodePool's template at 3m marks every node `NodePoolDrifted` and replaces each,
+/// one at a time; a placement group added to the EC2NodeClass at 15m marks every replacement
+/// `NodeClassDrift` and replaces it in turn. No pod waits long, and the fleet ends as large.
+#[test]
+fn template_and_nodeclass_changes_roll_every_node_by_karpenters_hashes() {
+    let scenario = repo("examples/simulate/static-drift.yaml");
+    let text = simulate(&["--scenario", &scenario]);
+    let marked = |reason: &str| {
+        text.lines()
+            .filter(|l| l.contains("marking drifted") && l.contains(&format!("\"{reason}\"")))
+            .count()
+    };
+    assert_eq!(marked("NodePoolDrifted"), 4, "{text}");
+    assert_eq!(marked("NodeClassDrift"), 4, "{text}");
+    let r = report(&["--scenario", &scenario]);
+    assert_eq!(r["disruptions"]["drifted"].as_u64(), Some(8), "{r:#}");
+    assert_eq!(r["finalNodes"].as_u64(), Some(4));
+    assert!(r["pendingLatency"]["max"].as_i64().unwrap() <= 90, "{r:#}");
+}
+
 /// A static NodePool keeps its replicas whatever the pods: two nodes from the start with no pod
 /// asking, a third when scaled to 3, two deleted when scaled to 1 (their pods move, one onto a
 /// node of the dynamic pool), and none of its nodes ever consolidated, even empty.

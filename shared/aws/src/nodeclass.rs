@@ -1,11 +1,13 @@
-//! Discovery for an EC2NodeClass (v1): subnets, security groups and AMIs from their selector
-//! terms (terms are ORed, the fields of one term ANDed), and the instance profile from `role` or
+//! Discovery for an EC2NodeClass (v1): subnets, security groups, AMIs and capacity reservations
+//! from their selector terms (terms are ORed, the fields of one term ANDed), the placement group
+//! its `placementGroupSelector` names, and the instance profile from `role` or
 //! `instanceProfile`.
 
 use std::collections::BTreeMap;
 
+use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::Filter;
-use fleetwright_crds::{EC2NodeClassSpec, SelectorTerm};
+use fleetwright_crds::{EC2NodeClassSpec, PlacementGroupSelector, SelectorTerm};
 use tracing::{debug, instrument};
 
 use crate::ami::{self, Ami, AmiFamily};
@@ -14,7 +16,7 @@ use crate::cluster::ClusterInfo;
 use crate::error::AwsError;
 
 pub use fleetwright_cloud::nodeclass::{
-    ParameterRoot, ResolvedNodeClass, ResolvedReservation, Subnet,
+    ParameterRoot, ResolvedNodeClass, ResolvedPlacementGroup, ResolvedReservation, Subnet,
 };
 
 /// Resolves every selector of an EC2NodeClass.
@@ -36,6 +38,10 @@ pub async fn resolve(
         &spec.capacity_reservation_selector_terms,
     )
     .await?;
+    let placement_group = match &spec.placement_group_selector {
+        Some(selector) => Some(placement_group(&clients.ec2, name, selector).await?),
+        None => None,
+    };
     let instance_profile = match (&spec.instance_profile, &spec.role) {
         (Some(profile), _) => profile.clone(),
         (None, Some(role)) => {
@@ -63,6 +69,7 @@ pub async fn resolve(
         amis,
         instance_profile,
         reservations,
+        placement_group,
     })
 }
 
@@ -154,6 +161,54 @@ async fn reservations(
         }
     }
     Ok(found.into_values().collect())
+}
+
+/// The placement group a `placementGroupSelector` names (by name or id), from
+/// DescribePlacementGroups; one EC2 does not know fails the class, naming the selector.
+async fn placement_group(
+    ec2: &aws_sdk_ec2::Client,
+    nodeclass: &str,
+    selector: &PlacementGroupSelector,
+) -> Result<ResolvedPlacementGroup, AwsError> {
+    let wanted = selector
+        .id
+        .as_ref()
+        .or(selector.name.as_ref())
+        .ok_or_else(|| {
+            AwsError::nodeclass(
+                nodeclass,
+                "placementGroupSelector",
+                "one of name or id is required",
+            )
+        })?;
+    let not_found = || {
+        AwsError::nodeclass(
+            nodeclass,
+            "placementGroupSelector",
+            format!("placement group {wanted:?} not found"),
+        )
+    };
+    let answer = ec2
+        .describe_placement_groups()
+        .set_group_ids(selector.id.clone().map(|id| vec![id]))
+        .set_group_names(selector.name.clone().map(|n| vec![n]))
+        .send()
+        .await;
+    let page = match answer {
+        Ok(page) => page,
+        Err(e) if e.code() == Some("InvalidPlacementGroup.Unknown") => return Err(not_found()),
+        Err(e) => return Err(crate::error::api("DescribePlacementGroups", e)),
+    };
+    let group = page.placement_groups().first().ok_or_else(not_found)?;
+    Ok(ResolvedPlacementGroup {
+        id: group.group_id().unwrap_or_default().to_string(),
+        name: group.group_name().unwrap_or_default().to_string(),
+        strategy: group
+            .strategy()
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_default(),
+        partitions: group.partition_count(),
+    })
 }
 
 fn reservation(r: &aws_sdk_ec2::types::CapacityReservation) -> Option<ResolvedReservation> {

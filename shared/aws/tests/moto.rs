@@ -422,6 +422,72 @@ async fn a_capacity_reservation_is_resolved_and_launched_into() {
     );
 }
 
+/// An EC2NodeClass's `placementGroupSelector` is resolved through DescribePlacementGroups, by
+/// name or by id, to the group's id (the `karpenter.k8s.aws/placement-group-id` label of its
+/// nodes, and what placement-group drift compares); a group EC2 does not know fails the class,
+/// naming the selector.
+#[tokio::test]
+async fn a_placement_group_is_resolved_by_name_or_id_and_an_unknown_one_is_named() {
+    let (cloud, fx) = cloud_for("placed").await;
+    let created = cloud
+        .clients()
+        .ec2
+        .create_placement_group()
+        .group_name("training")
+        .strategy(aws_sdk_ec2::types::PlacementStrategy::Partition)
+        .partition_count(3)
+        .send()
+        .await
+        .expect("CreatePlacementGroup");
+    let id = created
+        .placement_group()
+        .and_then(|g| g.group_id())
+        .unwrap()
+        .to_string();
+    let with = |name: Option<&str>, id: Option<&str>| {
+        let mut class = fx.nodeclass("default");
+        class.spec.placement_group_selector = Some(fleetwright_crds::PlacementGroupSelector {
+            name: name.map(str::to_string),
+            id: id.map(str::to_string),
+        });
+        class
+    };
+    let by_name = cloud
+        .nodeclass(&with(Some("training"), None), Utc::now())
+        .await
+        .unwrap()
+        .placement_group
+        .unwrap();
+    assert_eq!(
+        (
+            by_name.id.as_str(),
+            by_name.name.as_str(),
+            by_name.strategy.as_str()
+        ),
+        (id.as_str(), "training", "partition")
+    );
+    assert_eq!(by_name.partitions, Some(3));
+    let by_id = cloud
+        .nodeclass(&with(None, Some(&id)), Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(by_id.placement_group.unwrap().name, "training");
+    let none = cloud
+        .nodeclass(&fx.nodeclass("default"), Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(none.placement_group, None);
+    let err = cloud
+        .nodeclass(&with(Some("inference"), None), Utc::now())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("placementGroupSelector") && err.contains("inference"),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn create_fleet_launches_tagged_spot_and_on_demand_instances_in_the_chosen_subnets() {
     let (cloud, fx) = cloud_for("fleet").await;

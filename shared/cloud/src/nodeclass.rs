@@ -1,5 +1,5 @@
-//! What an EC2NodeClass resolves to (subnets, security groups, AMIs, instance profile), as the
-//! cloud port hands it to the runtime.
+//! What an EC2NodeClass resolves to (subnets, security groups, AMIs, instance profile, capacity
+//! reservations, placement group), as the cloud port hands it to the runtime.
 
 use std::collections::BTreeMap;
 
@@ -27,6 +27,23 @@ pub struct ResolvedNodeClass {
     /// The capacity reservations its `capacityReservationSelectorTerms` select.
     #[serde(default)]
     pub reservations: Vec<ResolvedReservation>,
+    /// The placement group its `placementGroupSelector` names, when it names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_group: Option<ResolvedPlacementGroup>,
+}
+
+/// A placement group as EC2 describes it. Its id is the `karpenter.k8s.aws/placement-group-id`
+/// label of the nodes launched into it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedPlacementGroup {
+    pub id: String,
+    pub name: String,
+    /// `cluster`, `partition` or `spread`.
+    pub strategy: String,
+    /// How many partitions a `partition` group has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<i32>,
 }
 
 /// A capacity reservation as EC2 describes it, with what the EC2NodeClass's status shows.

@@ -17,7 +17,9 @@ use chrono::{DateTime, Duration, Utc};
 use fleetwright_cloud::ami::{Ami, AmiFamily, Variant};
 use fleetwright_cloud::instances::{ownership_problem, Instance, Termination};
 use fleetwright_cloud::launch::{self, FleetError};
-use fleetwright_cloud::nodeclass::{ResolvedNodeClass, ResolvedReservation, Subnet};
+use fleetwright_cloud::nodeclass::{
+    ResolvedNodeClass, ResolvedPlacementGroup, ResolvedReservation, Subnet,
+};
 use fleetwright_cloud::unavailable::{OfferingKey, UnavailableOfferings};
 use fleetwright_cloud::{Cloud, CloudError, LaunchRequest, Launched};
 use fleetwright_core::labels::NODEPOOL;
@@ -430,7 +432,22 @@ fn resolved(nodeclass: &EC2NodeClass, release: u32, zones: &[String]) -> Resolve
         amis,
         instance_profile: "simulated".into(),
         reservations: Vec::new(),
+        placement_group: placement_group(nodeclass),
     }
+}
+
+/// The simulated cloud holds every placement group a class names: a `cluster` group whose id
+/// is the one named, or `pg-` and the name.
+fn placement_group(nodeclass: &EC2NodeClass) -> Option<ResolvedPlacementGroup> {
+    let selector = nodeclass.spec.placement_group_selector.as_ref()?;
+    let name = selector.name.clone().unwrap_or_default();
+    let id = selector.id.clone().unwrap_or_else(|| format!("pg-{name}"));
+    Some(ResolvedPlacementGroup {
+        id,
+        name,
+        strategy: "cluster".into(),
+        partitions: None,
+    })
 }
 
 fn api_error(fault: &CloudFault) -> CloudError {

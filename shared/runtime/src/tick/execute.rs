@@ -7,6 +7,7 @@ use chrono::{DateTime, Timelike, Utc};
 use fleetwright_cloud::unavailable::UnavailableOfferings;
 use fleetwright_cloud::{Cloud, LaunchRequest, Launched};
 use fleetwright_core::disruption::{SECURITY_GROUP_IDS, SUBNET_ID};
+use fleetwright_core::labels::PLACEMENT_GROUP_ID;
 use fleetwright_kube::crds::{NodeClaim, NodeClaimStatus};
 use fleetwright_kube::dump::ClusterDump;
 use fleetwright_kube::{executor, state};
@@ -443,7 +444,11 @@ impl<C: Cloud> Tick<C> {
             zone: launched.zone.clone(),
             capacity_type: launched.capacity_type.clone(),
         });
-        if let Err(e) = self.record_launch(claim, &launched, ctx.now).await {
+        let placement = placement_group_of(&ctx.resolved, claim);
+        if let Err(e) = self
+            .record_launch(claim, &launched, placement.as_deref(), ctx.now)
+            .await
+        {
             warn!(target: TICK, nodeclaim = %name, instance_id = %launched.instance_id, error = %e, "launched, but recording the instance failed; the next tick adopts it by tag");
             ctx.summary.failures.push(format!("{name}: {e}"));
             return;
@@ -480,12 +485,14 @@ impl<C: Cloud> Tick<C> {
         Ok(self.cloud.launch(&request, nodeclass, now).await?)
     }
 
-    /// Writes the instance's labels (and its subnet and security groups, for drift) onto the
-    /// NodeClaim, and its provider id and Launched condition into its status.
+    /// Writes the instance's labels (its placement group's among them, and its subnet and
+    /// security groups, for drift) onto the NodeClaim, and its provider id and Launched
+    /// condition into its status.
     async fn record_launch(
         &self,
         claim: &NodeClaim,
         launched: &Launched,
+        placement_group: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<(), RuntimeError> {
         let name = name_of(claim);
@@ -525,6 +532,9 @@ impl<C: Cloud> Tick<C> {
                 map.insert(k.to_string(), v.to_string());
             }
             map.extend(reservation_labels.clone());
+            if let Some(group) = placement_group {
+                map.insert(PLACEMENT_GROUP_ID.to_string(), group.to_string());
+            }
             let map = next
                 .metadata
                 .annotations
@@ -838,6 +848,19 @@ fn independent_target(action: &Action) -> Option<String> {
 }
 
 /// The NodeClaim or instance an action terminates, if it terminates one.
+/// The id of the placement group a NodeClaim's EC2NodeClass launches into, as resolved this
+/// tick (Karpenter labels the NodeClaim with it at launch).
+fn placement_group_of(resolved: &super::status::Resolutions, claim: &NodeClaim) -> Option<String> {
+    let class = &claim.spec.node_class_ref.as_ref()?.name;
+    let group = resolved
+        .get(class)?
+        .as_ref()
+        .ok()?
+        .placement_group
+        .as_ref()?;
+    Some(group.id.clone())
+}
+
 /// The labels of the reservation an instance runs in, as Karpenter writes them: its id, and its
 /// type and whether it is interruptible when known.
 fn reservation_labels(launched: &Launched) -> Vec<(String, String)> {

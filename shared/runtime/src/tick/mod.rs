@@ -599,6 +599,7 @@ fn drift_state(snapshot: &mut Snapshot, resolved: &status::Resolutions) {
         state.subnets = r.subnets.iter().map(|s| s.id.clone()).collect();
         state.security_groups = r.security_groups.iter().cloned().collect();
         state.reservations = Some(r.reservations.iter().map(|c| c.id.clone()).collect());
+        state.placement_group = Some(r.placement_group.as_ref().map(|p| p.id.clone()));
     }
 }
 

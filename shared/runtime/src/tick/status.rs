@@ -2,7 +2,7 @@
 //! it, decided purely from what the cloud resolved this tick. An EC2NodeClass's status lists
 //! its subnets, security groups, AMIs, instance profile and capacity reservations, with the
 //! conditions `SubnetsReady`, `SecurityGroupsReady`, `AMIsReady`, `InstanceProfileReady`,
-//! `CapacityReservationsReady`, `ValidationSucceeded` and `Ready`; a class that cannot be
+//! `CapacityReservationsReady`, `PlacementGroupReady`, `ValidationSucceeded` and `Ready`; a class that cannot be
 //! resolved keeps its lists and says why in the condition of the part that failed. A NodePool's
 //! conditions are `ValidationSucceeded`, `NodeClassReady` (its class's `Ready`) and `Ready`.
 //! A condition keeps its `lastTransitionTime` while its status stays.
@@ -22,7 +22,7 @@ use super::reservations;
 pub type Resolutions = BTreeMap<String, Result<ResolvedNodeClass, String>>;
 
 /// The condition parts of an EC2NodeClass, each with the spec field that feeds it.
-const PARTS: [(&str, &str, &str); 5] = [
+const PARTS: [(&str, &str, &str); 6] = [
     ("SubnetsReady", "subnetSelectorTerms", "SubnetsNotFound"),
     (
         "SecurityGroupsReady",
@@ -35,6 +35,11 @@ const PARTS: [(&str, &str, &str); 5] = [
         "CapacityReservationsReady",
         "capacityReservationSelectorTerms",
         "CapacityReservationsNotReady",
+    ),
+    (
+        "PlacementGroupReady",
+        "placementGroupSelector",
+        "PlacementGroupNotFound",
     ),
 ];
 
@@ -253,6 +258,7 @@ mod tests {
                 end_time: None,
                 available: 3,
             }],
+            placement_group: None,
         }
     }
 
@@ -275,7 +281,13 @@ mod tests {
             status.capacity_reservations[0].available_instance_count,
             Some(3)
         );
-        for type_ in ["SubnetsReady", "SecurityGroupsReady", "AMIsReady", "Ready"] {
+        for type_ in [
+            "SubnetsReady",
+            "SecurityGroupsReady",
+            "AMIsReady",
+            "PlacementGroupReady",
+            "Ready",
+        ] {
             assert_eq!(of(&status, type_).status, "True", "{type_}");
         }
         let mut written = class();
@@ -312,6 +324,18 @@ mod tests {
             failed.subnets, status.subnets,
             "the lists last resolved are kept"
         );
+        // A placement group EC2 does not know: PlacementGroupReady says so, and the class is
+        // not Ready (nothing launches for it).
+        let why_group =
+            "EC2NodeClass default: field placementGroupSelector: placement group \"pg-a\" not found";
+        let unplaced = nodeclass_status(&written, &Err(why_group.to_string()), later);
+        assert_eq!(of(&unplaced, "PlacementGroupReady").status, "False");
+        assert_eq!(
+            of(&unplaced, "PlacementGroupReady").reason.as_deref(),
+            Some("PlacementGroupNotFound")
+        );
+        assert_eq!(of(&unplaced, "SubnetsReady").status, "True");
+        assert_eq!(of(&unplaced, "Ready").status, "False");
         let classes = classes_ready(&dump, &Resolutions::from([("default".into(), Err(why))]));
         assert!(!classes["default"]);
         assert!(
