@@ -89,11 +89,13 @@ export function controllerStatements(): iam.PolicyStatement[] {
       sid: 'AllowRegionalReadActions',
       resources: ['*'],
       actions: [
+        'ec2:DescribeCapacityReservations',
         'ec2:DescribeImages',
         'ec2:DescribeInstances',
         'ec2:DescribeInstanceTypeOfferings',
         'ec2:DescribeInstanceTypes',
         'ec2:DescribeLaunchTemplates',
+        'ec2:DescribePlacementGroups',
         'ec2:DescribeSecurityGroups',
         'ec2:DescribeSpotPriceHistory',
         'ec2:DescribeSubnets',

@@ -365,3 +365,88 @@ fn every_environment_variable_is_a_setting_the_functions_accept() {
         Some("/fleetwright/webhook-token")
     );
 }
+
+/// Every AWS operation the adapter calls (`shared/aws/src`) is allowed by some statement of the
+/// template: an operation added to the code without its IAM action fails here, not in a user's
+/// account with AccessDenied.
+#[test]
+fn every_aws_operation_the_adapter_calls_is_allowed_by_the_template() {
+    let allowed: Vec<String> = statements(&template())
+        .iter()
+        .filter(|s| s["Effect"] == "Allow")
+        .flat_map(actions)
+        .collect();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/aws/src");
+    let mut called = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        called.extend(operations(&text));
+    }
+    assert!(called.len() >= 15, "{called:?}");
+    for op in &called {
+        let action = iam_action(op);
+        assert!(
+            allowed.iter().any(|a| a == &action),
+            "the adapter calls {op}, but no statement of infra/template.yaml allows {action}"
+        );
+    }
+}
+
+/// The SDK operations called in `text`: `.describe_subnets()`, `.create_fleet()`, ...
+fn operations(text: &str) -> Vec<String> {
+    const VERBS: [&str; 8] = [
+        "describe_",
+        "create_",
+        "delete_",
+        "terminate_",
+        "run_",
+        "get_",
+        "put_",
+        "add_",
+    ];
+    text.match_indices('.')
+        .filter_map(|(i, _)| {
+            let rest = &text[i + 1..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            let call = rest[name.len()..].starts_with("()");
+            (call && VERBS.iter().any(|v| name.starts_with(v))).then_some(name)
+        })
+        .collect()
+}
+
+/// The IAM action of an SDK operation: its service's prefix and its name in PascalCase.
+fn iam_action(op: &str) -> String {
+    let service = match op {
+        "describe_cluster" => "eks",
+        "get_parameter" | "get_parameters" => "ssm",
+        "put_events" => "events",
+        "create_instance_profile" | "get_instance_profile" | "add_role_to_instance_profile" => {
+            "iam"
+        }
+        _ if op.starts_with("describe_")
+            || [
+                "create_fleet",
+                "create_launch_template",
+                "terminate_instances",
+                "run_instances",
+            ]
+            .contains(&op) =>
+        {
+            "ec2"
+        }
+        other => panic!("which service does {other} call? Add it here."),
+    };
+    let pascal: String = op
+        .split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect();
+    format!("{service}:{pascal}")
+}
