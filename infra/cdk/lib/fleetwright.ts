@@ -70,6 +70,11 @@ export interface FleetwrightProps {
    * (never while more than 20% of a NodePool is unhealthy). Default false.
    */
   readonly nodeRepair?: boolean;
+  /**
+   * The cluster CA bundle Karpenter's EC2NodeClass drift hash takes, only when Karpenter was given
+   * one (its `settings.clusterCABundle`). Default: none, and the tick reads `kube-root-ca.crt`.
+   */
+  readonly clusterCaBundle?: string;
   /** Active X-Ray tracing. Default false. */
   readonly tracing?: boolean;
   /** Default two weeks. */
@@ -155,6 +160,7 @@ export class Fleetwright extends Construct {
       FLEETWRIGHT_EVENT_BUS: 'default',
       FLEETWRIGHT_DRY_RUN: props.dryRun ? 'true' : 'false',
       FLEETWRIGHT_NODE_REPAIR: props.nodeRepair ? 'true' : 'false',
+      FLEETWRIGHT_CLUSTER_CA_BUNDLE: props.clusterCaBundle ?? '',
     };
     const common = (fn: string, logGroupId: string) => ({
       functionName: name(`-${fn}`),

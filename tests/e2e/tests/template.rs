@@ -343,6 +343,7 @@ fn every_environment_variable_is_a_setting_the_functions_accept() {
                     Some("WebhookTokenParameter") => "/fleetwright/webhook-token".to_string(),
                     Some("DryRun" | "NodeRepair") => "false".to_string(),
                     Some("Namespace") => "karpenter".to_string(),
+                    Some("ClusterCABundle") => String::new(),
                     other => panic!("unexpected parameter {other:?}"),
                 },
                 other => panic!("{k:?}: {other}"),
