@@ -25,6 +25,14 @@ from moto.server import main
 NAMESPACE = "http://ec2.amazonaws.com/doc/2016-11-15/"
 
 
+def _response(action, body):
+    """An EC2 query-protocol response: `<{action}Response>` with a request id and `body`."""
+    return (
+        f'<{action}Response xmlns="{NAMESPACE}">'
+        f"<requestId>{uuid.uuid4()}</requestId>{body}</{action}Response>"
+    )
+
+
 def _reservations(backend):
     """The reservations of one account and region, kept on moto's backend."""
     if not hasattr(backend, "fleetwright_capacity_reservations"):
@@ -73,11 +81,8 @@ def create_capacity_reservation(self):
         "tags": dict(tags),
     }
     _reservations(self.ec2_backend)[r["id"]] = r
-    return (
-        f'<CreateCapacityReservationResponse xmlns="{NAMESPACE}">'
-        f"<requestId>{uuid.uuid4()}</requestId>"
-        f"<capacityReservation>{_item(r)}</capacityReservation>"
-        f"</CreateCapacityReservationResponse>"
+    return _response(
+        "CreateCapacityReservation", f"<capacityReservation>{_item(r)}</capacityReservation>"
     )
 
 
@@ -102,11 +107,8 @@ def describe_capacity_reservations(self):
         if (not ids or r["id"] in ids) and _matches(r, filters)
     ]
     items = "".join(f"<item>{_item(r)}</item>" for r in found)
-    return (
-        f'<DescribeCapacityReservationsResponse xmlns="{NAMESPACE}">'
-        f"<requestId>{uuid.uuid4()}</requestId>"
-        f"<capacityReservationSet>{items}</capacityReservationSet>"
-        f"</DescribeCapacityReservationsResponse>"
+    return _response(
+        "DescribeCapacityReservations", f"<capacityReservationSet>{items}</capacityReservationSet>"
     )
 
 
@@ -141,12 +143,7 @@ def create_placement_group(self):
         "region": self.region,
     }
     _placement_groups(self.ec2_backend)[g["name"]] = g
-    return (
-        f'<CreatePlacementGroupResponse xmlns="{NAMESPACE}">'
-        f"<requestId>{uuid.uuid4()}</requestId>"
-        f"<placementGroup>{_group_item(g)}</placementGroup>"
-        f"</CreatePlacementGroupResponse>"
-    )
+    return _response("CreatePlacementGroup", f"<placementGroup>{_group_item(g)}</placementGroup>")
 
 
 def describe_placement_groups(self):
@@ -167,12 +164,7 @@ def describe_placement_groups(self):
         if (not names or g["name"] in names) and (not ids or g["id"] in ids)
     ]
     items = "".join(f"<item>{_group_item(g)}</item>" for g in found)
-    return (
-        f'<DescribePlacementGroupsResponse xmlns="{NAMESPACE}">'
-        f"<requestId>{uuid.uuid4()}</requestId>"
-        f"<placementGroupSet>{items}</placementGroupSet>"
-        f"</DescribePlacementGroupsResponse>"
-    )
+    return _response("DescribePlacementGroups", f"<placementGroupSet>{items}</placementGroupSet>")
 
 
 EC2Response.create_placement_group = create_placement_group

@@ -196,23 +196,13 @@ pub fn restamps(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
             let (pool, class) =
                 dump.pool_and_class(label(claim, fleetwright_core::labels::NODEPOOL)?)?;
             let mut annotations = BTreeMap::new();
-            let pool_stamp = Stamp {
-                version_key: NODEPOOL_HASH_VERSION,
-                version: POOL_HASH_VERSION,
-                hash_key: NODEPOOL_HASH,
-            };
-            annotations.extend(pool_stamp.restamp(
+            annotations.extend(POOL_STAMP.restamp(
                 claim,
                 || objects::pool_hash(pool),
                 || convert::legacy_template_hash(pool),
             ));
             if let (Some(class), Some(ca)) = (class, dump.ca_bundle.as_deref()) {
-                let class_stamp = Stamp {
-                    version_key: NODECLASS_HASH_VERSION,
-                    version: CLASS_HASH_VERSION,
-                    hash_key: NODECLASS_HASH,
-                };
-                annotations.extend(class_stamp.restamp(
+                annotations.extend(CLASS_STAMP.restamp(
                     claim,
                     || objects::class_hash(class, Some(ca)),
                     || convert::legacy_node_class_hash(class),
@@ -233,6 +223,18 @@ struct Stamp {
     version: &'static str,
     hash_key: &'static str,
 }
+
+const POOL_STAMP: Stamp = Stamp {
+    version_key: NODEPOOL_HASH_VERSION,
+    version: POOL_HASH_VERSION,
+    hash_key: NODEPOOL_HASH,
+};
+
+const CLASS_STAMP: Stamp = Stamp {
+    version_key: NODECLASS_HASH_VERSION,
+    version: CLASS_HASH_VERSION,
+    hash_key: NODECLASS_HASH,
+};
 
 impl Stamp {
     /// The annotations that bring `claim` to this version: none when it is there already; the
