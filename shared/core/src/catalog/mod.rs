@@ -196,6 +196,29 @@ pub struct Catalog {
     pub spot_fraction: f64,
     /// NodeOverlays applied to every type this catalog resolves, highest weight first.
     pub overlays: Vec<NodeOverlay>,
+    /// Each type's labels and where it is offered, built on first use (drift reads them for
+    /// every NodeClaim of every tick).
+    facts: Facts,
+}
+
+/// What [`Catalog::type_labels`] and [`Catalog::offered`] answer, by type, built once per
+/// catalog. A clone starts empty: it may be composed with other unavailable offerings, which
+/// decide whether a type resolves at all.
+#[derive(Debug, Default)]
+struct Facts(OnceLock<BTreeMap<String, TypeFacts>>);
+
+impl Clone for Facts {
+    fn clone(&self) -> Self {
+        Facts::default()
+    }
+}
+
+#[derive(Debug, Default)]
+struct TypeFacts {
+    /// Empty for a type that does not resolve (no offering available).
+    labels: BTreeMap<String, String>,
+    /// (zone, capacity type) of every offering, available or not.
+    offered: BTreeSet<(String, String)>,
 }
 
 impl Catalog {
@@ -249,6 +272,7 @@ impl Catalog {
             fixed: None,
             spot_fraction: DEFAULT_SPOT_PRICE_FRACTION,
             overlays: Vec::new(),
+            facts: Facts::default(),
         }
     }
 
@@ -271,6 +295,7 @@ impl Catalog {
             fixed: Some(types),
             spot_fraction: DEFAULT_SPOT_PRICE_FRACTION,
             overlays: Vec::new(),
+            facts: Facts::default(),
         }
     }
 
@@ -368,23 +393,9 @@ impl Catalog {
     /// memory, ...: every single-valued label of the type's requirements), as Karpenter writes
     /// them onto a NodeClaim at launch. Empty for a type the catalog does not know.
     pub fn type_labels(&self, instance_type: &str) -> BTreeMap<String, String> {
-        let single = |t: &InstanceType| {
-            let mut labels = t.requirements.single_valued_labels();
-            labels.retain(|k, _| k != ZONE && k != CAPACITY_TYPE);
-            labels
-        };
-        if let Some(fixed) = &self.fixed {
-            return fixed
-                .iter()
-                .find(|t| t.name == instance_type)
-                .map(single)
-                .unwrap_or_default();
-        }
-        self.raw
-            .iter()
-            .find(|raw| raw.instance_type == instance_type)
-            .and_then(|raw| self.resolve(raw, &NodeClassSettings::default()))
-            .map(|t| single(&t))
+        self.facts()
+            .get(instance_type)
+            .map(|f| f.labels.clone())
             .unwrap_or_default()
     }
 
@@ -397,15 +408,49 @@ impl Catalog {
         zone: Option<&str>,
         capacity_type: Option<&str>,
     ) -> Option<bool> {
-        let fits = |o: &Offering| {
-            zone.is_none_or(|z| o.zone == z) && capacity_type.is_none_or(|c| o.capacity_type == c)
-        };
-        if let Some(fixed) = &self.fixed {
-            let t = fixed.iter().find(|t| t.name == instance_type)?;
-            return Some(t.offerings.iter().any(fits));
-        }
-        let raw = self.raw.iter().find(|r| r.instance_type == instance_type)?;
-        Some(self.offerings(raw).iter().any(fits))
+        let facts = self.facts().get(instance_type)?;
+        Some(facts.offered.iter().any(|(z, c)| {
+            zone.is_none_or(|want| want == z) && capacity_type.is_none_or(|want| want == c)
+        }))
+    }
+
+    fn facts(&self) -> &BTreeMap<String, TypeFacts> {
+        self.facts.0.get_or_init(|| {
+            let single = |t: &InstanceType| {
+                let mut labels = t.requirements.single_valued_labels();
+                labels.retain(|k, _| k != ZONE && k != CAPACITY_TYPE);
+                labels
+            };
+            let offered = |offerings: &[Offering]| {
+                offerings
+                    .iter()
+                    .map(|o| (o.zone.clone(), o.capacity_type.clone()))
+                    .collect()
+            };
+            if let Some(fixed) = &self.fixed {
+                return fixed
+                    .iter()
+                    .map(|t| {
+                        let facts = TypeFacts {
+                            labels: single(t),
+                            offered: offered(&t.offerings),
+                        };
+                        (t.name.clone(), facts)
+                    })
+                    .collect();
+            }
+            self.raw
+                .iter()
+                .map(|raw| {
+                    let resolved = self.resolve(raw, &NodeClassSettings::default());
+                    let facts = TypeFacts {
+                        labels: resolved.as_ref().map(single).unwrap_or_default(),
+                        offered: offered(&self.offerings(raw)),
+                    };
+                    (raw.instance_type.clone(), facts)
+                })
+                .collect()
+        })
     }
 
     /// Every offering of a type: each zone it is offered in × each capacity type it supports.
