@@ -131,7 +131,7 @@ FLEETWRIGHT_KARPENTER_REFERENCE=$(scripts/karpenter-reference.sh) \
 # port, which decides drift for NodeClaims Karpenter launched and for Fleetwright's own.
 stage "Karpenter's drift hashes: scripts/karpenter-hash.sh, cargo test --test karpenter_hash -- --ignored"
 FLEETWRIGHT_KARPENTER_HASH=$(scripts/karpenter-hash.sh) \
-    cargo test --workspace --all-features --test karpenter_hash -- --ignored
+    cargo test --workspace --all-features --test karpenter_hash -- --ignored --nocapture
 
 stage "scripts/e2e.sh (the local stack: moto, cargo lambda watch, the Kubernetes API fake)"
 scripts/e2e.sh
