@@ -718,6 +718,72 @@ fn a_karpenter_cluster_is_taken_over_replacing_only_what_karpenter_would() {
     assert_eq!(drifted(&path).len(), 3);
 }
 
+/// Karpenter's inclusive operators on a NodePool: `Gte 4` and `Lte 8` on the CPU count let the
+/// plan use 4- and 8-CPU types and nothing outside, `Gt 4` leaves the 4-CPU ones out, and
+/// `Gte 8` with `Lte 8` leaves exactly the 8-CPU types.
+#[test]
+fn gte_and_lte_bound_the_planned_types_inclusively() {
+    let planned_cpus = |requirements: &str| -> Vec<u64> {
+        let dump = format!(
+            "apiVersion: v1
+kind: List
+items:
+- apiVersion: karpenter.sh/v1
+  kind: NodePool
+  metadata: {{name: bounded}}
+  spec:
+    template:
+      spec:
+        nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+        requirements:
+        - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+{requirements}
+- apiVersion: karpenter.k8s.aws/v1
+  kind: EC2NodeClass
+  metadata: {{name: default}}
+  spec: {{amiSelectorTerms: [{{alias: al2023@latest}}], role: R, subnetSelectorTerms: [{{tags: {{a: b}}}}], securityGroupSelectorTerms: [{{tags: {{a: b}}}}]}}
+- apiVersion: v1
+  kind: Pod
+  metadata: {{name: web-0, namespace: shop}}
+  spec:
+    containers: [{{name: c, image: nginx, resources: {{requests: {{cpu: 1500m}}}}}}]
+  status: {{phase: Pending}}
+"
+        );
+        let path = write_temp("bounded.yaml", &dump);
+        let plan = json(&fleetwright(&["plan", "--cluster", &path]));
+        let types = plan["nodeclaims"][0]["instanceTypes"]
+            .as_array()
+            .unwrap_or_else(|| panic!("a node planned: {plan}"))
+            .clone();
+        let catalog = fleetwright_core::Catalog::embedded();
+        let mut cpus: Vec<u64> = types
+            .iter()
+            .map(|t| {
+                catalog.type_labels(t.as_str().unwrap())["karpenter.k8s.aws/instance-cpu"]
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        cpus.sort();
+        cpus.dedup();
+        cpus
+    };
+    let cpu = |op: &str, n: u32| {
+        format!("        - {{key: karpenter.k8s.aws/instance-cpu, operator: {op}, values: [\"{n}\"]}}\n")
+    };
+    let between = planned_cpus(&(cpu("Gte", 4) + &cpu("Lte", 8)));
+    assert!(between.iter().all(|c| (4..=8).contains(c)), "{between:?}");
+    assert_eq!(
+        between.first(),
+        Some(&4),
+        "Gte includes its bound: {between:?}"
+    );
+    let above = planned_cpus(&(cpu("Gt", 4) + &cpu("Lte", 8)));
+    assert!(above.iter().all(|c| (5..=8).contains(c)), "{above:?}");
+    assert_eq!(planned_cpus(&(cpu("Gte", 8) + &cpu("Lte", 8))), [8]);
+}
+
 /// `minValues` that too few instance types can meet: under `Strict` (the default, Karpenter's)
 /// the pod stays pending; under `BestEffort` it launches on what is left, with the `minValues`
 /// lowered to what the NodeClaim keeps and the NodeClaim marked relaxed.
