@@ -50,6 +50,23 @@ impl Shape {
     }
 }
 
+fn nodepool() -> Value {
+    json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default", "uid": "np-1"},
+        "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
+                {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["4"]}]}}}})
+}
+
+/// The NodePool hash every NodeClaim of the fleet carries, as its launch stamped it (the fake
+/// serves no `kube-root-ca.crt`, so EC2NodeClass hashes are neither compared nor stamped).
+fn pool_hash() -> &'static str {
+    static HASH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HASH.get_or_init(|| {
+        let pool: fleetwright_crds::NodePool = serde_json::from_value(nodepool()).unwrap();
+        fleetwright_crds::hash::nodepool_hash(&pool.spec.template).unwrap()
+    })
+}
+
 fn node(i: usize) -> (Value, Value) {
     let name = format!(
         "ip-10-{}-{}-{}.ec2.internal",
@@ -73,6 +90,7 @@ fn node(i: usize) -> (Value, Value) {
     let condition = |t: &str| json!({"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": "2026-11-22T09:00:00Z"});
     let claim = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
         "metadata": {"name": claim_name, "uid": format!("claim-{i}"), "labels": labels,
+            "annotations": {"karpenter.sh/nodepool-hash": pool_hash(), "karpenter.sh/nodepool-hash-version": "v3"},
             "finalizers": ["karpenter.sh/termination"], "creationTimestamp": "2026-11-22T09:00:00Z"},
         "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
             "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.2xlarge"]}]},
@@ -154,10 +172,7 @@ fn cluster(shape: Shape) -> BTreeMap<String, Vec<Value>> {
         "metadata": {"name": ds, "namespace": "kube-system", "uid": format!("uid-{ds}")},
         "spec": {"selector": {"matchLabels": {"app": ds}}, "template": {"metadata": {"labels": {"app": ds}},
             "spec": {"containers": [{"name": ds, "image": ds, "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}]}}}}));
-    let nodepool = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default", "uid": "np-1"},
-        "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": [{"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
-                {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["4"]}]}}}});
+    let nodepool = nodepool();
     let nodeclass = json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
         "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}], "role": "KarpenterNodeRole-scale",
             "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "scale"}}],

@@ -180,6 +180,13 @@ pub fn initializations(
         .collect()
 }
 
+/// At most this many NodeClaims are re-stamped, and at most this many `Drifted` conditions
+/// written, in one tick: after a migration or a template change every NodeClaim needs one, and
+/// 5,000 writes would take the tick past its deadline (35 s in `cargo bench --bench scale`)
+/// and starve disruption and garbage collection. The rest follow on the next ticks; drift
+/// itself is decided from the hashes, not from the condition, so nothing waits on them.
+pub const MAX_MARKS_PER_TICK: usize = 200;
+
 /// NodeClaims whose hash annotations another version wrote (or none wrote), re-stamped with
 /// the current version, as Karpenter's hash controllers do when their version changes: the hash
 /// is replaced only when the NodeClaim had not drifted under the one it carries (it has no
@@ -187,7 +194,7 @@ pub fn initializations(
 /// version computes); a drifted one keeps its old hash under the new version, so it stays
 /// drifted. NodeClaims Karpenter created carry its current versions already and are compared
 /// as they are: a migration replaces only what Karpenter would. The EC2NodeClass hash waits
-/// while the cluster's CA bundle is unknown.
+/// while the cluster's CA bundle is unknown. At most [`MAX_MARKS_PER_TICK`].
 pub fn restamps(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
     claims
         .iter()
@@ -213,6 +220,7 @@ pub fn restamps(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
                 annotations,
             })
         })
+        .take(MAX_MARKS_PER_TICK)
         .collect()
 }
 
@@ -264,6 +272,7 @@ impl Stamp {
 /// NodeClaims whose `Drifted` condition no longer says why they have drifted (Karpenter's drift
 /// controller): set to the reason for a launched NodeClaim that has drifted, removed from one
 /// that has not (or is not launched). `snapshot` holds what the EC2NodeClasses resolve to now.
+/// At most [`MAX_MARKS_PER_TICK`].
 pub fn drift_marks(
     claims: &[NodeClaim],
     snapshot: &Snapshot,
@@ -297,6 +306,7 @@ pub fn drift_marks(
                 reason: drifted.map(str::to_string),
             })
         })
+        .take(MAX_MARKS_PER_TICK)
         .collect()
 }
 
@@ -718,6 +728,12 @@ mod tests {
         assert!(!karpenter.contains_key(NODECLASS_HASH));
         assert_eq!(karpenter[NODEPOOL_HASH_VERSION], "v3");
         assert!(!karpenter.contains_key(NODEPOOL_HASH));
+
+        // A fleet that all needs re-stamping is re-stamped a tick's share at a time.
+        let many: Vec<NodeClaim> = (0..MAX_MARKS_PER_TICK + 5)
+            .map(|i| claim(&format!("bare-{i}"), &[], false))
+            .collect();
+        assert_eq!(restamps(&dump, &many).len(), MAX_MARKS_PER_TICK);
 
         // Without the cluster's CA bundle the EC2NodeClass hash cannot be Karpenter's: it waits.
         let unknown = restamps(&super::tests::dump(None), &claims);
