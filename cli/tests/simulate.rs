@@ -197,6 +197,44 @@ fn template_and_nodeclass_changes_roll_every_node_by_karpenters_hashes() {
     assert!(r["pendingLatency"]["max"].as_i64().unwrap() <= 90, "{r:#}");
 }
 
+/// A partition placement group (`examples/simulate/partition-spread.yaml`): the six workers'
+/// NodeClaims are pinned two to each of the three partitions by their spread and launched into
+/// them; the four loaders' name none, so each is labelled with the partition EC2 chose before its
+/// node registers. Every pod runs within the first two ticks.
+#[test]
+fn a_spread_over_partitions_launches_into_each_and_the_rest_learn_theirs_from_ec2() {
+    let scenario = repo("examples/simulate/partition-spread.yaml");
+    let text = simulate(&["--scenario", &scenario]);
+    let learned = text
+        .lines()
+        .filter(|l| {
+            l.contains("labelled the nodeclaim with its instance's placement group partition")
+        })
+        .count();
+    assert_eq!(learned, 4, "{text}");
+    let r = report(&["--scenario", &scenario]);
+    let launches = r["launches"].as_array().unwrap();
+    let mut per_partition = std::collections::BTreeMap::new();
+    for l in launches {
+        let p = l["partition"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("no partition: {l}"));
+        *per_partition.entry(p).or_insert(0) += 1;
+    }
+    assert_eq!(per_partition.keys().copied().collect::<Vec<_>>(), [1, 2, 3]);
+    let counts: Vec<i32> = per_partition.values().copied().collect();
+    assert!(
+        counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1,
+        "{per_partition:?}"
+    );
+    assert_eq!(r["finalNodes"].as_u64(), Some(10), "{r:#}");
+    assert!(r["pendingLatency"]["max"].as_i64().unwrap() <= 90, "{r:#}");
+    assert_eq!(
+        r["samples"].as_array().unwrap().last().unwrap()["pendingPods"],
+        0
+    );
+}
+
 /// A static NodePool keeps its replicas whatever the pods: two nodes from the start with no pod
 /// asking, a third when scaled to 3, two deleted when scaled to 1 (their pods move, one onto a
 /// node of the dynamic pool), and none of its nodes ever consolidated, even empty.

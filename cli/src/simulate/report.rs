@@ -72,6 +72,9 @@ pub struct Launch {
     pub zone: String,
     pub capacity_type: String,
     pub nodepool: String,
+    /// The partition of its partition placement group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<i32>,
 }
 
 /// One disruption command decided by a tick.

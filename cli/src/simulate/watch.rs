@@ -83,6 +83,7 @@ impl Watch {
                 zone: i.instance.zone.clone(),
                 capacity_type: i.instance.capacity_type.clone(),
                 nodepool: i.nodepool().to_string(),
+                partition: i.instance.partition,
             });
         }
         for i in self

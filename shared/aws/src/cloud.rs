@@ -217,6 +217,7 @@ impl Ec2Cloud {
                     .any(|r| r.id == id && r.kind == "capacity-block");
                 (id, block)
             });
+            spec.partition = partition_of(req, resolved);
             out.push((self.ensure_template(&spec).await?, list));
         }
         Ok(out)
@@ -436,6 +437,7 @@ impl Cloud for Ec2Cloud {
         };
         self.record_fleet_errors(&errors, capacity_type, &templates, now);
         if let Some(l) = launched.as_mut() {
+            l.partition = partition_of(req, &resolved);
             // The launch templates carry the class's security groups.
             l.security_groups = resolved.security_groups.clone();
             l.security_groups.sort();
@@ -478,4 +480,11 @@ impl Cloud for Ec2Cloud {
     fn restore_unavailable(&self, saved: &UnavailableOfferings) {
         self.warm().unavailable.merge(saved);
     }
+}
+
+/// The partition a launch targets: the one its NodeClaim names, when the class launches into a
+/// partition group (EC2 takes no partition number for other strategies).
+fn partition_of(req: &LaunchRequest, resolved: &ResolvedNodeClass) -> Option<i32> {
+    let group = resolved.placement_group.as_ref()?;
+    (group.strategy == "partition").then_some(req.partition)?
 }

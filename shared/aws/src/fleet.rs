@@ -190,6 +190,7 @@ pub async fn create(
                 .to_string(),
             security_groups: Vec::new(),
             reservation,
+            partition: None,
         })
     });
     if let Some(l) = &launched {

@@ -54,6 +54,10 @@ fn from_sdk(i: &Ec2Instance) -> Option<Instance> {
             .filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string())))
             .collect(),
         capacity_reservation_id: i.capacity_reservation_id().map(str::to_string),
+        partition: i
+            .placement()
+            .and_then(|p| p.partition_number())
+            .filter(|n| *n != 0),
     })
 }
 

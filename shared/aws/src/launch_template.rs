@@ -64,6 +64,10 @@ pub struct LaunchTemplateSpec {
     pub capacity_reservation: Option<(String, bool)>,
     /// `placementGroupSelector`: the placement group, by name or by id.
     pub placement_group: Option<PlacementGroupSelector>,
+    /// The partition of a partition group the launch targets (left out of the name's hash when
+    /// unset, so templates named before it keep their names).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<i32>,
     /// `networkInterfaces` (empty: one interface on card 0, device 0).
     pub network_interfaces: Vec<NetworkInterface>,
     /// `ipPrefixCount`: IPv4 prefixes on each `interface` (prefix delegation).
@@ -111,6 +115,7 @@ pub fn spec(
         associate_public_ip_address: class.associate_public_ip_address,
         capacity_reservation: None,
         placement_group: class.placement_group_selector.clone(),
+        partition: None,
         network_interfaces: class.network_interfaces.clone().unwrap_or_default(),
         ip_prefix_count: class.ip_prefix_count,
         connection_tracking: class.connection_tracking.clone(),
@@ -237,6 +242,7 @@ pub fn request_data(spec: &LaunchTemplateSpec) -> RequestLaunchTemplateData {
             LaunchTemplatePlacementRequest::builder()
                 .set_group_name(pg.name.clone())
                 .set_group_id(pg.id.clone())
+                .set_partition_number(spec.partition)
                 .build(),
         );
     }
@@ -394,6 +400,7 @@ mod tests {
             associate_public_ip_address: None,
             capacity_reservation: None,
             placement_group: None,
+            partition: None,
             network_interfaces: Vec::new(),
             ip_prefix_count: None,
             connection_tracking: None,
@@ -447,6 +454,15 @@ mod tests {
             data.placement().and_then(|p| p.group_name()),
             Some("ml-cluster")
         );
+        assert_eq!(data.placement().and_then(|p| p.partition_number()), None);
+        let named = s.name("c");
+        s.partition = Some(2);
+        let partitioned = request_data(&s);
+        assert_eq!(
+            partitioned.placement().and_then(|p| p.partition_number()),
+            Some(2)
+        );
+        assert_ne!(s.name("c"), named, "each partition has its own template");
         assert!(
             data.security_group_ids().is_empty(),
             "groups go on the interfaces"

@@ -79,6 +79,7 @@ fn request(nodeclaim: &str) -> LaunchRequest {
         startup_taints: Vec::new(),
         overlays: Vec::new(),
         reservation_ids: None,
+        partition: None,
     }
 }
 

@@ -28,6 +28,7 @@ fn request(nodeclaim: &str, types: &[&str], capacity: &[&str]) -> LaunchRequest 
         startup_taints: Vec::new(),
         overlays: Vec::new(),
         reservation_ids: None,
+        partition: None,
     }
 }
 
@@ -472,6 +473,42 @@ async fn a_placement_group_is_resolved_by_name_or_id_and_an_unknown_one_is_named
         .await
         .unwrap();
     assert_eq!(by_id.placement_group.unwrap().name, "training");
+    // A NodeClaim pinned to partition 2 launches through a template that targets it.
+    let mut pinned = request("default-pg", &["m5.large"], &["on-demand"]);
+    pinned.partition = Some(2);
+    let launched = cloud
+        .launch(&pinned, &with(Some("training"), None), Utc::now())
+        .await
+        .expect("a launch into the group");
+    assert_eq!(launched.partition, Some(2));
+    let ec2 = &cloud.clients().ec2;
+    let templates = ec2
+        .describe_launch_templates()
+        .filters(
+            Filter::builder()
+                .name("tag:kubernetes.io/cluster/placed")
+                .values("owned")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut placements = Vec::new();
+    for t in templates.launch_templates() {
+        let versions = ec2
+            .describe_launch_template_versions()
+            .launch_template_name(t.launch_template_name().unwrap())
+            .send()
+            .await
+            .unwrap();
+        for v in versions.launch_template_versions() {
+            let placement = v.launch_template_data().and_then(|d| d.placement());
+            placements.extend(
+                placement.map(|p| (p.group_name().map(str::to_string), p.partition_number())),
+            );
+        }
+    }
+    assert_eq!(placements, [(Some("training".to_string()), Some(2))]);
     let none = cloud
         .nodeclass(&fx.nodeclass("default"), Utc::now())
         .await

@@ -36,6 +36,9 @@ pub struct Instance {
     /// The capacity reservation it runs in (EC2's `CapacityReservationId`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_reservation_id: Option<String>,
+    /// The partition EC2 placed it in, in a partition placement group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<i32>,
 }
 
 impl Instance {
@@ -74,6 +77,7 @@ impl Instance {
                     kind: None,
                     interruptible: None,
                 }),
+            partition: self.partition,
         }
     }
 }

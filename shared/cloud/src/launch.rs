@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use fleetwright_core::catalog::{architecture, overlaid_price, reserved_price, RawInstanceType};
 use fleetwright_core::labels::{
     CAPACITY_ON_DEMAND, CAPACITY_RESERVED, CAPACITY_SPOT, CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL,
-    RESERVATION_ID, ZONE,
+    PLACEMENT_GROUP_PARTITION, RESERVATION_ID, ZONE,
 };
 use fleetwright_core::model::{NodeOverlay, Taint, TaintEffect};
 use fleetwright_core::Catalog;
@@ -51,6 +51,10 @@ pub struct LaunchRequest {
     /// as Karpenter does when a price overlay applies, instead of by EC2's own prices.
     #[serde(skip)]
     pub overlays: Vec<NodeOverlay>,
+    /// The partition of a partition placement group the NodeClaim's requirements name (the
+    /// lowest, as Karpenter takes it, when they allow several); None lets EC2 choose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<i32>,
 }
 
 impl LaunchRequest {
@@ -114,6 +118,7 @@ impl LaunchRequest {
             taints: taints(&claim.spec.taints, "spec.taints")?,
             startup_taints: taints(&claim.spec.startup_taints, "spec.startupTaints")?,
             overlays: Vec::new(),
+            partition: lowest_partition(&values(PLACEMENT_GROUP_PARTITION)),
         })
     }
 
@@ -124,6 +129,14 @@ impl LaunchRequest {
     fn allows_zone(&self, zone: &str) -> bool {
         self.zones.is_empty() || self.zones.iter().any(|z| z == zone)
     }
+}
+
+/// The partition a launch targets among those allowed: the first in string order, parsed, as
+/// Karpenter's launch template provider picks it.
+fn lowest_partition(values: &[String]) -> Option<i32> {
+    let mut sorted: Vec<&String> = values.iter().collect();
+    sorted.sort();
+    sorted.first().and_then(|v| v.parse().ok())
 }
 
 /// One instance type in one zone, with the subnet and AMI it would use.
@@ -157,6 +170,9 @@ pub struct Launched {
     /// The capacity reservation it was launched into (capacity type `reserved`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reservation: Option<LaunchedReservation>,
+    /// The partition of its partition placement group, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<i32>,
 }
 
 /// The capacity reservation an instance runs in, with what the NodeClaim's labels say of it
@@ -480,6 +496,7 @@ mod tests {
             startup_taints: Vec::new(),
             overlays: Vec::new(),
             reservation_ids: None,
+            partition: None,
         }
     }
 

@@ -330,6 +330,7 @@ fn instance(i: usize) -> fleetwright_cloud::Instance {
         ),
         tags,
         capacity_reservation_id: None,
+        partition: None,
     }
 }
 

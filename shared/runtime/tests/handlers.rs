@@ -259,6 +259,7 @@ async fn launch_m5_large(
         startup_taints: Vec::new(),
         overlays: Vec::new(),
         reservation_ids: None,
+        partition: None,
     };
     cloud
         .launch(&request, &fx.nodeclass("default"), Utc::now())

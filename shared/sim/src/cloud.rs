@@ -436,18 +436,51 @@ fn resolved(nodeclass: &EC2NodeClass, release: u32, zones: &[String]) -> Resolve
     }
 }
 
-/// The simulated cloud holds every placement group a class names: a `cluster` group whose id
-/// is the one named, or `pg-` and the name.
+/// The simulated cloud holds every placement group a class names: its id the one named, or
+/// `pg-` and the name; a group whose name or id has `partition` in it is a `partition` group of
+/// [`PARTITIONS`] partitions, any other a `cluster` group.
 fn placement_group(nodeclass: &EC2NodeClass) -> Option<ResolvedPlacementGroup> {
     let selector = nodeclass.spec.placement_group_selector.as_ref()?;
     let name = selector.name.clone().unwrap_or_default();
     let id = selector.id.clone().unwrap_or_else(|| format!("pg-{name}"));
+    let partition = id.contains("partition") || name.contains("partition");
     Some(ResolvedPlacementGroup {
         id,
         name,
-        strategy: "cluster".into(),
-        partitions: None,
+        strategy: if partition { "partition" } else { "cluster" }.into(),
+        partitions: partition.then_some(PARTITIONS),
     })
+}
+
+/// How many partitions a simulated partition group has.
+pub const PARTITIONS: i32 = 3;
+
+/// The partition EC2 puts a new instance in: the one asked for, or else the group's partition
+/// with the fewest live instances (EC2 spreads a group's instances evenly), the lowest first.
+fn partition_for(
+    req: &LaunchRequest,
+    group: Option<&ResolvedPlacementGroup>,
+    live: &BTreeMap<String, SimInstance>,
+    nodeclass: &str,
+) -> Option<i32> {
+    let count = group.filter(|g| g.strategy == "partition")?.partitions?;
+    if let Some(p) = req.partition {
+        return Some(p);
+    }
+    let in_class = |i: &&SimInstance| {
+        i.instance
+            .tags
+            .get("karpenter.k8s.aws/ec2nodeclass")
+            .map(String::as_str)
+            == Some(nodeclass)
+    };
+    let used = |p: i32| {
+        live.values()
+            .filter(in_class)
+            .filter(|i| i.instance.partition == Some(p))
+            .count()
+    };
+    (1..=count).min_by_key(|p| (used(*p), *p))
 }
 
 fn api_error(fault: &CloudFault) -> CloudError {
@@ -500,6 +533,12 @@ impl SimCloud {
             let mut s = self.state();
             s.next_id += 1;
             s.launches += 1;
+            let partition = partition_for(
+                req,
+                resolved.placement_group.as_ref(),
+                &s.live,
+                &resolved.name,
+            );
             let instance = Instance {
                 id: format!("i-{:017x}", 0x5e1d_0000_0000_u64 + s.next_id),
                 instance_type: o.instance_type.clone(),
@@ -512,8 +551,12 @@ impl SimCloud {
                 launch_time: Some(now),
                 tags: launch::instance_tags(&self.cluster, req, nodeclass.spec.tags()),
                 capacity_reservation_id: o.reservation.clone(),
+                partition,
             };
             let mut launched = instance.launched();
+            // CreateFleet's answer does not say where EC2 placed the instance: only the
+            // partition asked for is known before DescribeInstances.
+            launched.partition = req.partition.filter(|_| partition.is_some());
             launched.reservation = o
                 .reservation
                 .as_deref()
@@ -661,6 +704,7 @@ mod tests {
             launch_time: None,
             tags: [(NODEPOOL.to_string(), "default".to_string())].into(),
             capacity_reservation_id: None,
+            partition: None,
         }
     }
 

@@ -329,6 +329,7 @@ mod tests {
                 launch_time: None,
                 tags,
                 capacity_reservation_id: None,
+                partition: None,
             },
             price: 0.1,
             warned: None,

@@ -261,6 +261,7 @@ impl Chaos {
                 launch_time: Some(sim.start),
                 tags: foreign_tags,
                 capacity_reservation_id: None,
+                partition: None,
             },
             0.0,
         );

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use crate::error::CoreError;
 use crate::labels::*;
-use crate::requirements::Requirements;
+use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
 /// Spot prices default to this fraction of the on-demand price until real spot prices are supplied.
@@ -116,6 +116,18 @@ pub struct NodeClassSettings {
     /// The capacity reservations the class selects: each adds a `reserved` offering to its
     /// instance type in its zone.
     pub reservations: Vec<CapacityReservation>,
+    /// The placement group the class launches into: every type carries its id, and a
+    /// partition group's partitions, as requirements (Karpenter's), so pods can select a
+    /// partition or spread over them.
+    pub placement_group: Option<PlacementGroup>,
+}
+
+/// A placement group as the catalog needs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PlacementGroup {
+    pub id: String,
+    /// How many partitions a `partition` group has; 0 for other strategies.
+    pub partitions: u32,
 }
 
 /// An instance type resolved for one node class: labels as requirements, capacity, allocatable.
@@ -140,6 +152,19 @@ impl InstanceType {
                     .total_cmp(&b.price)
                     .then_with(|| a.zone.cmp(&b.zone))
             })
+    }
+}
+
+/// A type launched into a placement group carries the group's id, and in a partition group
+/// one of its partitions (1 to N): the domains a spread over partitions counts.
+fn add_placement_group(reqs: &mut Requirements, group: &PlacementGroup) {
+    reqs.add(Requirement::single(PLACEMENT_GROUP_ID, &group.id));
+    if group.partitions > 0 {
+        let partitions = (1..=group.partitions).map(|p| p.to_string());
+        reqs.add(Requirement::in_values(
+            PLACEMENT_GROUP_PARTITION,
+            partitions,
+        ));
     }
 }
 
@@ -376,7 +401,10 @@ impl Catalog {
         allocatable.cpu = allocatable.cpu.max(0);
         allocatable.memory = allocatable.memory.max(0);
         allocatable.ephemeral = allocatable.ephemeral.max(0);
-        let requirements = type_requirements(raw, arch, &offerings, &self.region);
+        let mut requirements = type_requirements(raw, arch, &offerings, &self.region);
+        if let Some(group) = &settings.placement_group {
+            add_placement_group(&mut requirements, group);
+        }
         let mut resolved = InstanceType {
             name: raw.instance_type.clone(),
             requirements,

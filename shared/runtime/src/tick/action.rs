@@ -42,6 +42,13 @@ pub enum Action {
         nodeclaim: String,
         annotations: std::collections::BTreeMap<String, String>,
     },
+    /// Label a NodeClaim launched into a partition placement group, without a partition of its
+    /// own, with the partition EC2 placed its instance in (Karpenter's placement-group
+    /// registration hook): its node registers only then, so spreads over partitions count it.
+    LabelPartition {
+        nodeclaim: String,
+        partition: String,
+    },
     /// Set a NodeClaim's `Drifted` condition to the reason it has drifted, or clear it (None):
     /// what `kubectl describe nodeclaim` shows, as with Karpenter.
     MarkDrifted {

@@ -12,6 +12,7 @@ use fleetwright_core::disruption::{
     drift, CLASS_HASH_VERSION, LEGACY_HASH_VERSION, NODECLASS_HASH, NODECLASS_HASH_VERSION,
     NODEPOOL_HASH, NODEPOOL_HASH_VERSION, POOL_HASH_VERSION,
 };
+use fleetwright_core::labels::PLACEMENT_GROUP_PARTITION;
 use fleetwright_core::plan::NewNodeClaim;
 use fleetwright_core::replicas::ReplicaPlan;
 use fleetwright_core::{Catalog, Plan, Snapshot};
@@ -131,13 +132,14 @@ pub fn unlaunched(claims: &[NodeClaim]) -> Vec<Action> {
         .collect()
 }
 
-/// Launched, unregistered NodeClaims whose node has joined.
+/// Launched, unregistered NodeClaims whose node has joined; one whose partition is not known
+/// yet waits for it ([`partition_labels`]).
 pub fn registrations(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
     claims
         .iter()
         .filter_map(|claim| {
             let provider = provider_id(claim)?;
-            if has_condition(claim, "Registered") {
+            if has_condition(claim, "Registered") || awaits_partition(claim) {
                 return None;
             }
             let node = dump
@@ -512,6 +514,32 @@ pub fn garbage(
         .map(|orphan| Action::CollectGarbage {
             instance_id: orphan.id.clone(),
             nodeclaim: orphan.nodeclaim().map(str::to_string),
+        })
+        .collect()
+}
+
+/// Whether a NodeClaim launched into a partition group still has the empty partition label
+/// its launch wrote when no partition was asked for.
+fn awaits_partition(claim: &NodeClaim) -> bool {
+    let labels = claim.metadata.labels.as_ref();
+    labels
+        .and_then(|l| l.get(PLACEMENT_GROUP_PARTITION))
+        .is_some_and(String::is_empty)
+}
+
+/// NodeClaims awaiting their partition whose instance EC2 now lists in one: each is labelled
+/// with it, as Karpenter's placement-group registration hook does from DescribeInstances.
+pub fn partition_labels(claims: &[NodeClaim], owned: &[Instance]) -> Vec<Action> {
+    claims
+        .iter()
+        .filter(|c| awaits_partition(c))
+        .filter_map(|c| {
+            let id = provider_id(c).and_then(instance_id)?;
+            let partition = owned.iter().find(|i| i.id == id)?.partition?;
+            Some(Action::LabelPartition {
+                nodeclaim: name_of(c),
+                partition: partition.to_string(),
+            })
         })
         .collect()
 }

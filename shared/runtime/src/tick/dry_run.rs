@@ -36,6 +36,12 @@ pub(crate) fn describe(action: &Action, summary: &mut TickSummary) {
             info!(target: TICK, nodeclaim = %nodeclaim, "re-stamping the nodeclaim's hashes with this version");
             summary.restamped.push(nodeclaim.clone());
         }
+        Action::LabelPartition {
+            nodeclaim,
+            partition,
+        } => {
+            info!(target: TICK, nodeclaim = %nodeclaim, %partition, "labelling the nodeclaim with its instance's placement group partition");
+        }
         Action::MarkDrifted { nodeclaim, reason } => match reason {
             Some(reason) => info!(target: TICK, nodeclaim = %nodeclaim, %reason, "marking drifted"),
             None => {

@@ -7,7 +7,7 @@ use chrono::{DateTime, Timelike, Utc};
 use fleetwright_cloud::unavailable::UnavailableOfferings;
 use fleetwright_cloud::{Cloud, LaunchRequest, Launched};
 use fleetwright_core::disruption::{SECURITY_GROUP_IDS, SUBNET_ID};
-use fleetwright_core::labels::PLACEMENT_GROUP_ID;
+use fleetwright_core::labels::{PLACEMENT_GROUP_ID, PLACEMENT_GROUP_PARTITION};
 use fleetwright_kube::crds::{NodeClaim, NodeClaimStatus};
 use fleetwright_kube::dump::ClusterDump;
 use fleetwright_kube::{executor, state};
@@ -139,6 +139,14 @@ impl<C: Cloud> Tick<C> {
                 self.restamp(&nodeclaim, &annotations).await?;
                 info!(target: TICK, nodeclaim = %nodeclaim, "re-stamped the nodeclaim's hashes with this version");
                 ctx.summary.restamped.push(nodeclaim);
+            }
+            Action::LabelPartition {
+                nodeclaim,
+                partition,
+            } => {
+                self.label_nodeclaim(&nodeclaim, PLACEMENT_GROUP_PARTITION, &partition)
+                    .await?;
+                info!(target: TICK, nodeclaim = %nodeclaim, %partition, "labelled the nodeclaim with its instance's placement group partition");
             }
             Action::MarkDrifted { nodeclaim, reason } => {
                 self.mark_drifted(&nodeclaim, reason.as_deref(), now)
@@ -444,9 +452,9 @@ impl<C: Cloud> Tick<C> {
             zone: launched.zone.clone(),
             capacity_type: launched.capacity_type.clone(),
         });
-        let placement = placement_group_of(&ctx.resolved, claim);
+        let placement = placement_labels(&ctx.resolved, claim, &launched);
         if let Err(e) = self
-            .record_launch(claim, &launched, placement.as_deref(), ctx.now)
+            .record_launch(claim, &launched, &placement, ctx.now)
             .await
         {
             warn!(target: TICK, nodeclaim = %name, instance_id = %launched.instance_id, error = %e, "launched, but recording the instance failed; the next tick adopts it by tag");
@@ -492,7 +500,7 @@ impl<C: Cloud> Tick<C> {
         &self,
         claim: &NodeClaim,
         launched: &Launched,
-        placement_group: Option<&str>,
+        placement: &[(&str, String)],
         now: DateTime<Utc>,
     ) -> Result<(), RuntimeError> {
         let name = name_of(claim);
@@ -532,8 +540,8 @@ impl<C: Cloud> Tick<C> {
                 map.insert(k.to_string(), v.to_string());
             }
             map.extend(reservation_labels.clone());
-            if let Some(group) = placement_group {
-                map.insert(PLACEMENT_GROUP_ID.to_string(), group.to_string());
+            for (k, v) in placement {
+                map.insert(k.to_string(), v.clone());
             }
             let map = next
                 .metadata
@@ -619,6 +627,22 @@ impl<C: Cloud> Tick<C> {
                 .annotations
                 .get_or_insert_with(Default::default);
             map.extend(annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
+            (next.metadata != current.metadata).then_some(next)
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn label_nodeclaim(
+        &self,
+        name: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<(), RuntimeError> {
+        executor::update_nodeclaim(self.kube.clone(), name, |current| {
+            let mut next = current.clone();
+            let map = next.metadata.labels.get_or_insert_with(Default::default);
+            map.insert(key.to_string(), value.to_string());
             (next.metadata != current.metadata).then_some(next)
         })
         .await?;
@@ -839,6 +863,7 @@ fn independent_target(action: &Action) -> Option<String> {
         | Action::Initialize { nodeclaim, .. }
         | Action::Restamp { nodeclaim, .. }
         | Action::MarkDrifted { nodeclaim, .. }
+        | Action::LabelPartition { nodeclaim, .. }
         | Action::ScaleDown { nodeclaim, .. }
         | Action::ForgetNodeClaim { nodeclaim, .. } => Some(nodeclaim.clone()),
         Action::EvictForDeletion { node, .. } => Some(node.clone()),
@@ -848,17 +873,29 @@ fn independent_target(action: &Action) -> Option<String> {
 }
 
 /// The NodeClaim or instance an action terminates, if it terminates one.
-/// The id of the placement group a NodeClaim's EC2NodeClass launches into, as resolved this
-/// tick (Karpenter labels the NodeClaim with it at launch).
-fn placement_group_of(resolved: &super::status::Resolutions, claim: &NodeClaim) -> Option<String> {
-    let class = &claim.spec.node_class_ref.as_ref()?.name;
-    let group = resolved
-        .get(class)?
-        .as_ref()
-        .ok()?
-        .placement_group
-        .as_ref()?;
-    Some(group.id.clone())
+/// The placement group labels of a NodeClaim, as Karpenter writes them at launch: the id of the
+/// group its EC2NodeClass launches into, as resolved this tick, and in a partition group the
+/// partition its instance went to, or an empty value until EC2 says which
+/// ([`decide::partition_labels`]).
+fn placement_labels(
+    resolved: &super::status::Resolutions,
+    claim: &NodeClaim,
+    launched: &Launched,
+) -> Vec<(&'static str, String)> {
+    let class = claim.spec.node_class_ref.as_ref().map(|r| &r.name);
+    let group = class
+        .and_then(|c| resolved.get(c))
+        .and_then(|r| r.as_ref().ok())
+        .and_then(|r| r.placement_group.as_ref());
+    let Some(group) = group else {
+        return Vec::new();
+    };
+    let mut out = vec![(PLACEMENT_GROUP_ID, group.id.clone())];
+    if group.strategy == "partition" {
+        let partition = launched.partition.map(|p| p.to_string());
+        out.push((PLACEMENT_GROUP_PARTITION, partition.unwrap_or_default()));
+    }
+    out
 }
 
 /// The labels of the reservation an instance runs in, as Karpenter writes them: its id, and its

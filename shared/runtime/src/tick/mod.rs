@@ -189,6 +189,7 @@ impl<C: Cloud> Tick<C> {
         let resolved = self.resolve_all(&dump, now).await;
         let reservations = reservations_of(&dump, &resolved);
         reservations::apply(&mut snapshot, &reservations, now);
+        placement_groups(&mut snapshot, &resolved);
         let mut claims: Vec<NodeClaim> = dump.nodeclaims.clone();
         let mut ctx = Applied {
             dump: &dump,
@@ -353,6 +354,8 @@ impl<C: Cloud> Tick<C> {
             .collect();
         let garbage = decide::garbage(ctx.claims, &launched, &owned, ctx.now);
         self.apply(garbage, ctx).await?;
+        let partitions = decide::partition_labels(ctx.claims, &owned);
+        self.apply(partitions, ctx).await?;
         let stranded = decide::stranded(ctx.dump, ctx.claims, &launched, &owned, ctx.now);
         self.apply(stranded, ctx).await
     }
@@ -589,6 +592,25 @@ fn reservations_of(
         }
     }
     out
+}
+
+/// The placement group each EC2NodeClass launches into, for the catalog the core plans on:
+/// its id, and a partition group's partitions, become requirements of every instance type.
+fn placement_groups(snapshot: &mut Snapshot, resolved: &status::Resolutions) {
+    for r in resolved.values().flatten() {
+        let Some(group) = &r.placement_group else {
+            continue;
+        };
+        let partitions = match group.strategy.as_str() {
+            "partition" => group.partitions.unwrap_or(0).max(0) as u32,
+            _ => 0,
+        };
+        let settings = snapshot.node_classes.entry(r.name.clone()).or_default();
+        settings.placement_group = Some(fleetwright_core::catalog::PlacementGroup {
+            id: group.id.clone(),
+            partitions,
+        });
+    }
 }
 
 /// What the EC2NodeClasses resolve to now (AMIs, subnets, security groups), for drift.
