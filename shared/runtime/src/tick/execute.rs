@@ -467,6 +467,9 @@ impl<C: Cloud> Tick<C> {
             .status
             .get_or_insert_with(Default::default)
             .provider_id = Some(launched.provider_id());
+        // This tick's end labels a partition EC2 chose only on a NodeClaim that shows it waits.
+        let labels = claim.metadata.labels.get_or_insert_with(Default::default);
+        labels.extend(placement.into_iter().map(|(k, v)| (k.to_string(), v)));
     }
 
     /// Asks the cloud for the NodeClaim's instance (a new one, or the one it already has).
