@@ -45,6 +45,35 @@ async fn describe(cloud: &Ec2Cloud, id: &str) -> aws_sdk_ec2::types::Instance {
     describe_instance(&cloud.clients().ec2, id).await
 }
 
+/// The data of every version of every launch template a cluster owns.
+async fn template_data(
+    ec2: &aws_sdk_ec2::Client,
+    cluster: &str,
+) -> Vec<aws_sdk_ec2::types::ResponseLaunchTemplateData> {
+    let owned = Filter::builder()
+        .name(format!("tag:kubernetes.io/cluster/{cluster}"))
+        .values("owned")
+        .build();
+    let templates = ec2
+        .describe_launch_templates()
+        .filters(owned)
+        .send()
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for t in templates.launch_templates() {
+        let versions = ec2
+            .describe_launch_template_versions()
+            .launch_template_name(t.launch_template_name().unwrap())
+            .send()
+            .await
+            .unwrap();
+        let data = versions.launch_template_versions().iter();
+        out.extend(data.filter_map(|v| v.launch_template_data().cloned()));
+    }
+    out
+}
+
 fn tag<'a>(i: &'a aws_sdk_ec2::types::Instance, key: &str) -> Option<&'a str> {
     i.tags()
         .iter()
@@ -375,34 +404,14 @@ async fn a_capacity_reservation_is_resolved_and_launched_into() {
             .and_then(|r| r.kind.as_deref()),
         Some("default")
     );
-    let templates = ec2
-        .describe_launch_templates()
-        .filters(
-            Filter::builder()
-                .name("tag:kubernetes.io/cluster/reserved")
-                .values("owned")
-                .build(),
-        )
-        .send()
+    let targets: Vec<String> = template_data(ec2, "reserved")
         .await
-        .unwrap();
-    let mut targets = Vec::new();
-    for t in templates.launch_templates() {
-        let versions = ec2
-            .describe_launch_template_versions()
-            .launch_template_name(t.launch_template_name().unwrap())
-            .send()
-            .await
-            .unwrap();
-        for v in versions.launch_template_versions() {
-            let target = v
-                .launch_template_data()
-                .and_then(|d| d.capacity_reservation_specification())
-                .and_then(|c| c.capacity_reservation_target())
-                .and_then(|t| t.capacity_reservation_id());
-            targets.extend(target.map(str::to_string));
-        }
-    }
+        .iter()
+        .filter_map(|d| d.capacity_reservation_specification())
+        .filter_map(|c| c.capacity_reservation_target())
+        .filter_map(|t| t.capacity_reservation_id())
+        .map(str::to_string)
+        .collect();
     assert_eq!(
         targets,
         std::slice::from_ref(&id),
@@ -481,33 +490,13 @@ async fn a_placement_group_is_resolved_by_name_or_id_and_an_unknown_one_is_named
         .await
         .expect("a launch into the group");
     assert_eq!(launched.partition, Some(2));
-    let ec2 = &cloud.clients().ec2;
-    let templates = ec2
-        .describe_launch_templates()
-        .filters(
-            Filter::builder()
-                .name("tag:kubernetes.io/cluster/placed")
-                .values("owned")
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
-    let mut placements = Vec::new();
-    for t in templates.launch_templates() {
-        let versions = ec2
-            .describe_launch_template_versions()
-            .launch_template_name(t.launch_template_name().unwrap())
-            .send()
+    let placements: Vec<(Option<String>, Option<i32>)> =
+        template_data(&cloud.clients().ec2, "placed")
             .await
-            .unwrap();
-        for v in versions.launch_template_versions() {
-            let placement = v.launch_template_data().and_then(|d| d.placement());
-            placements.extend(
-                placement.map(|p| (p.group_name().map(str::to_string), p.partition_number())),
-            );
-        }
-    }
+            .iter()
+            .filter_map(|d| d.placement())
+            .map(|p| (p.group_name().map(str::to_string), p.partition_number()))
+            .collect();
     assert_eq!(placements, [(Some("training".to_string()), Some(2))]);
     let none = cloud
         .nodeclass(&fx.nodeclass("default"), Utc::now())

@@ -623,29 +623,36 @@ impl<C: Cloud> Tick<C> {
         name: &str,
         annotations: &std::collections::BTreeMap<String, String>,
     ) -> Result<(), RuntimeError> {
-        executor::update_nodeclaim(self.kube.clone(), name, |current| {
-            let mut next = current.clone();
-            let map = next
-                .metadata
-                .annotations
-                .get_or_insert_with(Default::default);
+        self.update_metadata(name, |m| {
+            let map = m.annotations.get_or_insert_with(Default::default);
             map.extend(annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
-            (next.metadata != current.metadata).then_some(next)
         })
-        .await?;
-        Ok(())
+        .await
     }
 
+    /// Sets one label of a NodeClaim.
     async fn label_nodeclaim(
         &self,
         name: &str,
         key: &str,
         value: &str,
     ) -> Result<(), RuntimeError> {
+        self.update_metadata(name, |m| {
+            let map = m.labels.get_or_insert_with(Default::default);
+            map.insert(key.to_string(), value.to_string());
+        })
+        .await
+    }
+
+    /// Changes a NodeClaim's metadata with `change`, writing only when it changed something.
+    async fn update_metadata(
+        &self,
+        name: &str,
+        change: impl Fn(&mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta),
+    ) -> Result<(), RuntimeError> {
         executor::update_nodeclaim(self.kube.clone(), name, |current| {
             let mut next = current.clone();
-            let map = next.metadata.labels.get_or_insert_with(Default::default);
-            map.insert(key.to_string(), value.to_string());
+            change(&mut next.metadata);
             (next.metadata != current.metadata).then_some(next)
         })
         .await?;
