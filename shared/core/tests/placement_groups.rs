@@ -126,3 +126,28 @@ fn a_pod_selecting_a_partition_gets_a_nodeclaim_in_it_and_waits_for_one_beyond_t
     assert!(beyond.nodeclaims.is_empty(), "{:?}", beyond.nodeclaims);
     assert_eq!(beyond.unschedulable.len(), 1);
 }
+
+#[test]
+fn a_spread_over_partitions_without_a_partition_group_says_so() {
+    let ps: Vec<Pod> = (0..2)
+        .map(|i| {
+            let mut p = labelled(pod(&format!("mpi-{i}"), 500, 512), &[("app", "mpi")]);
+            p.spread
+                .push(spread(PLACEMENT_GROUP_PARTITION, 1, &[("app", "mpi")]));
+            p.anti_affinity.push(term(&[("app", "mpi")], HOSTNAME));
+            p
+        })
+        .collect();
+    let pools = vec![pool_with("default", vec![zones3()])];
+    let unplaced = plan(&snapshot(ps, pools));
+    assert!(unplaced.nodeclaims.is_empty(), "{:?}", unplaced.nodeclaims);
+    assert_eq!(unplaced.unschedulable.len(), 2);
+    for u in &unplaced.unschedulable {
+        assert!(
+            u.reason
+                .contains(&format!("topology spread over {PLACEMENT_GROUP_PARTITION}")),
+            "{}",
+            u.reason
+        );
+    }
+}

@@ -106,6 +106,14 @@ pub(crate) fn attempt(pool: &PoolCtx, pod: &Pod, reqs: &Requirements) -> Attempt
             ),
         };
     }
+    if let Some(key) = spread_without_domains(pool, pod) {
+        return Attempt {
+            stage: 5,
+            reason: format!(
+                "topology spread over {key}: no node of nodepool {name:?} would carry that label"
+            ),
+        };
+    }
     let constraint = if !pod.anti_affinity.is_empty() {
         "pod anti-affinity"
     } else if !pod.affinity.is_empty() {
@@ -179,4 +187,16 @@ fn type_list(pool: &PoolCtx, allowed: &[usize]) -> String {
         return format!("{}, … {more} more", names.join(", "));
     }
     names.join(", ")
+}
+
+/// The key of a hard topology spread that no node of the pool would be labelled with: the pool
+/// neither sets nor requires it and none of its instance types has it (a spread over placement
+/// group partitions in a class with no partition group). kube-scheduler counts only nodes with
+/// every key a pod spreads over, so the pool can never take the pod.
+fn spread_without_domains<'a>(pool: &PoolCtx, pod: &'a Pod) -> Option<&'a str> {
+    pod.spread
+        .iter()
+        .filter(|s| s.hard && s.topology_key != crate::labels::HOSTNAME)
+        .map(|s| s.topology_key.as_str())
+        .find(|key| pool.base.get(key).is_none() && pool.label_values(key).is_empty())
 }
