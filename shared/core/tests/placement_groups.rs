@@ -29,6 +29,19 @@ fn in_group(pods: Vec<Pod>, partitions: u32) -> Snapshot {
     snap
 }
 
+/// `n` pods of `app: mpi` spreading over partitions (skew 1), one to a node.
+fn spreading_pods(n: usize) -> Vec<Pod> {
+    (0..n)
+        .map(|i| {
+            let mut p = labelled(pod(&format!("mpi-{i}"), 500, 512), &[("app", "mpi")]);
+            p.spread
+                .push(spread(PLACEMENT_GROUP_PARTITION, 1, &[("app", "mpi")]));
+            p.anti_affinity.push(term(&[("app", "mpi")], HOSTNAME));
+            p
+        })
+        .collect()
+}
+
 /// The partitions a NodeClaim's requirements allow.
 fn partitions_of(plan: &Plan, i: usize) -> Vec<String> {
     plan.nodeclaims[i]
@@ -84,15 +97,7 @@ fn every_type_of_a_class_in_a_partition_group_carries_its_id_and_partitions() {
 
 #[test]
 fn a_spread_over_partitions_puts_each_nodeclaim_in_one_partition_evenly() {
-    let ps: Vec<Pod> = (0..6)
-        .map(|i| {
-            let mut p = labelled(pod(&format!("mpi-{i}"), 500, 512), &[("app", "mpi")]);
-            p.spread
-                .push(spread(PLACEMENT_GROUP_PARTITION, 1, &[("app", "mpi")]));
-            p.anti_affinity.push(term(&[("app", "mpi")], HOSTNAME));
-            p
-        })
-        .collect();
+    let ps = spreading_pods(6);
     let plan = plan(&in_group(ps, 3));
     assert_eq!(plan.nodeclaims.len(), 6, "{:?}", plan.unschedulable);
     let mut per_partition: BTreeMap<String, usize> = BTreeMap::new();
@@ -129,15 +134,7 @@ fn a_pod_selecting_a_partition_gets_a_nodeclaim_in_it_and_waits_for_one_beyond_t
 
 #[test]
 fn a_spread_over_partitions_without_a_partition_group_says_so() {
-    let ps: Vec<Pod> = (0..2)
-        .map(|i| {
-            let mut p = labelled(pod(&format!("mpi-{i}"), 500, 512), &[("app", "mpi")]);
-            p.spread
-                .push(spread(PLACEMENT_GROUP_PARTITION, 1, &[("app", "mpi")]));
-            p.anti_affinity.push(term(&[("app", "mpi")], HOSTNAME));
-            p
-        })
-        .collect();
+    let ps = spreading_pods(2);
     let pools = vec![pool_with("default", vec![zones3()])];
     let unplaced = plan(&snapshot(ps, pools));
     assert!(unplaced.nodeclaims.is_empty(), "{:?}", unplaced.nodeclaims);
