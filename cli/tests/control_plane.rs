@@ -1052,31 +1052,126 @@ async fn the_readme_story_ends_with_every_pod_running_and_no_node_left() {
         .await
         .unwrap();
     assert!(pooled.items.is_empty(), "{:?}", pooled.items);
+    // Nothing the run labelled is left, and what it did not create is still there.
+    let run = ListParams::default().labels("fleetwright.io/simulate-run");
+    assert!(nodes.list(&run).await.unwrap().items.is_empty());
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::all(admin.clone());
+    assert!(deployments.list(&run).await.unwrap().items.is_empty());
+    let maps: Api<ConfigMap> = Api::namespaced(admin.clone(), "karpenter");
+    assert!(maps.list(&run).await.unwrap().items.is_empty());
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin);
+    assert!(
+        namespaces.get_opt("karpenter").await.unwrap().is_some(),
+        "the manifests' namespace stays"
+    );
+}
+
+/// The objects of a cluster in use that a wrong kube context would point `simulate` at: an EC2
+/// node of a managed node group, the VPC CNI's DaemonSet, and another autoscaler's NodeClaim.
+fn in_use() -> [(Value, ApiResource, Option<&'static str>); 3] {
+    let daemonset = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "aws-node", "namespace": "kube-system"},
+        "spec": {"selector": {"matchLabels": {"k8s-app": "aws-node"}},
+            "template": {"metadata": {"labels": {"k8s-app": "aws-node"}},
+                "spec": {"containers": [{"name": "aws-node", "image": "amazon-k8s-cni"}]}}}});
+    let node = json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "ip-10-0-1-2.ec2.internal", "labels": {"eks.amazonaws.com/nodegroup": "ng-1"}}});
+    let claim = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "someone-elses", "labels": {"karpenter.sh/nodepool": "default"},
+            "finalizers": ["karpenter.sh/termination"]},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}]}});
+    let gvk = |g: &str, v: &str, k: &str, plural: &str| {
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(g, v, k), plural)
+    };
+    [
+        (node, gvk("", "v1", "Node", "nodes"), None),
+        (
+            daemonset,
+            gvk("apps", "v1", "DaemonSet", "daemonsets"),
+            Some("kube-system"),
+        ),
+        (
+            claim,
+            gvk("karpenter.sh", "v1", "NodeClaim", "nodeclaims"),
+            None,
+        ),
+    ]
+}
+
+fn dynamic(admin: &Client, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(admin.clone(), ns, resource),
+        None => Api::all_with(admin.clone(), resource),
+    }
 }
 
 #[tokio::test]
 #[ignore = "needs the control plane: scripts/control-plane.sh run DIR -- cargo test ... -- --ignored"]
-async fn simulate_refuses_a_cluster_whose_nodeclaims_it_would_take_for_its_own() {
+async fn simulate_refuses_a_cluster_in_use_before_any_write_and_leaves_it_as_it_was() {
     let admin = setup().await;
     apply(&admin, &nodeclass()).await.unwrap();
-    let claim = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": "someone-elses", "labels": {"karpenter.sh/nodepool": "default"}},
-        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}]}});
-    apply(&admin, &claim).await.unwrap();
+    let mut versions = Vec::new();
+    for (object, resource, namespace) in in_use() {
+        let api = dynamic(&admin, &resource, namespace);
+        let name = object["metadata"]["name"].as_str().unwrap();
+        let object: DynamicObject = serde_json::from_value(object.clone()).unwrap();
+        let created = match api.create(&PostParams::default(), &object).await {
+            Ok(o) => o,
+            Err(e) if api_code(&e) == 409 => api.get(name).await.unwrap(),
+            Err(e) => panic!("{e}"),
+        };
+        versions.push((api, name.to_string(), created.metadata.resource_version));
+    }
+    // The example scenarios as they were: a DaemonSet named as the VPC CNI's.
+    let scenario = std::fs::read_to_string(common::repo("examples/simulate/control-plane.yaml"))
+        .unwrap()
+        .replace(
+            "name: simulated-node-agent\n    namespace: default",
+            "name: aws-node\n    namespace: kube-system",
+        );
+    assert!(scenario.contains("name: aws-node"));
     let out = common::fleetwright(&[
         "simulate",
         "--kubeconfig",
         &std::env::var("KUBECONFIG").unwrap(),
         "--scenario",
-        &common::repo("examples/simulate/control-plane.yaml"),
+        &common::write_temp("old-names.yaml", &scenario),
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
+    for named in [
+        "Node ip-10-0-1-2.ec2.internal",
+        "NodeClaim someone-elses",
+        "scripts/control-plane.sh",
+    ] {
+        assert!(stderr.contains(named), "{named} in: {stderr}");
+    }
+    for (api, name, version) in &versions {
+        let now = api.get(name).await.expect("left in place");
+        assert_eq!(&now.metadata.resource_version, version, "{name} unchanged");
+        assert!(now
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .keys()
+            .all(|k| !k.starts_with("fleetwright.io/")));
+    }
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(admin.clone(), "default");
     assert!(
-        stderr.contains("NodeClaims") && stderr.contains("someone-elses"),
-        "{stderr}"
+        deployments.get_opt("inflate").await.unwrap().is_none(),
+        "nothing created"
     );
-    let claims: Api<NodeClaim> = Api::all(admin);
-    assert!(claims.get("someone-elses").await.is_ok(), "left as it was");
+    // The test's own objects go, so that the tests after it see none of them.
+    for (api, name, _) in versions {
+        let _ = api
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await;
+        let _ = api.delete(&name, &DeleteParams::default()).await;
+    }
 }

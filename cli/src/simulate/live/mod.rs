@@ -8,30 +8,33 @@
 //! pod, the EventBridge schedule, and the interruption queue. Tick and interruption are the
 //! real use cases, under the identity of `--controller-kubeconfig` (default: `--kubeconfig`'s).
 //!
-//! It refuses a cluster that already has NodeClaims or nodes of a NodePool: the simulated cloud
-//! would take them for its own. At the end it removes what it created.
+//! It touches only what it created: [`guard`] refuses a cluster in use before the first write,
+//! every object the run creates carries its run label, and [`owned`] is the only way it
+//! changes or deletes anything. At the end [`clean`] removes what it created.
+
+mod clean;
+mod guard;
+mod kubelet;
+mod owned;
+mod setup;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use chrono::{DateTime, Duration, Utc};
 use fleetwright_core::{Catalog, NodeClassSettings};
-use fleetwright_kube::crds::NodeClaim;
 use fleetwright_runtime::interruption::Interruption;
 use fleetwright_runtime::settings::Settings;
 use fleetwright_runtime::tick::Tick;
 use fleetwright_runtime::webhook::Webhook;
 use fleetwright_sim::SimCloud;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams,
-};
-use kube::discovery::Scope;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ApiResource, DeleteParams, ListParams};
 use kube::Client;
 use serde_json::{json, Value};
 use tracing::{info, warn};
@@ -71,7 +74,10 @@ pub async fn run(
         None => admin.clone(),
     };
     let mut live = Live::new(scenario, admin, controller, catalog, clock, bar)?;
-    live.prepare().await?;
+    if let Err(e) = live.prepare().await {
+        live.clean_up().await;
+        return Err(e);
+    }
     let report = live.run().await;
     live.clean_up().await;
     report
@@ -103,12 +109,23 @@ struct Live {
     interruption: Interruption<Arc<SimCloud>, QueuedNudges>,
     webhook: Webhook<QueuedNudges>,
     nudges: QueuedNudges,
+    /// The namespace of the tick's Lease and state ConfigMap, and the Lease's name.
     namespace: String,
+    lease: String,
     rng: Rng,
     watch: super::watch::Watch,
+    /// This run: the value of the label on everything it creates.
+    run: owned::Run,
+    /// Whether the guard let the run through (nothing to clean up before).
+    prepared: bool,
+    /// The scenario's objects the run created.
     applied: Vec<Applied>,
+    /// The namespaces the run created.
+    namespaces: Vec<String>,
     /// Nodes registered for instances: name → providerID.
     nodes: BTreeMap<String, String>,
+    /// Instances (providerIDs) whose Node name was taken by an object not of this run.
+    refused: BTreeSet<String>,
     /// Pods seen, by uid.
     seen_pods: BTreeSet<String>,
     /// Workload pods: uid → (created, seconds until bound).
@@ -161,176 +178,20 @@ impl Live {
             webhook: Webhook::new(nudges.clone(), None),
             nudges,
             namespace: settings.namespace.clone(),
+            lease: settings.lease_name.clone(),
             catalog,
             cloud,
             admin,
             watch: Default::default(),
+            run: owned::Run::fresh(),
+            prepared: false,
             applied: Vec::new(),
+            namespaces: Vec::new(),
             nodes: BTreeMap::new(),
+            refused: BTreeSet::new(),
             seen_pods: BTreeSet::new(),
             waits: BTreeMap::new(),
         })
-    }
-
-    /// Refuses a cluster with NodeClaims or NodePool nodes, installs the CRDs and the
-    /// namespace if missing, and applies the scenario's objects.
-    async fn prepare(&mut self) -> anyhow::Result<()> {
-        self.clock.set(Utc::now());
-        self.refuse_a_managed_cluster().await?;
-        self.install_crds().await?;
-        self.ensure_namespace(&self.namespace.clone()).await?;
-        let objects = self.scenario.objects.clone();
-        for (index, object) in objects.iter().enumerate() {
-            self.apply(object)
-                .await
-                .with_context(|| format!("the scenario's objects[{index}]"))?;
-        }
-        info!(target: "simulate::scenario", objects = objects.len(), "scenario applied to the cluster");
-        Ok(())
-    }
-
-    /// Applies Fleetwright's CRDs and waits until the API server serves them.
-    async fn install_crds(&self) -> anyhow::Result<()> {
-        let api: Api<CustomResourceDefinition> = Api::all(self.admin.clone());
-        let mut names = Vec::new();
-        for crd in fleetwright_kube::crds::definitions() {
-            let name = crd.metadata.name.clone().unwrap_or_default();
-            api.patch(
-                &name,
-                &PatchParams::apply(MANAGER).force(),
-                &Patch::Apply(&crd),
-            )
-            .await
-            .with_context(|| format!("installing CustomResourceDefinition {name}"))?;
-            names.push(name);
-        }
-        let deadline = Utc::now() + Duration::seconds(30);
-        for name in names {
-            loop {
-                let established = api
-                    .get(&name)
-                    .await
-                    .ok()
-                    .and_then(|c| c.status)
-                    .and_then(|s| s.conditions)
-                    .is_some_and(|c| {
-                        c.iter()
-                            .any(|c| c.type_ == "Established" && c.status == "True")
-                    });
-                if established {
-                    break;
-                }
-                if Utc::now() > deadline {
-                    bail!("CustomResourceDefinition {name} is not Established after 30 s");
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            }
-        }
-        Ok(())
-    }
-
-    async fn refuse_a_managed_cluster(&self) -> anyhow::Result<()> {
-        let claims: Api<NodeClaim> = Api::all(self.admin.clone());
-        if let Ok(list) = claims.list(&ListParams::default().limit(5)).await {
-            let names: Vec<String> = list
-                .items
-                .iter()
-                .filter_map(|c| c.metadata.name.clone())
-                .collect();
-            if !names.is_empty() {
-                bail!("the cluster has NodeClaims ({}): simulate --kubeconfig runs on a cluster without a node autoscaler (a kwok or test cluster), where it cannot take another's nodes for its own", names.join(", "));
-            }
-        }
-        let nodes: Api<Node> = Api::all(self.admin.clone());
-        let pooled = nodes
-            .list(
-                &ListParams::default()
-                    .labels(fleetwright_core::labels::NODEPOOL)
-                    .limit(5),
-            )
-            .await
-            .context("listing nodes")?;
-        if let Some(node) = pooled.items.first() {
-            bail!(
-                "node {} belongs to a NodePool: simulate --kubeconfig runs on a cluster without a node autoscaler (a kwok or test cluster)",
-                node.metadata.name.as_deref().unwrap_or_default()
-            );
-        }
-        Ok(())
-    }
-
-    async fn ensure_namespace(&self, name: &str) -> anyhow::Result<()> {
-        let api: Api<Namespace> = Api::all(self.admin.clone());
-        let object = serde_json::from_value(json!({"metadata": {"name": name}}))?;
-        match api.create(&PostParams::default(), &object).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-            Err(e) => Err(e).with_context(|| format!("creating namespace {name}")),
-        }
-    }
-
-    /// Server-side applies one object, its kind resolved through discovery.
-    async fn apply(&mut self, object: &Value) -> anyhow::Result<()> {
-        let kind = object["kind"].as_str().unwrap_or_default();
-        let name = object["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let (group, version) = match object["apiVersion"]
-            .as_str()
-            .unwrap_or_default()
-            .split_once('/')
-        {
-            Some((g, v)) => (g.to_string(), v.to_string()),
-            None => (
-                String::new(),
-                object["apiVersion"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            ),
-        };
-        let gvk = GroupVersionKind::gvk(&group, &version, kind);
-        let (resource, capabilities) = kube::discovery::pinned_kind(&self.admin, &gvk)
-            .await
-            .with_context(|| {
-                format!(
-                    "{kind} {name}: the API server does not serve {}",
-                    object["apiVersion"]
-                )
-            })?;
-        let mut object = object.clone();
-        if kind == "Node" {
-            object["metadata"]["annotations"]["kwok.x-k8s.io/node"] = json!("fake");
-        }
-        let namespace = (capabilities.scope == Scope::Namespaced).then(|| {
-            object["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or("default")
-                .to_string()
-        });
-        let api: Api<DynamicObject> = match &namespace {
-            Some(ns) => {
-                self.ensure_namespace(ns).await?;
-                Api::namespaced_with(self.admin.clone(), ns, &resource)
-            }
-            None => Api::all_with(self.admin.clone(), &resource),
-        };
-        let typed: DynamicObject =
-            serde_json::from_value(object).with_context(|| format!("{kind} {name}"))?;
-        api.patch(
-            &name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&typed),
-        )
-        .await
-        .with_context(|| format!("applying {kind} {name}"))?;
-        self.applied.push(Applied {
-            resource,
-            namespace,
-            name,
-        });
-        Ok(())
     }
 
     async fn run(&mut self) -> anyhow::Result<Report> {
@@ -403,26 +264,32 @@ impl Live {
                 self.watch
                     .scaling
                     .push((index, s.deployment.clone(), s.replicas));
-                self.deployment(&s.deployment)
-                    .patch(
-                        &s.deployment,
-                        &PatchParams::default(),
-                        &Patch::Merge(json!({"spec": {"replicas": s.replicas}})),
-                    )
-                    .await
-                    .map(|_| ())
-            }
-            Action::Delete(d) => self
-                .deployment(&d.deployment)
-                .delete(&d.deployment, &DeleteParams::background())
+                let replicas = Some(s.replicas as i32);
+                owned::replace(
+                    &self.deployment(&s.deployment),
+                    &self.run,
+                    "Deployment",
+                    &s.deployment,
+                    |d| {
+                        let spec = d.spec.get_or_insert_with(Default::default);
+                        let changed = spec.replicas != replicas;
+                        spec.replicas = replicas;
+                        changed
+                    },
+                )
                 .await
-                .map(|_| ()),
-            Action::Apply(o) => {
-                if let Err(e) = self.apply(o).await {
-                    warn!(target: "simulate::scenario", step = %step.action, error = %e, "the step failed");
-                }
-                Ok(())
+                .map(|_| ())
             }
+            Action::Delete(d) => owned::delete(
+                &self.deployment(&d.deployment),
+                &self.run,
+                "Deployment",
+                &d.deployment,
+                &DeleteParams::background(),
+            )
+            .await
+            .map(|_| ()),
+            Action::Apply(o) => self.apply(o).await,
             Action::ChangeAmi(c) => {
                 self.cloud.release_ami(c.nodeclass.as_deref());
                 Ok(())
@@ -442,7 +309,7 @@ impl Live {
             }
         };
         if let Err(e) = result {
-            warn!(target: "simulate::scenario", step = %step.action, error = %e, "the step failed");
+            warn!(target: "simulate::scenario", step = %step.action, error = %format!("{e:#}"), "the step failed");
         }
     }
 
@@ -512,122 +379,17 @@ impl Live {
         deliver(&self.interruption, events, now).await;
     }
 
-    /// The kubelets: a Node for each instance booted long enough, its startup taints removed
-    /// once kwok has made it Ready, and deleted when its instance is gone.
-    async fn kubelet(&mut self, now: DateTime<Utc>) -> anyhow::Result<()> {
-        let live = self.cloud.live();
-        let providers: BTreeMap<String, &fleetwright_sim::SimInstance> = live
-            .values()
-            .map(|i| (format!("aws:///{}/{}", i.instance.zone, i.instance.id), i))
-            .collect();
-        let api: Api<Node> = Api::all(self.admin.clone());
-        let gone: Vec<String> = self
-            .nodes
-            .iter()
-            .filter(|(_, p)| !providers.contains_key(*p))
-            .map(|(n, _)| n.clone())
-            .collect();
-        for name in gone {
-            match api.delete(&name, &DeleteParams::default()).await {
-                Ok(_) => {
-                    info!(target: "simulate::kubelet", node = %name, "node removed: its instance is gone")
-                }
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => return Err(e).with_context(|| format!("deleting node {name}")),
-            }
-            self.nodes.remove(&name);
-        }
-        let claims: Vec<Value> = Api::<NodeClaim>::all(self.admin.clone())
-            .list(&ListParams::default())
-            .await
-            .context("listing NodeClaims")?
-            .items
-            .iter()
-            .filter_map(|c| serde_json::to_value(c).ok())
-            .collect();
-        for (provider, instance) in &providers {
-            let booted = instance
-                .instance
-                .launch_time
-                .is_some_and(|l| now - l >= JOIN_AFTER);
-            if !booted || self.nodes.values().any(|p| p == provider) {
-                continue;
-            }
-            let mut node = fleetwright_sim::cluster::node_object(
-                &self.types,
-                provider,
-                instance,
-                &claims,
-                now,
-            );
-            let name = node["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            node["metadata"] = json!({"name": name, "labels": node["metadata"]["labels"],
-                "annotations": {"kwok.x-k8s.io/node": "fake", SIMULATED: "true"}});
-            if let Some(status) = node["status"].as_object_mut() {
-                status.remove("conditions");
-            }
-            match api
-                .create(&PostParams::default(), &serde_json::from_value(node)?)
-                .await
-            {
-                Ok(_) => {
-                    info!(target: "simulate::kubelet", node = %name, instance_id = %instance.instance.id, "node registered")
-                }
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
-                Err(e) => return Err(e).with_context(|| format!("registering node {name}")),
-            }
-            self.nodes.insert(name, provider.clone());
-        }
-        self.remove_startup_taints(&claims).await
-    }
-
-    /// What a CNI or another agent does once the node is up: removes the startup taints.
-    async fn remove_startup_taints(&self, claims: &[Value]) -> anyhow::Result<()> {
-        let api: Api<Node> = Api::all(self.admin.clone());
-        for (name, provider) in &self.nodes {
-            let startup: Vec<&Value> = claims
-                .iter()
-                .filter(|c| c["status"]["providerID"] == provider.as_str())
-                .flat_map(|c| c["spec"]["startupTaints"].as_array().into_iter().flatten())
-                .collect();
-            if startup.is_empty() {
-                continue;
-            }
-            let Ok(node) = api.get(name).await else {
-                continue;
-            };
-            if !ready(&node) {
-                continue;
-            }
-            let taints = node
-                .spec
-                .as_ref()
-                .and_then(|s| s.taints.clone())
-                .unwrap_or_default();
-            let kept: Vec<_> = taints
-                .iter()
-                .filter(|t| !startup.iter().any(|s| s["key"] == t.key.as_str()))
-                .collect();
-            if kept.len() < taints.len() {
-                api.patch(
-                    name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"taints": kept}})),
-                )
-                .await
-                .with_context(|| format!("removing node {name}'s startup taints"))?;
-            }
-        }
-        Ok(())
-    }
-
     async fn pods(&self) -> Vec<Pod> {
         let api: Api<Pod> = Api::all(self.admin.clone());
-        match api.list(&ListParams::default()).await {
-            Ok(list) => list.items,
+        match api
+            .list(&ListParams::default().labels(&self.run.selector()))
+            .await
+        {
+            Ok(list) => list
+                .items
+                .into_iter()
+                .filter(|p| self.run.owns(p))
+                .collect(),
             Err(e) => {
                 warn!(target: "simulate::cluster", error = %e, "listing pods failed");
                 Vec::new()
@@ -753,52 +515,6 @@ impl Live {
         }
         super::whole_reservations(&mut items, &self.scenario);
         super::lower_bound(&self.catalog, items)
-    }
-
-    /// Removes what the run created: the scenario's objects, the NodeClaims (their finalizers
-    /// dropped: the simulated cloud is gone with the run) and the Nodes it registered.
-    async fn clean_up(&mut self) {
-        for a in self.applied.iter().rev() {
-            let api: Api<DynamicObject> = match &a.namespace {
-                Some(ns) => Api::namespaced_with(self.admin.clone(), ns, &a.resource),
-                None => Api::all_with(self.admin.clone(), &a.resource),
-            };
-            if let Err(e) = api.delete(&a.name, &DeleteParams::background()).await {
-                if !matches!(&e, kube::Error::Api(s) if s.code == 404) {
-                    warn!(target: "simulate::cluster", kind = %a.resource.kind, name = %a.name, error = %e, "could not delete");
-                }
-            }
-        }
-        let claims: Api<NodeClaim> = Api::all(self.admin.clone());
-        let left = claims
-            .list(&ListParams::default())
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default();
-        for claim in left {
-            let name = claim.metadata.name.clone().unwrap_or_default();
-            warn!(target: "simulate::cluster", nodeclaim = %name, "NodeClaim left at the end; removed with its finalizer");
-            let _ = claims
-                .patch(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-                )
-                .await;
-            let _ = claims.delete(&name, &DeleteParams::default()).await;
-        }
-        let nodes: Api<Node> = Api::all(self.admin.clone());
-        for name in self.nodes.keys() {
-            warn!(target: "simulate::cluster", node = %name, "node left at the end; removed");
-            let _ = nodes
-                .patch(
-                    name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-                )
-                .await;
-            let _ = nodes.delete(name, &DeleteParams::default()).await;
-        }
     }
 }
 

@@ -1,0 +1,237 @@
+//! Before a run against a real cluster, and for a timeline's `apply` steps: the guard, then
+//! Fleetwright's CRDs (created when missing, never changed), the namespaces (created when
+//! missing; an existing one is used and never written), the tick's Lease and state ConfigMap,
+//! and the scenario's objects, each created with the run label. An object that exists already
+//! is never taken over: creating it is refused, and an `apply` step replaces only this run's.
+
+use anyhow::{bail, Context};
+use chrono::{Duration, Utc};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::discovery::Scope;
+use serde_json::{json, Value};
+use tracing::info;
+
+use super::guard::{self, State};
+use super::owned;
+use super::{Applied, Live};
+
+impl Live {
+    /// Refuses a cluster in use, then installs the CRDs, the namespaces and the tick's state
+    /// objects, and creates the scenario's objects.
+    pub(super) async fn prepare(&mut self) -> anyhow::Result<()> {
+        self.clock.set(Utc::now());
+        let state = State {
+            namespace: &self.namespace,
+            lease: &self.lease,
+            configmap: fleetwright_kube::state::STATE_CONFIGMAP,
+        };
+        guard::refuse_a_cluster_in_use(&self.admin, &self.run, &state).await?;
+        let mut objects = self.scenario.objects.clone();
+        objects.extend(
+            self.scenario
+                .timeline
+                .iter()
+                .filter_map(|s| match &s.action {
+                    super::Action::Apply(o) => Some((**o).clone()),
+                    _ => None,
+                }),
+        );
+        guard::refuse_taken_names(&self.admin, &self.run, &objects).await?;
+        info!(target: "simulate::scenario", run = %self.run.selector(), "the cluster holds nothing of anyone else's; every object this run creates carries its label");
+        self.prepared = true;
+        self.install_crds().await?;
+        self.ensure_namespace(&self.namespace.clone()).await?;
+        self.create_state().await?;
+        let objects = self.scenario.objects.clone();
+        for (index, object) in objects.iter().enumerate() {
+            self.create(object)
+                .await
+                .with_context(|| format!("the scenario's objects[{index}]"))?;
+        }
+        info!(target: "simulate::scenario", objects = objects.len(), "scenario applied to the cluster");
+        Ok(())
+    }
+
+    /// Creates Fleetwright's CRDs that are missing (an existing one is used as it is) and waits
+    /// until the API server serves them.
+    async fn install_crds(&self) -> anyhow::Result<()> {
+        let api: Api<CustomResourceDefinition> = Api::all(self.admin.clone());
+        let mut names = Vec::new();
+        for mut crd in fleetwright_kube::crds::definitions() {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            names.push(name.clone());
+            let existing = api
+                .get_opt(&name)
+                .await
+                .with_context(|| format!("reading CustomResourceDefinition {name}"))?;
+            if existing.is_some() {
+                continue;
+            }
+            crd.metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert(owned::RUN_LABEL.into(), self.run.id().into());
+            match api.create(&PostParams::default(), &crd).await {
+                Ok(_) => {
+                    info!(target: "simulate::scenario", crd = %name, "CustomResourceDefinition installed")
+                }
+                // Someone else installed it meanwhile: used as it is.
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => {
+                    return Err(e)
+                        .with_context(|| format!("installing CustomResourceDefinition {name}"))
+                }
+            }
+        }
+        let deadline = Utc::now() + Duration::seconds(30);
+        for name in names {
+            while !established(&api, &name).await {
+                if Utc::now() > deadline {
+                    bail!("CustomResourceDefinition {name} is not Established after 30 s");
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates namespace `name`, labelled as this run's, when it does not exist. An existing
+    /// namespace is only used: never written, never deleted.
+    pub(super) async fn ensure_namespace(&mut self, name: &str) -> anyhow::Result<()> {
+        if self.namespaces.iter().any(|n| n == name) {
+            return Ok(());
+        }
+        let api: Api<Namespace> = Api::all(self.admin.clone());
+        if api
+            .get_opt(name)
+            .await
+            .with_context(|| format!("reading namespace {name}"))?
+            .is_some()
+        {
+            return Ok(());
+        }
+        let mut object = json!({"metadata": {"name": name}});
+        self.run.stamp(&mut object);
+        match api
+            .create(&PostParams::default(), &serde_json::from_value(object)?)
+            .await
+        {
+            Ok(_) => self.namespaces.push(name.to_string()),
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e).with_context(|| format!("creating namespace {name}")),
+        }
+        Ok(())
+    }
+
+    /// The tick's Lease and state ConfigMap, created as this run's so that the tick's writes
+    /// land on objects the run owns, and the clean-up can remove them.
+    async fn create_state(&self) -> anyhow::Result<()> {
+        let mut lease =
+            json!({"metadata": {"name": self.lease, "namespace": self.namespace}, "spec": {}});
+        self.run.stamp(&mut lease);
+        let leases: Api<Lease> = Api::namespaced(self.admin.clone(), &self.namespace);
+        owned::create(&leases, &self.run, "Lease", &serde_json::from_value(lease)?).await?;
+        let mut map = json!({"metadata": {"name": fleetwright_kube::state::STATE_CONFIGMAP,
+            "namespace": self.namespace}, "data": {}});
+        self.run.stamp(&mut map);
+        let maps: Api<ConfigMap> = Api::namespaced(self.admin.clone(), &self.namespace);
+        owned::create(&maps, &self.run, "ConfigMap", &serde_json::from_value(map)?).await?;
+        Ok(())
+    }
+
+    /// The API of one scenario object, its kind resolved through discovery (its namespace
+    /// created if missing).
+    async fn resolve(&mut self, object: &Value) -> anyhow::Result<(Api<DynamicObject>, Applied)> {
+        let (gvk, name) = guard::identity(object)?;
+        let (resource, capabilities) = kube::discovery::pinned_kind(&self.admin, &gvk)
+            .await
+            .with_context(|| {
+                format!(
+                    "{} {name}: the API server does not serve {}",
+                    gvk.kind, object["apiVersion"]
+                )
+            })?;
+        let namespace = (capabilities.scope == Scope::Namespaced).then(|| {
+            object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default")
+                .to_string()
+        });
+        let api = match &namespace {
+            Some(ns) => {
+                self.ensure_namespace(ns).await?;
+                Api::namespaced_with(self.admin.clone(), ns, &resource)
+            }
+            None => Api::all_with(self.admin.clone(), &resource),
+        };
+        Ok((
+            api,
+            Applied {
+                resource,
+                namespace,
+                name,
+            },
+        ))
+    }
+
+    /// `object` labelled as this run's (and, for a Node, annotated for kwok).
+    fn stamped(&self, object: &Value) -> anyhow::Result<DynamicObject> {
+        let mut object = object.clone();
+        if object["kind"] == "Node" {
+            object["metadata"]["annotations"]["kwok.x-k8s.io/node"] = json!("fake");
+        }
+        self.run.stamp(&mut object);
+        serde_json::from_value(object).context("the object")
+    }
+
+    /// Creates one scenario object. One that exists already is refused.
+    pub(super) async fn create(&mut self, object: &Value) -> anyhow::Result<()> {
+        let (api, applied) = self.resolve(object).await?;
+        let what = applied.resource.kind.clone();
+        let created = owned::create(&api, &self.run, &what, &self.stamped(object)?).await;
+        created?;
+        self.applied.push(applied);
+        Ok(())
+    }
+
+    /// A timeline's `apply`: replaces the object if this run created it, creates it if it does
+    /// not exist, and refuses anyone else's.
+    pub(super) async fn apply(&mut self, object: &Value) -> anyhow::Result<()> {
+        let (api, applied) = self.resolve(object).await?;
+        let what = applied.resource.kind.clone();
+        let mut next = self.stamped(object)?;
+        let present = owned::read(&api, &self.run, &what, &applied.name).await?;
+        if present.is_none() {
+            owned::create(&api, &self.run, &what, &next).await?;
+            self.applied.push(applied);
+            return Ok(());
+        }
+        owned::replace(&api, &self.run, &what, &applied.name, |current| {
+            next.metadata.resource_version = current.metadata.resource_version.clone();
+            next.metadata.finalizers = current.metadata.finalizers.clone();
+            // The status subresource keeps its own; the rest is the scenario's.
+            if let Some(status) = current.data.get("status") {
+                next.data["status"] = status.clone();
+            }
+            *current = next.clone();
+            true
+        })
+        .await?;
+        Ok(())
+    }
+}
+
+async fn established(api: &Api<CustomResourceDefinition>, name: &str) -> bool {
+    api.get(name)
+        .await
+        .ok()
+        .and_then(|c| c.status)
+        .and_then(|s| s.conditions)
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
+}
