@@ -14,7 +14,7 @@
 # names the zip), so the zip is read directly; its checksum is the proxy's, checked by Go.
 set -euo pipefail
 
-VERSION=v1.14.3
+VERSION=v1.15.0
 dir=${1:-target/karpenter-reference}
 mkdir -p "$dir"
 # Absolute: the tests that read it run in their own package's directory.

@@ -65,11 +65,12 @@ pub struct SimulateArgs {
     /// Overrides the scenario's seed (with --chaos: the first seed).
     #[arg(long)]
     seed: Option<u64>,
-    /// Chaos mode: random faults from each seed (API errors, invocations cut off, instances
-    /// dying, late, duplicated and poison SQS deliveries, concurrent ticks, webhook floods, lost
-    /// nudges) on the cluster of examples/simulate/chaos.yaml, with invariants checked after
-    /// every simulated second. Exits non-zero when one is broken.
-    #[arg(long, conflicts_with = "scenario")]
+    /// Chaos mode: random faults from each seed (API errors, invocations cut off, slow and
+    /// concurrent ticks, instances dying, interruption events, eviction errors, nodes deleted by
+    /// hand, malformed objects, late, duplicated and poison SQS deliveries, webhook floods, lost
+    /// nudges) on the cluster of --scenario (examples/simulate/chaos.yaml without it), with
+    /// invariants checked after every simulated second. Exits non-zero when one is broken.
+    #[arg(long)]
     chaos: bool,
     /// With --chaos: how many seeds to run.
     #[arg(long, default_value_t = 50)]
@@ -96,7 +97,12 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         let jobs = args.jobs.unwrap_or_else(|| {
             std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
         });
-        return chaos::run(args.seed.unwrap_or(1), args.seeds, jobs);
+        return chaos::run(
+            args.seed.unwrap_or(1),
+            args.seeds,
+            jobs,
+            args.scenario.as_deref(),
+        );
     }
     let scenario = match &args.scenario {
         Some(path) => {

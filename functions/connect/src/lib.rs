@@ -4,8 +4,9 @@
 //! or a plain local URL for local stacks). Only the function binaries depend on it, so the use
 //! cases and the CLI build without the AWS SDK.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
+use aws_config::timeout::TimeoutConfig;
 use aws_config::SdkConfig;
 use fleetwright_aws::cluster;
 use fleetwright_aws::nudge::EventBridgeNudge;
@@ -29,6 +30,70 @@ pub fn init_tracing() {
         .init();
 }
 
+/// How long an AWS call may wait to connect.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long one attempt of an AWS call may take; a hung attempt is retried (with the same
+/// ClientToken, for CreateFleet) while the operation's time lasts.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(6);
+/// How long an AWS call may take with all its retries: no more than the invocation's deadline
+/// margin, so a call started before the margin ends before Lambda ends the invocation.
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The SDK's timeouts: connect, each attempt, and the whole operation with its retries.
+pub fn timeout_config() -> TimeoutConfig {
+    TimeoutConfig::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+        .operation_timeout(OPERATION_TIMEOUT)
+        .build()
+}
+
+/// The AWS configuration the functions load: the retry policy (with backoff capped so the
+/// retries fit the operation timeout) and the timeouts above; region, credentials and endpoint
+/// from the environment.
+pub fn sdk_defaults() -> aws_config::ConfigLoader {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .retry_config(
+            fleetwright_aws::clients::retry_config(Duration::from_millis(200))
+                .with_max_backoff(Duration::from_secs(2)),
+        )
+        .timeout_config(timeout_config())
+}
+
+/// The variable that lets the webhook serve without a token (local stacks only).
+pub const WEBHOOK_UNAUTHENTICATED: &str = "FLEETWRIGHT_WEBHOOK_UNAUTHENTICATED";
+
+/// Whether [`WEBHOOK_UNAUTHENTICATED`] is `true` (anything but `true`/`false` or unset is an
+/// error naming it).
+pub fn unauthenticated_allowed(get: impl Fn(&str) -> Option<String>) -> Result<bool, RuntimeError> {
+    match get(WEBHOOK_UNAUTHENTICATED).as_deref().map(str::trim) {
+        None | Some("") | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(RuntimeError::setting(
+            WEBHOOK_UNAUTHENTICATED,
+            format!("{other:?} is not true or false"),
+        )),
+    }
+}
+
+/// The webhook's local token, or a refusal to start without one unless serving every caller
+/// was asked for.
+fn webhook_token_or_refusal(
+    token: Option<String>,
+    unauthenticated: bool,
+) -> Result<Option<String>, RuntimeError> {
+    if token.is_some() || unauthenticated {
+        return Ok(token);
+    }
+    Err(RuntimeError::setting(
+        "FLEETWRIGHT_WEBHOOK_TOKEN_PARAMETER",
+        format!(
+            "is required: without a token the webhook's public URL answers every caller. \
+             Set it (or FLEETWRIGHT_WEBHOOK_TOKEN), or {WEBHOOK_UNAUTHENTICATED}=true for a local stack"
+        ),
+    ))
+}
+
 /// Everything the functions need, built once.
 #[derive(Debug)]
 pub struct Clients {
@@ -41,12 +106,7 @@ impl Clients {
     /// Reads settings and the AWS configuration from the environment.
     pub async fn from_env() -> Result<Self, RuntimeError> {
         let settings = Settings::from_env()?;
-        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .retry_config(fleetwright_aws::clients::retry_config(
-                std::time::Duration::from_millis(200),
-            ))
-            .load()
-            .await;
+        let sdk = sdk_defaults().load().await;
         Ok(Clients {
             aws: AwsClients::new(&sdk),
             sdk,
@@ -60,10 +120,14 @@ impl Clients {
     }
 
     /// The webhook's path token: read from its SSM SecureString parameter (once, when the
-    /// container starts), or the local `FLEETWRIGHT_WEBHOOK_TOKEN`, or none.
+    /// container starts), or the local `FLEETWRIGHT_WEBHOOK_TOKEN`. With neither, the webhook
+    /// would answer every caller of its public URL, so it refuses to start unless
+    /// `FLEETWRIGHT_WEBHOOK_UNAUTHENTICATED=true` says that is meant (a local stack).
     pub async fn webhook_token(&self) -> Result<Option<String>, RuntimeError> {
         let Some(name) = &self.settings.webhook_token_parameter else {
-            return Ok(self.settings.webhook_token.clone());
+            let token = self.settings.webhook_token.clone();
+            let open = unauthenticated_allowed(|n| std::env::var(n).ok())?;
+            return webhook_token_or_refusal(token, open);
         };
         let token = fleetwright_aws::secret::parameter(&self.aws.ssm, name).await?;
         let token = token.trim().to_string();
@@ -128,5 +192,85 @@ impl Clients {
             &token.token,
         )
         .await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleetwright_runtime::deadline::MARGIN;
+
+    /// Without a token the webhook refuses to start, naming the setting, unless serving every
+    /// caller was asked for in so many words.
+    #[test]
+    fn the_webhook_needs_a_token_or_an_explicit_opt_out() {
+        let err = webhook_token_or_refusal(None, false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("FLEETWRIGHT_WEBHOOK_TOKEN_PARAMETER"), "{err}");
+        assert!(err.contains(WEBHOOK_UNAUTHENTICATED), "{err}");
+        assert_eq!(webhook_token_or_refusal(None, true).unwrap(), None);
+        let token = Some("0123456789abcdef".to_string());
+        assert_eq!(
+            webhook_token_or_refusal(token.clone(), false).unwrap(),
+            token
+        );
+
+        let with =
+            |v: &'static str| move |n: &str| (n == WEBHOOK_UNAUTHENTICATED).then(|| v.to_string());
+        assert!(!unauthenticated_allowed(|_| None).unwrap());
+        assert!(!unauthenticated_allowed(with("false")).unwrap());
+        assert!(unauthenticated_allowed(with("true")).unwrap());
+        let bad = unauthenticated_allowed(with("yes please")).unwrap_err();
+        assert!(bad.to_string().contains(WEBHOOK_UNAUTHENTICATED), "{bad}");
+    }
+
+    /// Every AWS call has a connect, an attempt and an operation timeout, and the operation's
+    /// (every retry included) fits the deadline margin: without them a hung connection lasts
+    /// until Lambda cuts the invocation off.
+    #[tokio::test]
+    async fn aws_calls_are_bounded_within_the_deadline_margin() {
+        let sdk = sdk_defaults()
+            .region(aws_config::Region::new("us-east-1"))
+            .load()
+            .await;
+        let timeouts = sdk.timeout_config().expect("timeouts are set");
+        assert_eq!(timeouts.connect_timeout(), Some(CONNECT_TIMEOUT));
+        assert_eq!(timeouts.operation_attempt_timeout(), Some(ATTEMPT_TIMEOUT));
+        let operation = timeouts.operation_timeout().expect("an operation timeout");
+        assert!(operation <= MARGIN, "{operation:?} > {MARGIN:?}");
+        assert!(ATTEMPT_TIMEOUT < operation && CONNECT_TIMEOUT < ATTEMPT_TIMEOUT);
+        let retries = sdk.retry_config().expect("a retry policy");
+        assert!(retries.max_backoff() < ATTEMPT_TIMEOUT);
+    }
+
+    /// Against an endpoint that accepts and never answers, a call fails after the operation
+    /// timeout instead of hanging.
+    #[tokio::test]
+    async fn a_hung_aws_endpoint_fails_the_call_within_the_operation_timeout() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                open.push(stream);
+            }
+        });
+        let sdk = sdk_defaults()
+            .region(aws_config::Region::new("us-east-1"))
+            .endpoint_url(url)
+            .credentials_provider(aws_credential_types::Credentials::new(
+                "testing", "testing", None, None, "tests",
+            ))
+            .load()
+            .await;
+        let started = std::time::Instant::now();
+        let call = aws_sdk_eventbridge::Client::new(&sdk)
+            .list_event_buses()
+            .send();
+        let outcome = tokio::time::timeout(OPERATION_TIMEOUT * 3, call).await;
+        held.abort();
+        assert!(matches!(outcome, Ok(Err(_))), "the call failed on its own");
+        assert!(started.elapsed() < OPERATION_TIMEOUT + Duration::from_secs(2));
     }
 }

@@ -8,7 +8,7 @@
 // equivalence test can pair their resources.
 
 import * as path from 'path';
-import { Aws, Duration, Fn, Stack } from 'aws-cdk-lib';
+import { Aws, Duration, Fn, Stack, Token } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as eks from 'aws-cdk-lib/aws-eks';
 import * as events from 'aws-cdk-lib/aws-events';
@@ -47,6 +47,9 @@ export const ENDPOINT_SERVICES: ReadonlyArray<[string, string]> = [
   ['EksEndpoint', 'eks'],
 ];
 
+/** The interruption queue's settings (the same as infra/template.yaml's). */
+export const QUEUE = { retentionSeconds: 1080, visibilitySeconds: 180, maxReceiveCount: 5 } as const;
+
 export interface FleetwrightProps {
   /** The EKS cluster Fleetwright manages (a name, or a token such as a CfnParameter's value). */
   readonly clusterName: string;
@@ -61,7 +64,7 @@ export interface FleetwrightProps {
   readonly namespace?: string;
   /** Kubernetes group the controller role maps to (`fleetwright manifests` binds it). */
   readonly kubernetesGroup?: string;
-  /** Create the EKS access entries (controller role → group, node role → EC2_LINUX). Default true. */
+  /** Create the EKS access entries (controller and interruption roles → group, node role → EC2_LINUX). Default true. */
   readonly createAccessEntries?: boolean;
   /** Plan and log only. Default false. */
   readonly dryRun?: boolean;
@@ -100,6 +103,23 @@ export interface FleetwrightProps {
   readonly alarmTopic?: sns.ITopic;
 }
 
+/**
+ * The webhook token's SSM parameter name, checked as the SAM template's `AllowedPattern` checks
+ * it. An empty name would start the webhook with no token, its public URL answering every
+ * caller, so it is refused at synth (a CloudFormation parameter's value is checked by its own
+ * pattern).
+ */
+export function webhookTokenParameter(props: FleetwrightProps): string {
+  const name = props.webhookTokenParameterName ?? '/fleetwright/webhook-token';
+  if (!Token.isUnresolved(name) && !/^\/[A-Za-z0-9_.\/-]+$/.test(name)) {
+    throw new Error(
+      `Fleetwright: webhookTokenParameterName ${JSON.stringify(name)} is not an SSM parameter name such as ` +
+        '/fleetwright/webhook-token; without one the webhook URL would answer every caller',
+    );
+  }
+  return name;
+}
+
 export class Fleetwright extends Construct {
   public readonly tick: lambda.Function;
   public readonly interruption: lambda.Function;
@@ -109,6 +129,7 @@ export class Fleetwright extends Construct {
   public readonly interruptionDeadLetterQueue: sqs.Queue;
   public readonly tickDeadLetterQueue: sqs.Queue;
   public readonly controllerRole: iam.Role;
+  public readonly interruptionRole: iam.Role;
   public readonly webhookRole: iam.Role;
   public readonly nodeRole: iam.Role;
   public readonly instanceProfile: iam.CfnInstanceProfile;
@@ -122,6 +143,7 @@ export class Fleetwright extends Construct {
     if (props.createVpcEndpoints && !props.vpc) {
       throw new Error('Fleetwright: createVpcEndpoints needs a vpc');
     }
+    const tokenParameter = webhookTokenParameter(props);
     const cluster = props.clusterName;
     const name = (suffix: string) => Fn.join('', ['fleetwright-', cluster, suffix]);
 
@@ -134,14 +156,16 @@ export class Fleetwright extends Construct {
       retentionPeriod: Duration.days(14),
       encryption: sqs.QueueEncryption.SQS_MANAGED,
     });
-    // Every message gets all its receives before it expires (retention >= maxReceiveCount x
-    // visibility timeout = 3 x 180 s); the visibility timeout is six times the function's.
+    // Every message gets all its receives before it expires, and the receive that moves it to
+    // the DLQ too (retention >= (maxReceiveCount + 1) x visibility timeout = 6 x 180 s); the
+    // visibility timeout is six times the function's; at least 5 receives, as Lambda advises
+    // for SQS sources (a receive while the function is throttled counts).
     this.interruptionQueue = new sqs.Queue(this, 'InterruptionQueue', {
       queueName: name(''),
-      retentionPeriod: Duration.seconds(600),
-      visibilityTimeout: Duration.seconds(180),
+      retentionPeriod: Duration.seconds(QUEUE.retentionSeconds),
+      visibilityTimeout: Duration.seconds(QUEUE.visibilitySeconds),
       encryption: sqs.QueueEncryption.SQS_MANAGED,
-      deadLetterQueue: { queue: this.interruptionDeadLetterQueue, maxReceiveCount: 3 },
+      deadLetterQueue: { queue: this.interruptionDeadLetterQueue, maxReceiveCount: QUEUE.maxReceiveCount },
     });
     this.queuePolicy();
 
@@ -151,7 +175,8 @@ export class Fleetwright extends Construct {
       roles: [this.nodeRole.roleName],
     });
     this.controllerRole = this.makeControllerRole(cluster, props);
-    this.webhookRole = this.makeWebhookRole(cluster, props);
+    this.interruptionRole = this.makeInterruptionRole(cluster, props);
+    this.webhookRole = this.makeWebhookRole(cluster, props, tokenParameter);
 
     const code = props.codeDirectory ?? path.join(__dirname, '..', '..', '..', '..', 'target', 'lambda');
     const environment: Record<string, string> = {
@@ -199,7 +224,8 @@ export class Fleetwright extends Construct {
       timeout: Duration.seconds(30),
       // Capacity of its own, so a flood of webhook calls cannot starve spot handling.
       reservedConcurrentExecutions: 5,
-      role: this.controllerRole,
+      // Its own role: it launches, passes and terminates nothing.
+      role: this.interruptionRole,
       environment,
     });
     this.webhook = new lambda.Function(this, 'WebhookFunction', {
@@ -211,7 +237,7 @@ export class Fleetwright extends Construct {
       role: this.webhookRole,
       environment: {
         ...environment,
-        FLEETWRIGHT_WEBHOOK_TOKEN_PARAMETER: props.webhookTokenParameterName ?? '/fleetwright/webhook-token',
+        FLEETWRIGHT_WEBHOOK_TOKEN_PARAMETER: tokenParameter,
       },
     });
     // Set on the resources directly: the L2 options would also grant the role what the
@@ -339,13 +365,12 @@ export class Fleetwright extends Construct {
       policyDocument: controllerDocument({
         clusterName: cluster,
         nodeRoleArn: this.nodeRole.roleArn,
-        interruptionQueueArn: this.interruptionQueue.queueArn,
         tickDeadLetterQueueArn: this.tickDeadLetterQueue.queueArn,
       }),
     });
     return new iam.Role(this, 'ControllerRole', {
       roleName: Fn.join('', ['FleetwrightController-', cluster]),
-      description: 'tick and interruption functions of Fleetwright',
+      description: 'tick function of Fleetwright',
       assumedBy: this.lambdaPrincipal(),
       managedPolicies: [
         ...this.basicPolicies(props, props.vpc !== undefined),
@@ -354,8 +379,42 @@ export class Fleetwright extends Construct {
     });
   }
 
-  private makeWebhookRole(cluster: string, props: FleetwrightProps): iam.Role {
-    const parameter = props.webhookTokenParameterName ?? '/fleetwright/webhook-token';
+  /**
+   * The interruption function's role: its queue (for the event source mapping), the cluster's
+   * endpoint, and nudges. It cordons, drains and deletes NodeClaims through the Kubernetes API
+   * (its access entry), and calls no EC2 action.
+   */
+  private makeInterruptionRole(cluster: string, props: FleetwrightProps): iam.Role {
+    const statements = [
+      new iam.PolicyStatement({
+        sid: 'AllowInterruptionQueueActions',
+        actions: ['sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:ReceiveMessage'],
+        resources: [this.interruptionQueue.queueArn],
+      }),
+      new iam.PolicyStatement({
+        sid: 'AllowAPIServerEndpointDiscovery',
+        actions: ['eks:DescribeCluster'],
+        resources: [
+          Fn.sub('arn:${AWS::Partition}:eks:${AWS::Region}:${AWS::AccountId}:cluster/${ClusterName}', { ClusterName: cluster }),
+        ],
+      }),
+      new iam.PolicyStatement({
+        sid: 'AllowNudges',
+        actions: ['events:PutEvents'],
+        resources: [Fn.sub('arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default')],
+      }),
+    ];
+    return new iam.Role(this, 'InterruptionRole', {
+      roleName: Fn.join('', ['FleetwrightInterruption-', cluster]),
+      description:
+        'interruption function of Fleetwright (reads its queue, cordons, drains and deletes NodeClaims through the Kubernetes API, nudges tick; no EC2 writes)',
+      assumedBy: this.lambdaPrincipal(),
+      managedPolicies: this.basicPolicies(props, props.vpc !== undefined),
+      inlinePolicies: { interruption: new iam.PolicyDocument({ statements }) },
+    });
+  }
+
+  private makeWebhookRole(cluster: string, props: FleetwrightProps, parameter: string): iam.Role {
     const statements = [
       new iam.PolicyStatement({
         sid: 'AllowNudges',
@@ -395,6 +454,12 @@ export class Fleetwright extends Construct {
     new eks.CfnAccessEntry(this, 'ControllerAccessEntry', {
       clusterName: cluster,
       principalArn: this.controllerRole.roleArn,
+      type: 'STANDARD',
+      kubernetesGroups: [group],
+    });
+    new eks.CfnAccessEntry(this, 'InterruptionAccessEntry', {
+      clusterName: cluster,
+      principalArn: this.interruptionRole.roleArn,
       type: 'STANDARD',
       kubernetesGroups: [group],
     });

@@ -103,7 +103,7 @@ export class Observability extends Construct {
     alarm(
       'InterruptionDlqAlarm',
       '-interruption-dlq',
-      'Interruption messages failed three times and wait in the DLQ (`fleetwright queue` redrives them).',
+      'Interruption messages failed five times and wait in the DLQ (`fleetwright queue` redrives them).',
       visible(props.interruptionDeadLetterQueue),
     );
     alarm('TickDlqAlarm', '-tick-dlq', 'Tick invocations failed twice and were dead-lettered.', visible(props.tickDeadLetterQueue));

@@ -1,4 +1,4 @@
-// The controller's least-privilege policy (tick and interruption), statement for statement the
+// The controller's least-privilege policy (tick), statement for statement the
 // one in infra/template.yaml: modelled on Karpenter's getting-started policy, with every write
 // scoped by the cluster's tags. test/equivalence.test.ts keeps the two equal.
 
@@ -7,8 +7,8 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 
 /**
  * The statements, as the text of an `Fn::Sub`: `${AWS::Partition}`, `${AWS::Region}` and
- * `${AWS::AccountId}` are CloudFormation's, `${ClusterName}`, `${NodeRoleArn}`,
- * `${InterruptionQueueArn}` and `${TickDeadLetterQueueArn}` the variables [controllerDocument] gives.
+ * `${AWS::AccountId}` are CloudFormation's, `${ClusterName}`, `${NodeRoleArn}` and
+ * `${TickDeadLetterQueueArn}` the variables [controllerDocument] gives.
  * Written as plain strings so that condition keys may name the cluster too (a key cannot be a
  * CDK token).
  */
@@ -141,11 +141,6 @@ export function controllerStatements(): iam.PolicyStatement[] {
       actions: ['eks:DescribeCluster'],
     }),
     new iam.PolicyStatement({
-      sid: 'AllowInterruptionQueueActions',
-      resources: ['${InterruptionQueueArn}'],
-      actions: ['sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:ReceiveMessage'],
-    }),
-    new iam.PolicyStatement({
       sid: 'AllowTickDeadLetters',
       resources: ['${TickDeadLetterQueueArn}'],
       actions: ['sqs:SendMessage'],
@@ -162,7 +157,6 @@ export function controllerStatements(): iam.PolicyStatement[] {
 export interface ControllerPolicyRefs {
   readonly clusterName: string;
   readonly nodeRoleArn: string;
-  readonly interruptionQueueArn: string;
   readonly tickDeadLetterQueueArn: string;
 }
 
@@ -173,7 +167,6 @@ export function controllerDocument(refs: ControllerPolicyRefs): string {
   return Fn.sub(text, {
     ClusterName: refs.clusterName,
     NodeRoleArn: refs.nodeRoleArn,
-    InterruptionQueueArn: refs.interruptionQueueArn,
     TickDeadLetterQueueArn: refs.tickDeadLetterQueueArn,
   });
 }

@@ -101,7 +101,26 @@ test('every termination and every write is scoped by the cluster tag', () => {
   const policy = Object.values(t.findResources('AWS::IAM::ManagedPolicy'))[0];
   const [text, vars] = policy.Properties.PolicyDocument['Fn::Sub'];
   assert.equal(vars.ClusterName, 'dev');
-  assert.ok(JSON.parse(text).Statement.length >= 16);
+  assert.ok(JSON.parse(text).Statement.length >= 15);
+});
+
+test('interruption runs as its own role: no EC2 write, no PassRole, no IAM; its queue, endpoint and nudges only', () => {
+  const t = synth({ tracing: true });
+  const roles = t.findResources('AWS::IAM::Role');
+  const [id, role] = Object.entries(roles).find(([, r]) => r.Properties.RoleName === 'FleetwrightInterruption-dev')!;
+  const fn = Object.values(t.findResources('AWS::Lambda::Function')).find((f) => f.Properties.FunctionName === 'fleetwright-dev-interruption')!;
+  assert.deepEqual(fn.Properties.Role, { 'Fn::GetAtt': [id, 'Arn'] });
+  const actions = (role.Properties.Policies as { PolicyDocument: { Statement: { Action: string | string[] }[] } }[])
+    .flatMap((p) => p.PolicyDocument.Statement)
+    .flatMap((st) => [].concat(st.Action as never))
+    .sort();
+  assert.deepEqual(actions, ['eks:DescribeCluster', 'events:PutEvents', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:ReceiveMessage']);
+  assert.equal(JSON.stringify(role.Properties.ManagedPolicyArns).includes('ControllerPolicy'), false, 'not the controller policy');
+  t.hasResourceProperties('AWS::EKS::AccessEntry', {
+    PrincipalArn: { 'Fn::GetAtt': [id, 'Arn'] },
+    Type: 'STANDARD',
+    KubernetesGroups: ['fleetwright'],
+  });
 });
 
 test('five rules feed the queue; a schedule and the nudge invoke tick', () => {
@@ -113,12 +132,25 @@ test('five rules feed the queue; a schedule and the nudge invoke tick', () => {
   t.hasResourceProperties('AWS::Events::Rule', {
     EventPattern: { source: ['fleetwright'], 'detail-type': ['Pending Pod', 'Capacity Needed'], detail: { cluster: ['dev'] } },
   });
+});
+
+test('the interruption queue: five receives, and retention for all of them and the redrive', () => {
+  const t = synth();
   t.hasResourceProperties('AWS::SQS::Queue', {
     QueueName: 'fleetwright-dev',
     VisibilityTimeout: 180,
-    MessageRetentionPeriod: 600,
-    RedrivePolicy: Match.objectLike({ maxReceiveCount: 3 }),
+    MessageRetentionPeriod: 1080,
+    RedrivePolicy: Match.objectLike({ maxReceiveCount: 5 }),
   });
+  const queue = Object.values(t.findResources('AWS::SQS::Queue')).find((q) => q.Properties.QueueName === 'fleetwright-dev')!;
+  const { MessageRetentionPeriod: retention, VisibilityTimeout: visibility } = queue.Properties;
+  const receives = queue.Properties.RedrivePolicy.maxReceiveCount;
+  // Lambda advises at least 5 receives for an SQS source; a message must outlive them all and
+  // the receive that moves it to the DLQ, or a failing one expires unseen.
+  assert.ok(receives >= 5, `maxReceiveCount ${receives}`);
+  assert.ok(retention >= (receives + 1) * visibility, `retention ${retention} < (${receives} + 1) x ${visibility}`);
+  const fn = Object.values(t.findResources('AWS::Lambda::Function')).find((f) => f.Properties.FunctionName === 'fleetwright-dev-interruption')!;
+  assert.ok(visibility >= 6 * fn.Properties.Timeout, 'visibility timeout >= 6 x the function timeout');
 });
 
 test('a private cluster: tick and interruption in the VPC, the webhook outside, six endpoints', () => {
@@ -145,6 +177,13 @@ test('a private cluster: tick and interruption in the VPC, the webhook outside, 
     securityGroups: [ec2.SecurityGroup.fromSecurityGroupId(stack, 'Sg', 'sg-0123456789abcdef0')],
   }));
   noEndpoints.resourceCountIs('AWS::EC2::VPCEndpoint', 0);
+});
+
+test('an empty or malformed webhook token parameter name is refused: the URL would answer every caller', () => {
+  for (const name of ['', '   ', 'fleetwright/token', '/with space']) {
+    assert.throws(() => synth({ webhookTokenParameterName: name }), /webhookTokenParameterName .* every caller/, JSON.stringify(name));
+  }
+  synth({ webhookTokenParameterName: '/prod/fleetwright/token.v2' });
 });
 
 test('bad VPC settings are refused with the reason', () => {

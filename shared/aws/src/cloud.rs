@@ -23,8 +23,13 @@ use crate::instances::{self, Instance, Termination};
 use crate::launch_template;
 use crate::nodeclass::{self, ParameterRoot, ResolvedNodeClass};
 use crate::pricing::{self, SpotPrices, SPOT_REFRESH};
+use crate::template_gc;
 use crate::unavailable::{is_capacity_error, UnavailableOfferings};
 use crate::userdata::{self, NodeBootstrap};
+
+/// How long a launch template this container ensured is used without checking that it still
+/// exists (well under [`template_gc::UNUSED_FOR`]).
+pub const TEMPLATE_RECHECK: Duration = Duration::minutes(10);
 
 /// How long a resolved EC2NodeClass (subnets, security groups, AMIs) is reused.
 pub const NODECLASS_TTL: Duration = Duration::minutes(5);
@@ -35,7 +40,8 @@ struct Warm {
     spot: Option<(Arc<SpotPrices>, DateTime<Utc>)>,
     cluster: Option<ClusterInfo>,
     nodeclasses: HashMap<String, (String, ResolvedNodeClass, DateTime<Utc>)>,
-    templates: BTreeSet<String>,
+    /// Launch templates this container ensured, with their last use by a launch.
+    templates: BTreeMap<String, DateTime<Utc>>,
     unavailable: UnavailableOfferings,
     /// The last catalog handed out, and what it was composed from; reused while those are the
     /// same, so the launches of one tick do not each copy the whole catalog.
@@ -89,7 +95,7 @@ impl Ec2Cloud {
                 spot: None,
                 cluster: None,
                 nodeclasses: HashMap::new(),
-                templates: BTreeSet::new(),
+                templates: BTreeMap::new(),
                 unavailable: UnavailableOfferings::default(),
                 composed: None,
             }),
@@ -161,14 +167,32 @@ impl Ec2Cloud {
     async fn ensure_template(
         &self,
         spec: &launch_template::LaunchTemplateSpec,
+        now: DateTime<Utc>,
     ) -> Result<String, AwsError> {
         let name = spec.name(&self.cluster);
-        if self.warm().templates.contains(&name) {
-            return Ok(name);
+        if let Some(used) = self.warm().templates.get_mut(&name) {
+            if now - *used < TEMPLATE_RECHECK {
+                *used = now;
+                return Ok(name);
+            }
         }
         let name = launch_template::ensure(&self.clients.ec2, &self.cluster, spec).await?;
-        self.warm().templates.insert(name.clone());
+        self.warm().templates.insert(name.clone(), now);
         Ok(name)
+    }
+
+    /// Forgets the launch's templates when CreateFleet did not find one (collected by another
+    /// container), so the next launch checks them and creates what is missing.
+    fn forget_missing_templates(&self, codes: &[&str], templates: &[(String, Vec<Override>)]) {
+        if codes
+            .iter()
+            .any(|c| c.contains("LaunchTemplate") && c.contains("NotFound"))
+        {
+            let mut warm = self.warm();
+            for (name, _) in templates {
+                warm.templates.remove(name);
+            }
+        }
     }
 
     /// One launch template per AMI among the overrides, each with the same user data.
@@ -179,6 +203,7 @@ impl Ec2Cloud {
         resolved: &ResolvedNodeClass,
         capacity_type: &str,
         overrides: Vec<Override>,
+        now: DateTime<Utc>,
     ) -> Result<Vec<(String, Vec<Override>)>, AwsError> {
         let cluster = self.cluster_info().await?;
         let user_data = user_data(&cluster, req, nodeclass, resolved, capacity_type)?;
@@ -218,7 +243,7 @@ impl Ec2Cloud {
                 (id, block)
             });
             spec.partition = partition_of(req, resolved);
-            out.push((self.ensure_template(&spec).await?, list));
+            out.push((self.ensure_template(&spec, now).await?, list));
         }
         Ok(out)
     }
@@ -408,7 +433,7 @@ impl Cloud for Ec2Cloud {
         let (capacity_type, overrides) =
             fleet::choose(req, &catalog, &resolved, now).map_err(launch_error)?;
         let templates = self
-            .templates(req, nodeclass, &resolved, capacity_type, overrides)
+            .templates(req, nodeclass, &resolved, capacity_type, overrides, now)
             .await?;
         let tags = fleet::instance_tags(&self.cluster, req, nodeclass.spec.tags());
         let blocks = templates.iter().flat_map(|(_, l)| l).any(|o| {
@@ -433,8 +458,14 @@ impl Cloud for Ec2Cloud {
             Err(e) if e.code() == Some("IdempotentParameterMismatch") => {
                 return self.launched_before(req).await;
             }
-            other => other?,
+            Err(e) => {
+                self.forget_missing_templates(&[e.code().unwrap_or_default()], &templates);
+                return Err(e);
+            }
+            Ok(answer) => answer,
         };
+        let codes: Vec<&str> = errors.iter().map(|e| e.code.as_str()).collect();
+        self.forget_missing_templates(&codes, &templates);
         self.record_fleet_errors(&errors, capacity_type, &templates, now);
         if let Some(l) = launched.as_mut() {
             l.partition = partition_of(req, &resolved);
@@ -461,6 +492,10 @@ impl Cloud for Ec2Cloud {
         instances::list_owned(&self.clients.ec2, &self.cluster).await
     }
 
+    async fn describe(&self, ids: &[String]) -> Result<Vec<Instance>, AwsError> {
+        instances::describe_by_id(&self.clients.ec2, ids).await
+    }
+
     fn mark_unavailable(
         &self,
         capacity_type: &str,
@@ -479,6 +514,22 @@ impl Cloud for Ec2Cloud {
 
     fn restore_unavailable(&self, saved: &UnavailableOfferings) {
         self.warm().unavailable.merge(saved);
+    }
+
+    /// Deletes this cluster's launch templates that no launch has used for
+    /// [`template_gc::UNUSED_FOR`] (tags checked in code, at most
+    /// [`template_gc::MAX_DELETIONS`] per call); returns their names. The tick calls it; a
+    /// template needed again is created again by the next launch.
+    async fn collect_launch_templates(&self, now: DateTime<Utc>) -> Result<Vec<String>, AwsError> {
+        let listed = template_gc::list(&self.clients.ec2, &self.cluster).await?;
+        let used = self.warm().templates.clone();
+        let deleted =
+            template_gc::delete_stale(&self.clients.ec2, &self.cluster, &listed, &used, now).await;
+        let mut warm = self.warm();
+        for name in &deleted {
+            warm.templates.remove(name);
+        }
+        Ok(deleted)
     }
 }
 

@@ -59,7 +59,7 @@ pub async fn create(
             .position(|a| a.instance_type == o.instance_type && a.zone == o.zone)
             .unwrap_or(0) as f64
     };
-    let token = client_token(&req.nodeclaim, capacity_type, &all);
+    let token = client_token(&req.nodeclaim, req.uid.as_deref());
     let mut call = ec2
         .create_fleet()
         .r#type(FleetType::Instant)

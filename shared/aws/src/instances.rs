@@ -108,6 +108,25 @@ pub async fn list_owned(
     describe(ec2, owned_filters(cluster), None).await
 }
 
+/// The instances with these ids, in any state and whatever their tags, through the
+/// `instance-id` filter (which, unlike `InstanceIds`, leaves out ids EC2 no longer knows instead of
+/// failing the call).
+#[instrument(skip(ec2))]
+pub async fn describe_by_id(
+    ec2: &aws_sdk_ec2::Client,
+    ids: &[String],
+) -> Result<Vec<Instance>, AwsError> {
+    let mut out = Vec::new();
+    for chunk in ids.chunks(200) {
+        let filter = Filter::builder()
+            .name("instance-id")
+            .set_values(Some(chunk.to_vec()))
+            .build();
+        out.extend(describe(ec2, vec![filter], None).await?);
+    }
+    Ok(out)
+}
+
 /// The live instance launched for a NodeClaim, if any.
 #[instrument(skip(ec2))]
 pub async fn find_for_nodeclaim(

@@ -16,6 +16,7 @@ pub mod nodeclass;
 pub mod nudge;
 pub mod pricing;
 pub mod secret;
+pub mod template_gc;
 pub mod userdata;
 
 pub use clients::AwsClients;

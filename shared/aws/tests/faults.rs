@@ -69,6 +69,7 @@ fn fleet_errors(errors: &[(&str, &str, &str)]) -> String {
 fn request(nodeclaim: &str) -> LaunchRequest {
     LaunchRequest {
         nodeclaim: nodeclaim.into(),
+        uid: None,
         nodepool: "default".into(),
         nodeclass: "default".into(),
         instance_types: vec!["m5.large".into()],
@@ -259,6 +260,63 @@ async fn a_nodeclaim_whose_first_instance_died_is_not_launched_again() {
         "the error names the dead instance: {again}"
     );
     assert_eq!(faults.requests("CreateFleet").len(), 1, "no second launch");
+}
+
+/// A CreateFleet whose outcome is unknown (a 5xx on every attempt) keeps its NodeClaim, and the
+/// next tick launches it again with what then holds: here an offering was marked unavailable
+/// meanwhile, so the retry asks for fewer offerings. Its ClientToken is the first call's, so EC2
+/// takes it as the same launch and cannot start a second instance if the first call did launch.
+#[tokio::test]
+async fn a_retried_launch_keeps_its_client_token_when_the_offerings_change() {
+    let faults = FaultInjector::default();
+    let clients = AwsClients::new(&sdk_config(Some(faults.client())));
+    let fx = Fixture::new(&clients, "token").await;
+    let cloud = Ec2Cloud::new(clients, "token")
+        .with_cluster_info(fx.cluster_info())
+        .with_parameter_root(PARAMETER_ROOT);
+    let now = Utc::now();
+    let mut req = request("default-token");
+    req.uid = Some("5d0c6f1e-7a43-4c8e-9a51-2b7f0e6c1d42".into());
+    req.capacity_types = vec!["on-demand".into()];
+    faults.inject(
+        "CreateFleet",
+        503,
+        &ec2_error("ServiceUnavailable", "The service is unavailable."),
+        fleetwright_aws::clients::MAX_ATTEMPTS as usize,
+    );
+    let err = cloud
+        .launch(&req, &fx.nodeclass("default"), now)
+        .await
+        .unwrap_err();
+    assert!(err.outcome_unknown(), "{err}");
+    cloud.mark_unavailable("on-demand", "m5.large", "us-east-1a", now);
+    cloud
+        .launch(&req, &fx.nodeclass("default"), now)
+        .await
+        .expect("the retry launches");
+
+    let fleets = faults.requests("CreateFleet");
+    let param = |body: &str, name: &str| {
+        body.split('&')
+            .filter(|kv| kv.starts_with(name))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let zones = |body: &str| {
+        param(body, "LaunchTemplateConfigs.1.Overrides.")
+            .into_iter()
+            .filter(|kv| kv.contains("AvailabilityZone="))
+            .count()
+    };
+    let (first, last) = (&fleets[0], fleets.last().unwrap());
+    assert!(
+        zones(first) > zones(last),
+        "the retry asks for fewer offerings:\n{first}\n{last}"
+    );
+    let tokens: std::collections::BTreeSet<Vec<String>> =
+        fleets.iter().map(|b| param(b, "ClientToken=")).collect();
+    assert_eq!(tokens.len(), 1, "one token for every call: {tokens:?}");
+    assert_eq!(tokens.first().unwrap().len(), 1);
 }
 
 #[tokio::test]

@@ -18,6 +18,7 @@ use support::*;
 fn request(nodeclaim: &str, types: &[&str], capacity: &[&str]) -> LaunchRequest {
     LaunchRequest {
         nodeclaim: nodeclaim.into(),
+        uid: None,
         nodepool: "default".into(),
         nodeclass: "default".into(),
         instance_types: types.iter().map(|s| s.to_string()).collect(),

@@ -3,7 +3,7 @@
 //! first), the idempotency token and the tags. The EC2 adapter and the simulated cloud both
 //! launch through these, so they pick the same offerings.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use fleetwright_core::catalog::{architecture, overlaid_price, reserved_price, RawInstanceType};
@@ -31,6 +31,9 @@ pub const MAX_INSTANCE_TYPES: usize = 60;
 #[serde(rename_all = "camelCase")]
 pub struct LaunchRequest {
     pub nodeclaim: String,
+    /// The NodeClaim's uid: with its name, what makes a launch the same launch to EC2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
     pub nodepool: String,
     pub nodeclass: String,
     /// The NodeClaim's instance-type options.
@@ -108,6 +111,7 @@ impl LaunchRequest {
         };
         Ok(LaunchRequest {
             nodeclaim: name.clone(),
+            uid: claim.metadata.uid.clone(),
             nodepool,
             nodeclass,
             instance_types,
@@ -422,33 +426,18 @@ pub fn launched_reservation(id: &str, reservations: &[ResolvedReservation]) -> L
     }
 }
 
-/// A token derived from the NodeClaim, the capacity type and the set of offerings asked for (each
-/// instance type, zone and image), so a retried invocation is recognised by EC2 as the same launch
-/// even after a price refresh reordered the overrides or a subnet's free addresses changed its
-/// pick; a changed request (a fallback to on-demand, offerings dropped after a capacity error, a
-/// new AMI) is a new one. Prices and subnets are left out on purpose: a retry that EC2 then
-/// refuses as `IdempotentParameterMismatch` is resolved by looking the instance up by its tags.
-pub fn client_token(nodeclaim: &str, capacity_type: &str, overrides: &[Override]) -> String {
-    let offerings: BTreeSet<(&str, &str, &str)> = overrides
-        .iter()
-        .map(|o| {
-            (
-                o.instance_type.as_str(),
-                o.zone.as_str(),
-                o.image_id.as_str(),
-            )
-        })
-        .collect();
+/// CreateFleet's idempotency token: the NodeClaim's name and uid, and nothing of the request.
+/// A launch retried after an invocation was cut off (or after a lost answer) then reaches EC2
+/// as the same launch, whatever changed in between: other offerings marked unavailable, a price
+/// refresh, another subnet, a new AMI, a fallback to another capacity type. EC2 answers the same
+/// request with the first call's instance, and a changed one with `IdempotentParameterMismatch`,
+/// which the adapter resolves by looking the instance up by its tags. A NodeClaim whose launch
+/// failed for good is deleted, and its replacement has another uid, so another token.
+pub fn client_token(nodeclaim: &str, uid: Option<&str>) -> String {
     let mut hasher = Sha256::new();
     hasher.update(nodeclaim.as_bytes());
     hasher.update([0]);
-    hasher.update(capacity_type.as_bytes());
-    for (instance_type, zone, image) in offerings {
-        for part in [instance_type, zone, image] {
-            hasher.update([0]);
-            hasher.update(part.as_bytes());
-        }
-    }
+    hasher.update(uid.unwrap_or_default().as_bytes());
     format!("fleetwright-{}", &hex(&hasher.finalize())[..40])
 }
 
@@ -486,6 +475,7 @@ mod tests {
     fn request(types: &[&str], capacity: &[&str], zones: &[&str]) -> LaunchRequest {
         LaunchRequest {
             nodeclaim: "default-abcde".into(),
+            uid: Some("8c7a2f3e-0000-4000-8000-000000000001".into()),
             nodepool: "default".into(),
             nodeclass: "default".into(),
             instance_types: types.iter().map(|s| s.to_string()).collect(),
@@ -706,29 +696,48 @@ mod tests {
         assert_eq!(distinct.len(), MAX_INSTANCE_TYPES);
     }
 
+    /// The token names the NodeClaim only: the retry of a launch whose invocation was cut off
+    /// is the same launch to EC2 whatever offerings, prices, subnets, images or capacity type it
+    /// asks for this time, so EC2 cannot launch a second instance for it.
     #[test]
-    fn the_client_token_is_stable_and_request_specific() {
+    fn the_client_token_depends_on_the_nodeclaim_alone() {
         let catalog = Catalog::embedded();
         let list = subnets();
-        let req = request(&["m5.large"], &[], &[]);
+        let req = request(&["m5.large", "m5.xlarge"], &[], &[]);
+        let uid = req.uid.as_deref();
         let spot = overrides(&req, catalog, "spot", &best(&list), &amis());
-        let od = overrides(&req, catalog, "on-demand", &best(&list), &amis());
-        let token = client_token("default-abcde", "spot", &spot);
-        assert_eq!(token, client_token("default-abcde", "spot", &spot));
-        assert!(token.len() <= 64);
-        assert_ne!(token, client_token("default-abcde", "on-demand", &od));
-        assert_ne!(token, client_token("default-fghij", "spot", &spot));
+        let token = client_token(&req.nodeclaim, uid);
+        assert_eq!(token, client_token("default-abcde", uid));
+        assert!(token.len() <= 64, "EC2 takes at most 64 characters");
 
-        // A price refresh (another order, other prices) and another subnet keep the token.
-        let mut refreshed = spot.clone();
-        refreshed.reverse();
-        for o in &mut refreshed {
+        // What a retry may ask for differently: fewer offerings (one marked unavailable
+        // meanwhile), another order, prices, subnets and image, another capacity type.
+        let mut retried = spot[1..].to_vec();
+        retried.reverse();
+        for o in &mut retried {
             o.price *= 1.5;
             o.subnet_id = format!("{}-other", o.subnet_id);
+            o.image_id = "ami-newer".into();
         }
-        assert_eq!(token, client_token("default-abcde", "spot", &refreshed));
-        // Dropping an offering (after a capacity error) makes a new launch.
-        assert_ne!(token, client_token("default-abcde", "spot", &spot[1..]));
+        let od = overrides(&req, catalog, "on-demand", &best(&list), &amis());
+        assert_ne!(spot, retried);
+        assert_ne!(spot, od);
+        for (capacity_type, offered) in [("spot", &spot), ("spot", &retried), ("on-demand", &od)] {
+            assert_eq!(
+                token,
+                fleet_token(&req, capacity_type, offered),
+                "{capacity_type}: {offered:?}"
+            );
+        }
+
+        // Another NodeClaim, or one that reuses a deleted NodeClaim's name, is another launch.
+        assert_ne!(token, client_token("default-fghij", uid));
+        assert_ne!(token, client_token("default-abcde", Some("another-uid")));
+    }
+
+    /// The token CreateFleet is given for a request, its capacity type and its overrides.
+    fn fleet_token(req: &LaunchRequest, _capacity_type: &str, _overrides: &[Override]) -> String {
+        client_token(&req.nodeclaim, req.uid.as_deref())
     }
 
     #[test]

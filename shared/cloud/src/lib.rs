@@ -60,6 +60,14 @@ pub trait Cloud: Send + Sync {
     /// Every live instance this cluster launched.
     fn instances(&self) -> impl Future<Output = Result<Vec<Instance>, CloudError>> + Send;
 
+    /// The instances with these ids, looked up by id (whatever their tags), in any state; ids the
+    /// cloud no longer knows are left out. A listing by tag that misses an instance (stale,
+    /// empty, or its tags removed) is confirmed here before anything is deleted for it.
+    fn describe(
+        &self,
+        ids: &[String],
+    ) -> impl Future<Output = Result<Vec<Instance>, CloudError>> + Send;
+
     /// Marks an offering unavailable (a spot interruption, say).
     fn mark_unavailable(
         &self,
@@ -74,6 +82,16 @@ pub trait Cloud: Send + Sync {
 
     /// Merges persisted unavailable offerings (after a cold start).
     fn restore_unavailable(&self, saved: &UnavailableOfferings);
+
+    /// Deletes this cluster's launch templates that no launch has used for a while; returns
+    /// their names. A cloud without launch templates has none to collect.
+    fn collect_launch_templates(
+        &self,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Vec<String>, CloudError>> + Send {
+        let _ = now;
+        async { Ok(Vec::new()) }
+    }
 }
 
 /// A shared cloud (one per warm container, used by every invocation) is a cloud too.
@@ -113,6 +131,13 @@ impl<T: Cloud> Cloud for Arc<T> {
         (**self).instances()
     }
 
+    fn describe(
+        &self,
+        ids: &[String],
+    ) -> impl Future<Output = Result<Vec<Instance>, CloudError>> + Send {
+        (**self).describe(ids)
+    }
+
     fn mark_unavailable(
         &self,
         capacity_type: &str,
@@ -129,5 +154,12 @@ impl<T: Cloud> Cloud for Arc<T> {
 
     fn restore_unavailable(&self, saved: &UnavailableOfferings) {
         (**self).restore_unavailable(saved)
+    }
+
+    fn collect_launch_templates(
+        &self,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Vec<String>, CloudError>> + Send {
+        (**self).collect_launch_templates(now)
     }
 }

@@ -44,6 +44,10 @@ pub const PLACEMENT_GROUP_ID: &str = "karpenter.k8s.aws/placement-group-id";
 pub const PLACEMENT_GROUP_PARTITION: &str = "karpenter.k8s.aws/placement-group-partition";
 
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// On a NodeClaim a disruption command has chosen: `<reason>/<command>[/<replacements>]`. The
+/// command is recorded here before the node is tainted, so a NodeClaim carrying it is being
+/// disrupted already, tainted or not.
+pub const DISRUPTION_COMMAND: &str = "fleetwright.io/disruption";
 pub const TAINT_DISRUPTED: &str = "karpenter.sh/disrupted";
 pub const TAINT_UNREGISTERED: &str = "karpenter.sh/unregistered";
 

@@ -48,6 +48,9 @@ pub struct ClusterDump {
     /// in-cluster), or a setting that names it (Karpenter's `CLUSTER_CA_BUNDLE`). None when
     /// neither is known: the EC2NodeClass hashes are then unknown (never drift, never stamped).
     pub ca_bundle: Option<String>,
+    /// Objects the read could not take (a NodePool that does not deserialize, a pod that does
+    /// not convert), each with its error: left out, so that every other object goes on.
+    pub rejected: Vec<crate::convert::Rejected>,
 }
 
 /// The ConfigMap Kubernetes publishes into every namespace with the CA pods trust.

@@ -148,26 +148,30 @@ where
 /// go first; critical ones only once no other pod is left to evict. A PodDisruptionBudget's 429
 /// leaves the pod for a later pass (never forced), and `karpenter.sh/do-not-disrupt` pods are
 /// never evicted.
-pub async fn drain(client: Client, pods: &[Pod]) -> Result<DrainOutcome, KubeError> {
+///
+/// An eviction that fails otherwise (a 500 for a pod two PDBs cover, a webhook's 403, an API
+/// error) is recorded in [`DrainOutcome::failed`] and the other pods are still evicted: one pod
+/// never stops a drain, and a drain never stops the caller.
+pub async fn drain(client: Client, pods: &[Pod]) -> DrainOutcome {
     let mut outcome = DrainOutcome::default();
     let candidates: Vec<&Pod> = pods.iter().filter(|p| !skipped_by_drain(p)).collect();
     let (critical, normal): (Vec<&Pod>, Vec<&Pod>) =
         candidates.into_iter().partition(|p| is_critical(p));
     for pod in normal {
-        evict(client.clone(), pod, &mut outcome).await?;
+        evict(client.clone(), pod, &mut outcome).await;
     }
-    let others_left = !outcome.blocked.is_empty();
+    let others_left = !outcome.blocked.is_empty() || !outcome.failed.is_empty();
     for pod in critical {
         if others_left {
             outcome.deferred.push(pod_key(pod));
         } else {
-            evict(client.clone(), pod, &mut outcome).await?;
+            evict(client.clone(), pod, &mut outcome).await;
         }
     }
-    Ok(outcome)
+    outcome
 }
 
-async fn evict(client: Client, pod: &Pod, outcome: &mut DrainOutcome) -> Result<(), KubeError> {
+async fn evict(client: Client, pod: &Pod, outcome: &mut DrainOutcome) {
     let key = pod_key(pod);
     let value = pod
         .metadata
@@ -190,7 +194,7 @@ async fn evict(client: Client, pod: &Pod, outcome: &mut DrainOutcome) -> Result<
         outcome
             .blocked
             .push((key, "annotated karpenter.sh/do-not-disrupt".into()));
-        return Ok(());
+        return;
     }
     let api: Api<Pod> = Api::namespaced(
         client,
@@ -211,9 +215,12 @@ async fn evict(client: Client, pod: &Pod, outcome: &mut DrainOutcome) -> Result<
                 .blocked
                 .push((key, format!("PodDisruptionBudget: {}", e.message)));
         }
-        Err(e) => return Err(api_error("evicting Pod", e)),
+        Err(e) => {
+            let error = api_error("evicting Pod", e);
+            tracing::warn!(pod = %key, error = %error, "eviction failed; retrying on a later pass");
+            outcome.failed.push((key, error.to_string()));
+        }
     }
-    Ok(())
 }
 
 /// Writes a NodeClaim's status through the status subresource; on 409 re-reads and retries.

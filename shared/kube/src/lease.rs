@@ -1,7 +1,8 @@
 //! The single-writer guard: a `coordination.k8s.io/v1` Lease taken at the start of each tick, so
 //! overlapping invocations never plan on the same pending pods twice. A tick that cannot take
 //! the lease exits cleanly; a lease whose holder died expires after its duration and is taken
-//! over. Conflicts (409) are never overwritten: losing a race means someone else holds it.
+//! over. Conflicts (409) are never overwritten: losing a race means someone else holds it,
+//! unless the Lease, read again, shows this invocation's own write (a retry after a lost answer).
 
 use std::time::Duration;
 
@@ -116,12 +117,51 @@ pub async fn try_acquire(
     };
     match result {
         Ok(lease) => Ok(Some(LeaseGuard { api, lease })),
-        Err(e) if is_conflict(&e) => {
+        Err(e) if is_conflict(&e) => own_write_landed(api, name, holder, now).await,
+        Err(e) => Err(api_error(e)),
+    }
+}
+
+/// After a 409 on the Lease write: a retry of a write whose answer was lost meets its own
+/// write, which bumped the resourceVersion (or, on a create, made the object exist). The Lease
+/// is read again; when it names this holder with this renew time, the write landed and the
+/// Lease is this invocation's, with the resourceVersion its release needs. Anything else is
+/// another invocation that won the race.
+async fn own_write_landed(
+    api: Api<Lease>,
+    name: &str,
+    holder: &str,
+    now: Timestamp,
+) -> Result<Option<LeaseGuard>, KubeError> {
+    let current = crate::retry::with_retries("reading Lease", || api.get_opt(name))
+        .await
+        .map_err(api_error)?;
+    match current {
+        Some(lease) if written_by(&lease, holder, now) => {
+            tracing::info!(
+                lease = name,
+                "the lease write had landed before its retry; holding it"
+            );
+            Ok(Some(LeaseGuard { api, lease }))
+        }
+        _ => {
             tracing::info!(lease = name, "lost the race for the lease");
             Ok(None)
         }
-        Err(e) => Err(api_error(e)),
     }
+}
+
+/// Whether `lease` holds what this invocation wrote: its holder and its renew time.
+fn written_by(lease: &Lease, holder: &str, now: Timestamp) -> bool {
+    let Some(spec) = lease.spec.as_ref() else {
+        return false;
+    };
+    // A MicroTime travels with microseconds.
+    spec.holder_identity.as_deref() == Some(holder)
+        && spec
+            .renew_time
+            .as_ref()
+            .is_some_and(|r| r.0.as_microsecond() == now.as_microsecond())
 }
 
 /// Held by someone else whose renew time plus duration is still in the future.

@@ -15,6 +15,7 @@ pub mod lease;
 pub mod legacy;
 pub mod memory;
 pub mod objects;
+pub mod peers;
 pub mod retry;
 pub mod snapshot;
 pub mod state;

@@ -327,6 +327,17 @@ pub struct DrainOutcome {
     pub blocked: Vec<(String, String)>,
     /// Critical pods held back until the other pods are gone (Karpenter's drain order).
     pub deferred: Vec<String>,
+    /// Pods whose eviction failed with another error (a pod two PDBs cover answers 500, a
+    /// webhook that denies evictions 403), with the error: left in place and retried on a later
+    /// pass, while the rest of the node, and of the tick, goes on.
+    pub failed: Vec<(String, String)>,
+}
+
+impl DrainOutcome {
+    /// Whether nothing that a drain moves is left on the node.
+    pub fn done(&self) -> bool {
+        self.blocked.is_empty() && self.deferred.is_empty() && self.failed.is_empty()
+    }
 }
 
 #[cfg(test)]

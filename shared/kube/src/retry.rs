@@ -2,7 +2,8 @@
 //! [`crate::client`]) because it would also retry a PodDisruptionBudget's 429 on an eviction,
 //! which must come back at once. Reads go through [`with_retries`] instead: a 429, a 5xx, or a
 //! transport error or timeout is retried a few times with a doubling, jittered pause, so one throttled or
-//! failed list does not end an invocation. Writes that carry a resourceVersion (the Lease, and
+//! failed list does not end an invocation; all within [`BUDGET`], so a call started before the
+//! invocation's deadline margin ends before the invocation does. Writes that carry a resourceVersion (the Lease, and
 //! every read-modify-write in [`crate::executor`]) are retried the same way, since a retry after a
 //! write that did land meets a 409. Other writes are not: each is re-decided by the next
 //! invocation from what the cluster then holds.
@@ -73,18 +74,42 @@ pub fn transient(error: &kube::Error) -> bool {
     }
 }
 
-/// Runs `call` until it succeeds, fails for good, or [`ATTEMPTS`] are used up.
-pub async fn with_retries<T, F, Fut>(what: &str, mut call: F) -> Result<T, kube::Error>
+/// The longest one call may take with its retries: no attempt runs past it, and no retry starts
+/// that its pause would take past it. An invocation's deadline margin
+/// (`fleetwright_runtime::deadline::MARGIN`) is at least this, so a call started before the
+/// margin ends before the invocation does.
+pub const BUDGET: Duration = Duration::from_secs(10);
+
+/// Runs `call` until it succeeds, fails for good, [`ATTEMPTS`] are used up, or [`BUDGET`] is.
+pub async fn with_retries<T, F, Fut>(what: &str, call: F) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,
 {
+    within(BUDGET, what, call).await
+}
+
+/// [`with_retries`] with another budget.
+pub async fn within<T, F, Fut>(budget: Duration, what: &str, mut call: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let end = tokio::time::Instant::now() + budget;
     let mut pause = first_pause();
     let mut attempt = 1;
     loop {
-        match call().await {
+        let left = end.saturating_duration_since(tokio::time::Instant::now());
+        let outcome = match tokio::time::timeout(left, call()).await {
+            Ok(outcome) => outcome,
+            Err(_) => return Err(out_of_time(what, budget)),
+        };
+        match outcome {
             Err(e) if transient(&e) && attempt < ATTEMPTS => {
                 let wait = jittered(pause);
+                if tokio::time::Instant::now() + wait >= end {
+                    return Err(e);
+                }
                 warn!(%what, attempt, error = %e, pause_ms = wait.as_millis() as u64, "transient API error; retrying");
                 tokio::time::sleep(wait).await;
                 pause *= 2;
@@ -93,6 +118,15 @@ where
             other => return other,
         }
     }
+}
+
+/// The error of a call that ran out of its budget: a transport timeout, as kube reports one.
+fn out_of_time(what: &str, budget: Duration) -> kube::Error {
+    let reason = format!("{what}: no answer within {} s", budget.as_secs_f32());
+    kube::Error::Service(Box::new(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        reason,
+    )))
 }
 
 /// Sets the timeouts above on a client configuration.
@@ -106,6 +140,60 @@ pub fn bound(config: &mut kube::Config) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn unavailable() -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("unavailable", "ServiceUnavailable")
+                .with_code(503)
+                .boxed(),
+        )
+    }
+
+    /// A retried call ends within the budget however its attempts behave: slow failures are
+    /// retried only while one more fits, and a hung attempt is cut at the budget. Unbounded,
+    /// four attempts of one read timeout each would outlast the deadline margin several times.
+    #[tokio::test]
+    async fn a_retried_call_ends_within_its_budget() {
+        let budget = Duration::from_millis(400);
+        let started = std::time::Instant::now();
+        let attempts = std::sync::atomic::AtomicU32::new(0);
+        let slow_failures = within(budget, "slow", || async {
+            attempts.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            Err::<(), _>(unavailable())
+        })
+        .await;
+        assert!(slow_failures.is_err());
+        assert!(started.elapsed() < budget + Duration::from_millis(100));
+        assert!(
+            attempts.load(Ordering::Relaxed) >= 2,
+            "a retry that fits is made"
+        );
+
+        let started = std::time::Instant::now();
+        let hung = within(budget, "hung", || {
+            std::future::pending::<Result<(), kube::Error>>()
+        });
+        let err = hung.await.unwrap_err();
+        assert!(transient(&err), "{err}");
+        assert!(started.elapsed() < budget + Duration::from_millis(100));
+    }
+
+    /// The default: one call with its retries, hung or failing slowly, ends within [`BUDGET`],
+    /// not after [`ATTEMPTS`] read timeouts.
+    #[tokio::test]
+    async fn with_retries_is_bounded_by_the_budget() {
+        assert!(BUDGET < READ_TIMEOUT * ATTEMPTS);
+        let started = std::time::Instant::now();
+        let slow = with_retries("slow", || async {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            Err::<(), _>(unavailable())
+        });
+        assert!(tokio::time::timeout(BUDGET + Duration::from_secs(1), slow)
+            .await
+            .is_ok_and(|r| r.is_err()));
+        assert!(started.elapsed() <= BUDGET + Duration::from_millis(200));
+    }
 
     #[test]
     fn a_jittered_pause_is_between_half_and_all_of_it() {

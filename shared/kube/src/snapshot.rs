@@ -17,6 +17,7 @@ use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
+use crate::convert::Rejected;
 use crate::crds::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use crate::dump::{ca_bundle_of, ClusterDump, SlimPod, ROOT_CA_CONFIGMAP};
 use crate::error::KubeError;
@@ -108,24 +109,25 @@ impl SnapshotReader {
         )?;
         let zones = crate::convert::volume_zones(&pvcs, &pvs);
         let (
-            (pods, converted),
+            (pods, converted, mut rejected),
             nodes,
             daemonsets,
             pdbs,
-            nodepools,
-            nodeclasses,
-            nodeclaims,
+            (nodepools, bad_pools),
+            (nodeclasses, bad_classes),
+            (nodeclaims, bad_claims),
             nodeoverlays,
         ) = futures::try_join!(
             self.pods(&zones),
             self.list::<Node>(Read::Consistent),
             self.list::<DaemonSet>(Read::Cached),
             self.list::<PodDisruptionBudget>(Read::Cached),
-            self.list::<NodePool>(Read::Consistent),
-            self.list::<EC2NodeClass>(Read::Consistent),
-            self.list::<NodeClaim>(Read::Consistent),
+            self.list_each::<NodePool>(),
+            self.list_each::<EC2NodeClass>(),
+            self.list_each::<NodeClaim>(),
             self.overlays(),
         )?;
+        rejected.extend(bad_pools.into_iter().chain(bad_classes).chain(bad_claims));
         let ca_bundle = self.ca_bundle().await?;
         tracing::debug!(
             kept = pods.len(),
@@ -150,6 +152,7 @@ impl SnapshotReader {
             slim: true,
             notes: Vec::new(),
             ca_bundle,
+            rejected,
         })
     }
 
@@ -204,28 +207,102 @@ impl SnapshotReader {
         }
     }
 
-    /// The schedulable pods, slim, and their core conversions.
-    async fn pods(
-        &self,
-        zones: &crate::convert::VolumeZones,
-    ) -> Result<(Vec<SlimPod>, Vec<fleetwright_core::model::Pod>), KubeError> {
+    /// The schedulable pods, slim, and their core conversions; a pod that does not convert is
+    /// left out and returned with its error.
+    async fn pods(&self, zones: &crate::convert::VolumeZones) -> Result<ReadPods, KubeError> {
         let mut slim = Vec::new();
         let mut converted = Vec::new();
+        let mut rejected = Vec::new();
         self.list_pages::<Pod>(Read::Consistent, |page, remaining, first| {
             if first {
                 slim.clear();
                 converted.clear();
+                rejected.clear();
             }
             slim.reserve(page.len() + remaining);
             converted.reserve(page.len() + remaining);
             for pod in page.into_iter().filter(schedulable_view) {
-                converted.push(crate::convert::pod(&pod, zones)?);
-                slim.push(SlimPod::new(pod));
+                match crate::convert::pod(&pod, zones) {
+                    Ok(c) => {
+                        converted.push(c);
+                        slim.push(SlimPod::new(pod));
+                    }
+                    Err(e) => rejected.push(Rejected::new("Pod", &pod.metadata, e)),
+                }
             }
             Ok(())
         })
         .await?;
-        Ok((slim, converted))
+        Ok((slim, converted, rejected))
+    }
+
+    /// Every object of a Karpenter kind, each deserialized on its own: one that does not fit the
+    /// type (a field of the wrong type, written under an older or looser CRD) is returned as
+    /// rejected, with the path of the field, instead of failing the whole listing.
+    async fn list_each<K>(&self) -> Result<(Vec<K>, Vec<Rejected>), KubeError>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    {
+        let raw: Vec<Lenient<K>> = self.list(Read::Consistent).await?;
+        let mut items = Vec::with_capacity(raw.len());
+        let mut rejected = Vec::new();
+        for item in raw {
+            match item.typed() {
+                Ok(k) => items.push(k),
+                Err(r) => rejected.push(r),
+            }
+        }
+        Ok((items, rejected))
+    }
+
+    /// What an interruption needs of the cluster: the NodeClaims of these instances, their
+    /// Nodes, and the pods on those Nodes. The NodeClaims are listed first; pods are read only for
+    /// the nodes involved (none at all when no instance is this cluster's), so an EC2 event about
+    /// some other instance of the account costs one list of NodeClaims, not a read of every pod.
+    pub async fn read_for_instances(&self, ids: &[String]) -> Result<ClusterDump, KubeError> {
+        let (claims, rejected) = self.list_each::<NodeClaim>().await?;
+        let ours = |c: &NodeClaim| {
+            let provider = c.status.as_ref().and_then(|s| s.provider_id.as_deref());
+            let id = provider.and_then(|p| p.rsplit('/').next());
+            id.is_some_and(|id| ids.iter().any(|i| i == id))
+        };
+        let nodeclaims: Vec<NodeClaim> = claims.into_iter().filter(ours).collect();
+        let names: Vec<String> = nodeclaims
+            .iter()
+            .filter_map(|c| c.status.as_ref()?.node_name.clone())
+            .collect();
+        let nodes_api: Api<Node> = Api::all(self.client.clone());
+        let pods_api: Api<Pod> = Api::all(self.client.clone());
+        let mut nodes = Vec::new();
+        let mut pods = Vec::new();
+        for name in &names {
+            let what = format!("reading Node {name}");
+            let node = crate::retry::with_retries(&what, || nodes_api.get_opt(name))
+                .await
+                .map_err(|e| KubeError::Api {
+                    kind: what.clone(),
+                    reason: e.to_string(),
+                })?;
+            nodes.extend(node);
+            let params = ListParams::default().fields(&format!("spec.nodeName={name}"));
+            let what = format!("listing the pods of Node {name}");
+            let on = crate::retry::with_retries(&what, || pods_api.list(&params))
+                .await
+                .map_err(|e| KubeError::Api {
+                    kind: what.clone(),
+                    reason: e.to_string(),
+                })?;
+            pods.extend(on.items.into_iter().filter(|p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str())
+            }));
+        }
+        Ok(ClusterDump {
+            pods,
+            nodes,
+            nodeclaims,
+            rejected,
+            ..Default::default()
+        })
     }
 
     /// The core snapshot of the cluster now.
@@ -306,6 +383,63 @@ impl SnapshotReader {
                 None => return Ok(()),
             }
         }
+    }
+}
+
+/// The pods of a read: slim, converted, and those that did not convert.
+type ReadPods = (
+    Vec<SlimPod>,
+    Vec<fleetwright_core::model::Pod>,
+    Vec<Rejected>,
+);
+
+/// One object of kind `K` as the API server sent it, deserialized into `K` later and on its
+/// own ([`Lenient::typed`]).
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(bound = "")]
+struct Lenient<K> {
+    metadata: kube::api::ObjectMeta,
+    #[serde(flatten)]
+    rest: serde_json::Map<String, serde_json::Value>,
+    #[serde(skip)]
+    kind: std::marker::PhantomData<K>,
+}
+
+impl<K: Resource<DynamicType = ()> + DeserializeOwned> Lenient<K> {
+    fn typed(self) -> Result<K, Rejected> {
+        let meta = self.metadata.clone();
+        let mut value = self.rest;
+        value.insert(
+            "metadata".into(),
+            serde_json::to_value(&self.metadata).unwrap_or_default(),
+        );
+        serde_path_to_error::deserialize(serde_json::Value::Object(value)).map_err(|e| {
+            let path = e.path().to_string();
+            Rejected::new(&K::kind(&()), &meta, format!("{path}: {}", e.into_inner()))
+        })
+    }
+}
+
+impl<K: Resource<DynamicType = ()>> Resource for Lenient<K> {
+    type DynamicType = ();
+    type Scope = K::Scope;
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        K::kind(&())
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        K::group(&())
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        K::version(&())
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        K::plural(&())
+    }
+    fn meta(&self) -> &kube::api::ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut kube::api::ObjectMeta {
+        &mut self.metadata
     }
 }
 

@@ -189,7 +189,7 @@ async fn cordon_and_drain_leave_the_pdb_blocked_pod_and_evict_the_rest() {
             json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
         ),
     ];
-    let outcome = drain(api.client(), &pods).await.unwrap();
+    let outcome = drain(api.client(), &pods).await;
     assert_eq!(outcome.evicted, vec!["shop/web-0", "shop/web-1"]);
     let blocked: Vec<&str> = outcome.blocked.iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(blocked, vec!["shop/checkout-0", "shop/batch-0"]);
@@ -214,6 +214,33 @@ async fn cordon_and_drain_leave_the_pdb_blocked_pod_and_evict_the_rest() {
     assert_eq!(evictions, 3, "web-0, web-1 and the refused checkout-0");
 }
 
+/// A pod two PDBs cover gets a 500 from the Eviction API, and one an eviction-denying webhook
+/// guards gets a 403: each is recorded as failed, and the drain goes on to the other pods.
+#[tokio::test]
+async fn an_eviction_error_fails_that_pod_alone_and_the_drain_goes_on() {
+    use fleetwright_kube::executor::drain;
+    use fleetwright_kube::memory::Fault;
+    let api = FakeApi::start(BTreeMap::new()).await;
+    let fault = |pod: &str, status: u16| Fault {
+        method: "POST".into(),
+        path: format!("/api/v1/namespaces/shop/pods/{pod}/eviction"),
+        status,
+        skip: 0,
+        times: 100,
+    };
+    api.state.lock().unwrap().faults = vec![fault("two-pdbs", 500), fault("webhook", 403)];
+    let pods = vec![
+        pod_json("two-pdbs", json!({})),
+        pod_json("webhook", json!({})),
+        pod_json("web-0", json!({})),
+    ];
+    let outcome = drain(api.client(), &pods).await;
+    assert_eq!(outcome.evicted, vec!["shop/web-0"]);
+    let failed: Vec<&str> = outcome.failed.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(failed, vec!["shop/two-pdbs", "shop/webhook"]);
+    assert!(!outcome.done());
+}
+
 #[tokio::test]
 async fn critical_pods_wait_until_the_others_are_gone() {
     use fleetwright_kube::executor::drain;
@@ -224,11 +251,11 @@ async fn critical_pods_wait_until_the_others_are_gone() {
         json!({"spec": {"priorityClassName": "system-cluster-critical"}}),
     );
     let pods = vec![pod_json("web-0", json!({})), critical.clone()];
-    let first = drain(api.client(), &pods).await.unwrap();
+    let first = drain(api.client(), &pods).await;
     assert_eq!(first.deferred, vec!["shop/dns-0"]);
     assert!(first.evicted.is_empty());
     // Once the blocked pod is gone, the critical pod is evicted.
-    let second = drain(api.client(), &[critical]).await.unwrap();
+    let second = drain(api.client(), &[critical]).await;
     assert_eq!(second.evicted, vec!["shop/dns-0"]);
 }
 

@@ -126,3 +126,75 @@ async fn transient_errors_on_the_lease_writes_are_retried() {
         .unwrap();
     assert!(next.is_some(), "the released lease is free at once");
 }
+
+/// A client whose first `times` writes to a Lease land on the server, but whose answers are lost
+/// on the way back (answered 503), as when a connection drops after the API server wrote.
+fn losing_lease_answers(api: &fleetwright_kube::memory::MemoryApi, times: usize) -> kube::Client {
+    use http_body_util::BodyExt;
+    let api = api.clone();
+    let left = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(times));
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let (api, left) = (api.clone(), left.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = body
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            let uri = parts.uri.to_string();
+            let method = parts.method.as_str();
+            let mut reply = api.respond(method, &uri, "", &body);
+            let lease_write = method != "GET" && uri.contains("/leases");
+            if lease_write
+                && left
+                    .fetch_update(
+                        std::sync::atomic::Ordering::SeqCst,
+                        std::sync::atomic::Ordering::SeqCst,
+                        |n| n.checked_sub(1),
+                    )
+                    .is_ok()
+            {
+                reply.status = 503;
+                reply.body = serde_json::json!({"kind": "Status", "apiVersion": "v1",
+                    "status": "Failure", "reason": "ServiceUnavailable", "code": 503,
+                    "message": "the answer was lost"});
+            }
+            Ok::<_, std::convert::Infallible>(reply.into_http())
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
+/// A Lease write whose answer was lost is retried and meets its own write as a 409: the Lease,
+/// read again, names this invocation, so the tick holds it (instead of skipping while holding
+/// it, and every tick after it until the Lease expires). The same holds for the first create.
+#[tokio::test]
+async fn a_retried_lease_write_that_meets_its_own_write_holds_the_lease() {
+    use fleetwright_kube::memory::MemoryApi;
+    let api = MemoryApi::new(BTreeMap::new());
+    let created = try_acquire(losing_lease_answers(&api, 1), "ns", "tick", "a", TTL, at(0))
+        .await
+        .unwrap()
+        .expect("the create landed: the lease is a's");
+    assert_eq!(created.holder(), Some("a"));
+    created.release().await.unwrap();
+
+    let replaced = try_acquire(losing_lease_answers(&api, 1), "ns", "tick", "b", TTL, at(5))
+        .await
+        .unwrap()
+        .expect("the replace landed: the lease is b's");
+    assert_eq!(replaced.holder(), Some("b"));
+    // The guard carries the current resourceVersion, so its release lands and frees the lease.
+    replaced.release().await.unwrap();
+    let next = try_acquire(api.client(), "ns", "tick", "c", TTL, at(6))
+        .await
+        .unwrap();
+    assert!(next.is_some(), "b's release freed the lease");
+
+    // c holds it now: others are still kept out.
+    assert!(try_acquire(api.client(), "ns", "tick", "d", TTL, at(7))
+        .await
+        .unwrap()
+        .is_none());
+}

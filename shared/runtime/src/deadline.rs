@@ -5,8 +5,12 @@
 
 use std::time::{Duration, Instant};
 
-/// Work stops when less than this is left: one API call's read timeout with room to spare.
-pub const MARGIN: Duration = Duration::from_secs(10);
+/// Work stops when less than this is left: what one call may take, with its retries, and room
+/// to spare. A Kubernetes call with its retries ends within [`fleetwright_kube::retry::BUDGET`]
+/// (10 s), and an AWS call within the SDK's operation timeout the functions set (10 s, in
+/// `fleetwright-connect`), so a call started before the margin ends before the invocation does.
+/// An action of several calls (a launch) can still be cut off; the next invocation repairs it.
+pub const MARGIN: Duration = Duration::from_secs(15);
 
 /// 2001-09-09 in milliseconds since the epoch: no Lambda invocation's deadline is earlier, and
 /// no invocation lasts this long (the limit is 15 minutes).
@@ -68,6 +72,20 @@ mod tests {
         assert!(Deadline::from_epoch_millis(0, now).near());
         let an_hour_ago = in_a_minute - 3_660_000;
         assert!(Deadline::from_epoch_millis(an_hour_ago, now).near());
+    }
+
+    /// The margin covers one Kubernetes call with all its retries: a tick that starts one with
+    /// the margin left is not cut off by Lambda in the middle of it.
+    #[test]
+    fn the_margin_covers_one_retried_kubernetes_call() {
+        let budget = fleetwright_kube::retry::BUDGET;
+        assert!(
+            MARGIN >= budget + Duration::from_secs(2),
+            "{MARGIN:?} < {budget:?}"
+        );
+        // Twelve seconds left is too little for one more call with its retries.
+        assert!(Deadline::at(Instant::now() + Duration::from_secs(12)).near());
+        assert!(!Deadline::at(Instant::now() + Duration::from_secs(30)).near());
     }
 
     #[test]

@@ -100,7 +100,12 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
         if messages.is_empty() {
             return response;
         }
-        let mut dump = match SnapshotReader::new(self.kube.clone()).read_dump().await {
+        let ids: Vec<String> = messages
+            .iter()
+            .flat_map(|(_, m)| m.instance_ids.iter().cloned())
+            .collect();
+        let reader = SnapshotReader::new(self.kube.clone());
+        let mut dump = match reader.read_for_instances(&ids).await {
             Ok(dump) => dump,
             Err(e) => {
                 for (id, _) in messages {
@@ -161,7 +166,9 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
         now: DateTime<Utc>,
         metrics: &mut Metrics,
     ) -> Result<Vec<InstanceOutcome>, RuntimeError> {
-        let mut dump = SnapshotReader::new(self.kube.clone()).read_dump().await?;
+        let mut dump = SnapshotReader::new(self.kube.clone())
+            .read_for_instances(&message.instance_ids)
+            .await?;
         self.act(&mut dump, message, now, metrics).await
     }
 
@@ -179,15 +186,20 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
         }
         let stamp = Timestamp::from_second(now.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH);
         let mut disrupted = false;
+        // One instance whose step fails stops that instance's later steps only: the others of
+        // the message go on, and the message is failed (redelivered) for the one that did not.
+        let mut first_error = None;
         for outcome in &outcomes {
-            for action in &outcome.actions {
-                self.execute(dump, action, now).await?;
-                disrupted |= matches!(
-                    action,
-                    Action::Drain { .. } | Action::DeleteNodeClaim { .. }
-                );
+            match self.execute_all(dump, outcome, now).await {
+                Ok(moved) => {
+                    disrupted |= moved;
+                    assume(dump, outcome, stamp);
+                }
+                Err(e) => {
+                    warn!(instance_id = %outcome.instance_id, error = %e, "an interruption step failed; the message is redelivered");
+                    first_error.get_or_insert(e);
+                }
             }
-            assume(dump, outcome, stamp);
             metrics.add(metrics::INTERRUPTION_ACTIONS, outcome.actions.len() as f64);
         }
         if disrupted {
@@ -197,7 +209,29 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
                 warn!(error = %e, "could not nudge tick; the next scheduled tick replaces the capacity");
             }
         }
-        Ok(outcomes)
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(outcomes),
+        }
+    }
+
+    /// One instance's actions in order; the first that fails stops that instance's later ones.
+    /// Returns whether any pod was moved or NodeClaim deleted.
+    async fn execute_all(
+        &self,
+        dump: &ClusterDump,
+        outcome: &InstanceOutcome,
+        now: DateTime<Utc>,
+    ) -> Result<bool, RuntimeError> {
+        let mut disrupted = false;
+        for action in &outcome.actions {
+            self.execute(dump, action, now).await?;
+            disrupted |= matches!(
+                action,
+                Action::Drain { .. } | Action::DeleteNodeClaim { .. }
+            );
+        }
+        Ok(disrupted)
     }
 
     async fn execute(
@@ -224,8 +258,8 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
                     .into_iter()
                     .filter(|p| pods.contains(&pod_key(p)))
                     .collect();
-                let drained = executor::drain(self.kube.clone(), &pods).await?;
-                info!(%node, evicted = drained.evicted.len(), blocked = drained.blocked.len(), "cordoned and draining node");
+                let drained = executor::drain(self.kube.clone(), &pods).await;
+                info!(%node, evicted = drained.evicted.len(), blocked = drained.blocked.len(), failed = drained.failed.len(), "cordoned and draining node");
             }
             Action::MarkUnavailable {
                 capacity_type,

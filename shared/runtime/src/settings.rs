@@ -19,15 +19,16 @@ pub enum KubeApi {
     Plain { url: String },
 }
 
-/// The tick Lease's default term. The tick function's timeout is 60 s and a tick takes no
-/// action within [`crate::deadline::MARGIN`] (10 s) of it, so its last action starts by 50 s;
-/// 55 s covers that with 5 s of clock skew, and stays under the 60-s schedule, so a tick cut off
-/// before releasing the Lease holds back no scheduled tick (only nudges in between). The tick's
-/// reserved concurrency of 1 is the other guard against two ticks at once.
+/// The tick Lease's default term. The tick function's timeout is 60 s and a tick starts no
+/// action within [`crate::deadline::MARGIN`] (15 s) of it, so its last action starts by 45 s,
+/// and the call it starts with ends within 10 s, by 55 s. The term covers that, and stays under
+/// the 60-s schedule, so a tick cut off before releasing the Lease holds back no scheduled tick
+/// (only nudges in between). The tick's reserved concurrency of 1 is the other guard against
+/// two ticks at once.
 pub const DEFAULT_LEASE_SECONDS: u64 = 55;
 
-/// Every setting of the three functions.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Every setting of the three functions. Debug shows the webhook token redacted.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Settings {
     pub cluster_name: String,
     /// Namespace of the tick Lease and the state ConfigMap.
@@ -56,6 +57,47 @@ pub struct Settings {
     /// (its `CLUSTER_CA_BUNDLE`); unset, the tick reads `kube-root-ca.crt`, which is what
     /// Karpenter hashes by default.
     pub cluster_ca_bundle: Option<String>,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Every field is named, so a new one is considered here (a secret is redacted).
+        let Settings {
+            cluster_name,
+            namespace,
+            lease_name,
+            lease_duration,
+            dry_run,
+            rebalance,
+            webhook_token,
+            webhook_token_parameter,
+            event_bus,
+            kube_api,
+            ssm_parameter_root,
+            min_values_policy,
+            node_repair,
+            cluster_ca_bundle,
+        } = self;
+        f.debug_struct("Settings")
+            .field("cluster_name", cluster_name)
+            .field("namespace", namespace)
+            .field("lease_name", lease_name)
+            .field("lease_duration", lease_duration)
+            .field("dry_run", dry_run)
+            .field("rebalance", rebalance)
+            .field(
+                "webhook_token",
+                &webhook_token.as_ref().map(|_| crate::webhook::REDACTED),
+            )
+            .field("webhook_token_parameter", webhook_token_parameter)
+            .field("event_bus", event_bus)
+            .field("kube_api", kube_api)
+            .field("ssm_parameter_root", ssm_parameter_root)
+            .field("min_values_policy", min_values_policy)
+            .field("node_repair", node_repair)
+            .field("cluster_ca_bundle", cluster_ca_bundle)
+            .finish()
+    }
 }
 
 fn parse_bool(name: &str, value: Option<String>) -> Result<bool, RuntimeError> {
@@ -217,6 +259,20 @@ mod tests {
             ("FLEETWRIGHT_NODE_REPAIR", "true"),
         ]);
         assert!(on.unwrap().node_repair);
+    }
+
+    /// Settings are logged (and printed in panics) with Debug: the webhook token is not.
+    #[test]
+    fn debug_output_redacts_the_webhook_token() {
+        let token = "0123456789abcdef-secret";
+        let s = settings(&[
+            ("FLEETWRIGHT_CLUSTER_NAME", "dev"),
+            ("FLEETWRIGHT_WEBHOOK_TOKEN", token),
+        ])
+        .unwrap();
+        let printed = format!("{s:?} {s:#?}");
+        assert!(!printed.contains(token), "{printed}");
+        assert!(printed.contains("dev") && printed.contains(crate::webhook::REDACTED));
     }
 
     #[test]

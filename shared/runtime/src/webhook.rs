@@ -31,13 +31,25 @@ fn refuse(status: u16, reason: &str) -> HttpAnswer {
 }
 
 /// The webhook use case.
-#[derive(Debug)]
 pub struct Webhook<N> {
     pub nudge: N,
     /// When set, only `/admit/<token>` is served.
     pub token: Option<String>,
     last_nudge: Mutex<Option<DateTime<Utc>>>,
 }
+
+/// The token never reaches a log: Debug shows only whether one is set.
+impl<N: std::fmt::Debug> std::fmt::Debug for Webhook<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Webhook")
+            .field("nudge", &self.nudge)
+            .field("token", &self.token.as_ref().map(|_| REDACTED))
+            .finish_non_exhaustive()
+    }
+}
+
+/// What Debug output shows in place of a secret.
+pub const REDACTED: &str = "<redacted>";
 
 impl<N: Nudge> Webhook<N> {
     pub fn new(nudge: N, token: Option<String>) -> Self {
@@ -112,7 +124,19 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::same_secret;
+    use super::*;
+
+    /// A Debug print of the webhook (a log line, a panic message) never shows its token.
+    #[test]
+    fn debug_output_redacts_the_token() {
+        let token = "s3cr3t-token-0123456789";
+        let webhook = Webhook::new(crate::nudge::Recorder::default(), Some(token.into()));
+        let printed = format!("{webhook:?} {webhook:#?}");
+        assert!(!printed.contains(token), "{printed}");
+        assert!(printed.contains(REDACTED), "{printed}");
+        let open = Webhook::new(crate::nudge::Recorder::default(), None);
+        assert!(!format!("{open:?}").contains(REDACTED));
+    }
 
     #[test]
     fn secrets_match_only_when_every_byte_does() {

@@ -69,6 +69,9 @@ impl Cloud for FailingTermination {
     async fn instances(&self) -> Result<Vec<Instance>, CloudError> {
         self.inner.instances().await
     }
+    async fn describe(&self, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
+        self.inner.describe(ids).await
+    }
     fn mark_unavailable(&self, c: &str, t: &str, z: &str, now: DateTime<Utc>) {
         self.inner.mark_unavailable(c, t, z, now)
     }

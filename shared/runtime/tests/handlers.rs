@@ -249,6 +249,7 @@ async fn launch_m5_large(
 ) -> fleetwright_aws::Launched {
     let request = LaunchRequest {
         nodeclaim: nodeclaim.into(),
+        uid: None,
         nodepool: "default".into(),
         nodeclass: "default".into(),
         instance_types: vec!["m5.large".into()],

@@ -105,6 +105,8 @@ impl Stack {
                 format!("http://{}", self.fake.addr),
             )
             .env("FLEETWRIGHT_SSM_PARAMETER_ROOT", PARAMETER_ROOT)
+            // The sample admission events call `/admit`, with no token.
+            .env("FLEETWRIGHT_WEBHOOK_UNAUTHENTICATED", "true")
             .env("RUST_LOG", "info")
             .stdout(log.try_clone()?)
             .stderr(log)

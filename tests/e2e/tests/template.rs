@@ -195,8 +195,12 @@ fn pass_role_is_only_for_ec2_and_describe_cluster_only_for_this_cluster() {
         .iter()
         .filter(|s| actions(s).iter().any(|a| a == "eks:DescribeCluster"))
         .collect();
-    assert_eq!(describe.len(), 1);
-    assert!(list(&describe[0]["Resource"])[0].ends_with(":cluster/dev"));
+    // The controller's and the interruption role's, each for this cluster only.
+    assert_eq!(describe.len(), 2);
+    for s in describe {
+        assert_eq!(list(&s["Resource"]).len(), 1, "{s}");
+        assert!(list(&s["Resource"])[0].ends_with(":cluster/dev"), "{s}");
+    }
     // SSM reads: the public AMI parameters, and the webhook's own token parameter (read by
     // the webhook's role only, GetParameter only).
     for s in all
@@ -217,6 +221,124 @@ fn pass_role_is_only_for_ec2_and_describe_cluster_only_for_this_cluster() {
             .iter()
             .all(|r| r.ends_with("parameter/aws/service/*")));
     }
+}
+
+/// The statements of one role's inline policies.
+fn role_statements(t: &Value, role: &str) -> Vec<Json> {
+    t["Resources"][role]["Properties"]["Policies"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| {
+            resolve(&p["PolicyDocument"])["Statement"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The interruption function cordons, drains and deletes NodeClaims through the Kubernetes
+/// API; it runs as its own role, which can read its queue, find the cluster's endpoint and
+/// nudge tick, and nothing else: no launch, no PassRole, no termination, no EC2 at all. The
+/// interruption code asks the cloud port only for its in-memory unavailable offerings.
+#[test]
+fn the_interruption_function_runs_as_a_role_that_cannot_launch_pass_or_terminate() {
+    let t = template();
+    let function = &t["Resources"]["InterruptionFunction"]["Properties"];
+    assert_eq!(
+        resolve(&function["Role"]),
+        json!({"GetAtt": "InterruptionRole.Arn"})
+    );
+    let role = &t["Resources"]["InterruptionRole"]["Properties"];
+    let managed = resolve(&role["ManagedPolicyArns"]).to_string();
+    assert!(!managed.contains("ControllerPolicy"), "{managed}");
+    let statements = role_statements(&t, "InterruptionRole");
+    let mut allowed: Vec<String> = statements.iter().flat_map(actions).collect();
+    allowed.sort();
+    assert_eq!(
+        allowed,
+        [
+            "eks:DescribeCluster",
+            "events:PutEvents",
+            "sqs:DeleteMessage",
+            "sqs:GetQueueAttributes",
+            "sqs:ReceiveMessage"
+        ]
+    );
+    for s in &statements {
+        assert_eq!(s["Effect"], "Allow");
+        assert!(list(&s["Resource"]).iter().all(|r| r != "*"), "{s}");
+    }
+    // Its Kubernetes access: an access entry into the same group as the controller's.
+    let entries = of_type(&t, "AWS::EKS::AccessEntry");
+    let entry = entries
+        .iter()
+        .find(|(_, r)| {
+            resolve(&r["Properties"]["PrincipalArn"]) == json!({"GetAtt": "InterruptionRole.Arn"})
+        })
+        .expect("an access entry for the interruption role");
+    assert_eq!(
+        resolve(&entry.1["Properties"]["KubernetesGroups"]),
+        json!([{"Ref": "KubernetesGroup"}])
+    );
+
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+    let mut called = std::collections::BTreeSet::new();
+    for file in [
+        "functions/interruption/src/main.rs",
+        "shared/runtime/src/interruption.rs",
+        "shared/kube/src/interruption/mod.rs",
+    ] {
+        let text = std::fs::read_to_string(format!("{root}{file}")).unwrap();
+        called.extend(cloud_calls(&text));
+    }
+    // What stays in the warm container: the unavailable offerings, and the shared handle.
+    let local = [
+        "mark_unavailable",
+        "unavailable",
+        "restore_unavailable",
+        "clone",
+    ];
+    assert!(
+        called.iter().all(|c| local.contains(&c.as_str())),
+        "the interruption code calls the cloud port's {called:?}: give its role what that needs"
+    );
+}
+
+/// The methods called on a `cloud` value in `text` (`self.cloud.mark_unavailable(…)`, across
+/// lines too).
+fn cloud_calls(text: &str) -> Vec<String> {
+    text.match_indices("cloud")
+        .filter_map(|(i, _)| {
+            let rest = text[i + "cloud".len()..].trim_start();
+            let rest = rest.strip_prefix('.')?.trim_start();
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            rest[name.len()..].starts_with('(').then_some(name)
+        })
+        .collect()
+}
+
+/// The tick's role no longer reads the interruption queue: only the interruption role does.
+#[test]
+fn only_the_interruption_role_reads_the_queue() {
+    let t = template();
+    let readers: Vec<Json> = statements(&t)
+        .into_iter()
+        .filter(|s| actions(s).iter().any(|a| a == "sqs:ReceiveMessage"))
+        .collect();
+    assert_eq!(readers.len(), 1, "{readers:?}");
+    assert_eq!(readers[0]["Sid"], "AllowInterruptionQueueActions");
+    assert_eq!(
+        role_statements(&t, "InterruptionRole")
+            .iter()
+            .filter(|s| **s == readers[0])
+            .count(),
+        1
+    );
 }
 
 #[test]
@@ -254,18 +376,27 @@ fn the_queue_is_encrypted_short_lived_redriven_and_https_only() {
     let t = template();
     let queue = &t["Resources"]["InterruptionQueue"]["Properties"];
     assert_eq!(queue["SqsManagedSseEnabled"], true);
-    assert_eq!(queue["RedrivePolicy"]["maxReceiveCount"], 3);
-    // A message must get all its receives before it expires, or a failing one never reaches
-    // the DLQ: retention >= maxReceiveCount x visibility timeout.
+    // Lambda advises at least 5 receives for an SQS source: with reserved concurrency the
+    // poller can receive a message while the function is throttled, and that counts.
+    let receives = queue["RedrivePolicy"]["maxReceiveCount"].as_u64().unwrap();
+    assert!(receives >= 5, "maxReceiveCount {receives} < 5");
+    // A message must get all its receives, and the one that moves it to the DLQ, before it
+    // expires, or a failing one never reaches the DLQ: retention >= (receives + 1) x visibility.
     let retention = queue["MessageRetentionPeriod"].as_u64().unwrap();
     let visibility = queue["VisibilityTimeout"].as_u64().unwrap();
-    let receives = queue["RedrivePolicy"]["maxReceiveCount"].as_u64().unwrap();
     assert!(
-        retention >= receives * visibility,
-        "retention {retention}s < {receives} x {visibility}s: messages expire before the DLQ"
+        retention >= (receives + 1) * visibility,
+        "retention {retention}s < ({receives} + 1) x {visibility}s: messages expire before the DLQ"
+    );
+    let timeout = t["Resources"]["InterruptionFunction"]["Properties"]["Timeout"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        visibility >= 6 * timeout,
+        "visibility {visibility}s < 6 x the function's {timeout}s"
     );
     assert!(
-        retention <= 900,
+        retention <= 1200,
         "interruption messages are short-lived: {retention}s"
     );
     let policy =
@@ -393,6 +524,36 @@ fn every_aws_operation_the_adapter_calls_is_allowed_by_the_template() {
     }
 }
 
+/// `ec2:DeleteLaunchTemplate` is granted because the adapter calls it (launch-template garbage
+/// collection), and only on templates carrying this cluster's and a nodepool's tags, which the
+/// code checks too.
+#[test]
+fn launch_templates_are_deleted_by_the_adapter_and_only_when_tagged_for_the_cluster() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/aws/src");
+    let called: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flat_map(|e| operations(&std::fs::read_to_string(e.unwrap().path()).unwrap()))
+        .collect();
+    assert!(called.iter().any(|op| op == "delete_launch_template"));
+    let deleting: Vec<Json> = statements(&template())
+        .into_iter()
+        .filter(|s| actions(s).iter().any(|a| a == "ec2:DeleteLaunchTemplate"))
+        .collect();
+    assert_eq!(deleting.len(), 1);
+    let c = &deleting[0]["Condition"];
+    assert_eq!(
+        c["StringEquals"]["aws:ResourceTag/kubernetes.io/cluster/dev"],
+        "owned"
+    );
+    assert_eq!(
+        c["StringLike"]["aws:ResourceTag/karpenter.sh/nodepool"],
+        "*"
+    );
+}
+
+/// Getters of SDK types whose names start like an operation's.
+const GETTERS: [&str; 1] = ["create_time"];
+
 /// The SDK operations called in `text`: `.describe_subnets()`, `.create_fleet()`, ...
 fn operations(text: &str) -> Vec<String> {
     const VERBS: [&str; 8] = [
@@ -413,7 +574,9 @@ fn operations(text: &str) -> Vec<String> {
                 .take_while(|c| c.is_ascii_lowercase() || *c == '_')
                 .collect();
             let call = rest[name.len()..].starts_with("()");
-            (call && VERBS.iter().any(|v| name.starts_with(v))).then_some(name)
+            let operation =
+                VERBS.iter().any(|v| name.starts_with(v)) && !GETTERS.contains(&name.as_str());
+            (call && operation).then_some(name)
         })
         .collect()
 }
@@ -431,6 +594,7 @@ fn iam_action(op: &str) -> String {
             || [
                 "create_fleet",
                 "create_launch_template",
+                "delete_launch_template",
                 "terminate_instances",
                 "run_instances",
             ]

@@ -1,7 +1,7 @@
 //! The faults a chaos run injects, as methods of the driver: instances that die and warnings
-//! for instances already gone, Kubernetes API errors on reads and writes, webhook floods, ticks
-//! cut off at a random await point or run two at once, and the simulated SQS queue's late,
-//! duplicated, shuffled and poison deliveries with redelivery and the DLQ.
+//! for instances already gone, EC2 and Kubernetes API errors on reads and writes, webhook
+//! floods, and the simulated SQS queue's late, duplicated, shuffled and poison deliveries with
+//! redelivery and the DLQ.
 
 use std::collections::BTreeSet;
 
@@ -9,15 +9,12 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use chrono::{DateTime, Utc};
 use fleetwright_kube::memory::Fault;
 use fleetwright_runtime::metrics::Metrics;
-use fleetwright_runtime::tick::{Tick, TickSummary};
-use fleetwright_runtime::RuntimeError;
 use fleetwright_sim::cloud::CloudFault;
 use fleetwright_sim::cluster::{NODECLAIMS, NODES, PODS};
 use serde_json::{json, Value};
-use tracing::warn;
 
 use super::invariants::Message;
-use super::{spot_warning, Chaos, CUT, FOREIGN, MAX_RECEIVES, VISIBILITY};
+use super::{spot_warning, Chaos, FOREIGN, MAX_RECEIVES, VISIBILITY};
 use crate::simulate::{ec2_event, ACCOUNT, CLUSTER};
 
 impl Chaos {
@@ -141,53 +138,6 @@ impl Chaos {
             self.sim.admit(&pod, now).await;
         }
         self.count("webhook floods");
-    }
-
-    /// The tick: sometimes cut off at a random await point, sometimes two at once.
-    pub(super) async fn tick(&mut self, t: i64, now: DateTime<Utc>, chaos: bool) {
-        let cut = chaos && self.chance(0.08);
-        if cut {
-            let fault = Fault {
-                method: "WRITE".into(),
-                path: "/".into(),
-                status: 503,
-                skip: self.rng.below(12),
-                times: CUT,
-            };
-            self.sim.cluster.api.lock().faults.push(fault);
-            self.count("ticks cut off");
-        }
-        self.sim.watch.ticks += 1;
-        if chaos && self.chance(0.1) {
-            self.count("concurrent ticks");
-            let tick = &self.sim.tick;
-            let other = Tick::new(tick.cloud.clone(), tick.kube.clone(), tick.settings.clone());
-            let (first, second) = (format!("chaos-{t}-a"), format!("chaos-{t}-b"));
-            let (a, b) = tokio::join!(tick.run(now, &first), other.run(now, &second));
-            for result in [a, b] {
-                self.tick_done(result, t);
-            }
-        } else {
-            let result = self.sim.tick.run(now, &format!("chaos-{t}")).await;
-            self.tick_done(result, t);
-        }
-        if cut {
-            self.sim
-                .cluster
-                .api
-                .lock()
-                .faults
-                .retain(|f| f.times > 0 && f.times < CUT / 2);
-        }
-    }
-
-    pub(super) fn tick_done(&mut self, result: Result<TickSummary, RuntimeError>, t: i64) {
-        match result {
-            Ok(summary) => self.sim.watch.note_tick(&summary, t),
-            Err(e) => {
-                warn!(target: "simulate::tick", error = %e, "tick failed; the next one retries")
-            }
-        }
     }
 
     /// Puts an event on the queue: late, sometimes twice, sometimes beside a poison message.

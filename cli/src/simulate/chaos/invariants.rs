@@ -1,7 +1,8 @@
 //! The chaos run's invariants and its simulated SQS queue: what is remembered between simulated
-//! seconds, and the checks that need no simulator (instances and NodeClaims paired, one instance
-//! per NodeClaim, no node cordoned for good, every message handled or dead-lettered). The driver
-//! in the parent module feeds them the cluster and the cloud each second.
+//! seconds, and the checks that need no simulator (instances and NodeClaims paired within the
+//! tick's own graces plus a minute, one instance per NodeClaim, no replacement consolidated
+//! again at once, every message handled or dead-lettered). The driver in the parent module feeds
+//! them the cluster and the cloud each second; [`super::checks`] holds the rest.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -9,7 +10,26 @@ use serde_json::Value;
 
 use fleetwright_runtime::tick::DISRUPTION_ANNOTATION;
 
-use super::{CORDON_LIMIT, UNPAIRED_LIMIT};
+/// The tick's schedule: what the pairing limits add to the tick's own graces, once for the tick
+/// that acts and once more for each tick that failed or was cut off meanwhile.
+pub(super) const TICK_PERIOD: i64 = 60;
+
+/// How long an instance may run without a NodeClaim: the garbage collector's grace.
+pub(super) fn unclaimed_grace() -> i64 {
+    fleetwright_cloud::instances::ORPHAN_GRACE.num_seconds()
+}
+
+/// How long a NodeClaim may have no instance: while its launch has not been recorded, the
+/// window in which an unknown launch is looked for; once it records an instance, the listing's
+/// grace.
+pub(super) fn unbacked_grace(recorded: bool) -> i64 {
+    use fleetwright_runtime::tick::decide::{INSTANCE_GRACE, UNKNOWN_LAUNCH_WINDOW};
+    if recorded {
+        INSTANCE_GRACE.num_seconds()
+    } else {
+        UNKNOWN_LAUNCH_WINDOW.num_seconds()
+    }
+}
 
 /// A message in the simulated SQS queue.
 #[derive(Clone, Debug)]
@@ -34,12 +54,24 @@ pub(super) struct Queue {
 pub(super) struct Invariants {
     /// Instance → the second it was first seen without a NodeClaim.
     pub(super) unclaimed: BTreeMap<String, i64>,
-    /// NodeClaim → the second it was first seen without a live instance.
-    pub(super) unbacked: BTreeMap<String, i64>,
+    /// NodeClaim → the second it was first seen without a live instance, and whether it had
+    /// recorded one.
+    pub(super) unbacked: BTreeMap<String, (i64, bool)>,
     /// NodeClaim (its tag) → every instance ever launched for it.
     pub(super) launched_for: BTreeMap<String, BTreeSet<String>>,
-    /// Node → the second it was first seen cordoned for disruption.
-    pub(super) cordoned: BTreeMap<String, i64>,
+    /// Node → the second it was cordoned or last made progress, and its pods then.
+    pub(super) cordoned: BTreeMap<String, (i64, usize)>,
+    /// Seconds at which no tick ran to its end (failed, cut off, skipped, stopped early).
+    pub(super) failed_ticks: Vec<i64>,
+    /// Nodes deleted by hand.
+    pub(super) by_hand: BTreeSet<String>,
+    /// When the first malformed object was applied, if one was.
+    pub(super) broken_since: Option<i64>,
+    /// Replacement NodeClaims already considered for never initializing.
+    pub(super) replacements_decided: BTreeSet<String>,
+    /// Pod (`namespace/name`) → its node, as last seen bound and not being deleted.
+    pub(super) placed: BTreeMap<String, String>,
+
     /// Instances warned, reclaimed or killed: their pods may be evicted whatever they say.
     pub(super) interrupted: BTreeSet<String>,
     /// Every instance ever seen live.
@@ -87,23 +119,9 @@ fn disruption_annotation(node: &Value) -> Option<&str> {
 }
 
 impl Invariants {
-    /// PodDisruptionBudgets are respected: a pod leaves a node only through the Eviction API
-    /// (which the simulated API server refuses when a budget does not allow it), never by a
-    /// direct DELETE. The chaos pool sets no `terminationGracePeriod`, the one case where
-    /// Karpenter deletes pods that their budgets still hold.
-    pub(super) fn evictions_only(&mut self, requests: &[String]) -> Option<String> {
-        let new = requests.get(self.requests_read..).unwrap_or_default();
-        self.requests_read = requests.len();
-        new.iter()
-            .find(|r| {
-                let path = r.strip_prefix("DELETE ").unwrap_or_default();
-                path.starts_with("/api/v1/namespaces/") && path.contains("/pods/")
-            })
-            .map(|r| format!("a pod was deleted around its PodDisruptionBudget: {r}"))
-    }
-
-    /// Instances without NodeClaims and NodeClaims without instances, for 5 minutes. An
-    /// instance and a NodeClaim are paired when the NodeClaim's `status.providerID` names the
+    /// Instances without NodeClaims and NodeClaims without instances, for no longer than the
+    /// tick's own grace for each plus [`TICK_PERIOD`] (and a period more for each tick that did
+    /// not finish meanwhile). An instance and a NodeClaim are paired when the NodeClaim's `status.providerID` names the
     /// instance, or, while it names none yet (the launch is being recorded), when the instance's
     /// `karpenter.sh/nodeclaim` tag names the NodeClaim. A NodeClaim that never gets an instance
     /// counts from its creation.
@@ -118,7 +136,7 @@ impl Invariants {
             .filter_map(|(id, i)| Some((i.instance.nodeclaim()?, *id)))
             .collect();
         let mut paired: BTreeSet<String> = BTreeSet::new();
-        let mut unbacked: BTreeSet<String> = BTreeSet::new();
+        let mut unbacked: BTreeMap<String, bool> = BTreeMap::new();
         for claim in claims {
             let name = claim["metadata"]["name"].as_str().unwrap_or_default();
             let recorded = claim["status"]["providerID"]
@@ -134,7 +152,7 @@ impl Invariants {
                     paired.insert(id);
                 }
                 None => {
-                    unbacked.insert(name.to_string());
+                    unbacked.insert(name.to_string(), recorded.is_some());
                 }
             }
         }
@@ -142,24 +160,42 @@ impl Invariants {
             .retain(|id, _| owned.contains_key(id) && !paired.contains(id));
         for id in owned.keys().filter(|id| !paired.contains(**id)) {
             let since = *self.unclaimed.entry((*id).clone()).or_insert(t);
-            if t - since > UNPAIRED_LIMIT {
+            let limit = self.allowance(since, t, unclaimed_grace());
+            if t - since > limit {
                 return Some(format!(
-                    "instance {id} has run {} s without a NodeClaim",
+                    "instance {id} has run {} s without a NodeClaim (allowed {limit} s)",
                     t - since
                 ));
             }
         }
-        self.unbacked.retain(|c, _| unbacked.contains(c));
-        for claim in unbacked {
-            let since = *self.unbacked.entry(claim.clone()).or_insert(t);
-            if t - since > UNPAIRED_LIMIT {
+        self.unbacked.retain(|c, _| unbacked.contains_key(c));
+        for (claim, recorded) in unbacked {
+            let (since, _) = *self.unbacked.entry(claim.clone()).or_insert((t, recorded));
+            let limit = self.allowance(since, t, unbacked_grace(recorded));
+            if t - since > limit {
+                let what = if recorded {
+                    "its recorded instance is gone"
+                } else {
+                    "no instance was recorded"
+                };
                 return Some(format!(
-                    "NodeClaim {claim} has had no instance for {} s",
+                    "NodeClaim {claim} has had no instance for {} s ({what}; allowed {limit} s)",
                     t - since
                 ));
             }
         }
         None
+    }
+
+    /// A grace plus a tick period, and a period more for every tick since `since` that did not
+    /// run to its end.
+    pub(super) fn allowance(&self, since: i64, t: i64, grace: i64) -> i64 {
+        let failed = self
+            .failed_ticks
+            .iter()
+            .filter(|&&f| f >= since && f <= t)
+            .count() as i64;
+        grace + TICK_PERIOD * (1 + failed)
     }
 
     /// No NodeClaim ever has two instances.
@@ -175,33 +211,6 @@ impl Invariants {
             ids.insert((*id).clone());
             if ids.len() > 1 {
                 return Some(format!("NodeClaim {claim} got two instances: {ids:?}"));
-            }
-        }
-        None
-    }
-
-    /// No node stays cordoned for disruption 10 minutes while its NodeClaim is not deleting.
-    pub(super) fn cordons(&mut self, t: i64, nodes: &[Value], claims: &[Value]) -> Option<String> {
-        let deleting: BTreeSet<&str> = claims
-            .iter()
-            .filter(|c| !c["metadata"]["deletionTimestamp"].is_null())
-            .filter_map(|c| c["status"]["nodeName"].as_str())
-            .collect();
-        let cordoned: BTreeSet<String> = nodes
-            .iter()
-            .filter(|n| is_disrupted(n))
-            .filter_map(|n| n["metadata"]["name"].as_str())
-            .filter(|n| !deleting.contains(n))
-            .map(str::to_string)
-            .collect();
-        self.cordoned.retain(|n, _| cordoned.contains(n));
-        for node in cordoned {
-            let since = *self.cordoned.entry(node.clone()).or_insert(t);
-            if t - since > CORDON_LIMIT {
-                return Some(format!(
-                    "node {node} has been cordoned {} s with no command finishing it",
-                    t - since
-                ));
             }
         }
         None
@@ -301,12 +310,6 @@ impl Queue {
     }
 }
 
-pub(super) fn is_disrupted(node: &Value) -> bool {
-    node["spec"]["taints"]
-        .as_array()
-        .is_some_and(|t| t.iter().any(|t| t["key"] == "karpenter.sh/disrupted"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,28 +340,45 @@ mod tests {
     }
 
     #[test]
-    fn an_instance_without_a_nodeclaim_breaks_after_five_minutes() {
+    fn an_instance_without_a_nodeclaim_breaks_after_its_grace_and_a_tick() {
         let mut seen = Invariants::default();
         let i = instance("i-1", "web-1");
         let id = "i-1".to_string();
         let owned: BTreeMap<&String, &fleetwright_sim::SimInstance> = [(&id, &i)].into();
+        let limit = unclaimed_grace() + TICK_PERIOD;
+        assert_eq!(limit, 90);
         assert!(seen.pairs(0, &owned, &[]).is_none());
-        assert!(seen.pairs(UNPAIRED_LIMIT, &owned, &[]).is_none());
-        let broken = seen.pairs(UNPAIRED_LIMIT + 1, &owned, &[]).unwrap();
+        assert!(seen.pairs(limit, &owned, &[]).is_none());
+        let broken = seen.pairs(limit + 1, &owned, &[]).unwrap();
         assert!(broken.contains("i-1"), "{broken}");
         let claim = json!({"metadata": {"name": "web-1"}, "status": {"providerID": "aws:///us-east-1a/i-1"}});
         assert!(seen
-            .pairs(UNPAIRED_LIMIT + 2, &owned, std::slice::from_ref(&claim))
+            .pairs(limit + 2, &owned, std::slice::from_ref(&claim))
             .is_none());
-        // The claim outlives its instance.
+        // The claim outlives its instance: the listing's grace and a tick.
         let none = BTreeMap::new();
         assert!(seen
             .pairs(1000, &none, std::slice::from_ref(&claim))
             .is_none());
         assert!(seen
-            .pairs(1000 + UNPAIRED_LIMIT + 1, &none, &[claim])
+            .pairs(1000 + 120, &none, std::slice::from_ref(&claim))
+            .is_none());
+        assert!(seen
+            .pairs(1000 + 121, &none, &[claim])
             .unwrap()
             .contains("web-1"));
+    }
+
+    #[test]
+    fn a_tick_that_did_not_finish_extends_the_allowance_by_a_period() {
+        let mut seen = Invariants::default();
+        let i = instance("i-1", "web-1");
+        let id = "i-1".to_string();
+        let owned: BTreeMap<&String, &fleetwright_sim::SimInstance> = [(&id, &i)].into();
+        assert!(seen.pairs(0, &owned, &[]).is_none());
+        seen.failed_ticks.push(60);
+        assert!(seen.pairs(150, &owned, &[]).is_none());
+        assert!(seen.pairs(151, &owned, &[]).is_some());
     }
 
     #[test]
@@ -371,14 +391,15 @@ mod tests {
         let never = json!({"metadata": {"name": "web-2"}});
         let claims = [recording, never];
         assert!(seen.pairs(0, &owned, &claims).is_none());
-        let broken = seen.pairs(UNPAIRED_LIMIT + 1, &owned, &claims).unwrap();
+        assert!(seen.pairs(240, &owned, &claims).is_none());
+        let broken = seen.pairs(241, &owned, &claims).unwrap();
         assert!(broken.contains("NodeClaim web-2"), "{broken}");
         // A recorded provider id that names another instance does not pair by tag.
         let mut seen = Invariants::default();
         let elsewhere = json!({"metadata": {"name": "web-1"}, "status": {"providerID": "aws:///us-east-1a/i-9"}});
         let claims = [elsewhere];
         assert!(seen.pairs(0, &owned, &claims).is_none());
-        assert!(seen.pairs(UNPAIRED_LIMIT + 1, &owned, &claims).is_some());
+        assert!(seen.pairs(91, &owned, &claims).is_some());
     }
 
     #[test]
@@ -388,25 +409,6 @@ mod tests {
         let (ia, ib) = ("i-a".to_string(), "i-b".to_string());
         assert!(seen.launches(&[(&ia, &a)].into()).is_none());
         assert!(seen.launches(&[(&ib, &b)].into()).is_some());
-    }
-
-    #[test]
-    fn a_node_cordoned_ten_minutes_without_a_deletion_breaks() {
-        let mut seen = Invariants::default();
-        let node = json!({"metadata": {"name": "n1"}, "spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}});
-        assert!(seen.cordons(0, std::slice::from_ref(&node), &[]).is_none());
-        let deleting = json!({"metadata": {"name": "c1", "deletionTimestamp": "2026-11-22T10:00:00Z"}, "status": {"nodeName": "n1"}});
-        assert!(
-            seen.cordons(CORDON_LIMIT + 1, std::slice::from_ref(&node), &[deleting])
-                .is_none(),
-            "a deletion is finishing it"
-        );
-        assert!(
-            seen.cordons(CORDON_LIMIT + 2, std::slice::from_ref(&node), &[])
-                .is_none(),
-            "counted again from now"
-        );
-        assert!(seen.cordons(2 * CORDON_LIMIT + 3, &[node], &[]).is_some());
     }
 
     /// A replacement disrupted as underutilized with the pods it had when its command

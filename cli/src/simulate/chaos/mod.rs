@@ -1,46 +1,63 @@
-//! `fleetwright simulate --chaos --seeds N`: the simulation with random faults from each seed,
-//! and invariants checked after every simulated second. Each seed starts from the cluster in
-//! `examples/simulate/chaos.yaml`, writes its own timeline (scale steps, spot interruptions, a
-//! capacity shortage) and, for the first [`CHAOS_END`] seconds, injects faults:
+//! `fleetwright simulate --chaos --seeds N [--scenario FILE]`: the simulation with random
+//! faults from each seed, and invariants checked after every simulated second. Each seed starts
+//! from the cluster of a scenario (`examples/simulate/chaos.yaml` unless one is named). On
+//! `chaos.yaml` the seed writes its own timeline (scale steps, spot interruptions, a capacity
+//! shortage) and adds a tainted batch pool with a tight CPU limit and a zone-spread Deployment;
+//! another scenario keeps its own timeline. For the first [`CHAOS_END`] seconds it injects faults:
 //!
 //! * Kubernetes API errors (429, 500, 503 on reads, which are retried; 409, 500, 503 on writes),
 //!   and tick invocations cut off at a random await point (every write after it fails);
-//! * two tick invocations at once (the Lease lets one through);
+//! * two tick invocations at once (the Lease lets one through); ticks that take simulated time
+//!   while the cluster and the interruption function go on beside them, and ticks with a real
+//!   deadline that runs out part-way ([`ticks`]);
 //! * instances that die without a spot warning (EC2's state-change event still reports them),
-//!   and spot warnings for instances already gone;
+//!   and spot warnings for instances already gone; AWS Health scheduled changes, rebalance
+//!   recommendations and capacity-reservation interruptions ([`incidents`]);
 //! * EC2 API faults: throttling and 5xx on CreateFleet, TerminateInstances and DescribeInstances,
-//!   a CreateFleet whose answer is lost after it launched, and DescribeInstances listing new
-//!   instances only after a lag of up to 20 s (its eventual consistency);
+//!   a CreateFleet whose answer is lost after it launched, DescribeInstances listing new
+//!   instances only after a lag of up to 20 s (its eventual consistency), and listings that
+//!   succeed empty or miss instances (a stale tag lookup);
 //! * Kubernetes API latency (requests held up to 200 ms);
+//! * evictions refused with 403 (a denying webhook) and with 500 (a pod that two
+//!   PodDisruptionBudgets select); replacements that register and never initialize; Nodes
+//!   deleted by hand; malformed NodePools and EC2NodeClasses applied beside the healthy ones;
 //! * SQS deliveries that come late, twice, out of order, or with a poison message beside them
 //!   (a failed message comes back after the visibility timeout, and goes to the DLQ after
 //!   [`MAX_RECEIVES`] receives);
 //! * webhook floods and nudges lost on the bus.
 //!
-//! Then the faults stop and the run goes on for [`QUIET`] seconds. The first invariant broken
-//! ends the seed and is printed with the seed and the second; see [`Invariants`].
+//! The simulated cluster ends pods as kubelets do (a share of their grace period after they are
+//! asked to go) and deletes Nodes through the API, so finalizers hold them. Then the faults stop
+//! and the run goes on for [`QUIET`] seconds. The first invariant broken ends the seed and is
+//! printed with the seed, the second, the object and what was seen; see [`checks`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::Context;
 use chrono::{DateTime, Duration, Utc};
 use fleetwright_core::NodeClassSettings;
-use fleetwright_sim::cluster::{NODECLAIMS, NODES, PODS};
 use serde_json::{json, Value};
 
+mod additions;
+mod checks;
 mod faults;
+mod incidents;
 mod invariants;
+mod ticks;
 
-use invariants::{is_disrupted, Invariants, Queue};
+use invariants::{Invariants, Queue};
 
 use super::scenario::{Action, Ice, Interrupt, Scale, Scenario, Step};
 use super::{ec2_event, log, Simulation};
 use fleetwright_core::rng::Rng;
 use fleetwright_sim::ZONES;
 
-/// The cluster every seed starts from.
+/// The cluster every seed starts from unless a scenario is named.
 const BASE: &str = include_str!("../../../../examples/simulate/chaos.yaml");
+const BASE_PATH: &str = "examples/simulate/chaos.yaml";
 /// Faults are injected until this second.
 pub const CHAOS_END: i64 = 8 * 60;
 /// How long the run goes on without faults.
@@ -49,21 +66,11 @@ pub const QUIET: i64 = 7 * 60;
 /// [`MAX_RECEIVES`] receives (the template's settings).
 const VISIBILITY: i64 = 180;
 pub const MAX_RECEIVES: u32 = 3;
-/// The invariants' limits, in seconds.
-const UNPAIRED_LIMIT: i64 = 300;
-const CORDON_LIMIT: i64 = 600;
-const PENDING_LIMIT: i64 = 180;
 /// The tick Lease's default term (`FLEETWRIGHT_LEASE_SECONDS`).
 const LEASE_SECONDS: i64 = fleetwright_runtime::settings::DEFAULT_LEASE_SECONDS as i64;
-/// The pool's limits in the base cluster.
-const CPU_LIMIT: i64 = 120;
-const NODE_BUDGET: usize = 2;
-/// Room for the commands in flight in the runaway check: two 2xlarge nodes' CPU.
-const IN_FLIGHT_CPU: i64 = 16_000;
 const FOREIGN: &str = "i-0f0re1gn00000000";
 /// A cut-off invocation's fault: every write from its point on fails (more than any tick makes).
 const CUT: usize = 1_000_000;
-const DO_NOT_DISRUPT_PREFIX: &str = "pinned-";
 /// The no-churn window: the chaos pool's consolidateAfter (from chaos.yaml) plus five minutes.
 static CHURN_WINDOW: std::sync::LazyLock<i64> = std::sync::LazyLock::new(|| {
     let after = BASE
@@ -89,19 +96,40 @@ pub struct SeedOutcome {
     pub faults: BTreeMap<&'static str, usize>,
 }
 
-/// Runs `count` seeds from `first`, `jobs` at a time, prints what they found, and fails when
-/// any invariant was broken.
-pub fn run(first: u64, count: u64, jobs: usize) -> anyhow::Result<()> {
+/// Runs `count` seeds from `first`, `jobs` at a time, on the cluster of `scenario` (chaos.yaml
+/// without one), prints what they found, and fails when any invariant was broken.
+pub fn run(first: u64, count: u64, jobs: usize, scenario: Option<&Path>) -> anyhow::Result<()> {
+    let (text, source) = match scenario {
+        Some(path) => (
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
+            path.display().to_string(),
+        ),
+        None => (BASE.to_string(), BASE_PATH.to_string()),
+    };
+    // Refuse a bad scenario once, before any seed runs.
+    Scenario::parse(&text, &source)?;
     let started = std::time::Instant::now();
     let seeds: Vec<u64> = (first..first + count).collect();
     let jobs = jobs.clamp(1, seeds.len().max(1));
+    let progress = Progress {
+        done: AtomicUsize::new(0),
+        broken: AtomicUsize::new(0),
+        total: seeds.len(),
+        started,
+        show: count > 1,
+    };
     let outcomes: Vec<SeedOutcome> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..jobs)
             .map(|j| {
                 let mine: Vec<u64> = seeds.iter().copied().skip(j).step_by(jobs).collect();
+                let (text, source, progress) = (&text, &source, &progress);
                 scope.spawn(move || {
                     mine.into_iter()
-                        .map(|seed| one_seed(seed, count == 1))
+                        .map(|seed| {
+                            let outcome = one_seed(text, source, seed, count == 1)?;
+                            progress.seed_done(&outcome);
+                            Ok(outcome)
+                        })
                         .collect::<anyhow::Result<Vec<_>>>()
                 })
             })
@@ -117,10 +145,44 @@ pub fn run(first: u64, count: u64, jobs: usize) -> anyhow::Result<()> {
     .into_iter()
     .flatten()
     .collect();
-    report(&outcomes, started.elapsed())
+    let mut outcomes = outcomes;
+    outcomes.sort_by_key(|o| o.seed);
+    report(&source, &outcomes, started.elapsed())
 }
 
-fn report(outcomes: &[SeedOutcome], elapsed: std::time::Duration) -> anyhow::Result<()> {
+/// Seeds finished so far, shown on stderr as they finish (about twenty lines a run).
+struct Progress {
+    done: AtomicUsize,
+    broken: AtomicUsize,
+    total: usize,
+    started: std::time::Instant,
+    show: bool,
+}
+
+impl Progress {
+    fn seed_done(&self, outcome: &SeedOutcome) {
+        if let Some(v) = &outcome.violation {
+            self.broken.fetch_add(1, Ordering::Relaxed);
+            eprintln!("chaos: seed {}: VIOLATION {v}", outcome.seed);
+        }
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        let every = (self.total / 20).max(1);
+        if self.show && (done % every == 0 || done == self.total) {
+            eprintln!(
+                "chaos: {done}/{} seeds, {} violation(s), {:.0} s",
+                self.total,
+                self.broken.load(Ordering::Relaxed),
+                self.started.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
+fn report(
+    source: &str,
+    outcomes: &[SeedOutcome],
+    elapsed: std::time::Duration,
+) -> anyhow::Result<()> {
     let mut out = std::io::stdout();
     let mut faults: BTreeMap<&str, usize> = BTreeMap::new();
     for o in outcomes {
@@ -136,6 +198,7 @@ fn report(outcomes: &[SeedOutcome], elapsed: std::time::Duration) -> anyhow::Res
         .iter()
         .max_by_key(|o| (o.worst_pending, std::cmp::Reverse(o.seed)));
     let faults: Vec<String> = faults.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    writeln!(out, "chaos: scenario {source}")?;
     writeln!(
         out,
         "chaos: {} seed(s), {violations} violation(s); worst pending time {} s{}; {:.0} s",
@@ -152,14 +215,23 @@ fn report(outcomes: &[SeedOutcome], elapsed: std::time::Duration) -> anyhow::Res
     Ok(())
 }
 
-/// One seed, on its own runtime.
+/// One seed on the scenario `text`, on its own runtime.
 /// With `log_lines`, the run's log is printed as `fleetwright simulate` prints it (to replay
 /// one seed: `--chaos --seed S --seeds 1`).
-pub fn one_seed(seed: u64, log_lines: bool) -> anyhow::Result<SeedOutcome> {
-    let mut scenario = Scenario::parse(BASE, "examples/simulate/chaos.yaml")?;
+pub fn one_seed(
+    text: &str,
+    source: &str,
+    seed: u64,
+    log_lines: bool,
+) -> anyhow::Result<SeedOutcome> {
+    let mut scenario = Scenario::parse(text, source)?;
+    let base = scenario.name == "chaos";
     scenario.seed = seed;
-    scenario.duration = CHAOS_END + QUIET;
-    scenario.timeline = timeline(seed);
+    scenario.duration = scenario.duration.max(CHAOS_END + QUIET);
+    if base {
+        scenario.timeline = timeline(seed);
+        scenario.objects.extend(additions::base_objects());
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -169,7 +241,7 @@ pub fn one_seed(seed: u64, log_lines: bool) -> anyhow::Result<SeedOutcome> {
     }
     runtime.block_on(async {
         let sim = Simulation::new(scenario, clock, None)?;
-        let mut chaos = Chaos::new(sim, seed);
+        let mut chaos = Chaos::new(sim, seed, base);
         chaos
             .run()
             .await
@@ -177,14 +249,14 @@ pub fn one_seed(seed: u64, log_lines: bool) -> anyhow::Result<SeedOutcome> {
     })
 }
 
-/// The seed's timeline: a step every 40 to 100 s until the faults stop.
+/// The seed's timeline on chaos.yaml: a step every 40 to 100 s until the faults stop.
 fn timeline(seed: u64) -> Vec<Step> {
     let mut rng = Rng::new(seed ^ 0xc4a0_5eed);
     let mut steps = Vec::new();
     let mut t = 20;
     let mut iced = false;
     while t < CHAOS_END {
-        let action = match rng.below(6) {
+        let action = match rng.below(7) {
             0 | 1 => Action::Scale(Scale {
                 deployment: "web".into(),
                 replicas: rng.below(25) as u32,
@@ -196,6 +268,10 @@ fn timeline(seed: u64) -> Vec<Step> {
             3 => Action::Scale(Scale {
                 deployment: "pinned".into(),
                 replicas: rng.below(4) as u32,
+            }),
+            6 => Action::Scale(Scale {
+                deployment: additions::BATCH.into(),
+                replicas: rng.below(additions::BATCH_MAX) as u32,
             }),
             // Warned instances are reclaimed two minutes later: within the faults' window.
             4 if t < CHAOS_END - 150 => Action::Interrupt(Interrupt {
@@ -228,6 +304,25 @@ struct Chaos {
     seen: Invariants,
     outcome: SeedOutcome,
     cpu_of: BTreeMap<String, i64>,
+    memory_of: BTreeMap<String, i64>,
+    /// Whether the run is on chaos.yaml (its own workload and limits are known).
+    base: bool,
+    /// The next timeline step.
+    next_step: usize,
+    /// The second a nudge starts a tick at.
+    nudged_for: Option<i64>,
+    /// Malformed objects applied and not yet removed.
+    broken: Vec<Value>,
+    /// Pods the last tick that finished reported unschedulable (`namespace/name`).
+    unschedulable: BTreeSet<String>,
+    /// When a second PodDisruptionBudget over the first one's pods is applied, if it is.
+    overlap_at: Option<i64>,
+    /// Node → its instance, as last seen.
+    node_instance: BTreeMap<String, String>,
+    /// Pods (`namespace/name`) the code under test deleted outright.
+    deleted_directly: BTreeSet<String>,
+    /// Node → the second it was first seen Terminating.
+    terminating_since: BTreeMap<String, i64>,
 }
 
 fn stamp(start: DateTime<Utc>, t: i64) -> DateTime<Utc> {
@@ -235,12 +330,15 @@ fn stamp(start: DateTime<Utc>, t: i64) -> DateTime<Utc> {
 }
 
 impl Chaos {
-    fn new(sim: Simulation, seed: u64) -> Chaos {
-        let cpu_of = sim
-            .catalog
-            .instance_types(&NodeClassSettings::default())
-            .into_iter()
+    fn new(sim: Simulation, seed: u64, base: bool) -> Chaos {
+        let types = sim.catalog.instance_types(&NodeClassSettings::default());
+        let cpu_of = types
+            .iter()
             .map(|t| (t.name.clone(), t.capacity.cpu))
+            .collect();
+        let memory_of = types
+            .iter()
+            .map(|t| (t.name.clone(), t.capacity.memory))
             .collect();
         let mut foreign_tags = BTreeMap::new();
         foreign_tags.insert(
@@ -269,6 +367,9 @@ impl Chaos {
         // DescribeInstances' eventual consistency: new instances are listed up to 20 s late.
         sim.cloud
             .set_listing_lag(Duration::seconds(rng.below(21) as i64));
+        let mut sim = sim;
+        sim.cluster.slow_exits = true;
+        let overlap_at = (rng.below(10) < 6).then(|| 30 + rng.below(300) as i64);
         Chaos {
             sim,
             rng,
@@ -279,6 +380,16 @@ impl Chaos {
                 ..Default::default()
             },
             cpu_of,
+            memory_of,
+            base,
+            next_step: 0,
+            nudged_for: None,
+            broken: Vec::new(),
+            unschedulable: BTreeSet::new(),
+            overlap_at,
+            node_instance: BTreeMap::new(),
+            deleted_directly: BTreeSet::new(),
+            terminating_since: BTreeMap::new(),
         }
     }
 
@@ -291,75 +402,113 @@ impl Chaos {
     }
 
     async fn run(&mut self) -> anyhow::Result<SeedOutcome> {
-        let timeline = self.sim.scenario.timeline.clone();
-        let mut steps = timeline.iter().peekable();
-        let mut nudged_for: Option<i64> = None;
-        for t in 0..=self.sim.scenario.duration {
-            let now = stamp(self.sim.start, t);
-            self.sim.clock.set(now);
-            self.sim.cluster.set_clock(now);
-            self.sim.cloud.set_clock(now);
-            while let Some(step) = steps.next_if(|s| s.at <= t) {
-                self.step(step, t, now);
-            }
-            let chaos = t < CHAOS_END;
-            if t == CHAOS_END {
-                // The faults stop: none injected earlier is left waiting for a request.
-                let mut api = self.sim.cluster.api.lock();
-                api.faults.clear();
-                api.latency = None;
-                drop(api);
-                self.sim.cloud.clear_faults();
-            }
-            if chaos {
-                self.cloud_faults(t, now);
-                self.ec2_faults();
-                self.api_faults();
-            }
-            for instance in self.sim.cloud.reclaim(now) {
-                self.seen.interrupted.insert(instance.id.clone());
-                let event = ec2_event(
-                    "EC2 Instance State-change Notification",
-                    &instance.id,
-                    json!({"instance-id": instance.id, "state": "shutting-down"}),
-                    now,
-                );
-                self.send(event, t, chaos);
-            }
-            self.receive(t, now).await;
-            let mut live = self.sim.cloud.live();
-            // Another cluster's instance never joins this one.
-            live.remove(FOREIGN);
-            self.sim.cluster.kubelet(&live, now);
-            if let Some(v) = self.evicted_do_not_disrupt() {
+        let duration = self.sim.scenario.duration;
+        let mut t = 0;
+        while t <= duration {
+            if let Some(v) = self.second(t).await {
                 return self.broke(t, v);
             }
-            for pod in self.sim.cluster.controllers(now) {
-                self.sim.admit(&pod, now).await;
+            let mut last = t;
+            if self.tick_due(t) {
+                match self.tick(t).await {
+                    Ok(done) => last = done,
+                    Err((at, v)) => return self.broke(at, v),
+                }
             }
-            if chaos && self.chance(0.005) {
-                self.flood(now).await;
+            if let Some(v) = self.check(last) {
+                return self.broke(last, v);
             }
-            self.sim.cluster.scheduler(now);
-            let nudged = !self.sim.nudges.take().is_empty();
-            if nudged && !(chaos && self.chance(0.3)) {
-                nudged_for.get_or_insert(t + 1);
-            } else if nudged {
-                self.count("nudges lost");
-            }
-            if t % self.sim.scenario.schedule == 0 || nudged_for == Some(t) {
-                nudged_for = nudged_for.filter(|&n| n > t);
-                self.tick(t, now, chaos).await;
-            }
-            if let Some(v) = self.check(t) {
-                return self.broke(t, v);
-            }
+            t = last + 1;
         }
         if let Some(v) = self.queue.check() {
-            return self.broke(self.sim.scenario.duration, v);
+            return self.broke(duration, v);
         }
         self.outcome.worst_pending = self.worst_pending();
         Ok(std::mem::take(&mut self.outcome))
+    }
+
+    /// Whether a tick starts at `t`: the schedule's, or a nudge's a second after it was sent.
+    fn tick_due(&mut self, t: i64) -> bool {
+        let chaos = t < CHAOS_END;
+        let nudged = !self.sim.nudges.take().is_empty();
+        if nudged && !(chaos && self.chance(0.3)) {
+            self.nudged_for.get_or_insert(t + 1);
+        } else if nudged {
+            self.count("nudges lost");
+        }
+        let due = t % self.sim.scenario.schedule == 0 || self.nudged_for == Some(t);
+        if due {
+            self.nudged_for = self.nudged_for.filter(|&n| n > t);
+        }
+        due
+    }
+
+    /// Everything in second `t` but the tick and the checks: the timeline, the faults, EC2,
+    /// the queue, and the cluster's own controllers. Returns a violation seen on the way.
+    async fn second(&mut self, t: i64) -> Option<String> {
+        let now = stamp(self.sim.start, t);
+        self.sim.clock.set(now);
+        self.sim.cluster.set_clock(now);
+        self.sim.cloud.set_clock(now);
+        let timeline = &self.sim.scenario.timeline;
+        let due: Vec<Step> = timeline[self.next_step..]
+            .iter()
+            .take_while(|s| s.at <= t)
+            .cloned()
+            .collect();
+        self.next_step += due.len();
+        for step in &due {
+            self.step(step, t, now);
+        }
+        let chaos = t < CHAOS_END;
+        if t == CHAOS_END {
+            self.stop_faults();
+        }
+        if chaos {
+            self.cloud_faults(t, now);
+            self.ec2_faults();
+            self.api_faults();
+            self.incidents(t, now);
+        }
+        for instance in self.sim.cloud.reclaim(now) {
+            self.seen.interrupted.insert(instance.id.clone());
+            let event = ec2_event(
+                "EC2 Instance State-change Notification",
+                &instance.id,
+                json!({"instance-id": instance.id, "state": "shutting-down"}),
+                now,
+            );
+            self.send(event, t, chaos);
+        }
+        self.receive(t, now).await;
+        let mut live = self.sim.cloud.live();
+        // Another cluster's instance never joins this one.
+        live.remove(FOREIGN);
+        self.sim.cluster.kubelet(&live, now);
+        if let Some(v) = self.evicted_do_not_disrupt() {
+            return Some(v);
+        }
+        for pod in self.sim.cluster.controllers(now) {
+            self.sim.admit(&pod, now).await;
+        }
+        if chaos && self.chance(0.005) {
+            self.flood(now).await;
+        }
+        self.sim.cluster.scheduler(now);
+        None
+    }
+
+    /// The faults stop: none injected earlier is left waiting for a request, and the malformed
+    /// objects and overlapping budgets are deleted.
+    fn stop_faults(&mut self) {
+        let mut api = self.sim.cluster.api.lock();
+        api.faults.clear();
+        api.latency = None;
+        drop(api);
+        self.sim.cloud.clear_faults();
+        for object in std::mem::take(&mut self.broken) {
+            self.sim.cluster.remove(&object);
+        }
     }
 
     fn broke(&mut self, t: i64, violation: String) -> anyhow::Result<SeedOutcome> {
@@ -377,9 +526,14 @@ impl Chaos {
             Action::Ice(i) => self.sim.cloud.add_ice(i.clone()),
             Action::Fail(f) => {
                 let rng = &mut self.rng;
-                self.sim
-                    .cluster
-                    .fail_node(&f.nodepool, &f.condition, &f.status, now, |n| rng.below(n));
+                let failed =
+                    self.sim
+                        .cluster
+                        .fail_node(&f.nodepool, &f.condition, &f.status, now, |n| rng.below(n));
+                // A failed node is an involuntary disruption: repair may take it without a drain.
+                if let Some(id) = failed.and_then(|n| self.instance_of_node(&n)) {
+                    self.seen.interrupted.insert(id);
+                }
             }
             Action::Interrupt(i) => {
                 let rng = &mut self.rng;
@@ -396,173 +550,17 @@ impl Chaos {
         }
     }
 
-    /// A do-not-disrupt pod evicted from a node whose instance was not interrupted.
-    fn evicted_do_not_disrupt(&self) -> Option<String> {
+    /// The instance behind a node, from its provider ID.
+    fn instance_of_node(&self, node: &str) -> Option<String> {
         let state = self.sim.cluster.api.lock();
-        let pods = state.objects.get(PODS)?;
-        let nodes = state.objects.get(NODES)?;
-        for key in &state.evicted {
-            let name = key.split('/').nth(1).unwrap_or_default();
-            if !name.starts_with(DO_NOT_DISRUPT_PREFIX) {
-                continue;
-            }
-            let node = pods
-                .iter()
-                .find(|p| p["metadata"]["name"] == name)
-                .and_then(|p| p["spec"]["nodeName"].as_str())?;
-            let instance = nodes
-                .iter()
-                .find(|n| n["metadata"]["name"] == node)
-                .and_then(|n| n["spec"]["providerID"].as_str())
-                .and_then(|p| p.rsplit('/').next())
-                .unwrap_or_default();
-            if !self.seen.interrupted.contains(instance) {
-                return Some(format!(
-                    "do-not-disrupt pod {key} was evicted from {node}, whose instance {instance} was not interrupted"
-                ));
-            }
-        }
-        None
-    }
-
-    /// Every invariant that can be checked at second `t`; the first one broken.
-    fn check(&mut self, t: i64) -> Option<String> {
-        let live = self.sim.cloud.live();
-        if !live.contains_key(FOREIGN) {
-            return Some(format!("the foreign instance {FOREIGN} was terminated"));
-        }
-        let owned: BTreeMap<&String, &fleetwright_sim::SimInstance> =
-            live.iter().filter(|(id, _)| *id != FOREIGN).collect();
-        self.seen.ever.extend(owned.keys().map(|id| (*id).clone()));
-        let broken = {
-            // A handle of its own, so the store stays locked (and uncopied) while self changes.
-            let api = self.sim.cluster.api.clone();
-            let state = api.lock();
-            let none = Vec::new();
-            let get = |p: &str| state.objects.get(p).unwrap_or(&none);
-            let (claims, nodes, pods) = (get(NODECLAIMS), get(NODES), get(PODS));
-            let requests = &state.requests;
-            self.seen
-                .pairs(t, &owned, claims)
-                .or_else(|| self.seen.evictions_only(requests))
-                .or_else(|| self.seen.launches(&owned))
-                .or_else(|| self.seen.cordons(t, nodes, claims))
-                .or_else(|| self.seen.churn(t, nodes, claims, pods, *CHURN_WINDOW))
-                .or_else(|| self.check_budget_and_limits(&owned, nodes))
-                .or_else(|| self.check_pending(t, pods))
-        };
-        let capacity = owned
-            .values()
-            .map(|i| {
-                self.cpu_of
-                    .get(&i.instance.instance_type)
-                    .copied()
-                    .unwrap_or(0)
-            })
-            .sum();
-        broken.or_else(|| self.check_runaway(t, capacity))
-    }
-
-    /// The pool's node budget (voluntary disruptions at once) and CPU limit.
-    fn check_budget_and_limits(
-        &self,
-        owned: &BTreeMap<&String, &fleetwright_sim::SimInstance>,
-        nodes: &[Value],
-    ) -> Option<String> {
-        let voluntary = nodes
+        state
+            .objects
+            .get(fleetwright_sim::cluster::NODES)?
             .iter()
-            .filter(|n| is_disrupted(n))
-            .filter(|n| {
-                let id = n["spec"]["providerID"]
-                    .as_str()
-                    .and_then(|p| p.rsplit('/').next());
-                id.is_some_and(|id| !self.seen.interrupted.contains(id))
-            })
-            .count();
-        if voluntary > NODE_BUDGET {
-            return Some(format!(
-                "{voluntary} nodes disrupted at once; the budget allows {NODE_BUDGET}"
-            ));
-        }
-        let cpu: i64 = owned
-            .values()
-            .filter(|i| i.nodepool() == "web")
-            .map(|i| {
-                self.cpu_of
-                    .get(&i.instance.instance_type)
-                    .copied()
-                    .unwrap_or(0)
-            })
-            .sum();
-        if cpu > CPU_LIMIT * 1000 {
-            return Some(format!(
-                "the pool runs {cpu}m CPU; its limit is {CPU_LIMIT}"
-            ));
-        }
-        None
-    }
-
-    /// No runaway scale-up: the fleet's CPU stays within twice the most CPU the workload asked
-    /// for at any time in the last ten minutes, plus [`IN_FLIGHT_CPU`] for the commands in
-    /// flight (a replacement launched before the node it replaces goes, say).
-    fn check_runaway(&mut self, t: i64, capacity: i64) -> Option<String> {
-        if t % 10 == 0 {
-            let asked = self.requested_cpu();
-            self.seen.needed.push((t, asked));
-        }
-        self.seen.needed.retain(|(at, _)| t - at <= 600);
-        let most = self.seen.needed.iter().map(|(_, n)| *n).max().unwrap_or(0);
-        (capacity > 2 * most + IN_FLIGHT_CPU).then(|| {
-            format!("the fleet has {capacity}m CPU; the workload asked for at most {most}m in the last 10 minutes")
-        })
-    }
-
-    /// The CPU the workload's pods ask for now, bound or pending, in millicores.
-    fn requested_cpu(&self) -> i64 {
-        self.sim
-            .cluster
-            .workload_as_pending()
-            .iter()
-            .flat_map(|p| {
-                p["spec"]["containers"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
-            })
-            .map(|c| millicores(c["resources"]["requests"]["cpu"].as_str().unwrap_or("0")))
-            .sum()
-    }
-
-    /// Once the faults have stopped (and the Lease of a tick cut off at the last moment has
-    /// expired), every pending pod runs within 3 minutes.
-    fn check_pending(&self, t: i64, pods: &[Value]) -> Option<String> {
-        if t < CHAOS_END {
-            return None;
-        }
-        let now = stamp(self.sim.start, t);
-        // A tick cut off just before the faults stopped still holds the Lease for its term.
-        let quiet_from = stamp(self.sim.start, CHAOS_END + LEASE_SECONDS);
-        for p in pods {
-            if p["spec"]["nodeName"]
-                .as_str()
-                .is_some_and(|n| !n.is_empty())
-            {
-                continue;
-            }
-            let created = p["metadata"]["creationTimestamp"]
-                .as_str()
-                .and_then(|c| DateTime::parse_from_rfc3339(c).ok())
-                .map_or(now, |c| c.with_timezone(&Utc));
-            let since = created.max(quiet_from);
-            if (now - since).num_seconds() > PENDING_LIMIT {
-                return Some(format!(
-                    "pod {} has been pending {} s since the faults stopped",
-                    p["metadata"]["name"].as_str().unwrap_or_default(),
-                    (now - since).num_seconds()
-                ));
-            }
-        }
-        None
+            .find(|n| n["metadata"]["name"] == node)
+            .and_then(|n| n["spec"]["providerID"].as_str())
+            .and_then(|p| p.rsplit('/').next())
+            .map(str::to_string)
     }
 
     fn worst_pending(&self) -> i64 {
@@ -577,10 +575,7 @@ impl Chaos {
 }
 
 fn millicores(q: &str) -> i64 {
-    match q.strip_suffix('m') {
-        Some(m) => m.parse().unwrap_or(0),
-        None => q.parse::<f64>().map_or(0, |c| (c * 1000.0) as i64),
-    }
+    fleetwright_core::quantity::parse_cpu_millis(q).unwrap_or(0)
 }
 
 fn spot_warning(instance_id: &str, now: DateTime<Utc>) -> Value {

@@ -120,6 +120,10 @@ pub struct NodeClassSettings {
     /// partition group's partitions, as requirements (Karpenter's), so pods can select a
     /// partition or spread over them.
     pub placement_group: Option<PlacementGroup>,
+    /// The zones of the class's subnets, as resolved: offerings elsewhere cannot launch, so
+    /// they are left out (and a spread over zones has only these as domains). None when not
+    /// known: every zone.
+    pub zones: Option<BTreeSet<String>>,
 }
 
 /// A placement group as the catalog needs it.
@@ -392,6 +396,9 @@ impl Catalog {
         let arch = architecture(raw)?;
         let mut offerings = self.offerings(raw);
         offerings.extend(self.reserved_offerings(raw, &settings.reservations));
+        if let Some(zones) = &settings.zones {
+            offerings.retain(|o| zones.contains(&o.zone));
+        }
         if offerings.iter().all(|o| !o.available) {
             return None;
         }

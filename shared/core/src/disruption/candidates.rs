@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::catalog::{reserved_price, Catalog, NodeClassSettings};
 use crate::labels::{
-    CAPACITY_ON_DEMAND, CAPACITY_RESERVED, CAPACITY_SPOT, CAPACITY_TYPE, DO_NOT_DISRUPT,
-    INSTANCE_TYPE, TAINT_DISRUPTED, ZONE,
+    CAPACITY_ON_DEMAND, CAPACITY_RESERVED, CAPACITY_SPOT, CAPACITY_TYPE, DISRUPTION_COMMAND,
+    DO_NOT_DISRUPT, INSTANCE_TYPE, TAINT_DISRUPTED, ZONE,
 };
 use crate::model::{Node, NodeClaim, NodePool, Pod, Protection, Snapshot};
 
@@ -121,7 +121,13 @@ pub(crate) fn candidates<'a>(
             node: node.name.clone(),
             reason,
         };
-        if node.deleting || claim.deleting || !node.ready || !claim.initialized || disrupting(node)
+        let commanded = claim.annotations.contains_key(DISRUPTION_COMMAND);
+        if node.deleting
+            || claim.deleting
+            || !node.ready
+            || !claim.initialized
+            || disrupting(node)
+            || commanded
         {
             continue;
         }
@@ -164,8 +170,25 @@ pub(crate) fn pod_cost(pod: &Pod) -> f64 {
     cost.clamp(-10.0, 10.0)
 }
 
-/// Why a PodDisruptionBudget stops these pods from being evicted now, if one does.
+/// Why a PodDisruptionBudget stops these pods from being evicted now, if one does. A pod that
+/// more than one PDB covers can never be evicted (the Eviction API answers 500), so its node is
+/// no candidate, as Karpenter decides.
 pub(crate) fn pdb_blocks(snapshot: &Snapshot, pods: &[&Pod]) -> Option<String> {
+    for pod in pods {
+        let covering: Vec<&str> = snapshot
+            .pdbs
+            .iter()
+            .filter(|b| b.namespace == pod.namespace && b.selector.matches_labels(&pod.labels))
+            .map(|b| b.name.as_str())
+            .collect();
+        if covering.len() > 1 {
+            return Some(format!(
+                "pod {} is covered by more than one PDB ({}), which the Eviction API refuses",
+                pod.key(),
+                covering.join(", ")
+            ));
+        }
+    }
     for pdb in &snapshot.pdbs {
         let covered: Vec<&&Pod> = pods
             .iter()

@@ -387,6 +387,37 @@ fn do_not_disrupt_pods_and_exhausted_pdbs_block_their_nodes() {
     );
 }
 
+/// The Eviction API refuses (500) a pod that two PDBs cover, whatever they allow: its node is
+/// no candidate, and says why.
+#[test]
+fn a_pod_two_pdbs_cover_blocks_its_node() {
+    let mut p = Cluster::new(general("100%"));
+    p.node("guarded", "m5.8xlarge", "on-demand");
+    p.pod("checkout-1", "guarded", 100);
+    let selector = Requirements::from_labels(
+        &[("app".to_string(), "shop".to_string())]
+            .into_iter()
+            .collect::<BTreeMap<_, _>>(),
+    );
+    for name in ["checkout", "shop-wide"] {
+        p.snapshot.pdbs.push(Pdb {
+            namespace: "shop".into(),
+            name: name.into(),
+            selector: selector.clone(),
+            disruptions_allowed: 5,
+        });
+    }
+    let plan = p.plan();
+    assert!(plan.disruptions.is_empty(), "{plan:?}");
+    assert!(
+        plan.blocked[0]
+            .reason
+            .contains("more than one PDB (checkout, shop-wide)"),
+        "{:?}",
+        plan.blocked
+    );
+}
+
 #[test]
 fn an_expired_node_is_replaced_even_when_it_is_well_used() {
     let mut p = general("100%");

@@ -128,7 +128,7 @@ pub(crate) fn pool_ctx(snapshot: &Snapshot, pool: &NodePool, all: Vec<InstanceTy
         .zip(&ds_overhead)
         .map(|(t, o)| t.allocatable.minus(o))
         .collect();
-    let (remaining, nodes_left) = pool_remaining(snapshot, pool);
+    let (remaining, nodes_left) = pool_remaining(snapshot, pool, &types);
     let min_values = pool
         .requirements
         .iter()
@@ -160,10 +160,14 @@ pub(crate) fn pool_ctx(snapshot: &Snapshot, pool: &NodePool, all: Vec<InstanceTy
     }
 }
 
-/// Limits minus what the pool's nodes and in-flight claims already hold.
+/// Limits minus what the pool's nodes and in-flight claims already hold. A claim whose capacity
+/// is not known yet (created or launched a moment ago, its node not joined) counts as the
+/// largest instance it may become, as Karpenter counts it: a tick that cannot see the type a
+/// launch got must not plan past the limit.
 pub(crate) fn pool_remaining(
     snapshot: &Snapshot,
     pool: &NodePool,
+    types: &[InstanceType],
 ) -> (Option<Resources>, Option<i64>) {
     let Some(limits) = &pool.limits else {
         return (None, None);
@@ -192,8 +196,9 @@ pub(crate) fn pool_remaining(
         if claim.node_name.as_deref().is_some_and(|n| seen.contains(n)) {
             continue;
         }
-        if let Some(c) = claim.capacity.as_ref().or(claim.allocatable.as_ref()) {
-            used.add(c);
+        match claim.capacity.as_ref().or(claim.allocatable.as_ref()) {
+            Some(c) if !c.is_zero() => used.add(c),
+            _ => used.add(&largest_option(claim, types)),
         }
         count += 1;
     }
@@ -213,6 +218,30 @@ pub(crate) fn pool_remaining(
         out.set(name, limits.get(name) - used.get(name));
     }
     (Some(out), nodes_limit.map(|n| n - count))
+}
+
+/// The most of each resource an in-flight claim may hold: its launched type's capacity when its
+/// labels name one, else the largest of the pool's types its requirements allow (all of them,
+/// when none matches: never less than it may be).
+fn largest_option(claim: &NodeClaim, types: &[InstanceType]) -> Resources {
+    let launched = claim.labels.get(crate::labels::INSTANCE_TYPE);
+    if let Some(t) = launched.and_then(|name| types.iter().find(|t| &t.name == name)) {
+        return t.capacity.clone();
+    }
+    let allowed: Vec<&InstanceType> = types
+        .iter()
+        .filter(|t| t.requirements.intersects(&claim.requirements).is_ok())
+        .collect();
+    let options: Vec<&InstanceType> = if allowed.is_empty() {
+        types.iter().collect()
+    } else {
+        allowed
+    };
+    let mut out = Resources::default();
+    for t in options {
+        out.max_with(&t.capacity);
+    }
+    out
 }
 
 /// Whether `capacity` fits the remaining limits (only limited fields are finite).

@@ -26,6 +26,41 @@ pub use self::objects::{
 };
 pub use self::pod::{pod, pod_from_spec, pod_requests, volume_zones, VolumeZones};
 
+/// An object a read or a conversion left out, and why: the error names the object and the
+/// field. The tick reports each (a condition where the kind has one, and an Event) and goes on
+/// with every other object.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rejected {
+    pub kind: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    pub error: String,
+}
+
+impl Rejected {
+    pub fn new(kind: &str, meta: &ObjectMeta, error: impl std::fmt::Display) -> Rejected {
+        Rejected {
+            kind: kind.to_string(),
+            name: meta.name.clone().unwrap_or_default(),
+            namespace: meta.namespace.clone(),
+            uid: meta.uid.clone(),
+            error: error.to_string(),
+        }
+    }
+
+    /// `NodePool default`, `Pod shop/web-0`.
+    pub fn object(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
+    }
+}
+
 /// Converts a whole dump into a snapshot.
 pub fn snapshot_from_dump(dump: &ClusterDump) -> Result<core::Snapshot, KubeError> {
     let pods = match &dump.converted_pods {
@@ -58,46 +93,134 @@ pub fn take_snapshot(dump: &mut ClusterDump) -> Result<core::Snapshot, KubeError
     }
 }
 
-/// Everything but the pods, converted, around the given core pods.
+/// The snapshot of a live read, with each object that does not convert left out and returned
+/// with its error (besides those the read already rejected): one bad object never stops the
+/// others.
+pub fn take_snapshot_isolating(dump: &mut ClusterDump) -> (core::Snapshot, Vec<Rejected>) {
+    let mut rejected = dump.rejected.clone();
+    let pods = match dump.converted_pods.take() {
+        Some(pods) => pods,
+        None => {
+            let zones = volume_zones(&dump.pvcs, &dump.pvs);
+            let mut out = Vec::new();
+            for p in &dump.pods {
+                match pod(p, &zones) {
+                    Ok(converted) => out.push(converted),
+                    Err(e) => rejected.push(Rejected::new("Pod", &p.metadata, e)),
+                }
+            }
+            out
+        }
+    };
+    let (snapshot, errors) = convert_all(dump, pods);
+    rejected.extend(errors.into_iter().map(|(r, _)| r));
+    (snapshot, rejected)
+}
+
+/// Everything but the pods, converted, around the given core pods; the first object that does
+/// not convert is the error.
 pub(crate) fn snapshot_with_pods(
     dump: &ClusterDump,
     pods: Vec<core::Pod>,
 ) -> Result<core::Snapshot, KubeError> {
+    let (snapshot, errors) = convert_all(dump, pods);
+    match errors.into_iter().next() {
+        Some((_, e)) => Err(e),
+        None => Ok(snapshot),
+    }
+}
+
+/// Converts each object on its own: those that convert make the snapshot, the others are
+/// returned with their errors.
+fn convert_all(
+    dump: &ClusterDump,
+    pods: Vec<core::Pod>,
+) -> (core::Snapshot, Vec<(Rejected, KubeError)>) {
     let mut snapshot = core::Snapshot {
         pods,
         ..Default::default()
     };
+    let mut errors = Vec::new();
+    let mut keep = |kind: &str, meta: &ObjectMeta, e: KubeError| {
+        errors.push((Rejected::new(kind, meta, &e), e));
+    };
     for n in &dump.nodes {
-        snapshot.nodes.push(node(n)?);
+        match node(n) {
+            Ok(x) => snapshot.nodes.push(x),
+            Err(e) => keep("Node", &n.metadata, e),
+        }
     }
     stamp_last_pod_events(dump, &mut snapshot.nodes);
     for c in &dump.nodeclaims {
-        snapshot.nodeclaims.push(nodeclaim(c)?);
+        match nodeclaim(c) {
+            Ok(x) => snapshot.nodeclaims.push(x),
+            Err(e) => keep("NodeClaim", &c.metadata, e),
+        }
     }
+    taint_commanded(&mut snapshot);
     for p in &dump.nodepools {
-        snapshot.nodepools.push(nodepool(p)?);
+        match nodepool(p) {
+            Ok(x) => snapshot.nodepools.push(x),
+            Err(e) => keep("NodePool", &p.metadata, e),
+        }
     }
     for c in &dump.nodeclasses {
         let name = c.metadata.name.clone().unwrap_or_default();
-        snapshot
-            .node_classes
-            .insert(name.clone(), nodeclass_settings(c)?);
-        snapshot.node_class_state.entry(name).or_default().hash = dump
+        let hash = dump
             .ca_bundle
             .as_deref()
             .map(|ca| node_class_hash(c, ca))
-            .transpose()?;
+            .transpose();
+        match nodeclass_settings(c).and_then(|s| Ok((s, hash?))) {
+            Ok((settings, hash)) => {
+                snapshot.node_classes.insert(name.clone(), settings);
+                snapshot.node_class_state.entry(name).or_default().hash = hash;
+            }
+            Err(e) => keep("EC2NodeClass", &c.metadata, e),
+        }
     }
     for d in &dump.daemonsets {
-        snapshot.daemonsets.push(daemonset(d)?);
+        match daemonset(d) {
+            Ok(x) => snapshot.daemonsets.push(x),
+            Err(e) => keep("DaemonSet", &d.metadata, e),
+        }
     }
     for p in &dump.pdbs {
-        snapshot.pdbs.push(pdb(p)?);
+        match pdb(p) {
+            Ok(x) => snapshot.pdbs.push(x),
+            Err(e) => keep("PodDisruptionBudget", &p.metadata, e),
+        }
     }
     for o in &dump.nodeoverlays {
-        snapshot.overlays.push(overlay(o)?);
+        match overlay(o) {
+            Ok(x) => snapshot.overlays.push(x),
+            Err(e) => keep("NodeOverlay", &o.metadata, e),
+        }
     }
-    Ok(snapshot)
+    (snapshot, errors)
+}
+
+/// A disruption command is recorded on a NodeClaim before its node is tainted, so a read
+/// between the two sees the node as the next step will leave it: tainted, being disrupted (no
+/// candidate for another command, and counted against its budget).
+fn taint_commanded(snapshot: &mut core::Snapshot) {
+    use fleetwright_core::labels::{DISRUPTION_COMMAND, TAINT_DISRUPTED};
+    let commanded: std::collections::BTreeSet<&str> = snapshot
+        .nodeclaims
+        .iter()
+        .filter(|c| c.annotations.contains_key(DISRUPTION_COMMAND))
+        .filter_map(|c| c.node_name.as_deref())
+        .collect();
+    for node in &mut snapshot.nodes {
+        let tainted = node.taints.iter().any(|t| t.key == TAINT_DISRUPTED);
+        if commanded.contains(node.name.as_str()) && !tainted {
+            node.taints.push(core::Taint {
+                key: TAINT_DISRUPTED.into(),
+                value: String::new(),
+                effect: TaintEffect::NoSchedule,
+            });
+        }
+    }
 }
 
 /// A node's last pod event, as far as a read can tell: the newest creation of a pod bound to it

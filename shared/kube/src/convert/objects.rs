@@ -324,6 +324,13 @@ fn static_checks(spec: &crate::crds::NodePoolSpec, obj: &str) -> Result<(), Kube
 /// The node-class settings that shape allocatable resources.
 pub fn nodeclass_settings(c: &EC2NodeClass) -> Result<NodeClassSettings, KubeError> {
     let obj = object("EC2NodeClass", &c.metadata);
+    for (i, term) in c.spec.ami_selector_terms.iter().enumerate() {
+        if let Some(alias) = &term.alias {
+            check_alias(alias).map_err(|e| {
+                KubeError::field(&obj, format!("spec.amiSelectorTerms[{i}].alias"), e)
+            })?;
+        }
+    }
     let mut out = NodeClassSettings::default();
     if let Some(k) = &c.spec.kubelet {
         let list = |m: &Option<BTreeMap<String, String>>,
@@ -530,4 +537,26 @@ pub fn overlay(o: &crate::crds::NodeOverlay) -> Result<core::NodeOverlay, KubeEr
         price,
         capacity: capacity.extended,
     })
+}
+
+/// An AMI alias as Karpenter accepts it: `family@version`, the family one Fleetwright launches
+/// (`al2023`, `al2`, `bottlerocket`), the version `latest` or a release.
+fn check_alias(alias: &str) -> Result<(), String> {
+    let Some((family, version)) = alias.split_once('@') else {
+        return Err(format!(
+            "{alias:?} is not of the form family@version (al2023@latest, bottlerocket@v1.20.3)"
+        ));
+    };
+    if version.is_empty() {
+        return Err(format!("{alias:?} names no version (al2023@latest)"));
+    }
+    match family.to_ascii_lowercase().as_str() {
+        "al2023" | "al2" | "bottlerocket" => Ok(()),
+        "windows2019" | "windows2022" => Err(format!(
+            "{alias:?}: Windows AMIs are not supported by Fleetwright"
+        )),
+        _ => Err(format!(
+            "{alias:?}: the family must be al2023, al2 or bottlerocket"
+        )),
+    }
 }

@@ -4,37 +4,117 @@
 //! `minAvailable` or `maxUnavailable` (an integer, or a percentage of the matched pods rounded
 //! up). An eviction is refused when the pod is healthy and one fewer healthy pod would be too
 //! few, or when the pod is not healthy and the budget is already short (the default
-//! `unhealthyPodEvictionPolicy: IfHealthyBudget`).
+//! `unhealthyPodEvictionPolicy: IfHealthyBudget`). [`refresh_statuses`] writes each budget's
+//! status from the same counts, as the disruption controller does (`expectedPods`,
+//! `currentHealthy`, `desiredHealthy`, `disruptionsAllowed`), so readers of the status see what
+//! the Eviction endpoint will allow.
 
 use serde_json::Value;
 
 use super::State;
 
 const PODS: &str = "/api/v1/pods";
-const BUDGETS: &str = "/apis/policy/v1/poddisruptionbudgets";
+pub(super) const BUDGETS: &str = "/apis/policy/v1/poddisruptionbudgets";
+
+/// Bound, Running, and neither being deleted nor evicted.
+fn healthy(state: &State, p: &Value) -> bool {
+    let key = format!(
+        "{}/{}",
+        p["metadata"]["namespace"].as_str().unwrap_or_default(),
+        p["metadata"]["name"].as_str().unwrap_or_default()
+    );
+    p["spec"]["nodeName"]
+        .as_str()
+        .is_some_and(|n| !n.is_empty())
+        && p["status"]["phase"] == "Running"
+        && p["metadata"]["deletionTimestamp"].is_null()
+        && !state.evicted.contains(&key)
+}
+
+/// A budget's counts: the pods it selects (finished ones left out), and the healthy ones.
+fn counts(state: &State, budget: &Value) -> (i64, i64) {
+    let namespace = &budget["metadata"]["namespace"];
+    let matched: Vec<&Value> = state
+        .objects
+        .get(PODS)
+        .into_iter()
+        .flatten()
+        .filter(|p| &p["metadata"]["namespace"] == namespace)
+        .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))
+        .filter(|p| selects(&budget["spec"]["selector"], &p["metadata"]["labels"]))
+        .collect();
+    let current = matched.iter().filter(|p| healthy(state, p)).count() as i64;
+    (matched.len() as i64, current)
+}
+
+/// How many budgets select `namespace/name` (0 when the pod is unknown).
+pub(super) fn selecting(state: &State, namespace: &str, name: &str) -> usize {
+    let Some(pod) = find(state, namespace, name) else {
+        return 0;
+    };
+    state
+        .objects
+        .get(BUDGETS)
+        .into_iter()
+        .flatten()
+        .filter(|b| b["metadata"]["namespace"] == namespace)
+        .filter(|b| selects(&b["spec"]["selector"], &pod["metadata"]["labels"]))
+        .count()
+}
+
+fn find<'a>(state: &'a State, namespace: &str, name: &str) -> Option<&'a Value> {
+    state
+        .objects
+        .get(PODS)?
+        .iter()
+        .find(|p| p["metadata"]["namespace"] == namespace && p["metadata"]["name"] == name)
+}
+
+/// Writes every budget's status as the disruption controller computes it.
+pub fn refresh_statuses(state: &mut State) {
+    let Some(budgets) = state.objects.get(BUDGETS) else {
+        return;
+    };
+    let statuses: Vec<Value> = budgets
+        .iter()
+        .map(|b| {
+            let (expected, current) = counts(state, b);
+            let desired = desired_healthy(&b["spec"], expected);
+            let allowed = (current - desired).max(0);
+            let (condition, reason) = if allowed > 0 {
+                ("True", "SufficientPods")
+            } else {
+                ("False", "InsufficientPods")
+            };
+            serde_json::json!({
+                "observedGeneration": b["metadata"]["generation"].as_i64().unwrap_or(1),
+                "expectedPods": expected, "currentHealthy": current,
+                "desiredHealthy": desired, "disruptionsAllowed": allowed,
+                "conditions": [{"type": "DisruptionAllowed", "status": condition, "reason": reason,
+                    "message": ""}]})
+        })
+        .collect();
+    let now = state
+        .now
+        .clone()
+        .unwrap_or_else(|| "2026-11-22T00:00:00Z".into());
+    if let Some(budgets) = state.objects.get_mut(BUDGETS) {
+        for (b, mut status) in budgets.iter_mut().zip(statuses) {
+            let old = &b["status"]["conditions"][0];
+            let since = if old["status"] == status["conditions"][0]["status"] {
+                old["lastTransitionTime"].clone()
+            } else {
+                serde_json::json!(now)
+            };
+            status["conditions"][0]["lastTransitionTime"] = since;
+            b["status"] = status;
+        }
+    }
+}
 
 /// The name of the budget that refuses evicting `namespace/name`, if one does.
 pub(super) fn refusing_budget(state: &State, namespace: &str, name: &str) -> Option<String> {
-    let pods = state.objects.get(PODS)?;
-    let pod = pods
-        .iter()
-        .find(|p| p["metadata"]["namespace"] == namespace && p["metadata"]["name"] == name)?;
-    let evicting = |p: &Value| {
-        let key = format!(
-            "{}/{}",
-            p["metadata"]["namespace"].as_str().unwrap_or_default(),
-            p["metadata"]["name"].as_str().unwrap_or_default()
-        );
-        state.evicted.contains(&key)
-    };
-    let healthy = |p: &Value| {
-        p["spec"]["nodeName"]
-            .as_str()
-            .is_some_and(|n| !n.is_empty())
-            && p["status"]["phase"] == "Running"
-            && p["metadata"]["deletionTimestamp"].is_null()
-            && !evicting(p)
-    };
+    let pod = find(state, namespace, name)?;
     state
         .objects
         .get(BUDGETS)?
@@ -42,14 +122,13 @@ pub(super) fn refusing_budget(state: &State, namespace: &str, name: &str) -> Opt
         .filter(|b| b["metadata"]["namespace"] == namespace)
         .filter(|b| selects(&b["spec"]["selector"], &pod["metadata"]["labels"]))
         .find(|b| {
-            let matched: Vec<&Value> = pods
-                .iter()
-                .filter(|p| p["metadata"]["namespace"] == namespace)
-                .filter(|p| selects(&b["spec"]["selector"], &p["metadata"]["labels"]))
-                .collect();
-            let current = matched.iter().filter(|p| healthy(p)).count() as i64;
-            let desired = desired_healthy(&b["spec"], matched.len() as i64);
-            let after = if healthy(pod) { current - 1 } else { current };
+            let (expected, current) = counts(state, b);
+            let desired = desired_healthy(&b["spec"], expected);
+            let after = if healthy(state, pod) {
+                current - 1
+            } else {
+                current
+            };
             after < desired
         })
         .map(|b| {
@@ -150,6 +229,24 @@ mod tests {
         assert_eq!(refusing_budget(&s, "shop", "a").as_deref(), Some("api"));
         // The pending pod may go only while the budget is whole: it is (2 >= 2).
         assert_eq!(refusing_budget(&s, "shop", "c"), None);
+    }
+
+    #[test]
+    fn statuses_carry_the_disruption_controllers_counts() {
+        let mut s = state(
+            vec![pod("a", true), pod("b", true), pod("c", false)],
+            json!({"minAvailable": 1}),
+        );
+        refresh_statuses(&mut s);
+        let status = &s.objects[BUDGETS][0]["status"];
+        assert_eq!(status["expectedPods"], 3);
+        assert_eq!(status["currentHealthy"], 2);
+        assert_eq!(status["desiredHealthy"], 1);
+        assert_eq!(status["disruptionsAllowed"], 1);
+        assert_eq!(status["conditions"][0]["reason"], "SufficientPods");
+        s.evicted.push("shop/a".into());
+        refresh_statuses(&mut s);
+        assert_eq!(s.objects[BUDGETS][0]["status"]["disruptionsAllowed"], 0);
     }
 
     #[test]

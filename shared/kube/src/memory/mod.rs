@@ -14,7 +14,8 @@
 //! `generateName` is refused with 422 Invalid. Any request can be made to fail with `faults`, or
 //! to wait with `latency`. Pod evictions are accepted, or refused with 429 when a
 //! PodDisruptionBudget does not allow them (see [`budget`]) or the pod is listed in
-//! `pdb_blocked`. Pods can be deleted one by one (no grace period: they go at once).
+//! `pdb_blocked`, and with 500 when more than one budget selects the pod. Pods can be deleted
+//! one by one: at once, or gracefully with [`State::graceful_pods`] (see [`pods`]).
 //!
 //! It does not emulate: watches, label or field selectors, `resourceVersion` on lists, writes to
 //! other kinds, patches, admission, or authentication.
@@ -27,8 +28,18 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 
 mod budget;
+mod pods;
+mod singles;
+
+use singles::lease;
+pub use singles::MEMORY_CA;
+
+pub use budget::refresh_statuses as refresh_budget_statuses;
 use http_body_util::{BodyExt, Full};
+pub use pods::{grace_seconds, DEFAULT_GRACE_SECONDS, MULTIPLE_BUDGETS};
 use serde_json::{json, Value};
+
+const PODS: &str = "/api/v1/pods";
 
 /// The list path, list kind and API version of each kind the snapshot reader lists.
 pub const COLLECTIONS: [(&str, &str, &str); 10] = [
@@ -94,11 +105,18 @@ pub struct State {
     /// Injected latency: the next `.1` requests through [`MemoryApi::client`] are each held
     /// for `.0` before the server reads them (another writer may get there first meanwhile).
     pub latency: Option<(std::time::Duration, usize)>,
+    /// Pods end as a kubelet ends them: evictions and deletes of running pods set their
+    /// `deletionTimestamp` and leave them to their kubelet (see [`pods`]).
+    pub graceful_pods: bool,
+    /// Every request through [`MemoryApi::client`] first yields to the runtime once, so work
+    /// joined with a caller's requests runs between them (a tick that takes simulated time).
+    pub yield_requests: bool,
 }
 
 /// An injected failure: after `skip` matching requests pass, the next `times` requests whose
 /// method is `method` (any, when empty; any but GET, when `WRITE`) and whose path starts with
-/// `path` answer `status` (429, 500, 503, …) with a `Status` body. A `WRITE` fault with a large
+/// `path` answer `status` (429, 500, 503, …) with a `Status` body; a `path` that starts with `*`
+/// matches the paths that end with the rest (`*/eviction`, every eviction). A `WRITE` fault with a large
 /// `times` is an invocation cut off at an await point: nothing after it reaches the server.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Fault {
@@ -116,7 +134,11 @@ impl Fault {
             "WRITE" => method != "GET",
             m => m == method,
         };
-        self.times > 0 && method_matches && path.starts_with(&self.path)
+        let path_matches = match self.path.strip_prefix('*') {
+            Some(suffix) => path.ends_with(suffix),
+            None => path.starts_with(&self.path),
+        };
+        self.times > 0 && method_matches && path_matches
     }
 }
 
@@ -178,6 +200,9 @@ impl MemoryApi {
                 if let Some(delay) = api.take_latency() {
                     tokio::time::sleep(delay).await;
                 }
+                if api.lock().yield_requests {
+                    tokio::task::yield_now().await;
+                }
                 let reply = api.respond(parts.method.as_str(), &uri, authorization, &body);
                 Ok::<_, Infallible>(reply.into_http())
             }
@@ -227,118 +252,29 @@ impl Reply {
     }
 }
 
-fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
+pub(super) fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
     query.split('&').find_map(|kv| {
         kv.strip_prefix(name)
             .and_then(|rest| rest.strip_prefix('='))
     })
 }
 
-fn status(code: u16, reason: &str, message: String) -> Reply {
+pub(super) fn status(code: u16, reason: &str, message: String) -> Reply {
     let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code, "message": message});
     reply(code, body)
 }
 
-/// Create, get and replace for leases and ConfigMaps, with 409 on conflicts.
-fn lease(state: &mut State, method: &str, path: &str, body: &[u8]) -> Option<Reply> {
-    let tail = [
-        ("/apis/coordination.k8s.io/v1/namespaces/", "/leases"),
-        ("/api/v1/namespaces/", "/configmaps"),
-    ]
-    .iter()
-    .find_map(|(prefix, collection)| {
-        let rest = path.strip_prefix(prefix)?;
-        let (_namespace, tail) = rest.split_once(collection)?;
-        (tail.is_empty() || tail.starts_with('/')).then_some(tail)
-    })?;
-    let mut object: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    match (method, tail.strip_prefix('/')) {
-        ("POST", None) => {
-            let name = object["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let key = format!("{path}/{name}");
-            if state.singles.contains_key(&key) {
-                return Some(status(
-                    409,
-                    "AlreadyExists",
-                    format!("leases {name:?} already exists"),
-                ));
-            }
-            object["metadata"]["resourceVersion"] = json!(state.next_version.to_string());
-            state.next_version += 1;
-            state.singles.insert(key, object.clone());
-            Some(reply(201, object))
-        }
-        ("GET", Some(name)) => Some(match state.singles.get(path) {
-            Some(o) => reply(200, o.clone()),
-            None if name == crate::dump::ROOT_CA_CONFIGMAP => reply(200, root_ca(path)),
-            None => status(404, "NotFound", format!("leases {name:?} not found")),
-        }),
-        ("PUT", Some(name)) => {
-            let Some(current) = state.singles.get(path) else {
-                return Some(status(
-                    404,
-                    "NotFound",
-                    format!("leases {name:?} not found"),
-                ));
-            };
-            if object["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
-                return Some(status(409, "Conflict", format!("Operation cannot be fulfilled on leases {name:?}: the object has been modified")));
-            }
-            object["metadata"]["resourceVersion"] = json!(state.next_version.to_string());
-            state.next_version += 1;
-            state.singles.insert(path.to_string(), object.clone());
-            Some(reply(200, object))
-        }
-        _ => None,
-    }
-}
-
-/// The CA this server's pods would trust, as kube-controller-manager publishes it into every
-/// namespace (`kube-root-ca.crt`), unless a test stored another.
-pub const MEMORY_CA: &str =
-    "-----BEGIN CERTIFICATE-----\nZmxlZXR3cmlnaHQgbWVtb3J5IEFQSQ==\n-----END CERTIFICATE-----\n";
-
-fn root_ca(path: &str) -> Value {
-    let namespace = path
-        .trim_start_matches("/api/v1/namespaces/")
-        .split('/')
-        .next()
-        .unwrap_or_default();
-    json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": crate::dump::ROOT_CA_CONFIGMAP, "namespace": namespace, "resourceVersion": "1"},
-        "data": {"ca.crt": MEMORY_CA}
-    })
-}
-
 /// Creates NodeClaims and Events, reads/replaces/deletes nodes and NodeClaims (and NodeClaim
 /// status), and accepts or refuses (429) pod evictions.
-fn write(state: &mut State, method: &str, path: &str, body: &[u8]) -> Option<Reply> {
+fn write(state: &mut State, method: &str, uri: &str, body: &[u8]) -> Option<Reply> {
+    let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
     let mut object: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     if let Some(rest) = path
         .strip_prefix("/api/v1/namespaces/")
         .and_then(|r| r.strip_suffix("/eviction"))
     {
         let (namespace, name) = rest.split_once("/pods/")?;
-        let key = format!("{namespace}/{name}");
-        let refused = state.pdb_blocked.contains(&key)
-            || budget::refusing_budget(state, namespace, name).is_some();
-        if refused {
-            return Some(status(
-                429,
-                "TooManyRequests",
-                "Cannot evict pod as it would violate the pod's disruption budget.".into(),
-            ));
-        }
-        state.evicted.push(key);
-        return Some(reply(
-            201,
-            json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}),
-        ));
+        return Some(pods::evict(state, namespace, name));
     }
     if method == "POST" && path.starts_with("/api/v1/namespaces/") && path.ends_with("/events") {
         state.events.push(object.clone());
@@ -371,15 +307,7 @@ fn write(state: &mut State, method: &str, path: &str, body: &[u8]) -> Option<Rep
             .and_then(|r| r.split_once("/pods/"))
             .filter(|(_, name)| !name.contains('/'))
         {
-            let pods = state.objects.entry("/api/v1/pods".to_string()).or_default();
-            let found = pods.iter().position(|p| {
-                p["metadata"]["name"] == json!(name)
-                    && p["metadata"]["namespace"].as_str().unwrap_or("default") == namespace
-            });
-            return Some(match found {
-                Some(i) => reply(200, pods.remove(i)),
-                None => status(404, "NotFound", format!("pod {namespace}/{name} not found")),
-            });
+            return Some(pods::delete(state, namespace, name, query));
         }
     }
     let collection = [
@@ -475,6 +403,17 @@ fn write(state: &mut State, method: &str, path: &str, body: &[u8]) -> Option<Rep
     Some(response)
 }
 
+/// A request of the simulated control plane's own components (a kubelet's final pod delete, the
+/// node lifecycle controller's Node delete): answered as any other, with finalizers and grace
+/// periods honoured, but neither met by injected faults nor written to the request log, which
+/// records what the code under test asked.
+pub fn component_request(state: &mut State, method: &str, uri: &str, body: &[u8]) -> Reply {
+    if let Some(response) = write(state, method, uri, body) {
+        return response;
+    }
+    status(405, "MethodNotAllowed", format!("{method} {uri}"))
+}
+
 /// The first matching injected fault's answer, if any (and one fewer of it left).
 fn injected(state: &mut State, method: &str, uri: &str) -> Option<Reply> {
     let path = uri.split('?').next().unwrap_or(uri);
@@ -505,7 +444,7 @@ fn respond(state: &mut State, method: &str, uri: &str, authorization: &str, body
     if let Some(response) = lease(state, method, path, body) {
         return response;
     }
-    if let Some(response) = write(state, method, path, body) {
+    if let Some(response) = write(state, method, uri, body) {
         return response;
     }
     let Some((_, kind, api_version)) = COLLECTIONS.iter().find(|(p, _, _)| *p == path) else {
@@ -533,7 +472,7 @@ fn respond(state: &mut State, method: &str, uri: &str, authorization: &str, body
     )
 }
 
-fn reply(status: u16, body: Value) -> Reply {
+pub(super) fn reply(status: u16, body: Value) -> Reply {
     Reply { status, body }
 }
 

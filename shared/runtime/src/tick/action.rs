@@ -215,9 +215,25 @@ pub enum Action {
     /// annotation, and say why in an Event on each NodeClaim.
     Abandon {
         replacement: String,
+        /// Why: the replacement is gone, did not initialize in time, or the drain stalled.
+        why: String,
         /// `(NodeClaim, its uid, its node)`.
         candidates: Vec<(String, Option<String>, Option<String>)>,
     },
+    /// An object the tick could not read or convert, left out of the tick: a warning, and a
+    /// Warning Event when `event` (its error is new).
+    Rejected {
+        object: fleetwright_kube::convert::Rejected,
+        event: bool,
+    },
+    /// Record which rejected objects were evented, with their errors.
+    SaveRejected {
+        said: std::collections::BTreeMap<String, String>,
+    },
+    /// A Node deleted by hand (or by anything else) whose NodeClaim is not being deleted:
+    /// delete the NodeClaim, so the node is drained and its instance terminated as Karpenter's
+    /// termination does.
+    NodeDeleted { node: String, nodeclaim: String },
     /// A candidate of a command with no node left: delete its NodeClaim.
     DeleteNodeClaim { nodeclaim: String },
     /// Drain a candidate's node; delete its NodeClaim once nothing evictable is left, or its
@@ -231,9 +247,96 @@ pub enum Action {
         /// Set when the drain starts now: the time to record on the NodeClaim.
         mark_started: Option<DateTime<Utc>>,
         grace_over: bool,
+        /// Set when the pods left changed since the last pass: the progress mark to record
+        /// (`<pods left>@<RFC 3339>`), from which a stalled drain is told.
+        progress: Option<String>,
+        /// How long the pods left have not changed, when no grace period bounds the drain.
+        #[serde(skip)]
+        stalled_since: Option<chrono::Duration>,
     },
 }
 
 fn pod_keys<S: Serializer>(pods: &[Pod], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(pods.iter().map(fleetwright_kube::interruption::pod_key))
+}
+
+fn claim(name: &str) -> String {
+    format!("NodeClaim {name}")
+}
+
+fn node(name: &str) -> String {
+    format!("Node {name}")
+}
+
+/// The NodeClaims and Nodes an action writes (`NodeClaim <name>`, `Node <name>`): when it fails,
+/// the later steps on the same objects wait for the next tick, and nothing else does.
+pub fn objects_of(action: &Action) -> Vec<String> {
+    match action {
+        Action::Launch { nodeclaim }
+        | Action::Restamp { nodeclaim, .. }
+        | Action::LabelPartition { nodeclaim, .. }
+        | Action::MarkDrifted { nodeclaim, .. }
+        | Action::ScaleDown { nodeclaim, .. }
+        | Action::ReservationExpiring { nodeclaim, .. }
+        | Action::GiveUp { nodeclaim, .. }
+        | Action::DeleteNodeClaim { nodeclaim } => vec![claim(nodeclaim)],
+        Action::Register {
+            nodeclaim, node: n, ..
+        }
+        | Action::Repair {
+            nodeclaim, node: n, ..
+        }
+        | Action::Initialize { nodeclaim, node: n }
+        | Action::DrainDisrupted {
+            nodeclaim, node: n, ..
+        } => vec![claim(nodeclaim), node(n)],
+        Action::FinishDeletion {
+            nodeclaim, node: n, ..
+        }
+        | Action::ForgetNodeClaim {
+            nodeclaim, node: n, ..
+        } => std::iter::once(claim(nodeclaim))
+            .chain(n.as_deref().map(node))
+            .collect(),
+        Action::EvictForDeletion { node: n, .. }
+        | Action::DeletePods { node: n, .. }
+        | Action::Cordon { node: n } => vec![node(n)],
+        Action::StartDisruption { candidates, .. } => candidates
+            .iter()
+            .flat_map(|(n, c)| [node(n), claim(c)])
+            .collect(),
+        Action::Abandon { candidates, .. } => candidates
+            .iter()
+            .flat_map(|(c, _, n)| std::iter::once(claim(c)).chain(n.as_deref().map(node)))
+            .collect(),
+        Action::NodeDeleted {
+            node: n, nodeclaim, ..
+        } => vec![claim(nodeclaim), node(n)],
+        Action::CreateNodeClaim { .. }
+        | Action::Rejected { .. }
+        | Action::SaveRejected { .. }
+        | Action::ShortOfReplicas { .. }
+        | Action::NodeClassStatus { .. }
+        | Action::RepairBlocked { .. }
+        | Action::CollectGarbage { .. }
+        | Action::SaveUnavailable { .. }
+        | Action::PoolStatus { .. }
+        | Action::Blocked { .. }
+        | Action::Scored { .. }
+        | Action::NodeEvent { .. }
+        | Action::SaveBlocked { .. }
+        | Action::SavePending { .. }
+        | Action::ConfirmLater { .. }
+        | Action::Disrupting { .. }
+        | Action::Invalidated { .. }
+        | Action::AwaitReplacement { .. } => Vec::new(),
+    }
+}
+
+/// The action's name as it serializes (`createNodeClaim`, ...), for a failure's report.
+pub fn action_name(action: &Action) -> String {
+    serde_json::to_value(action)
+        .ok()
+        .and_then(|v| v.get("action").and_then(|a| a.as_str()).map(str::to_string))
+        .unwrap_or_default()
 }

@@ -331,6 +331,7 @@ pub fn pool_statuses(
     dump: &ClusterDump,
     claims: &[NodeClaim],
     classes: &BTreeMap<String, bool>,
+    invalid: &BTreeMap<String, String>,
     now: DateTime<Utc>,
 ) -> Vec<Action> {
     dump.nodepools
@@ -374,7 +375,8 @@ pub fn pool_statuses(
                 .map(|r| &r.name);
             let ready = class.and_then(|c| classes.get(c)).copied();
             let had = status.map(|s| s.conditions.clone()).unwrap_or_default();
-            let conditions = super::status::nodepool_conditions(&had, ready, now);
+            let error = invalid.get(&name).map(String::as_str);
+            let conditions = super::status::nodepool_conditions(&had, ready, error, now);
             let current = status.and_then(|s| s.nodes) == Some(nodes)
                 && written == resources
                 && conditions == had;
@@ -544,29 +546,77 @@ pub fn partition_labels(claims: &[NodeClaim], owned: &[Instance]) -> Vec<Action>
         .collect()
 }
 
-/// Launched NodeClaims whose instance is gone (terminated outside Fleetwright, reclaimed without
-/// a warning, failed): their capacity does not exist, so the NodeClaim (and its node) go, and the
-/// next plan provisions for the pods again. A NodeClaim launched by this tick (`launched`) or
-/// within [`INSTANCE_GRACE`] is left alone while the listing catches up.
-pub fn stranded(
-    dump: &ClusterDump,
+/// The instances of launched NodeClaims that the owned listing misses (past
+/// [`INSTANCE_GRACE`], and not launched by this tick): each must be confirmed gone by id
+/// ([`stranded`]) before anything is deleted for it.
+pub fn missing_instances(
     claims: &[NodeClaim],
     launched: &[String],
     owned: &[Instance],
     now: DateTime<Utc>,
-) -> Vec<Action> {
+) -> Vec<String> {
     let live: BTreeSet<&str> = owned.iter().map(|i| i.id.as_str()).collect();
+    claims
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter(|c| launched_at(c).is_some_and(|t| now - t >= INSTANCE_GRACE))
+        .filter_map(|c| provider_id(c).and_then(instance_id))
+        .filter(|id| !live.contains(id) && !launched.iter().any(|l| l == id))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The most stranded NodeClaims one tick deletes: a tenth of them, and at least this many. A
+/// cloud that answers wrongly cannot take the whole fleet in one tick.
+pub const STRANDED_PER_TICK: usize = 10;
+
+/// Launched NodeClaims whose instance is gone (terminated outside Fleetwright, reclaimed without
+/// a warning, failed): their capacity does not exist, so the NodeClaim (and its node) go, and the
+/// next plan provisions for the pods again. `missing` are the instances the listing missed and
+/// `described` what a lookup of those by id found: only an instance the lookup does not find
+/// live counts as gone (a listing can be stale, come back empty, or miss an instance whose tags
+/// were removed). At most [`STRANDED_PER_TICK`] (or a tenth of the NodeClaims) go in one tick.
+pub fn stranded(
+    dump: &ClusterDump,
+    claims: &[NodeClaim],
+    missing: &[String],
+    described: &[Instance],
+) -> Vec<Action> {
+    let alive: BTreeSet<&str> = described
+        .iter()
+        .filter(|i| fleetwright_cloud::instances::LIVE_STATES.contains(&i.state.as_str()))
+        .map(|i| i.id.as_str())
+        .collect();
+    let cap = STRANDED_PER_TICK.max(claims.len() / 10);
     claims
         .iter()
         .filter(|c| c.metadata.deletion_timestamp.is_none())
         .filter_map(|c| {
             let id = provider_id(c).and_then(instance_id)?;
-            let gone = !live.contains(id) && !launched.iter().any(|l| l == id);
-            let settled = launched_at(c).is_some_and(|t| now - t >= INSTANCE_GRACE);
-            (gone && settled).then(|| Action::ForgetNodeClaim {
+            let gone = missing.iter().any(|m| m == id) && !alive.contains(id);
+            gone.then(|| Action::ForgetNodeClaim {
                 nodeclaim: name_of(c),
                 instance_id: id.to_string(),
                 node: dump.node_of(c).and_then(|n| n.metadata.name.clone()),
+            })
+        })
+        .take(cap)
+        .collect()
+}
+
+/// Nodes being deleted (by hand, or by anything but Fleetwright) whose NodeClaim is not: the
+/// NodeClaim is deleted, so the node is cordoned and drained, its instance terminated, and then
+/// the node let go, as Karpenter's termination does.
+pub fn deleted_nodes(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
+    claims
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter_map(|c| {
+            let node = node_for(dump, c)?;
+            node.metadata.deletion_timestamp.as_ref()?;
+            Some(Action::NodeDeleted {
+                node: node.metadata.name.clone()?,
+                nodeclaim: name_of(c),
             })
         })
         .collect()

@@ -33,7 +33,7 @@ use super::action::Action;
 use super::decide::{create, has_condition, name_of as name};
 
 /// On a candidate's NodeClaim: `<reason>/<command>[/<replacement NodeClaim>[,<another>...]]`.
-pub const DISRUPTION_ANNOTATION: &str = "fleetwright.io/disruption";
+pub const DISRUPTION_ANNOTATION: &str = fleetwright_core::labels::DISRUPTION_COMMAND;
 /// The state ConfigMap key of a decision waiting for confirmation.
 pub const PENDING_KEY: &str = "pendingDisruption";
 /// On a candidate's NodeClaim: when its drain started (RFC 3339). Its `terminationGracePeriod`
@@ -44,6 +44,16 @@ pub const DRAIN_STARTED_ANNOTATION: &str = "fleetwright.io/drain-started";
 pub const BLOCKED_KEY: &str = "blockedDisruptions";
 /// How long a decision waits before it is confirmed and carried out.
 pub const CONFIRM_AFTER: Duration = Duration::seconds(15);
+/// On a candidate's NodeClaim: `<pods left>@<RFC 3339>`, when the pods its drain has left last
+/// changed.
+pub const DRAIN_PROGRESS_ANNOTATION: &str = "fleetwright.io/drain-progress";
+/// How long a replacement may take to initialize before its command is abandoned (the
+/// candidates untainted), as Karpenter's orchestration gives up on a replacement.
+pub const REPLACEMENT_TTL: Duration = Duration::minutes(10);
+/// How long a drain may go without a pod leaving (evictions refused or failing) before its
+/// command is abandoned, when no `terminationGracePeriod` will end it: a node is never left
+/// cordoned for good by a disruption that cannot finish.
+pub const DRAIN_STALL: Duration = Duration::minutes(10);
 
 /// A decision waiting for confirmation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,6 +147,9 @@ pub(crate) fn uncordoned(node: &Node) -> Option<Node> {
     Some(out)
 }
 
+/// Sets (or with None removes) the command a NodeClaim carries. A drain's start belongs to the
+/// command it started under, so it goes whenever the command changes: a later command's
+/// `terminationGracePeriod` must count from its own drain, not from an abandoned one.
 pub(crate) fn with_annotation(value: Option<String>) -> impl Fn(&NodeClaim) -> Option<NodeClaim> {
     move |claim: &NodeClaim| {
         let mut out = claim.clone();
@@ -144,6 +157,8 @@ pub(crate) fn with_annotation(value: Option<String>) -> impl Fn(&NodeClaim) -> O
             .metadata
             .annotations
             .get_or_insert_with(Default::default);
+        let stale_drain = annotations.remove(DRAIN_STARTED_ANNOTATION).is_some()
+            | annotations.remove(DRAIN_PROGRESS_ANNOTATION).is_some();
         match &value {
             Some(v) if annotations.get(DISRUPTION_ANNOTATION) != Some(v) => {
                 annotations.insert(DISRUPTION_ANNOTATION.into(), v.clone());
@@ -151,6 +166,7 @@ pub(crate) fn with_annotation(value: Option<String>) -> impl Fn(&NodeClaim) -> O
             None if annotations.contains_key(DISRUPTION_ANNOTATION) => {
                 annotations.remove(DISRUPTION_ANNOTATION);
             }
+            None if stale_drain => {}
             _ => return None,
         }
         Some(out)
@@ -200,7 +216,8 @@ fn continue_command(
                 .find(|c| c.metadata.name.as_deref() == Some(r))
         };
         if replacements.iter().any(|r| found(r).is_none()) {
-            return vec![abandon(dump, in_progress, names)];
+            let why = "the replacement is gone before it initialized";
+            return vec![abandon(dump, in_progress, names, why)];
         }
         let waiting: Vec<&str> = replacements
             .iter()
@@ -211,6 +228,14 @@ fn continue_command(
                 })
             })
             .collect();
+        let overdue = waiting
+            .iter()
+            .filter_map(|r| found(r))
+            .any(|c| created_at(c).is_some_and(|t| now - t >= REPLACEMENT_TTL));
+        if overdue {
+            let why = "the replacement did not initialize within 10m";
+            return vec![abandon(dump, in_progress, names, why)];
+        }
         if !waiting.is_empty() {
             actions.extend(untainted(dump, in_progress));
             actions.push(Action::AwaitReplacement {
@@ -219,9 +244,37 @@ fn continue_command(
             return actions;
         }
     }
+    let drains = drain_and_delete(dump, in_progress, now);
+    if let Some(stalled) = drains.iter().find_map(stalled) {
+        let why = format!("the drain of {stalled} made no progress for 10m");
+        return vec![abandon(dump, in_progress, "", &why)];
+    }
     actions.extend(untainted(dump, in_progress));
-    actions.extend(drain_and_delete(dump, in_progress, now));
+    actions.extend(drains);
     actions
+}
+
+/// When a NodeClaim was created.
+fn created_at(claim: &NodeClaim) -> Option<DateTime<Utc>> {
+    let t = claim.metadata.creation_timestamp.as_ref()?;
+    DateTime::from_timestamp(t.0.as_second(), 0)
+}
+
+/// The node of a drain that has left the same pods for [`DRAIN_STALL`] and that no grace period
+/// will end.
+fn stalled(action: &Action) -> Option<&str> {
+    let Action::DrainDisrupted {
+        node,
+        progress,
+        grace_over,
+        stalled_since,
+        ..
+    } = action
+    else {
+        return None;
+    };
+    (progress.is_none() && !grace_over && stalled_since.is_some_and(|s| s >= DRAIN_STALL))
+        .then_some(node.as_str())
 }
 
 /// A [`Action::Cordon`] for each candidate whose node lacks the disrupted taint: a command is
@@ -245,9 +298,10 @@ pub(crate) fn untainted(dump: &ClusterDump, in_progress: &[&NodeClaim]) -> Vec<A
         .collect()
 }
 
-fn abandon(dump: &ClusterDump, in_progress: &[&NodeClaim], replacement: &str) -> Action {
+fn abandon(dump: &ClusterDump, in_progress: &[&NodeClaim], replacement: &str, why: &str) -> Action {
     Action::Abandon {
         replacement: replacement.to_string(),
+        why: why.to_string(),
         candidates: in_progress
             .iter()
             .map(|c| {
@@ -281,15 +335,42 @@ fn drain_and_delete(
                 .collect();
             let recorded = drain_started(claim);
             let started = recorded.unwrap_or(now);
+            let deadline = grace_deadline(claim, started);
+            let last = drain_progress(claim);
+            let changed = last.is_none_or(|(left, _)| left != pods.len());
             Action::DrainDisrupted {
                 nodeclaim: name(claim),
                 node: node_name,
-                pods,
                 mark_started: recorded.is_none().then_some(now),
-                grace_over: grace_deadline(claim, started).is_some_and(|d| now >= d),
+                grace_over: deadline.is_some_and(|d| now >= d),
+                progress: changed.then(|| progress_mark(pods.len(), now)),
+                stalled_since: match (changed, deadline) {
+                    (false, None) => last.map(|(_, at)| now - at),
+                    _ => None,
+                },
+                pods,
             }
         })
         .collect()
+}
+
+/// The pods a claim's drain had left when they last changed, and when.
+fn drain_progress(claim: &NodeClaim) -> Option<(usize, DateTime<Utc>)> {
+    let value = claim
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(DRAIN_PROGRESS_ANNOTATION)?;
+    let (left, at) = value.split_once('@')?;
+    let at = DateTime::parse_from_rfc3339(at).ok()?.with_timezone(&Utc);
+    Some((left.parse().ok()?, at))
+}
+
+fn progress_mark(left: usize, now: DateTime<Utc>) -> String {
+    format!(
+        "{left}@{}",
+        now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    )
 }
 
 /// When the claim's drain started, if it has.
@@ -538,6 +619,39 @@ mod tests {
             .collect();
         assert_eq!(keys, ["team"]);
         assert!(uncordoned(&Node::default()).is_none());
+    }
+
+    /// An abandoned command takes its drain's start with it: a later command on the node must
+    /// not find its grace period already over.
+    #[test]
+    fn abandoning_a_command_forgets_when_its_drain_started() {
+        let mut claim = NodeClaim::new("c", Default::default());
+        claim.metadata.annotations = Some(
+            [
+                (
+                    DISRUPTION_ANNOTATION.to_string(),
+                    "drifted/replace/r".to_string(),
+                ),
+                (
+                    DRAIN_STARTED_ANNOTATION.to_string(),
+                    "2026-11-01T00:00:00Z".to_string(),
+                ),
+            ]
+            .into(),
+        );
+        let cleared = with_annotation(None)(&claim).unwrap();
+        assert_eq!(drain_started(&cleared), None);
+        assert_eq!(annotation(&cleared), None);
+        let mut stale = NodeClaim::new("c", Default::default());
+        stale.metadata.annotations = Some(
+            [(
+                DRAIN_STARTED_ANNOTATION.to_string(),
+                "2026-11-01T00:00:00Z".to_string(),
+            )]
+            .into(),
+        );
+        let next = with_annotation(Some("underutilized/delete".into()))(&stale).unwrap();
+        assert_eq!(drain_started(&next), None);
     }
 
     #[test]

@@ -18,6 +18,10 @@ pub(crate) fn describe(action: &Action, summary: &mut TickSummary) {
                 .push(format!("{nodepool}<dry-run>"));
         }
         Action::Register { nodeclaim, .. } => summary.registered.push(nodeclaim.clone()),
+        Action::Rejected { object, .. } => super::isolation::log(object),
+        Action::NodeDeleted { node, nodeclaim } => {
+            info!(target: TICK, %node, nodeclaim = %nodeclaim, "the node is being deleted; deleting its nodeclaim");
+        }
         Action::Initialize { nodeclaim, node } => {
             info!(target: TICK, nodeclaim = %nodeclaim, node = %node, "initialized nodeclaim");
             summary.initialized.push(nodeclaim.clone());
@@ -133,8 +137,10 @@ pub(crate) fn describe(action: &Action, summary: &mut TickSummary) {
         Action::AwaitReplacement { replacement } => {
             info!(target: DISRUPT, replacement = %replacement, "waiting for the replacement to initialize");
         }
-        Action::Abandon { replacement, .. } => {
-            warn!(target: DISRUPT, %replacement, "the replacement is gone before it initialized; abandoning the disruption");
+        Action::Abandon {
+            replacement, why, ..
+        } => {
+            warn!(target: DISRUPT, %replacement, %why, "abandoning the disruption");
         }
         _ => {}
     }

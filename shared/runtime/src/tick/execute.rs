@@ -14,13 +14,15 @@ use fleetwright_kube::{executor, state};
 
 use super::decide;
 use k8s_openapi::api::core::v1::Pod;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
-use super::action::Action;
+use super::action::{action_name, objects_of, Action};
 use super::dry_run::describe;
 
 use super::decide::name_of;
-use super::disruption::{self, DISRUPTION_ANNOTATION, DRAIN_STARTED_ANNOTATION};
+use super::disruption::{
+    self, DISRUPTION_ANNOTATION, DRAIN_PROGRESS_ANNOTATION, DRAIN_STARTED_ANNOTATION,
+};
 use super::{jiff, LaunchSummary, Tick, TickSummary};
 use crate::error::RuntimeError;
 use crate::metrics;
@@ -43,15 +45,19 @@ pub(crate) struct Applied<'a> {
     pub reservations: super::reservations::Reservations,
     /// What each EC2NodeClass resolved to this tick, or why it did not.
     pub resolved: super::status::Resolutions,
+    /// The objects (`NodeClaim <name>`, `Node <name>`) an action failed on this tick: later
+    /// steps on them wait for the next tick.
+    pub failed: std::collections::BTreeSet<String>,
+    /// The objects the read could not take, left out of this tick.
+    pub rejected: Vec<fleetwright_kube::convert::Rejected>,
 }
 
 impl<C: Cloud> Tick<C> {
-    /// Applies `actions` in order; the first error stops the rest.
-    pub(crate) async fn apply(
-        &self,
-        actions: Vec<Action>,
-        ctx: &mut Applied<'_>,
-    ) -> Result<(), RuntimeError> {
+    /// Applies `actions` in order. An action that fails is reported and stops only the later
+    /// actions on the same objects (its NodeClaims and nodes) in this tick: every other object,
+    /// command and phase goes on, and the next tick decides the failed one again from what the
+    /// cluster then holds.
+    pub(crate) async fn apply(&self, actions: Vec<Action>, ctx: &mut Applied<'_>) {
         for action in actions {
             if self.settings.dry_run {
                 describe(&action, ctx.summary);
@@ -63,33 +69,34 @@ impl<C: Cloud> Tick<C> {
                     warn!(target: TICK, "the invocation's deadline is near; leaving the rest to the next tick");
                     ctx.summary.stopped_early = Some("the invocation's deadline was near".into());
                 }
-                return Ok(());
+                return;
+            }
+            let objects = objects_of(&action);
+            if let Some(failed) = objects.iter().find(|o| ctx.failed.contains(*o)) {
+                debug!(target: TICK, object = %failed, "an earlier step on this object failed this tick; leaving this one to the next tick");
+                continue;
             }
             let terminating = terminates(&action);
-            let action_name = independent_target(&action);
+            let what = terminating
+                .clone()
+                .or_else(|| objects.first().cloned())
+                .unwrap_or_else(|| action_name(&action));
             let Err(e) = self.apply_one(action, ctx).await else {
                 continue;
             };
-            // An action on one object that failed must not stop the rest of the tick (the
-            // other objects, garbage collection, the state write): the next tick decides it
-            // again from what the cluster then holds. Ordered steps (a disruption's) stop here.
-            if let Some(what) = &action_name {
-                warn!(target: TICK, %what, error = %e, "an action failed; a later tick retries");
-                ctx.summary.failures.push(format!("{what}: {e}"));
+            ctx.failed.extend(objects);
+            if terminating.is_some() {
+                // Its NodeClaim keeps its finalizer, so a later tick tries again.
+                warn!(target: TICK, %what, error = %e, "terminating failed; a later tick retries");
+                ctx.summary.metrics.add(metrics::TERMINATION_FAILURES, 1.0);
+                ctx.summary
+                    .termination_failures
+                    .push(format!("{what}: {e}"));
                 continue;
             }
-            // One instance that cannot be terminated now must not stop the rest of the tick
-            // either: its NodeClaim keeps its finalizer, so a later tick tries again.
-            let Some(what) = terminating else {
-                return Err(e);
-            };
-            warn!(target: TICK, %what, error = %e, "terminating failed; a later tick retries");
-            ctx.summary.metrics.add(metrics::TERMINATION_FAILURES, 1.0);
-            ctx.summary
-                .termination_failures
-                .push(format!("{what}: {e}"));
+            warn!(target: TICK, %what, error = %e, "an action failed; a later tick retries");
+            ctx.summary.failures.push(format!("{what}: {e}"));
         }
-        Ok(())
     }
 
     async fn apply_one(&self, action: Action, ctx: &mut Applied<'_>) -> Result<(), RuntimeError> {
@@ -220,8 +227,8 @@ impl<C: Cloud> Tick<C> {
                     .await?;
             }
             Action::EvictForDeletion { node, pods } => {
-                let drained = executor::drain(self.kube.clone(), &pods).await?;
-                info!(target: TICK, %node, left = pods.len(), evicted = drained.evicted.len(), "waiting for pods to leave before terminating");
+                let drained = executor::drain(self.kube.clone(), &pods).await;
+                info!(target: TICK, %node, left = pods.len(), evicted = drained.evicted.len(), failed = drained.failed.len(), "waiting for pods to leave before terminating");
             }
             Action::DeletePods { node, pods } => {
                 warn!(target: TICK, %node, pods = pods.len(), "the drain's grace is over (terminationGracePeriod, or a forceful repair); deleting the pods still on the node");
@@ -233,11 +240,15 @@ impl<C: Cloud> Tick<C> {
                 node,
                 reason,
             } => {
-                self.terminate_claim(&nodeclaim, instance_id.as_deref(), &reason, ctx.summary)
+                // The node goes before the NodeClaim lets go of its finalizer: if deleting the
+                // node fails, the NodeClaim is still there for the next tick to finish it.
+                self.terminate_instance(instance_id.as_deref(), &reason, ctx.summary)
                     .await?;
                 if let Some(node) = node {
                     executor::delete_node(self.kube.clone(), &node, true).await?;
                 }
+                executor::delete_nodeclaim(self.kube.clone(), &nodeclaim, true).await?;
+                info!(target: TICK, nodeclaim = %nodeclaim, "deleted nodeclaim");
             }
             Action::CollectGarbage {
                 instance_id,
@@ -283,6 +294,19 @@ impl<C: Cloud> Tick<C> {
                 reason,
                 message,
             } => self.node_event(&node, uid, &reason, &message, now).await,
+            Action::Rejected { object, event } => {
+                super::isolation::log(&object);
+                if event {
+                    self.rejected_event(&object, now).await;
+                }
+            }
+            Action::SaveRejected { said } => {
+                state::store(self.kube.clone(), ns, super::isolation::REJECTED_KEY, &said).await?
+            }
+            Action::NodeDeleted { node, nodeclaim } => {
+                info!(target: TICK, %node, nodeclaim = %nodeclaim, "the node is being deleted; deleting its nodeclaim");
+                executor::delete_nodeclaim(self.kube.clone(), &nodeclaim, false).await?;
+            }
             Action::SaveBlocked { blocked } => {
                 state::store(self.kube.clone(), ns, disruption::BLOCKED_KEY, &blocked).await?
             }
@@ -330,10 +354,11 @@ impl<C: Cloud> Tick<C> {
             }
             Action::Abandon {
                 replacement,
+                why,
                 candidates,
             } => {
-                warn!(target: DISRUPT, %replacement, "the replacement is gone before it initialized; abandoning the disruption");
-                self.abandon(&replacement, &candidates, now).await?;
+                warn!(target: DISRUPT, %replacement, %why, "abandoning the disruption");
+                self.abandon(&why, &candidates, now).await?;
             }
             Action::DeleteNodeClaim { nodeclaim } => {
                 executor::delete_nodeclaim(self.kube.clone(), &nodeclaim, false).await?;
@@ -344,10 +369,10 @@ impl<C: Cloud> Tick<C> {
                 pods,
                 mark_started,
                 grace_over,
+                progress,
+                ..
             } => {
-                if let Some(at) = mark_started {
-                    self.mark_drain_started(&nodeclaim, at).await?;
-                }
+                self.mark_drain(&nodeclaim, mark_started, progress).await?;
                 self.drain_disrupted(&nodeclaim, &node, pods, grace_over, ctx.summary)
                     .await?;
             }
@@ -394,6 +419,31 @@ impl<C: Cloud> Tick<C> {
         ctx.summary.metrics.add(metrics::NODECLAIMS_REGISTERED, 1.0);
         ctx.summary.registered.push(nodeclaim.to_string());
         Ok(())
+    }
+
+    /// A Warning Event on an object the tick left out, saying why.
+    async fn rejected_event(
+        &self,
+        object: &fleetwright_kube::convert::Rejected,
+        now: DateTime<Utc>,
+    ) {
+        let mut reference = executor::reference(
+            super::isolation::api_version(&object.kind),
+            &object.kind,
+            &object.name,
+            object.uid.clone(),
+        );
+        reference.namespace = object.namespace.clone();
+        let message = format!("Ignored until fixed: {}", object.error);
+        executor::record_event_or_warn(
+            self.kube.clone(),
+            &reference,
+            true,
+            "ValidationFailed",
+            &message,
+            jiff(now),
+        )
+        .await;
     }
 
     /// A Normal Event on a node.
@@ -716,15 +766,28 @@ impl<C: Cloud> Tick<C> {
         reason: &str,
         summary: &mut TickSummary,
     ) -> Result<(), RuntimeError> {
-        if let Some(id) = instance_id {
-            self.cloud.terminate(id).await?;
-            summary.terminated.push(id.to_string());
-            summary
-                .metrics
-                .add_by(metrics::NODECLAIMS_TERMINATED, metrics::REASON, reason, 1.0);
-        }
+        self.terminate_instance(instance_id, reason, summary)
+            .await?;
         executor::delete_nodeclaim(self.kube.clone(), name, true).await?;
         info!(target: TICK, nodeclaim = %name, "deleted nodeclaim");
+        Ok(())
+    }
+
+    /// Terminates an instance, when there is one, and counts it.
+    async fn terminate_instance(
+        &self,
+        instance_id: Option<&str>,
+        reason: &str,
+        summary: &mut TickSummary,
+    ) -> Result<(), RuntimeError> {
+        let Some(id) = instance_id else {
+            return Ok(());
+        };
+        self.cloud.terminate(id).await?;
+        summary.terminated.push(id.to_string());
+        summary
+            .metrics
+            .add_by(metrics::NODECLAIMS_TERMINATED, metrics::REASON, reason, 1.0);
         Ok(())
     }
 
@@ -749,7 +812,13 @@ impl<C: Cloud> Tick<C> {
             let Action::CreateNodeClaim { claim, .. } = replacement else {
                 continue;
             };
-            let created = executor::create_nodeclaim(self.kube.clone(), &claim).await?;
+            let created = match executor::create_nodeclaim(self.kube.clone(), &claim).await {
+                Ok(created) => created,
+                Err(e) => {
+                    self.roll_back(&names, ctx).await;
+                    return Err(e.into());
+                }
+            };
             let name = name_of(&created);
             info!(target: DISRUPT, nodeclaim = %name, "created nodeclaim (replacement)");
             ctx.summary.metrics.add_by(
@@ -765,27 +834,58 @@ impl<C: Cloud> Tick<C> {
         if !names.is_empty() {
             command = format!("{command}/{}", names.join(","));
         }
-        // The command is recorded on every NodeClaim before any node is tainted: a tick cut off
-        // in between leaves a command the next tick continues (tainting what is left), never a
-        // tainted node that no command accounts for.
-        for (_, claim) in &candidates {
+        if let Err(e) = self.mark_candidates(&command, &candidates).await {
+            // A command no candidate carries would leave its replacements to be made again by
+            // the next decision: they go now, before they launch.
+            self.roll_back(&names, ctx).await;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Records the command on every candidate's NodeClaim, then taints their nodes. The command
+    /// is recorded on every NodeClaim before any node is tainted: a tick cut off in between
+    /// leaves a command the next tick continues (tainting what is left), never a tainted node
+    /// that no command accounts for.
+    async fn mark_candidates(
+        &self,
+        command: &str,
+        candidates: &[(String, String)],
+    ) -> Result<(), RuntimeError> {
+        for (_, claim) in candidates {
             executor::update_nodeclaim(
                 self.kube.clone(),
                 claim,
-                disruption::with_annotation(Some(command.clone())),
+                disruption::with_annotation(Some(command.to_string())),
             )
             .await?;
         }
-        for (node, _) in &candidates {
+        for (node, _) in candidates {
             executor::update_node(self.kube.clone(), node, executor::cordoned).await?;
         }
         Ok(())
     }
 
-    /// Untaints the candidates, drops the command's annotation, and says why on each NodeClaim.
+    /// Deletes the replacements a command that could not start created (not launched yet).
+    async fn roll_back(&self, names: &[String], ctx: &mut Applied<'_>) {
+        for name in names {
+            ctx.created
+                .retain(|c| c.metadata.name.as_deref() != Some(name.as_str()));
+            match executor::delete_nodeclaim(self.kube.clone(), name, true).await {
+                Ok(_) => {
+                    info!(target: DISRUPT, nodeclaim = %name, "deleted the replacement of a disruption that could not start")
+                }
+                Err(e) => {
+                    warn!(target: DISRUPT, nodeclaim = %name, error = %e, "could not delete the replacement of a disruption that could not start; consolidation removes it once it is empty")
+                }
+            }
+        }
+    }
+
+    /// Untaints the candidates, drops the command's annotations, and says why on each NodeClaim.
     async fn abandon(
         &self,
-        replacement: &str,
+        why: &str,
         candidates: &[(String, Option<String>, Option<String>)],
         now: DateTime<Utc>,
     ) -> Result<(), RuntimeError> {
@@ -796,8 +896,7 @@ impl<C: Cloud> Tick<C> {
             executor::update_nodeclaim(self.kube.clone(), claim, disruption::with_annotation(None))
                 .await?;
             let reference = executor::reference("karpenter.sh/v1", "NodeClaim", claim, uid.clone());
-            let message =
-                format!("Abandoned disruption: replacement {replacement} failed to launch");
+            let message = format!("Abandoned disruption: {why}");
             executor::record_event_or_warn(
                 self.kube.clone(),
                 &reference,
@@ -811,20 +910,33 @@ impl<C: Cloud> Tick<C> {
         Ok(())
     }
 
-    /// Records when a candidate's drain started (its `terminationGracePeriod` counts from here).
-    async fn mark_drain_started(&self, name: &str, at: DateTime<Utc>) -> Result<(), RuntimeError> {
-        let stamp = at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    /// Records when a candidate's drain started (its `terminationGracePeriod` counts from here;
+    /// kept once written) and, when given, its progress mark.
+    async fn mark_drain(
+        &self,
+        name: &str,
+        started: Option<DateTime<Utc>>,
+        progress: Option<String>,
+    ) -> Result<(), RuntimeError> {
+        if started.is_none() && progress.is_none() {
+            return Ok(());
+        }
+        let stamp = started.map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
         executor::update_nodeclaim(self.kube.clone(), name, |current| {
             let mut next = current.clone();
             let annotations = next
                 .metadata
                 .annotations
                 .get_or_insert_with(Default::default);
-            if annotations.contains_key(DRAIN_STARTED_ANNOTATION) {
-                return None;
+            if let Some(stamp) = &stamp {
+                annotations
+                    .entry(DRAIN_STARTED_ANNOTATION.into())
+                    .or_insert_with(|| stamp.clone());
             }
-            annotations.insert(DRAIN_STARTED_ANNOTATION.into(), stamp.clone());
-            Some(next)
+            if let Some(mark) = &progress {
+                annotations.insert(DRAIN_PROGRESS_ANNOTATION.into(), mark.clone());
+            }
+            (next.metadata != current.metadata).then_some(next)
         })
         .await?;
         Ok(())
@@ -840,9 +952,9 @@ impl<C: Cloud> Tick<C> {
         grace_over: bool,
         summary: &mut TickSummary,
     ) -> Result<(), RuntimeError> {
-        let drained = executor::drain(self.kube.clone(), &pods).await?;
-        info!(target: DISRUPT, node = %node, evicted = drained.evicted.len(), blocked = drained.blocked.len(), "draining node");
-        let mut done = drained.blocked.is_empty() && drained.deferred.is_empty();
+        let drained = executor::drain(self.kube.clone(), &pods).await;
+        info!(target: DISRUPT, node = %node, evicted = drained.evicted.len(), blocked = drained.blocked.len(), failed = drained.failed.len(), "draining node");
+        let mut done = drained.done();
         if !done && grace_over {
             let left: Vec<Pod> = pods
                 .into_iter()
@@ -861,24 +973,6 @@ impl<C: Cloud> Tick<C> {
             summary.disrupted.push(name.to_string());
         }
         Ok(())
-    }
-}
-
-/// The object of an action on one object alone (creating, registering, initializing or
-/// forgetting a NodeClaim, evicting a deleting node's pods), whose failure leaves the rest of the
-/// tick unaffected.
-fn independent_target(action: &Action) -> Option<String> {
-    match action {
-        Action::Register { nodeclaim, .. }
-        | Action::Initialize { nodeclaim, .. }
-        | Action::Restamp { nodeclaim, .. }
-        | Action::MarkDrifted { nodeclaim, .. }
-        | Action::LabelPartition { nodeclaim, .. }
-        | Action::ScaleDown { nodeclaim, .. }
-        | Action::ForgetNodeClaim { nodeclaim, .. } => Some(nodeclaim.clone()),
-        Action::EvictForDeletion { node, .. } => Some(node.clone()),
-        Action::CreateNodeClaim { nodepool, .. } => Some(format!("a NodeClaim of {nodepool}")),
-        _ => None,
     }
 }
 

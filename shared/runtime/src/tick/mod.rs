@@ -14,6 +14,7 @@ pub mod decide;
 pub mod disruption;
 mod dry_run;
 mod execute;
+pub mod isolation;
 pub mod repair;
 pub mod reservations;
 pub mod status;
@@ -147,6 +148,20 @@ impl<C: Cloud> Tick<C> {
     /// Runs one reconcile at `now`; `holder` names this invocation in the Lease.
     pub async fn run(&self, now: DateTime<Utc>, holder: &str) -> Result<TickSummary, RuntimeError> {
         let s = &self.settings;
+        if !s.dry_run {
+            let other = fleetwright_kube::peers::active_autoscaler(
+                self.kube.clone(),
+                &s.namespace,
+                now.timestamp(),
+            );
+            if let Some(other) = other.await {
+                warn!(%other, "another node autoscaler is running in this cluster; doing nothing (set FLEETWRIGHT_DRY_RUN=true to watch beside it)");
+                return Ok(TickSummary {
+                    skipped: Some(format!("{other} is running in this cluster")),
+                    ..Default::default()
+                });
+            }
+        }
         let guard = lease::try_acquire(
             self.kube.clone(),
             &s.namespace,
@@ -184,12 +199,16 @@ impl<C: Cloud> Tick<C> {
             )
             .read_dump()
             .await?;
-        let mut snapshot = convert::take_snapshot(&mut dump)?;
+        let (mut snapshot, rejected) = convert::take_snapshot_isolating(&mut dump);
         apply_settings(&mut snapshot, &self.settings);
-        let resolved = self.resolve_all(&dump, now).await;
+        let mut resolved = self.resolve_all(&dump, now).await;
+        for (name, error) in isolation::errors_of(&rejected, "EC2NodeClass") {
+            resolved.insert(name, Err(error));
+        }
         let reservations = reservations_of(&dump, &resolved);
         reservations::apply(&mut snapshot, &reservations, now);
         placement_groups(&mut snapshot, &resolved);
+        subnet_zones(&mut snapshot, &resolved);
         let mut claims: Vec<NodeClaim> = dump.nodeclaims.clone();
         let mut ctx = Applied {
             dump: &dump,
@@ -199,20 +218,45 @@ impl<C: Cloud> Tick<C> {
             created: Vec::new(),
             reservations,
             resolved,
+            failed: Default::default(),
+            rejected,
         };
-        // Each phase runs even when an earlier one failed (a cloud call, an ordered disruption
-        // step): one failure must not keep garbage collection and stranded NodeClaims waiting
-        // for a tick in which nothing fails. The first error is the tick's.
-        failed.note("reading", Ok(()));
+        // Each phase runs even when an earlier one failed (a cloud call): one failure must not
+        // keep garbage collection and stranded NodeClaims waiting for a tick in which nothing
+        // fails. The first error is the tick's.
+        self.report_rejected(&mut ctx).await;
+        let classes = status::classes_ready(ctx.dump, &ctx.resolved);
+        let parked = isolation::park_unready(&mut snapshot, &classes);
         failed.note("provisioning", self.provision(&snapshot, &mut ctx).await);
         failed.note("lifecycle", self.lifecycle(&mut ctx).await);
         failed.note("disruption", self.disrupt(&mut snapshot, &mut ctx).await);
+        isolation::restore(&mut snapshot, parked);
         failed.note("finishing", self.finish(&mut ctx).await);
         if let Some(e) = failed.first {
             return Err(e);
         }
         info!(summary = %serde_json::to_string(&summary).unwrap_or_default(), "tick done");
         Ok(summary)
+    }
+
+    /// Reports the objects the read could not take, each once per error.
+    async fn report_rejected(&self, ctx: &mut Applied<'_>) {
+        let said: BTreeMap<String, String> = if ctx.rejected.is_empty() {
+            BTreeMap::new()
+        } else {
+            let ns = &self.settings.namespace;
+            state::load(self.kube.clone(), ns, isolation::REJECTED_KEY)
+                .await
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+        };
+        let rejected = std::mem::take(&mut ctx.rejected);
+        if rejected.is_empty() && said.is_empty() {
+            return;
+        }
+        self.apply(isolation::report(&rejected, &said), ctx).await;
+        ctx.rejected = rejected;
     }
 
     async fn restore_unavailable(&self) {
@@ -250,7 +294,7 @@ impl<C: Cloud> Tick<C> {
             let catalog = catalog.with_overlays(&snapshot.overlays);
             let plan = plan_pods(snapshot, &catalog, ctx.now);
             report_plan(&plan, ctx.summary);
-            self.apply(decide::provision(ctx.dump, &plan), ctx).await?;
+            self.apply(decide::provision(ctx.dump, &plan), ctx).await;
             let created = std::mem::take(&mut ctx.created);
             ctx.claims.extend(created);
         }
@@ -258,33 +302,36 @@ impl<C: Cloud> Tick<C> {
             let catalog = self.cloud.catalog(ctx.now).await?;
             let catalog = catalog.with_overlays(&snapshot.overlays);
             let plan = fleetwright_core::replicas::plan(snapshot, &catalog, ctx.now.timestamp());
-            self.apply(decide::replicas(ctx.dump, &plan), ctx).await?;
+            self.apply(decide::replicas(ctx.dump, &plan), ctx).await;
             let created = std::mem::take(&mut ctx.created);
             ctx.claims.extend(created);
         }
         let launches = decide::unlaunched(ctx.claims);
-        self.apply(launches, ctx).await
+        self.apply(launches, ctx).await;
+        Ok(())
     }
 
     /// Registration, then initialization (which sees this tick's registrations), hashes written
     /// by another version re-stamped, then liveness.
     async fn lifecycle(&self, ctx: &mut Applied<'_>) -> Result<(), RuntimeError> {
         let registrations = decide::registrations(ctx.dump, ctx.claims);
-        self.apply(registrations, ctx).await?;
+        self.apply(registrations, ctx).await;
         let initializations =
             decide::initializations(ctx.dump, ctx.claims, &ctx.summary.registered);
-        self.apply(initializations, ctx).await?;
+        self.apply(initializations, ctx).await;
         let restamps = decide::restamps(ctx.dump, ctx.claims);
-        self.apply(restamps, ctx).await?;
+        self.apply(restamps, ctx).await;
         let stale = decide::liveness(ctx.claims, ctx.now);
-        self.apply(stale, ctx).await?;
+        self.apply(stale, ctx).await;
+        let deleted = decide::deleted_nodes(ctx.dump, ctx.claims);
+        self.apply(deleted, ctx).await;
         let expiring = reservations::expiring(ctx.claims, &ctx.reservations, ctx.now);
-        self.apply(expiring, ctx).await?;
-        if !self.settings.node_repair {
-            return Ok(());
+        self.apply(expiring, ctx).await;
+        if self.settings.node_repair {
+            let repairs = repair::repairs(ctx.dump, ctx.claims, ctx.now);
+            self.apply(repairs, ctx).await;
         }
-        let repairs = repair::repairs(ctx.dump, ctx.claims, ctx.now);
-        self.apply(repairs, ctx).await
+        Ok(())
     }
 
     /// Carries every disruption command forward, then (with no pods pending and nothing
@@ -297,13 +344,16 @@ impl<C: Cloud> Tick<C> {
     ) -> Result<(), RuntimeError> {
         let going =
             disruption::continue_commands(ctx.dump, ctx.claims, &ctx.summary.initialized, ctx.now);
-        self.apply(going, ctx).await?;
+        self.apply(going, ctx).await;
         drift_state(snapshot, &ctx.resolved);
         let catalog = self.cloud.catalog(ctx.now).await?;
         let catalog = catalog.with_overlays(&snapshot.overlays);
         let marks = decide::drift_marks(ctx.claims, snapshot, &catalog, ctx.now);
-        self.apply(marks, ctx).await?;
-        if ctx.summary.pending_pods > 0 || !ctx.summary.nodeclaims_created.is_empty() {
+        self.apply(marks, ctx).await;
+        // Capacity being provisioned for pods this tick planned waits for them; pods no pool can
+        // take (a typo in a nodeSelector) hold nothing up.
+        let waiting = ctx.summary.pending_pods > ctx.summary.unschedulable.len();
+        if waiting || !ctx.summary.nodeclaims_created.is_empty() {
             return Ok(());
         }
         if ctx.now.minute().is_multiple_of(FLEET_COST_MINUTES) {
@@ -317,33 +367,35 @@ impl<C: Cloud> Tick<C> {
             "disruption decided"
         );
         ctx.summary.disruptions.extend(decided.keys);
-        self.apply(decided.actions, ctx).await?;
+        self.apply(decided.actions, ctx).await;
         let replacements = std::mem::take(&mut ctx.created);
         let launches = decide::unlaunched(&replacements);
         ctx.claims.extend(replacements);
-        self.apply(launches, ctx).await
+        self.apply(launches, ctx).await;
+        Ok(())
     }
 
     /// Finishes deletions, collects garbage, and persists the unavailable offerings; each step
     /// runs even when the one before failed.
     async fn finish(&self, ctx: &mut Applied<'_>) -> Result<(), RuntimeError> {
         let deletions = decide::deletions(ctx.dump, ctx.claims, ctx.now);
-        let deleted = self.apply(deletions, ctx).await;
+        self.apply(deletions, ctx).await;
         let classes = status::classes_ready(ctx.dump, &ctx.resolved);
-        let mut statuses = decide::pool_statuses(ctx.dump, ctx.claims, &classes, ctx.now);
+        let invalid = isolation::errors_of(&ctx.rejected, "NodePool");
+        let mut statuses = decide::pool_statuses(ctx.dump, ctx.claims, &classes, &invalid, ctx.now);
         statuses.extend(status::nodeclass_statuses(ctx.dump, &ctx.resolved, ctx.now));
-        let deleted = deleted.and(self.apply(statuses, ctx).await);
+        self.apply(statuses, ctx).await;
         let collected = self.collect(ctx).await;
         let mut offerings = self.cloud.unavailable();
         offerings.prune(ctx.now);
-        let saved = self
-            .apply(vec![Action::SaveUnavailable { offerings }], ctx)
+        self.apply(vec![Action::SaveUnavailable { offerings }], ctx)
             .await;
-        deleted.and(collected).and(saved)
+        collected
     }
 
     /// Terminates owned instances that no NodeClaim accounts for, and forgets NodeClaims whose
-    /// instance is gone. Without the instance listing neither can be decided, so neither runs.
+    /// instance is gone (confirmed by id). Without the instance listing neither can be decided,
+    /// so neither runs.
     async fn collect(&self, ctx: &mut Applied<'_>) -> Result<(), RuntimeError> {
         let owned = self.cloud.instances().await?;
         let launched: Vec<String> = ctx
@@ -353,11 +405,17 @@ impl<C: Cloud> Tick<C> {
             .map(|l| l.instance_id.clone())
             .collect();
         let garbage = decide::garbage(ctx.claims, &launched, &owned, ctx.now);
-        self.apply(garbage, ctx).await?;
+        self.apply(garbage, ctx).await;
         let partitions = decide::partition_labels(ctx.claims, &owned);
-        self.apply(partitions, ctx).await?;
-        let stranded = decide::stranded(ctx.dump, ctx.claims, &launched, &owned, ctx.now);
-        self.apply(stranded, ctx).await
+        self.apply(partitions, ctx).await;
+        let missing = decide::missing_instances(ctx.claims, &launched, &owned, ctx.now);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let described = self.cloud.describe(&missing).await?;
+        let stranded = decide::stranded(ctx.dump, ctx.claims, &missing, &described);
+        self.apply(stranded, ctx).await;
+        Ok(())
     }
 
     /// What every EC2NodeClass resolves to now (subnets, security groups, AMIs, instance
@@ -525,8 +583,11 @@ pub fn decide_all(
     let reserved = reservations::from_status(dump);
     reservations::apply(snapshot, &reserved, now);
     let pending = decide::pending_pods(snapshot);
+    let mut unschedulable = 0;
     if pending > 0 {
-        actions.extend(decide::provision(dump, &plan_pods(snapshot, catalog, now)));
+        let plan = plan_pods(snapshot, catalog, now);
+        unschedulable = plan.unschedulable.len();
+        actions.extend(decide::provision(dump, &plan));
     }
     if snapshot.nodepools.iter().any(|p| p.replicas.is_some()) {
         let plan = fleetwright_core::replicas::plan(snapshot, catalog, now.timestamp());
@@ -545,6 +606,7 @@ pub fn decide_all(
     actions.extend(initializations);
     actions.extend(decide::restamps(dump, claims));
     actions.extend(decide::liveness(claims, now));
+    actions.extend(decide::deleted_nodes(dump, claims));
     actions.extend(reservations::expiring(claims, &reserved, now));
     if node_repair {
         actions.extend(repair::repairs(dump, claims, now));
@@ -556,13 +618,19 @@ pub fn decide_all(
         now,
     ));
     actions.extend(decide::drift_marks(claims, snapshot, catalog, now));
-    if pending == 0 && !creating {
+    if pending <= unschedulable && !creating {
         let decided = disruption::decide(dump, snapshot, catalog, &BTreeMap::new(), &[], now);
         actions.extend(decided.actions);
     }
     actions.extend(decide::deletions(dump, claims, now));
     let classes = status::classes_ready(dump, &status::Resolutions::new());
-    actions.extend(decide::pool_statuses(dump, claims, &classes, now));
+    actions.extend(decide::pool_statuses(
+        dump,
+        claims,
+        &classes,
+        &BTreeMap::new(),
+        now,
+    ));
     actions
 }
 
@@ -610,6 +678,20 @@ fn placement_groups(snapshot: &mut Snapshot, resolved: &status::Resolutions) {
             id: group.id.clone(),
             partitions,
         });
+    }
+}
+
+/// The zones each resolved EC2NodeClass has subnets in: the only zones its NodeClaims can
+/// launch into, so the only ones the core plans (and spreads) over.
+fn subnet_zones(snapshot: &mut Snapshot, resolved: &status::Resolutions) {
+    for r in resolved.values().flatten() {
+        let zones: std::collections::BTreeSet<String> =
+            r.subnets.iter().map(|s| s.zone.clone()).collect();
+        if zones.is_empty() {
+            continue;
+        }
+        let settings = snapshot.node_classes.entry(r.name.clone()).or_default();
+        settings.zones = Some(zones);
     }
 }
 

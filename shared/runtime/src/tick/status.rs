@@ -162,6 +162,7 @@ pub fn merged(current: &[Condition], wanted: Vec<Condition>, now: DateTime<Utc>)
 pub fn nodepool_conditions(
     current: &[Condition],
     class_ready: Option<bool>,
+    invalid: Option<&str>,
     now: DateTime<Utc>,
 ) -> Vec<Condition> {
     let class = match class_ready {
@@ -179,16 +180,22 @@ pub fn nodepool_conditions(
             "EC2NodeClass not found",
         ),
     };
-    let ready = class_ready == Some(true);
+    let valid = condition(
+        "ValidationSucceeded",
+        invalid.is_none(),
+        "NodePoolValidationFailed",
+        invalid.unwrap_or_default(),
+    );
+    let ready = class_ready == Some(true) && invalid.is_none();
+    let why = match (invalid, class_ready == Some(true)) {
+        (Some(_), _) => "ValidationSucceeded=False",
+        (None, false) => "NodeClassReady=False",
+        (None, true) => "",
+    };
     let wanted = vec![
-        condition("ValidationSucceeded", true, "", ""),
+        valid,
         class,
-        condition(
-            "Ready",
-            ready,
-            "UnhealthyDependents",
-            if ready { "" } else { "NodeClassReady=False" },
-        ),
+        condition("Ready", ready, "UnhealthyDependents", why),
     ];
     merged(current, wanted, now)
 }
@@ -345,6 +352,22 @@ mod tests {
     }
 
     #[test]
+    fn an_invalid_nodepool_says_which_field_and_is_not_ready() {
+        let now = Utc::now();
+        let why =
+            "NodePool batch: spec.disruption.consolidateAfter: invalid duration \"30 seconds\"";
+        let out = nodepool_conditions(&[], Some(true), Some(why), now);
+        let of = |t: &str| out.iter().find(|c| c.type_ == t).unwrap();
+        assert_eq!(of("ValidationSucceeded").status, "False");
+        assert_eq!(
+            of("ValidationSucceeded").reason.as_deref(),
+            Some("NodePoolValidationFailed")
+        );
+        assert_eq!(of("ValidationSucceeded").message.as_deref(), Some(why));
+        assert_eq!(of("Ready").status, "False");
+    }
+
+    #[test]
     fn a_nodepool_is_ready_only_while_its_class_is() {
         let now: DateTime<Utc> = "2026-11-25T10:00:00Z".parse().unwrap();
         let get = |c: &[Condition], t: &str| {
@@ -352,22 +375,22 @@ mod tests {
                 .find(|x| x.type_ == t)
                 .map(|x| (x.status.clone(), x.reason.clone().unwrap_or_default()))
         };
-        let ready = nodepool_conditions(&[], Some(true), now);
+        let ready = nodepool_conditions(&[], Some(true), None, now);
         assert_eq!(get(&ready, "Ready"), Some(("True".into(), "Ready".into())));
         assert_eq!(get(&ready, "ValidationSucceeded").unwrap().0, "True");
-        let not = nodepool_conditions(&ready, Some(false), now);
+        let not = nodepool_conditions(&ready, Some(false), None, now);
         assert_eq!(
             get(&not, "NodeClassReady"),
             Some(("False".into(), "NodeClassNotReady".into()))
         );
         assert_eq!(get(&not, "Ready").unwrap().0, "False");
-        let missing = nodepool_conditions(&[], None, now);
+        let missing = nodepool_conditions(&[], None, None, now);
         assert_eq!(
             get(&missing, "NodeClassReady").unwrap().1,
             "NodeClassNotFound"
         );
         assert_eq!(
-            nodepool_conditions(&ready, Some(true), now + chrono::Duration::hours(1)),
+            nodepool_conditions(&ready, Some(true), None, now + chrono::Duration::hours(1)),
             ready
         );
     }

@@ -1,11 +1,14 @@
 //! The simulated cluster around the in-memory Kubernetes API: what the rest of Kubernetes does
 //! between two Fleetwright invocations. A kubelet registers a node about 40 s after its instance
-//! launched (with the `karpenter.sh/unregistered` taint and the NodeClaim's labels and taints) and
-//! reports it Ready 20 s later; nodes go when their instance does. Deployments (through their
-//! ReplicaSet) keep their replica count, replacing evicted pods and pods whose node is gone.
-//! DaemonSets put a pod on every node whose taints they tolerate. A scheduler binds pending pods
-//! to Ready, schedulable nodes, least-allocated first, and marks the rest `Unschedulable` as
-//! kube-scheduler does.
+//! launched (with the `karpenter.sh/unregistered` taint and the NodeClaim's labels and taints),
+//! reports it Ready 20 s later, and ends the pods being deleted on it ([`kubelet`]); the Node of
+//! an instance that is gone is deleted through the API, and its finalizers hold it. Deployments
+//! (through their ReplicaSet) keep their replica count, replacing pods being deleted and pods
+//! whose node is gone; the disruption controller keeps every PodDisruptionBudget's status
+//! ([`controllers`]). DaemonSets put a pod on every node whose taints they tolerate. A scheduler
+//! binds pending pods to Ready, schedulable nodes, least-allocated first, and marks the rest
+//! `Unschedulable` as kube-scheduler does. The in-memory API server runs with graceful pod
+//! deletion (`graceful_pods`).
 //!
 //! The scheduler checks requests, nodeSelector, required node affinity and taints; it ignores
 //! pod (anti-)affinity, topology spread and host ports.
@@ -13,14 +16,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
-use fleetwright_core::labels::{
-    ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODEPOOL, REGION, ZONE,
-};
-use fleetwright_core::model::{tolerates_all, TaintEffect};
+use fleetwright_core::labels::NODEPOOL;
 use fleetwright_core::InstanceType;
-use fleetwright_kube::convert;
 use fleetwright_kube::memory::MemoryApi;
-use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{json, Value};
 use tracing::info;
 
@@ -50,9 +48,11 @@ const PATHS: [(&str, &str); 7] = [
     ("Node", NODES),
 ];
 
+mod controllers;
+mod kubelet;
 mod scheduler;
 
-use scheduler::bind;
+pub use kubelet::node_object;
 
 fn stamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
@@ -88,6 +88,17 @@ pub struct Cluster {
     rng: Rng,
     /// Nodes whose kubelet or hardware failed: the kubelet no longer reports them Ready.
     failed: BTreeSet<String>,
+    /// Instances whose node registers and never becomes Ready.
+    pub never_ready: BTreeSet<String>,
+    /// Instances whose kubelet has registered its node (it does not register it again).
+    registered: BTreeSet<String>,
+    /// Pods being deleted take a share of their grace period to exit, drawn from their name;
+    /// otherwise they exit at once.
+    pub slow_exits: bool,
+    /// Every eviction the API server accepted (`namespace/name`), in order.
+    pub evictions: Vec<String>,
+    /// Pods deleted by their own controllers (a scale-down, a Deployment deleted).
+    pub scaled_down: BTreeSet<String>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -171,14 +182,21 @@ impl Cluster {
                     .push(o.clone());
             }
         }
+        let api = MemoryApi::new(collections);
+        api.lock().graceful_pods = true;
         Cluster {
-            api: MemoryApi::new(collections),
+            api,
             deployments,
             types,
             pods: BTreeMap::new(),
             waits: Vec::new(),
             rng: Rng::new(seed ^ 0x9e37_79b9),
             failed: BTreeSet::new(),
+            never_ready: BTreeSet::new(),
+            registered: BTreeSet::new(),
+            slow_exits: false,
+            evictions: Vec::new(),
+            scaled_down: BTreeSet::new(),
         }
     }
 
@@ -190,14 +208,6 @@ impl Cluster {
     pub fn scale(&mut self, deployment: &str, replicas: u32) {
         if let Some(d) = self.deployments.get_mut(deployment) {
             d.replicas = replicas;
-        }
-    }
-
-    pub fn delete(&mut self, deployment: &str) {
-        if let Some(d) = self.deployments.remove(deployment) {
-            let mut state = self.api.lock();
-            let pods = state.objects.entry(PODS.into()).or_default();
-            pods.retain(|p| owner_name(p) != Some(d.replicaset.as_str()));
         }
     }
 
@@ -226,6 +236,53 @@ impl Cluster {
             }
             None => list.push(next),
         }
+    }
+
+    /// Deletes the NodePool, EC2NodeClass, NodeOverlay, DaemonSet or PodDisruptionBudget of
+    /// `object`'s kind and name, as `kubectl delete` would. Returns whether it was there.
+    pub fn remove(&mut self, object: &Value) -> bool {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let Some((_, path)) = PATHS.iter().find(|(k, _)| *k == kind) else {
+            return false;
+        };
+        let mut state = self.api.lock();
+        let list = state.objects.entry(path.to_string()).or_default();
+        let before = list.len();
+        list.retain(|o| {
+            o["metadata"]["name"] != object["metadata"]["name"]
+                || o["metadata"]["namespace"] != object["metadata"]["namespace"]
+        });
+        before != list.len()
+    }
+
+    /// `kubectl delete node`: one node that is not being deleted yet (`pick` chooses among
+    /// them) is deleted through the API, so its finalizers hold it. Returns its name and
+    /// provider ID.
+    pub fn delete_node_by_hand(
+        &mut self,
+        pick: impl FnOnce(usize) -> usize,
+    ) -> Option<(String, String)> {
+        let mut state = self.api.lock();
+        let candidates: Vec<(String, String)> = state
+            .objects
+            .get(NODES)
+            .into_iter()
+            .flatten()
+            .filter(|n| n["metadata"]["deletionTimestamp"].is_null())
+            .map(|n| {
+                let name = n["metadata"]["name"].as_str().unwrap_or_default();
+                let provider = n["spec"]["providerID"].as_str().unwrap_or_default();
+                (name.to_string(), provider.to_string())
+            })
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let chosen = candidates[pick(candidates.len())].clone();
+        let uri = format!("{NODES}/{}", chosen.0);
+        fleetwright_kube::memory::component_request(&mut state, "DELETE", &uri, b"");
+        info!(target: "simulate::kubelet", node = %chosen.0, "node deleted by hand");
+        Some(chosen)
     }
 
     /// A node of `nodepool` fails (one holding workload pods while there is one; `pick` chooses
@@ -408,246 +465,6 @@ impl Cluster {
             .flat_map(|(_, path)| state.objects.get(*path).cloned().unwrap_or_default())
             .collect()
     }
-
-    /// Registers nodes for instances launched long enough ago, reports them Ready, and removes
-    /// the nodes of instances that are gone.
-    pub fn kubelet(&mut self, live: &BTreeMap<String, SimInstance>, now: DateTime<Utc>) {
-        let providers: BTreeMap<String, &SimInstance> = live
-            .values()
-            .map(|i| (format!("aws:///{}/{}", i.instance.zone, i.instance.id), i))
-            .collect();
-        let mut state = self.api.lock();
-        let claims = state.objects.get(NODECLAIMS).cloned().unwrap_or_default();
-        let nodes = state.objects.entry(NODES.into()).or_default();
-        let before: BTreeSet<String> = nodes
-            .iter()
-            .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
-            .collect();
-        nodes.retain(|n| {
-            providers.contains_key(n["spec"]["providerID"].as_str().unwrap_or_default())
-        });
-        for gone in before
-            .iter()
-            .filter(|b| !nodes.iter().any(|n| n["metadata"]["name"] == **b))
-        {
-            info!(target: "simulate::kubelet", node = %gone, "node removed: its instance is gone");
-        }
-        let mut joined = Vec::new();
-        for (provider, instance) in &providers {
-            let launched = instance.instance.launch_time.unwrap_or(now);
-            let existing = nodes
-                .iter_mut()
-                .find(|n| n["spec"]["providerID"] == **provider);
-            match existing {
-                Some(node)
-                    if now - launched >= REGISTER_AFTER + READY_AFTER
-                        && !ready(node)
-                        && !self
-                            .failed
-                            .contains(node["metadata"]["name"].as_str().unwrap_or_default()) =>
-                {
-                    mark_ready(node, &claims, now);
-                    info!(target: "simulate::kubelet", node = %node["metadata"]["name"].as_str().unwrap_or_default(), "node ready");
-                }
-                Some(_) => {}
-                None if now - launched >= REGISTER_AFTER => {
-                    let node = self.new_node(provider, instance, &claims, now);
-                    info!(target: "simulate::kubelet", node = %node["metadata"]["name"].as_str().unwrap_or_default(), instance_id = %instance.instance.id, "node registered");
-                    joined.push(node.clone());
-                    nodes.push(node);
-                }
-                None => {}
-            }
-        }
-        let daemonsets = state.objects.get(PATHS[3].1).cloned().unwrap_or_default();
-        let pods = state.objects.entry(PODS.into()).or_default();
-        for node in &joined {
-            pods.extend(daemon_pods(&daemonsets, node, now));
-        }
-    }
-
-    fn new_node(
-        &self,
-        provider: &str,
-        instance: &SimInstance,
-        claims: &[Value],
-        now: DateTime<Utc>,
-    ) -> Value {
-        node_object(&self.types, provider, instance, claims, now)
-    }
-
-    /// The Deployment and ReplicaSet controllers and pod garbage collection: evicted pods and
-    /// pods whose node is gone are deleted; each Deployment is brought to its replica count.
-    /// Returns the pods created.
-    pub fn controllers(&mut self, now: DateTime<Utc>) -> Vec<Value> {
-        let mut state = self.api.lock();
-        let evicted: BTreeSet<String> = std::mem::take(&mut state.evicted).into_iter().collect();
-        let nodes: BTreeSet<String> = state
-            .objects
-            .get(NODES)
-            .into_iter()
-            .flatten()
-            .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
-            .collect();
-        let pods = state.objects.entry(PODS.into()).or_default();
-        pods.retain(|p| {
-            let orphaned = node_name(p).is_some_and(|n| !nodes.contains(n));
-            !(evicted.contains(&key(p)) || orphaned)
-        });
-        let mut created = Vec::new();
-        for d in self.deployments.values() {
-            let mine: Vec<usize> = (0..pods.len())
-                .filter(|&i| owner_name(&pods[i]) == Some(d.replicaset.as_str()))
-                .collect();
-            let want = d.replicas as usize;
-            if mine.len() > want {
-                // Unbound pods go first, then the newest.
-                let mut order = mine.clone();
-                order.sort_by_key(|&i| (node_name(&pods[i]).is_some(), std::cmp::Reverse(i)));
-                let drop: BTreeSet<usize> = order.into_iter().take(mine.len() - want).collect();
-                let mut i = 0;
-                pods.retain(|_| {
-                    i += 1;
-                    !drop.contains(&(i - 1))
-                });
-            }
-            for _ in mine.len()..want {
-                let pod = new_pod(d, &self.rng.suffix(), now);
-                created.push(pod.clone());
-                pods.push(pod);
-            }
-        }
-        created
-    }
-}
-
-/// The Node a kubelet registers for `instance` (provider ID `provider`): the labels and taints
-/// of its NodeClaim (from `claims`), the well-known labels, the unregistered taint, and the
-/// allocatable resources of its type; not Ready yet.
-pub fn node_object(
-    types: &BTreeMap<String, InstanceType>,
-    provider: &str,
-    instance: &SimInstance,
-    claims: &[Value],
-    now: DateTime<Utc>,
-) -> Value {
-    let i = &instance.instance;
-    let serial = u64::from_str_radix(i.id.trim_start_matches("i-"), 16).unwrap_or(0) & 0xffff;
-    let name = format!("ip-10-0-{}-{}.ec2.internal", serial / 250, serial % 250 + 1);
-    let claim = claims
-        .iter()
-        .find(|c| c["status"]["providerID"] == provider)
-        .cloned()
-        .unwrap_or(Value::Null);
-    let mut labels = claim["metadata"]["labels"].clone();
-    if !labels.is_object() {
-        labels = json!({});
-    }
-    labels[HOSTNAME] = json!(name);
-    labels[INSTANCE_TYPE] = json!(i.instance_type);
-    labels[ZONE] = json!(i.zone);
-    labels[CAPACITY_TYPE] = json!(i.capacity_type);
-    labels[NODEPOOL] = json!(instance.nodepool());
-    // What a kubelet and the cloud node manager label every node with.
-    labels["kubernetes.io/os"] = json!("linux");
-    if let Some(region) = fleetwright_core::region::of_zone(&i.zone) {
-        labels[REGION] = json!(region);
-    }
-    if let Some(arch) = types
-        .get(&i.instance_type)
-        .and_then(|t| t.requirements.get(ARCH).and_then(|r| r.any()))
-    {
-        labels[ARCH] = json!(arch);
-    }
-    let mut taints: Vec<Value> = claim["spec"]["taints"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    taints.extend(
-        claim["spec"]["startupTaints"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default(),
-    );
-    taints.push(json!({"key": UNREGISTERED, "effect": "NoExecute"}));
-    let allocatable = types.get(&i.instance_type).map_or(json!({}), |t| {
-        let a = &t.allocatable;
-        json!({"cpu": format!("{}m", a.cpu), "memory": a.memory.to_string(),
-               "pods": a.pods.to_string(), "ephemeral-storage": a.ephemeral.to_string()})
-    });
-    json!({"apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "uid": format!("uid-{name}"), "labels": labels,
-            "creationTimestamp": stamp(now)},
-        "spec": {"providerID": provider, "taints": taints},
-        "status": {"allocatable": allocatable, "capacity": allocatable,
-            "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]}})
-}
-
-fn mark_ready(node: &mut Value, claims: &[Value], now: DateTime<Utc>) {
-    node["status"]["conditions"] = json!([{"type": "Ready", "status": "True", "reason": "KubeletReady",
-        "lastTransitionTime": stamp(now)}]);
-    // The agents that own startup taints (a CNI, say) remove them once the node is up.
-    let provider = node["spec"]["providerID"].clone();
-    let startup: Vec<Value> = claims
-        .iter()
-        .find(|c| c["status"]["providerID"] == provider)
-        .and_then(|c| c["spec"]["startupTaints"].as_array().cloned())
-        .unwrap_or_default();
-    if let Some(taints) = node["spec"]["taints"].as_array_mut() {
-        taints.retain(|t| !startup.iter().any(|s| s["key"] == t["key"]));
-    }
-}
-
-fn new_pod(d: &Deployment, suffix: &str, now: DateTime<Utc>) -> Value {
-    let name = format!("{}-{suffix}", d.replicaset);
-    let mut metadata = d.template["metadata"].clone();
-    if !metadata.is_object() {
-        metadata = json!({});
-    }
-    metadata["name"] = json!(name);
-    metadata["namespace"] = json!(d.namespace);
-    metadata["uid"] = json!(format!("uid-{name}"));
-    metadata["creationTimestamp"] = json!(stamp(now));
-    metadata["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-        "name": d.replicaset, "uid": format!("uid-{}", d.replicaset), "controller": true}]);
-    json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
-        "spec": d.template["spec"].clone(), "status": {"phase": "Pending"}})
-}
-
-fn daemon_pods(daemonsets: &[Value], node: &Value, now: DateTime<Utc>) -> Vec<Value> {
-    let name = node["metadata"]["name"].as_str().unwrap_or_default();
-    let taints: Vec<fleetwright_core::model::Taint> = serde_json::from_value::<Node>(node.clone())
-        .ok()
-        .and_then(|n| convert::node(&n).ok())
-        .map(|n| n.taints)
-        .unwrap_or_default();
-    daemonsets
-        .iter()
-        .filter_map(|ds| {
-            let ds_name = ds["metadata"]["name"].as_str()?;
-            let pod = json!({"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": format!("{ds_name}-{:05x}", fnv(name) & 0xfffff),
-                    "namespace": ds["metadata"]["namespace"].as_str().unwrap_or("default"),
-                    "creationTimestamp": stamp(now),
-                    "labels": ds["spec"]["template"]["metadata"]["labels"].clone(),
-                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds_name,
-                        "uid": format!("uid-{ds_name}"), "controller": true}]},
-                "spec": ds["spec"]["template"]["spec"].clone(),
-                "status": {"phase": "Running"}});
-            let core = serde_json::from_value::<Pod>(pod.clone())
-                .ok()
-                .and_then(|p| convert::pod(&p, &Default::default()).ok())?;
-            let blocking = taints.iter().filter(|t| {
-                matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute)
-                    && t.key != UNREGISTERED
-            });
-            tolerates_all(&core.tolerations, blocking).is_none().then(|| {
-                let mut pod = pod;
-                bind(&mut pod, name, now);
-                pod
-            })
-        })
-        .collect()
 }
 
 /// FNV-1a, for stable generated names.

@@ -1,0 +1,119 @@
+//! Objects a tick could not read or convert, and pools that cannot launch: each rejected object
+//! is left out and reported (a warning every tick, a Warning Event once per error, and the
+//! condition its kind has), and every other object goes on. A NodePool whose EC2NodeClass is
+//! missing or not ready is left out of planning, so its pods are not planned onto NodeClaims
+//! that could never launch.
+
+use std::collections::BTreeMap;
+
+use fleetwright_core::model::NodePool;
+use fleetwright_core::Snapshot;
+use fleetwright_kube::convert::Rejected;
+
+use super::action::Action;
+
+/// The state ConfigMap key of the rejected objects already evented, with their errors.
+pub const REJECTED_KEY: &str = "rejectedObjects";
+
+/// A warning for each rejected object, an Event for each whose error was not evented yet, and
+/// the record of what was evented when it changed.
+pub fn report(rejected: &[Rejected], said: &BTreeMap<String, String>) -> Vec<Action> {
+    let mut actions: Vec<Action> = rejected
+        .iter()
+        .map(|r| Action::Rejected {
+            event: said.get(&r.object()) != Some(&r.error),
+            object: r.clone(),
+        })
+        .collect();
+    let current: BTreeMap<String, String> = rejected
+        .iter()
+        .map(|r| (r.object(), r.error.clone()))
+        .collect();
+    if &current != said {
+        actions.push(Action::SaveRejected { said: current });
+    }
+    actions
+}
+
+/// The warning a rejected object gets every tick, live or dry.
+pub fn log(object: &Rejected) {
+    tracing::warn!(target: super::execute::TICK, object = %object.object(), error = %object.error, "left the object out of this tick: it could not be read or converted");
+}
+
+/// The API version of a kind an Event can name.
+pub fn api_version(kind: &str) -> &'static str {
+    match kind {
+        "NodePool" | "NodeClaim" => "karpenter.sh/v1",
+        "EC2NodeClass" => "karpenter.k8s.aws/v1",
+        "NodeOverlay" => "karpenter.sh/v1alpha1",
+        "DaemonSet" => "apps/v1",
+        "PodDisruptionBudget" => "policy/v1",
+        _ => "v1",
+    }
+}
+
+/// The errors of the rejected objects of one kind, by name.
+pub fn errors_of(rejected: &[Rejected], kind: &str) -> BTreeMap<String, String> {
+    rejected
+        .iter()
+        .filter(|r| r.kind == kind)
+        .map(|r| (r.name.clone(), r.error.clone()))
+        .collect()
+}
+
+/// Takes the NodePools whose EC2NodeClass is not ready (missing, unresolved or invalid) out of
+/// the snapshot, for planning without them; [`restore`] puts them back.
+pub fn park_unready(snapshot: &mut Snapshot, classes: &BTreeMap<String, bool>) -> Vec<NodePool> {
+    let (ready, parked): (Vec<NodePool>, Vec<NodePool>) = std::mem::take(&mut snapshot.nodepools)
+        .into_iter()
+        .partition(|p| classes.get(&p.node_class).copied().unwrap_or(false));
+    snapshot.nodepools = ready;
+    for p in &parked {
+        tracing::warn!(nodepool = %p.name, nodeclass = %p.node_class, "not planning with the nodepool: its ec2nodeclass is missing or not ready");
+    }
+    parked
+}
+
+/// Puts parked NodePools back.
+pub fn restore(snapshot: &mut Snapshot, parked: Vec<NodePool>) {
+    snapshot.nodepools.extend(parked);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejected(name: &str, error: &str) -> Rejected {
+        Rejected {
+            kind: "NodePool".into(),
+            name: name.into(),
+            namespace: None,
+            uid: None,
+            error: error.into(),
+        }
+    }
+
+    #[test]
+    fn each_error_is_evented_once_and_a_new_one_again() {
+        let bad = vec![rejected(
+            "batch",
+            "spec.disruption.consolidateAfter: invalid duration",
+        )];
+        let first = report(&bad, &BTreeMap::new());
+        assert!(matches!(&first[0], Action::Rejected { event: true, .. }));
+        let said = match first.last() {
+            Some(Action::SaveRejected { said }) => said.clone(),
+            other => panic!("{other:?}"),
+        };
+        let again = report(&bad, &said);
+        assert!(matches!(
+            again.as_slice(),
+            [Action::Rejected { event: false, .. }]
+        ));
+        let changed = vec![rejected("batch", "spec.limits.cpu: invalid quantity")];
+        assert!(matches!(
+            &report(&changed, &said)[0],
+            Action::Rejected { event: true, .. }
+        ));
+    }
+}
