@@ -53,6 +53,47 @@ pub async fn refuse_a_cluster_in_use(
     refuse(run, &found)
 }
 
+/// During the run: the first Node, NodeClaim, NodePool, EC2NodeClass or pod that is not this
+/// run's, if one has appeared.
+pub async fn newcomer(admin: &Client, run: &Run) -> anyhow::Result<Option<String>> {
+    // `key!=value` also selects the objects without the label.
+    let others = ListParams::default().labels(&format!("{RUN_LABEL}!={}", run.id()));
+    let nodes: Api<Node> = Api::all(admin.clone());
+    if let Some(found) = first_not_of(&nodes, run, &others, "Node").await? {
+        return Ok(Some(found));
+    }
+    for (group, version, kind, plural) in &CUSTOM[..3] {
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+        let api: Api<DynamicObject> = Api::all_with(admin.clone(), &resource);
+        if let Some(found) = first_not_of(&api, run, &others, kind).await? {
+            return Ok(Some(found));
+        }
+    }
+    let pods: Api<Pod> = Api::all(admin.clone());
+    first_not_of(&pods, run, &others, "Pod").await
+}
+
+async fn first_not_of<K>(
+    api: &Api<K>,
+    run: &Run,
+    params: &ListParams,
+    kind: &str,
+) -> anyhow::Result<Option<String>>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let list = api
+        .list(params)
+        .await
+        .with_context(|| format!("listing every {kind}"))?;
+    Ok(list
+        .items
+        .iter()
+        .find(|o| !run.owns(*o))
+        .map(|o| Found::of(o, kind, "").what))
+}
+
 /// Refuses when an object the scenario would create (`objects`) already exists: it is not
 /// this run's. Kinds of Fleetwright's CRDs not yet installed are skipped: the cluster check
 /// found none of them.

@@ -47,6 +47,9 @@ use fleetwright_core::rng::Rng;
 /// How long after its launch an instance's kubelet registers its Node (kwok makes it Ready at
 /// once; a real node takes about a minute).
 const JOIN_AFTER: Duration = Duration::seconds(5);
+/// How often (seconds) the run checks that nothing of anyone else's has appeared since the
+/// guard let it through.
+const RECHECK: i64 = 5;
 /// The field manager of what the simulation applies.
 const MANAGER: &str = "fleetwright-simulate";
 /// Marks the Nodes the simulation registered.
@@ -208,6 +211,9 @@ impl Live {
             }
             self.clock.set(now);
             self.cloud.set_clock(now);
+            if t % RECHECK == 0 {
+                self.still_alone().await?;
+            }
             while let Some(step) = steps.next_if(|s| s.at <= t) {
                 self.step(step, t, now).await;
             }

@@ -55,6 +55,23 @@ impl Live {
         Ok(())
     }
 
+    /// Stops the run when a Node, NodeClaim, NodePool, EC2NodeClass or pod of anyone else's
+    /// has appeared since the guard let it through: the tick would act on it. A check that
+    /// fails is tried again at the next round.
+    pub(super) async fn still_alone(&self) -> anyhow::Result<()> {
+        match guard::newcomer(&self.admin, &self.run).await {
+            Ok(None) => Ok(()),
+            Ok(Some(what)) => bail!(
+                "{what} appeared in the cluster, and this run ({}) did not create it: the run stops before the tick acts on it, and removes only what it created",
+                self.run.selector()
+            ),
+            Err(e) => {
+                tracing::warn!(target: "simulate::cluster", error = %format!("{e:#}"), "could not check that the cluster holds only this run's objects; checking again in a few seconds");
+                Ok(())
+            }
+        }
+    }
+
     /// Creates Fleetwright's CRDs that are missing (an existing one is used as it is) and waits
     /// until the API server serves them.
     async fn install_crds(&self) -> anyhow::Result<()> {

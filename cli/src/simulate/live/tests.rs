@@ -415,3 +415,28 @@ fn no_scenario_creates_an_object_named_as_a_real_clusters() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_node_of_anyone_else_that_appears_during_the_run_stops_it() {
+    let ours = json!({RUN_LABEL: "r1"});
+    let api = server(&[
+        (NODES, vec![node("simulated-r1-ip-10-0-1-3", ours.clone())]),
+        (CLAIMS, vec![claim("default-abcde", ours)]),
+    ]);
+    let live = live(&api, "r1");
+    live.still_alone().await.expect("only this run's objects");
+    api.lock()
+        .objects
+        .get_mut(NODES)
+        .unwrap()
+        .push(node("ip-10-0-1-2.ec2.internal", json!({})));
+    let error = live
+        .still_alone()
+        .await
+        .expect_err("a node of anyone else's");
+    assert!(
+        format!("{error:#}").contains("Node ip-10-0-1-2.ec2.internal"),
+        "{error:#}"
+    );
+    assert_eq!(writes(&api), Vec::<String>::new());
+}
