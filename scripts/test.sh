@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The full test suite (the README's command 2; CI runs exactly this through .ci/run):
 #   formatting; clippy with -D warnings on every target; every test of the workspace; the local
-#   end-to-end stack; Karpenter's own CRDs and examples round-tripped; the deployment checks (SAM, and the CDK construct with its equivalence
-#   test); the simulation report in a headless browser; 50 chaos seeds; Karpenter's scheduler
-#   beside Fleetwright's on a few hundred pods; and a check that the functions build for arm64.
+#   end-to-end stack; Karpenter's own CRDs and examples round-tripped, and the API server's
+#   verdicts on a corpus of objects compared under Karpenter's CRDs and Fleetwright's; the
+#   deployment checks (SAM, and the CDK construct with its equivalence test); the simulation
+#   report in a headless browser; 50 chaos seeds; Karpenter's scheduler beside Fleetwright's on a
+#   few hundred pods; and a check that the functions build for arm64.
 #
 # Clippy and the tests share one compilation: the test build runs with clippy-driver as the
 # workspace's rustc wrapper (what `cargo clippy` itself does), so every lint of
@@ -119,12 +121,18 @@ stage "the README's story on a second real control plane: simulate --kubeconfig 
 scripts/control-plane.sh run target/control-plane-story -- \
     cargo test --workspace --all-features --test control_plane -- --ignored --exact "$story"
 
-# Karpenter's own v1.14 CRDs and example manifests, fetched from its Go module on the proxy at
+# Karpenter's own v1.15 CRDs and example manifests, fetched from its Go module on the proxy at
 # a pinned version (nothing committed): every example and an object with every field of
 # Karpenter's schemas round-trip, and Fleetwright's CRDs prune none of Karpenter's fields.
 stage "Karpenter's CRDs and examples: scripts/karpenter-reference.sh, cargo test --test karpenter_reference -- --ignored"
 FLEETWRIGHT_KARPENTER_REFERENCE=$(scripts/karpenter-reference.sh) \
     cargo test --workspace --all-features --test karpenter_reference -- --ignored
+
+# Fleetwright's CRDs against Karpenter v1.15.0's own, on two real control planes (one with each
+# set; both define the same kinds): every object of cli/tests/fixtures/crd-corpus is created with
+# dryRun=All and strict field validation on both, and the API servers' verdicts must agree.
+stage "CRDs that validate as Karpenter's: scripts/crd-agreement.sh (the corpus on two real control planes)"
+scripts/crd-agreement.sh
 
 # Karpenter's own drift hashes (NodePool.Hash, EC2NodeClass.Hash from its v1.14.3 packages, built
 # from the Go module proxy by the tools job) on 4,000 generated objects, against Fleetwright's

@@ -1,4 +1,4 @@
-//! Round trip against Karpenter's own v1.14 CRD schemas and example manifests, read at test time
+//! Round trip against Karpenter's own v1.15 CRD schemas and example manifests, read at test time
 //! from its Go module (fetched by `scripts/karpenter-reference.sh`; nothing is committed):
 //! every example reads, converts and writes back unchanged; an object with every field of
 //! Karpenter's schemas writes back unchanged; and Fleetwright's CRDs keep every field Karpenter's

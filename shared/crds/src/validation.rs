@@ -83,9 +83,9 @@ fn overlay_aws_labels() -> impl Iterator<Item = &'static str> {
 /// Which object a label key or requirement is in: the restricted labels differ.
 #[derive(Clone, Copy, PartialEq)]
 enum Owner {
-    NodePool,
-    NodeClaim,
-    NodeOverlay,
+    Pool,
+    Claim,
+    Overlay,
 }
 
 fn rule(rule: &str, message: &str) -> Value {
@@ -100,7 +100,7 @@ fn quoted(labels: impl Iterator<Item = &'static str>) -> String {
 /// Karpenter's rules on one label key `key` (a CEL expression: `self`, or `x` in a map's `all`).
 fn label_key_rules(owner: Owner, key: &str) -> Vec<(String, &'static str)> {
     let aws = match owner {
-        Owner::NodeOverlay => quoted(overlay_aws_labels()),
+        Owner::Overlay => quoted(overlay_aws_labels()),
         _ => quoted(AWS_LABELS.iter().copied()),
     };
     let mut rules = vec![(
@@ -109,7 +109,7 @@ fn label_key_rules(owner: Owner, key: &str) -> Vec<(String, &'static str)> {
         ),
         r#"label domain "karpenter.sh" is restricted"#,
     )];
-    if owner == Owner::NodePool {
+    if owner == Owner::Pool {
         rules.push((
             format!(r#"{key} != "karpenter.sh/nodepool""#),
             r#"label "karpenter.sh/nodepool" is restricted"#,
@@ -233,7 +233,7 @@ pub fn budgets(g: &mut SchemaGenerator) -> Schema {
 
 /// A NodePool template's labels: label values, at most 100, none in Karpenter's own domains.
 pub fn template_labels(_: &mut SchemaGenerator) -> Schema {
-    let rules: Vec<Value> = label_key_rules(Owner::NodePool, "x")
+    let rules: Vec<Value> = label_key_rules(Owner::Pool, "x")
         .into_iter()
         .map(|(r, message)| rule(&format!("self.all(x, {r})"), message))
         .collect();
@@ -259,13 +259,13 @@ fn requirements(g: &mut SchemaGenerator, owner: Owner) -> Schema {
                 key.insert("pattern".into(), json!(QUALIFIED_NAME));
                 key.insert("x-kubernetes-validations".into(), json!(key_rules));
             }
-            if owner == Owner::NodeOverlay {
+            if owner == Owner::Overlay {
                 properties.remove("minValues");
             }
         }
     }
     let mut rules = Vec::new();
-    if owner == Owner::NodeOverlay {
+    if owner == Owner::Overlay {
         rules.push(rule(
             "self.all(x, x.operator == 'NotIn' ? x.values.size() != 0 : true)",
             "requirements with operator 'NotIn' must have a value defined",
@@ -275,12 +275,12 @@ fn requirements(g: &mut SchemaGenerator, owner: Owner) -> Schema {
         "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
         "requirements with operator 'In' must have a value defined",
     ));
-    let comma = if owner == Owner::NodeOverlay { "" } else { "," };
+    let comma = if owner == Owner::Overlay { "" } else { "," };
     rules.push(rule(
         "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || x.operator == 'Lte') ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
         &format!("requirements operator 'Gt', 'Lt', 'Gte'{comma} or 'Lte' must have a single positive integer value"),
     ));
-    if owner != Owner::NodeOverlay {
+    if owner != Owner::Overlay {
         rules.push(rule(
             "self.all(x, (x.operator == 'In' && has(x.minValues)) ? x.values.size() >= x.minValues : true)",
             "requirements with 'minValues' must have at least that many values specified in the 'values' field",
@@ -292,15 +292,15 @@ fn requirements(g: &mut SchemaGenerator, owner: Owner) -> Schema {
 }
 
 pub fn nodepool_requirements(g: &mut SchemaGenerator) -> Schema {
-    requirements(g, Owner::NodePool)
+    requirements(g, Owner::Pool)
 }
 
 pub fn nodeclaim_requirements(g: &mut SchemaGenerator) -> Schema {
-    requirements(g, Owner::NodeClaim)
+    requirements(g, Owner::Claim)
 }
 
 pub fn overlay_requirements(g: &mut SchemaGenerator) -> Schema {
-    requirements(g, Owner::NodeOverlay)
+    requirements(g, Owner::Overlay)
 }
 
 /// A NodePool's `nodeClassRef`, whose group and kind never change.
