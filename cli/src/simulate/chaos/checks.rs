@@ -26,6 +26,8 @@ use fleetwright_sim::SimInstance;
 use serde_json::Value;
 
 use super::{millicores, stamp, Chaos, CHAOS_END, CHURN_WINDOW, FOREIGN, LEASE_SECONDS};
+#[cfg(test)]
+use crate::simulate::Simulation;
 
 /// The invariants' limits, in seconds.
 const CORDON_LIMIT: i64 = 600;
@@ -494,37 +496,4 @@ pub(super) fn allowed_disruptions(pool: &Value, nodes: usize) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn budgets_allow_the_fewest_nodes_rounded_up_and_a_schedule_leaves_the_pool_out() {
-        let pool = |budgets: Value| json!({"spec": {"disruption": {"budgets": budgets}}});
-        assert_eq!(
-            allowed_disruptions(&pool(json!([{"nodes": "2"}])), 9),
-            Some(2)
-        );
-        assert_eq!(
-            allowed_disruptions(&pool(json!([{"nodes": "20%"}, {"nodes": "3"}])), 6),
-            Some(2)
-        );
-        assert_eq!(allowed_disruptions(&json!({"spec": {}}), 11), Some(2));
-        assert_eq!(
-            allowed_disruptions(
-                &pool(json!([{"nodes": "0", "schedule": "@daily", "duration": "1h"}])),
-                4
-            ),
-            None
-        );
-    }
-
-    #[test]
-    fn a_node_is_cordoned_by_the_disrupted_taint_or_unschedulable() {
-        assert!(cordoned(&json!({"spec": {"unschedulable": true}})));
-        assert!(cordoned(
-            &json!({"spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}})
-        ));
-        assert!(!cordoned(&json!({"spec": {"taints": []}})));
-    }
-}
+mod tests;
