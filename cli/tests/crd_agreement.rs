@@ -229,14 +229,14 @@ async fn karpenters_crds_and_fleetwrights_give_the_same_verdict_on_every_object_
     let theirs = verdicts(&karpenter, &corpus).await;
     let ours = verdicts(&fleetwright, &corpus).await;
 
-    println!(
+    eprintln!(
         "{:<50} {:<13} {:<10} {:<11} {:<8}",
         "object", "kind", "Karpenter", "Fleetwright", ""
     );
     let mut problems = Vec::new();
     for ((object, k), f) in corpus.iter().zip(&theirs).zip(&ours) {
         let line = row(object, k, f);
-        println!("{line}");
+        eprintln!("{line}");
         if !line.trim_end().ends_with(" ok") {
             problems.push(format!(
                 "{line}\n    Karpenter:   {}\n    Fleetwright: {}",
@@ -246,7 +246,7 @@ async fn karpenters_crds_and_fleetwrights_give_the_same_verdict_on_every_object_
         }
     }
     let accepted = theirs.iter().filter(|v| **v == Verdict::Accepted).count();
-    println!(
+    eprintln!(
         "{} objects: {accepted} accepted and {} rejected by Karpenter v1.15.0's CRDs; {} disagreements",
         corpus.len(),
         corpus.len() - accepted,
