@@ -418,15 +418,25 @@ pub fn liveness(claims: &[NodeClaim], now: DateTime<Utc>) -> Vec<Action> {
 /// `terminationGracePeriod` since the deletion is over, when they are deleted), the instance is
 /// terminated and the NodeClaim and node let go. Until then the pods are evicted again
 /// (evictions are idempotent, and a NodeClaim deleted by hand is drained here first).
-pub fn deletions(dump: &ClusterDump, claims: &[NodeClaim], now: DateTime<Utc>) -> Vec<Action> {
+pub fn deletions(
+    dump: &ClusterDump,
+    claims: &[NodeClaim],
+    gone: &BTreeSet<String>,
+    now: DateTime<Utc>,
+) -> Vec<Action> {
     let mut out = Vec::new();
     for claim in claims
         .iter()
         .filter(|c| c.metadata.deletion_timestamp.is_some())
     {
         let node = dump.node_of(claim).and_then(|n| n.metadata.name.clone());
+        // Pods on an instance that is gone run nowhere: nothing is left to wait for.
+        let instance_gone = provider_id(claim)
+            .and_then(instance_id)
+            .is_some_and(|id| gone.contains(id));
         let pods = node
             .as_deref()
+            .filter(|_| !instance_gone)
             .map(|n| pods_to_move(dump, n, now))
             .unwrap_or_default();
         // Cordoned first: else the pods evicted come back to the same node.
@@ -558,11 +568,24 @@ pub fn missing_instances(
     let live: BTreeSet<&str> = owned.iter().map(|i| i.id.as_str()).collect();
     claims
         .iter()
-        .filter(|c| c.metadata.deletion_timestamp.is_none())
         .filter(|c| launched_at(c).is_some_and(|t| now - t >= INSTANCE_GRACE))
         .filter_map(|c| provider_id(c).and_then(instance_id))
         .filter(|id| !live.contains(id) && !launched.iter().any(|l| l == id))
         .map(str::to_string)
+        .collect()
+}
+
+/// The instances among `missing` that a lookup by id (`described`) did not find live: gone.
+pub fn gone(missing: &[String], described: &[Instance]) -> BTreeSet<String> {
+    let alive: BTreeSet<&str> = described
+        .iter()
+        .filter(|i| fleetwright_cloud::instances::LIVE_STATES.contains(&i.state.as_str()))
+        .map(|i| i.id.as_str())
+        .collect();
+    missing
+        .iter()
+        .filter(|m| !alive.contains(m.as_str()))
+        .cloned()
         .collect()
 }
 
@@ -572,29 +595,18 @@ pub const STRANDED_PER_TICK: usize = 10;
 
 /// Launched NodeClaims whose instance is gone (terminated outside Fleetwright, reclaimed without
 /// a warning, failed): their capacity does not exist, so the NodeClaim (and its node) go, and the
-/// next plan provisions for the pods again. `missing` are the instances the listing missed and
-/// `described` what a lookup of those by id found: only an instance the lookup does not find
-/// live counts as gone (a listing can be stale, come back empty, or miss an instance whose tags
-/// were removed). At most [`STRANDED_PER_TICK`] (or a tenth of the NodeClaims) go in one tick.
-pub fn stranded(
-    dump: &ClusterDump,
-    claims: &[NodeClaim],
-    missing: &[String],
-    described: &[Instance],
-) -> Vec<Action> {
-    let alive: BTreeSet<&str> = described
-        .iter()
-        .filter(|i| fleetwright_cloud::instances::LIVE_STATES.contains(&i.state.as_str()))
-        .map(|i| i.id.as_str())
-        .collect();
+/// next plan provisions for the pods again. `gone` are the instances confirmed gone ([`gone`]):
+/// a listing can be stale, come back empty, or miss an instance whose tags were removed, so only
+/// a lookup by id that does not find one live counts. At most [`STRANDED_PER_TICK`] (or a tenth
+/// of the NodeClaims) go in one tick.
+pub fn stranded(dump: &ClusterDump, claims: &[NodeClaim], gone: &BTreeSet<String>) -> Vec<Action> {
     let cap = STRANDED_PER_TICK.max(claims.len() / 10);
     claims
         .iter()
         .filter(|c| c.metadata.deletion_timestamp.is_none())
         .filter_map(|c| {
             let id = provider_id(c).and_then(instance_id)?;
-            let gone = missing.iter().any(|m| m == id) && !alive.contains(id);
-            gone.then(|| Action::ForgetNodeClaim {
+            gone.contains(id).then(|| Action::ForgetNodeClaim {
                 nodeclaim: name_of(c),
                 instance_id: id.to_string(),
                 node: dump.node_of(c).and_then(|n| n.metadata.name.clone()),

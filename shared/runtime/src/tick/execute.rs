@@ -72,7 +72,8 @@ impl<C: Cloud> Tick<C> {
                 return;
             }
             let objects = objects_of(&action);
-            if let Some(failed) = objects.iter().find(|o| ctx.failed.contains(*o)) {
+            let after_failure = objects.iter().find(|o| ctx.failed.contains(*o));
+            if let Some(failed) = after_failure.filter(|_| follows_earlier_steps(&action)) {
                 debug!(target: TICK, object = %failed, "an earlier step on this object failed this tick; leaving this one to the next tick");
                 continue;
             }
@@ -974,6 +975,22 @@ impl<C: Cloud> Tick<C> {
         }
         Ok(())
     }
+}
+
+/// Whether an action is a step that relies on the ones before it on the same objects: a drain
+/// on the cordon before it, a deletion on the drain, an initialization on the registration.
+/// After a failure on its objects it waits for the next tick; every other action (forgetting a
+/// NodeClaim whose instance is gone, a status write) goes ahead.
+fn follows_earlier_steps(action: &Action) -> bool {
+    matches!(
+        action,
+        Action::Initialize { .. }
+            | Action::DrainDisrupted { .. }
+            | Action::EvictForDeletion { .. }
+            | Action::DeletePods { .. }
+            | Action::FinishDeletion { .. }
+            | Action::DeleteNodeClaim { .. }
+    )
 }
 
 /// The NodeClaim or instance an action terminates, if it terminates one.

@@ -19,7 +19,7 @@ pub mod repair;
 pub mod reservations;
 pub mod status;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Timelike, Utc};
 use fleetwright_cloud::unavailable::UnavailableOfferings;
@@ -378,14 +378,28 @@ impl<C: Cloud> Tick<C> {
     /// Finishes deletions, collects garbage, and persists the unavailable offerings; each step
     /// runs even when the one before failed.
     async fn finish(&self, ctx: &mut Applied<'_>) -> Result<(), RuntimeError> {
-        let deletions = decide::deletions(ctx.dump, ctx.claims, ctx.now);
+        let launched: Vec<String> = ctx
+            .summary
+            .launched
+            .iter()
+            .map(|l| l.instance_id.clone())
+            .collect();
+        let owned = self.owned_and_gone(ctx, &launched).await;
+        let gone = owned.as_ref().map(|(_, g)| g.clone()).unwrap_or_default();
+        let deletions = decide::deletions(ctx.dump, ctx.claims, &gone, ctx.now);
         self.apply(deletions, ctx).await;
         let classes = status::classes_ready(ctx.dump, &ctx.resolved);
         let invalid = isolation::errors_of(&ctx.rejected, "NodePool");
         let mut statuses = decide::pool_statuses(ctx.dump, ctx.claims, &classes, &invalid, ctx.now);
         statuses.extend(status::nodeclass_statuses(ctx.dump, &ctx.resolved, ctx.now));
         self.apply(statuses, ctx).await;
-        let collected = self.collect(ctx).await;
+        let collected = match owned {
+            Ok((owned, gone)) => {
+                self.collect(ctx, &launched, &owned, &gone).await;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        };
         let mut offerings = self.cloud.unavailable();
         offerings.prune(ctx.now);
         self.apply(vec![Action::SaveUnavailable { offerings }], ctx)
@@ -393,29 +407,37 @@ impl<C: Cloud> Tick<C> {
         collected
     }
 
-    /// Terminates owned instances that no NodeClaim accounts for, and forgets NodeClaims whose
-    /// instance is gone (confirmed by id). Without the instance listing neither can be decided,
-    /// so neither runs.
-    async fn collect(&self, ctx: &mut Applied<'_>) -> Result<(), RuntimeError> {
+    /// The instances this cluster owns, and those of NodeClaims the listing missed that a lookup
+    /// by id confirms gone.
+    async fn owned_and_gone(
+        &self,
+        ctx: &Applied<'_>,
+        launched: &[String],
+    ) -> Result<(Vec<fleetwright_cloud::Instance>, BTreeSet<String>), RuntimeError> {
         let owned = self.cloud.instances().await?;
-        let launched: Vec<String> = ctx
-            .summary
-            .launched
-            .iter()
-            .map(|l| l.instance_id.clone())
-            .collect();
-        let garbage = decide::garbage(ctx.claims, &launched, &owned, ctx.now);
-        self.apply(garbage, ctx).await;
-        let partitions = decide::partition_labels(ctx.claims, &owned);
-        self.apply(partitions, ctx).await;
-        let missing = decide::missing_instances(ctx.claims, &launched, &owned, ctx.now);
+        let missing = decide::missing_instances(ctx.claims, launched, &owned, ctx.now);
         if missing.is_empty() {
-            return Ok(());
+            return Ok((owned, BTreeSet::new()));
         }
         let described = self.cloud.describe(&missing).await?;
-        let stranded = decide::stranded(ctx.dump, ctx.claims, &missing, &described);
+        Ok((owned, decide::gone(&missing, &described)))
+    }
+
+    /// Terminates owned instances that no NodeClaim accounts for, and forgets NodeClaims whose
+    /// instance is gone.
+    async fn collect(
+        &self,
+        ctx: &mut Applied<'_>,
+        launched: &[String],
+        owned: &[fleetwright_cloud::Instance],
+        gone: &BTreeSet<String>,
+    ) {
+        let garbage = decide::garbage(ctx.claims, launched, owned, ctx.now);
+        self.apply(garbage, ctx).await;
+        let partitions = decide::partition_labels(ctx.claims, owned);
+        self.apply(partitions, ctx).await;
+        let stranded = decide::stranded(ctx.dump, ctx.claims, gone);
         self.apply(stranded, ctx).await;
-        Ok(())
     }
 
     /// What every EC2NodeClass resolves to now (subnets, security groups, AMIs, instance
@@ -622,7 +644,7 @@ pub fn decide_all(
         let decided = disruption::decide(dump, snapshot, catalog, &BTreeMap::new(), &[], now);
         actions.extend(decided.actions);
     }
-    actions.extend(decide::deletions(dump, claims, now));
+    actions.extend(decide::deletions(dump, claims, &BTreeSet::new(), now));
     let classes = status::classes_ready(dump, &status::Resolutions::new());
     actions.extend(decide::pool_statuses(
         dump,
