@@ -56,12 +56,19 @@ impl Run {
     }
 
     /// Labels `object` (as JSON) as this run's, and the pod or node template it has
-    /// (`spec.template.metadata` of a Deployment, DaemonSet, StatefulSet, Job or NodePool), so
-    /// the pods, NodeClaims and nodes made from it are this run's too.
+    /// (`spec.template.metadata` of a Deployment, DaemonSet, StatefulSet, Job or NodePool; a
+    /// CronJob's job template), so the pods, NodeClaims and nodes made from it are this run's
+    /// too.
     pub fn stamp(&self, object: &mut Value) {
         object["metadata"]["labels"][RUN_LABEL] = json!(self.0);
         if object["spec"]["template"].is_object() {
             object["spec"]["template"]["metadata"]["labels"][RUN_LABEL] = json!(self.0);
+        }
+        // A CronJob's Jobs, and their pods.
+        if object["spec"]["jobTemplate"].is_object() {
+            let jobs = &mut object["spec"]["jobTemplate"];
+            jobs["metadata"]["labels"][RUN_LABEL] = json!(self.0);
+            jobs["spec"]["template"]["metadata"]["labels"][RUN_LABEL] = json!(self.0);
         }
     }
 

@@ -366,6 +366,12 @@ fn stamping_labels_the_object_and_its_template() {
         deployment["spec"]["template"]["metadata"]["labels"]["app"],
         "inflate"
     );
+    let mut cron = json!({"kind": "CronJob", "metadata": {"name": "nightly"},
+        "spec": {"jobTemplate": {"spec": {"template": {"spec": {}}}}}});
+    run.stamp(&mut cron);
+    let pods = &cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"];
+    assert_eq!(pods[RUN_LABEL], "r1");
+    assert!(cron["spec"]["template"].is_null(), "no template made up");
 }
 
 /// Names that real clusters use, which no scenario may create: the EKS add-ons' and
