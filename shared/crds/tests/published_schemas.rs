@@ -79,7 +79,7 @@ fn quantities_are_integers_or_strings_in_the_quantity_format() {
 }
 
 #[test]
-fn durations_carry_karpenters_patterns_and_nothing_is_nullable() {
+fn durations_carry_karpenters_patterns_nothing_is_nullable_and_every_format_is_known() {
     let all = every_node();
     let pattern = |path: &str| {
         all.iter()
@@ -110,4 +110,15 @@ fn durations_carry_karpenters_patterns_and_nothing_is_nullable() {
         .map(|(p, _)| p)
         .collect();
     assert!(nullable.is_empty(), "{nullable:?}");
+    // The API server warns of any other format on every apply.
+    let unknown: Vec<(&String, &Value)> = all
+        .iter()
+        .filter(|(_, n)| {
+            n["format"]
+                .as_str()
+                .is_some_and(|f| !["int32", "int64", "date-time", "double", "float"].contains(&f))
+        })
+        .map(|(p, n)| (p, &n["format"]))
+        .collect();
+    assert!(unknown.is_empty(), "{unknown:?}");
 }

@@ -46,10 +46,16 @@ fn each_schema(crd: &mut CustomResourceDefinition, change: impl Fn(&mut Value)) 
 /// kube's schema rewriter empties to `anyOf: [{}, {}]`, so that `1.5` or `true` is refused; and
 /// drops `nullable`, which Karpenter's schemas never set: the API server then prunes an
 /// explicit `null` as it does for Karpenter, instead of keeping it (a kept `null` counts as set
-/// for `required` and for CEL's `has()`).
+/// for `required` and for CEL's `has()`). Also drops the integer formats the API server does
+/// not know (`uint`, `uint32`: Rust's unsigned types, already bounded by their `minimum`), of
+/// which it would warn on every apply.
 fn karpenters_types(value: &mut Value) {
     match value {
         Value::Object(object) => {
+            let format = object.get("format").and_then(Value::as_str);
+            if format.is_some_and(|f| f.starts_with("uint")) {
+                object.remove("format");
+            }
             if object.get("x-kubernetes-int-or-string") == Some(&json!(true)) {
                 object.insert(
                     "anyOf".into(),
