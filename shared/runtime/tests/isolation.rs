@@ -639,3 +639,86 @@ async fn an_unschedulable_pod_does_not_stop_consolidation() {
         "the empty node is decided for disruption: {summary:?}"
     );
 }
+
+/// Karpenter running beside Fleetwright (a migration step missed) would have each take the
+/// other's fresh instances for garbage: while Karpenter's leader Lease is held, the tick does
+/// nothing, and says why.
+#[tokio::test]
+async fn a_tick_does_nothing_while_karpenters_lease_is_held() {
+    let api = MemoryApi::new(objects(vec![
+        (
+            NODEPOOLS,
+            vec![pool("web", "default", json!({}), json!({}))],
+        ),
+        (NODECLASSES, vec![class("default")]),
+        (PODS, vec![pending_pod("web-1", "1", json!({}))]),
+    ]));
+    let lease = |renewed: DateTime<Utc>| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "karpenter-leader-election", "namespace": "kube-system"},
+            "spec": {"holderIdentity": "karpenter-6f7d9_1a2b", "leaseDurationSeconds": 15,
+                "renewTime": renewed.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)}})
+    };
+    let path =
+        "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/karpenter-leader-election";
+    api.lock().singles.insert(path.into(), lease(noon()));
+    let tick = Tick::new(sim_cloud(), api.client(), settings());
+
+    let summary = tick.run(noon(), "iso").await.expect("the tick");
+
+    let skipped = summary.skipped.clone().unwrap_or_default();
+    assert!(skipped.contains("Karpenter"), "{summary:?}");
+    assert!(names(&api, NODECLAIMS).is_empty());
+
+    // Once Karpenter is gone (its Lease no longer renewed), the tick acts.
+    api.lock()
+        .singles
+        .insert(path.into(), lease(noon() - Duration::minutes(10)));
+    let summary = tick.run(noon(), "iso").await.expect("the tick");
+    assert!(summary.skipped.is_none(), "{summary:?}");
+    assert_eq!(names(&api, NODECLAIMS).len(), 1);
+}
+
+/// An EC2 event about an instance this cluster does not own costs one list of NodeClaims: no
+/// pod is read.
+#[tokio::test]
+async fn an_interruption_for_a_foreign_instance_reads_no_pods() {
+    use fleetwright_runtime::interruption::Interruption;
+    use fleetwright_runtime::metrics::Metrics;
+    let api = MemoryApi::new(objects(vec![
+        (
+            NODECLAIMS,
+            vec![claim("web-1", "i-000000000000000e1", "web", json!({}))],
+        ),
+        (
+            NODES,
+            vec![node("node-web-1", "i-000000000000000e1", "web", json!({}))],
+        ),
+        (PODS, vec![bound_pod("web-1", "node-web-1")]),
+    ]));
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../events/spot-interruption.json"),
+    )
+    .unwrap()
+    .replace("i-0abcdef1234567890", "i-0f0re1gn00000000");
+    let event: aws_lambda_events::event::eventbridge::EventBridgeEvent<Value> =
+        serde_json::from_str(&text).unwrap();
+    let nudges = fleetwright_runtime::nudge::Recorder::default();
+    let use_case = Interruption::new(sim_cloud(), api.client(), nudges, settings());
+
+    let outcomes = use_case
+        .handle_event(&event, noon(), &mut Metrics::default())
+        .await
+        .expect("handled");
+
+    assert!(
+        outcomes.iter().all(|o| o.nodeclaim.is_none()),
+        "{outcomes:?}"
+    );
+    let requests = api.lock().requests.clone();
+    assert!(
+        !requests.iter().any(|r| r.contains("/pods")),
+        "{requests:?}"
+    );
+}
