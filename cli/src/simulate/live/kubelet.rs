@@ -83,10 +83,11 @@ impl Live {
                     info!(target: "simulate::kubelet", node = %name, instance_id = %instance.instance.id, "node registered");
                     self.nodes.insert(name, provider.clone());
                 }
-                Err(e) => {
+                Err(e) if e.downcast_ref::<owned::Taken>().is_some() => {
                     warn!(target: "simulate::kubelet", node = %name, error = %format!("{e:#}"), "the node is not registered: its name is taken by a node this run did not create");
                     self.refused.insert(provider.clone());
                 }
+                Err(e) => return Err(e),
             }
         }
         self.remove_startup_taints(&claims).await

@@ -81,6 +81,18 @@ impl Run {
     }
 }
 
+/// A create refused because the name is taken: whatever holds it is not this run's.
+#[derive(Debug)]
+pub struct Taken(String);
+
+impl std::fmt::Display for Taken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} already exists and this run did not create it: left as it is; point --kubeconfig at a disposable cluster (scripts/control-plane.sh start DIR)", self.0)
+    }
+}
+
+impl std::error::Error for Taken {}
+
 /// Reads `name`: None when it does not exist, an error naming it when it is not this run's.
 pub async fn read<K>(api: &Api<K>, run: &Run, what: &str, name: &str) -> anyhow::Result<Option<K>>
 where
@@ -119,9 +131,7 @@ where
     };
     match api.create(&params, object).await {
         Ok(created) => Ok(created),
-        Err(kube::Error::Api(e)) if e.code == 409 => bail!(
-            "{what} {name} already exists and this run did not create it: left as it is; point --kubeconfig at a disposable cluster (scripts/control-plane.sh start DIR)"
-        ),
+        Err(kube::Error::Api(e)) if e.code == 409 => Err(Taken(format!("{what} {name}")).into()),
         Err(e) => Err(e).with_context(|| format!("creating {what} {name}")),
     }
 }

@@ -323,6 +323,7 @@ async fn a_create_answered_409_is_refused_and_never_adopted() {
     )
     .await
     .expect_err("409 is a refusal");
+    assert!(error.downcast_ref::<owned::Taken>().is_some(), "{error:#}");
     assert!(format!("{error:#}").contains("already exists and this run did not create it"));
     let changed = owned::replace(&maps, &run, "ConfigMap", "fleetwright-state", |_| true).await;
     assert!(changed.is_err(), "not this run's: not replaced");
