@@ -39,7 +39,15 @@ async fn handle(
     let tick = Tick::new(cloud, kube, clients.settings.clone()).with_deadline(deadline);
     let now = chrono::Utc::now();
     let started = std::time::Instant::now();
-    let mut summary = tick.run(now, &event.context.request_id).await?;
+    let holder = &event.context.request_id;
+    let nudge = matches!(
+        event.payload.detail_type.as_str(),
+        fleetwright_runtime::nudge::PENDING_POD | fleetwright_runtime::nudge::CAPACITY_NEEDED
+    );
+    let mut summary = match event.payload.time.filter(|_| nudge) {
+        Some(sent) => tick.run_nudged(now, holder, sent).await?,
+        None => tick.run(now, holder).await?,
+    };
     summary.metrics.add(metrics::TICKS, 1.0);
     let elapsed = started.elapsed().as_secs_f64();
     summary

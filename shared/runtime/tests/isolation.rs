@@ -722,3 +722,38 @@ async fn an_interruption_for_a_foreign_instance_reads_no_pods() {
         "{requests:?}"
     );
 }
+
+/// A burst of nudges costs one read: a nudge sent before the last tick started is already
+/// answered by that tick's read; one sent after it runs a tick.
+#[tokio::test]
+async fn a_nudge_answered_by_a_later_tick_skips() {
+    let api = MemoryApi::new(objects(vec![
+        (
+            NODEPOOLS,
+            vec![pool("web", "default", json!({}), json!({}))],
+        ),
+        (NODECLASSES, vec![class("default")]),
+        (PODS, vec![pending_pod("web-1", "1", json!({}))]),
+    ]));
+    let tick = Tick::new(sim_cloud(), api.client(), settings());
+    tick.run(noon(), "scheduled").await.expect("the tick");
+
+    let early = tick
+        .run_nudged(
+            noon() + Duration::seconds(2),
+            "nudged",
+            noon() - Duration::seconds(1),
+        )
+        .await
+        .expect("the tick");
+    assert!(early.skipped.is_some(), "{early:?}");
+    let late = tick
+        .run_nudged(
+            noon() + Duration::seconds(3),
+            "nudged",
+            noon() + Duration::seconds(1),
+        )
+        .await
+        .expect("the tick");
+    assert!(late.skipped.is_none(), "{late:?}");
+}

@@ -145,6 +145,42 @@ impl<C: Cloud> Tick<C> {
         self
     }
 
+    /// Runs one reconcile for a nudge sent at `sent`, unless a tick that started after it
+    /// already read the cluster: that read holds whatever the nudge was about (the Lease is
+    /// taken before the read), so a burst of nudges costs one read, and no pod is missed.
+    pub async fn run_nudged(
+        &self,
+        now: DateTime<Utc>,
+        holder: &str,
+        sent: DateTime<Utc>,
+    ) -> Result<TickSummary, RuntimeError> {
+        if let Some(started) = self.last_started().await {
+            if started >= sent {
+                info!(started = %started, sent = %sent, "a tick started after this nudge has read the cluster; skipping");
+                return Ok(TickSummary {
+                    skipped: Some(
+                        "a tick that started after this nudge already read the cluster".into(),
+                    ),
+                    ..Default::default()
+                });
+            }
+        }
+        self.run(now, holder).await
+    }
+
+    /// When the last tick took the Lease (None when unknown).
+    async fn last_started(&self) -> Option<DateTime<Utc>> {
+        let s = &self.settings;
+        let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+            kube::Api::namespaced(self.kube.clone(), &s.namespace);
+        let lease = api.get_opt(&s.lease_name).await.ok()??;
+        let acquired = lease.spec?.acquire_time?;
+        DateTime::from_timestamp(
+            acquired.0.as_second(),
+            acquired.0.subsec_nanosecond().max(0) as u32,
+        )
+    }
+
     /// Runs one reconcile at `now`; `holder` names this invocation in the Lease.
     pub async fn run(&self, now: DateTime<Utc>, holder: &str) -> Result<TickSummary, RuntimeError> {
         let s = &self.settings;
