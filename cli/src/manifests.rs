@@ -128,6 +128,10 @@ fn rbac(group: &str, namespace: &str) -> Vec<Value> {
             &["ec2nodeclasses/status"],
             &["update"],
         ),
+        // Another node autoscaler's leader Lease, wherever it runs: while one is held the
+        // tick does nothing. Only these two names, and only read.
+        json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get"],
+               "resourceNames": ["karpenter-leader-election", "cluster-autoscaler"]}),
     ];
     let namespaced_rules = vec![
         rule(
