@@ -8,13 +8,15 @@
 //!   its NodeClaim's `terminationGracePeriod`; no `karpenter.sh/do-not-disrupt` pod is evicted
 //!   from such a node;
 //! * no node stays cordoned 10 minutes without a pod leaving it, whatever its NodeClaim's state;
-//!   no Node stays Terminating 15 minutes;
+//!   no Node stays Terminating 15 minutes (a node whose pods left are all do-not-disrupt is left
+//!   out of both: Karpenter waits for them);
 //! * no pool disrupts more nodes at once than its budgets allow, nor runs more CPU or memory
 //!   than its limits, counting NodeClaims launched and not yet listed;
 //! * no NodeClaim is planned into a zone where the simulated VPC has no subnet;
 //! * pending time is bounded: 10 minutes during the faults, 4 minutes while a malformed object
-//!   is applied (the healthy pools must go on provisioning), 3 minutes once the faults have
-//!   stopped; pods the last tick reported unschedulable are left out;
+//!   is applied (the healthy pools must go on provisioning; a minute more for each tick that
+//!   failed for another reason), 3 minutes once the faults have stopped; pods the last tick
+//!   reported unschedulable are left out;
 //! * on chaos.yaml, no runaway scale-up and no churn of a disruption's own replacements.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -136,7 +138,7 @@ impl Chaos {
             .or_else(|| self.departures(pods, claims, &state.requests, &state.evicted))
             .or_else(|| self.seen.launches(&owned))
             .or_else(|| self.cordons(t, nodes, pods))
-            .or_else(|| self.terminating(t, nodes))
+            .or_else(|| self.terminating(t, nodes, pods))
             .or_else(|| {
                 self.base
                     .then(|| self.seen.churn(t, nodes, claims, pods, *CHURN_WINDOW))
@@ -222,6 +224,8 @@ impl Chaos {
 
     /// No node stays cordoned [`CORDON_LIMIT`] seconds without a pod leaving it; a node whose
     /// instance is gone is left to the Terminating check.
+    /// A node whose workload pods left are all `karpenter.sh/do-not-disrupt` is left out:
+    /// without a `terminationGracePeriod`, Karpenter waits for them as long as they run.
     fn cordons(&mut self, t: i64, nodes: &[Value], pods: &[Value]) -> Option<String> {
         let live = self.sim.cloud.live();
         let mut on: BTreeMap<&str, usize> = BTreeMap::new();
@@ -230,9 +234,10 @@ impl Chaos {
                 *on.entry(n).or_default() += 1;
             }
         }
+        let waiting = waiting_for_do_not_disrupt(pods);
         let held: Vec<(String, usize)> = nodes
             .iter()
-            .filter(|n| cordoned(n))
+            .filter(|n| cordoned(n) && !waiting.contains(name(n)))
             .filter(|n| instance_of(n).is_some_and(|id| live.contains_key(id)))
             .map(|n| (name(n).to_string(), on.get(name(n)).copied().unwrap_or(0)))
             .collect();
@@ -258,11 +263,17 @@ impl Chaos {
     }
 
     /// No Node stays Terminating (its deletion held by finalizers) [`TERMINATING_LIMIT`] seconds.
-    fn terminating(&mut self, t: i64, nodes: &[Value]) -> Option<String> {
-        let now: BTreeSet<&str> = nodes.iter().filter(|n| deleting(n)).map(name).collect();
+    /// Nodes waiting for `karpenter.sh/do-not-disrupt` pods alone are left out, as above.
+    fn terminating(&mut self, t: i64, nodes: &[Value], pods: &[Value]) -> Option<String> {
+        let waiting = waiting_for_do_not_disrupt(pods);
+        let now: BTreeSet<&str> = nodes
+            .iter()
+            .filter(|n| deleting(n) && !waiting.contains(name(n)))
+            .map(name)
+            .collect();
         self.terminating_since
             .retain(|n, _| now.contains(n.as_str()));
-        for node in nodes.iter().filter(|n| deleting(n)) {
+        for node in nodes.iter().filter(|n| now.contains(name(n))) {
             let since = *self
                 .terminating_since
                 .entry(name(node).to_string())
@@ -414,7 +425,7 @@ impl Chaos {
             let (since, limit, when) = match broken_since {
                 Some(b) => (
                     created.max(b),
-                    BROKEN_PENDING_LIMIT,
+                    BROKEN_PENDING_LIMIT + self.failed_elsewhere(created.max(b), t),
                     "while a malformed object is applied (the healthy pools must go on provisioning)",
                 ),
                 None if t < CHAOS_END => (created, FAULT_PENDING_LIMIT, "during the faults"),
@@ -428,6 +439,19 @@ impl Chaos {
             }
         }
         None
+    }
+
+    /// A tick period for each tick since `since` that failed for a reason other than a
+    /// malformed object (the healthy pools cannot provision in a tick that did not run).
+    fn failed_elsewhere(&self, since: DateTime<Utc>, t: i64) -> i64 {
+        let from = (since - self.sim.start).num_seconds();
+        let failed = self
+            .seen
+            .failed_elsewhere
+            .iter()
+            .filter(|&&f| f >= from && f <= t)
+            .count() as i64;
+        super::invariants::TICK_PERIOD * failed
     }
 
     /// No runaway scale-up: the fleet's CPU stays within twice the most CPU the workload asked
@@ -460,6 +484,21 @@ impl Chaos {
             .map(|c| millicores(c["resources"]["requests"]["cpu"].as_str().unwrap_or("0")))
             .sum()
     }
+}
+
+/// The nodes whose workload pods (not being deleted) are all `karpenter.sh/do-not-disrupt`.
+fn waiting_for_do_not_disrupt(pods: &[Value]) -> BTreeSet<&str> {
+    let mut all: BTreeMap<&str, bool> = BTreeMap::new();
+    for p in pods.iter().filter(|p| !is_daemon(p) && !deleting(p)) {
+        if let Some(node) = bound_to(p) {
+            let pinned = p["metadata"]["annotations"][DO_NOT_DISRUPT] == "true";
+            *all.entry(node).or_insert(true) &= pinned;
+        }
+    }
+    all.into_iter()
+        .filter(|(_, pinned)| *pinned)
+        .map(|(n, _)| n)
+        .collect()
 }
 
 /// Whether the NodeClaim of `node` sets a `terminationGracePeriod` (its pods may then be

@@ -63,6 +63,8 @@ pub(super) struct Invariants {
     pub(super) cordoned: BTreeMap<String, (i64, usize)>,
     /// Seconds at which no tick ran to its end (failed, cut off, skipped, stopped early).
     pub(super) failed_ticks: Vec<i64>,
+    /// Of those, the ticks that failed for a reason other than a malformed object.
+    pub(super) failed_elsewhere: Vec<i64>,
     /// Nodes deleted by hand.
     pub(super) by_hand: BTreeSet<String>,
     /// When the first malformed object was applied, if one was.

@@ -323,6 +323,8 @@ struct Chaos {
     deleted_directly: BTreeSet<String>,
     /// Node → the second it was first seen Terminating.
     terminating_since: BTreeMap<String, i64>,
+    /// Whether a tick of this second failed on a malformed object.
+    failed_on_broken: bool,
 }
 
 fn stamp(start: DateTime<Utc>, t: i64) -> DateTime<Utc> {
@@ -390,6 +392,7 @@ impl Chaos {
             node_instance: BTreeMap::new(),
             deleted_directly: BTreeSet::new(),
             terminating_since: BTreeMap::new(),
+            failed_on_broken: false,
         }
     }
 

@@ -14,6 +14,7 @@ use fleetwright_runtime::tick::{Tick, TickSummary};
 use fleetwright_runtime::RuntimeError;
 use tracing::warn;
 
+use super::additions::BROKEN_PREFIX;
 use super::{stamp, Chaos, CHAOS_END, CUT};
 
 /// A slow tick lets at most this many simulated seconds pass.
@@ -65,7 +66,11 @@ impl Chaos {
         };
         if !finished {
             self.seen.failed_ticks.push(t);
+            if !self.failed_on_broken {
+                self.seen.failed_elsewhere.push(t);
+            }
         }
+        self.failed_on_broken = false;
         if cut {
             self.sim
                 .cluster
@@ -140,6 +145,9 @@ impl Chaos {
             }
             Err(e) => {
                 warn!(target: "simulate::tick", error = %e, "tick failed; the next one retries");
+                if e.to_string().contains(BROKEN_PREFIX) {
+                    self.failed_on_broken = true;
+                }
                 false
             }
         }

@@ -3,9 +3,10 @@
 //! again) and reports it Ready [`READY_AFTER`] later, unless its instance is one that never
 //! initializes. It ends the pods being deleted on its node when their containers have exited
 //! (at once, or with [`Cluster::slow_exits`] after a share of their grace period), by the final
-//! delete with `gracePeriodSeconds=0`. The node lifecycle controller deletes, through the API,
-//! the Node of an instance that is gone: a Node with finalizers stays, being deleted, until its
-//! owner removes them. Nothing here writes around the API server's delete rules.
+//! delete with `gracePeriodSeconds=0`. The node lifecycle controller marks the Node of an
+//! instance that is gone unreachable (Ready `Unknown`, the `unreachable` taints) and deletes it
+//! through the API: a Node with finalizers stays, being deleted, until its owner removes them,
+//! and the pods being deleted on it stay too, since no kubelet ends them. Nothing here writes around the API server's delete rules.
 
 use std::collections::BTreeMap;
 
@@ -95,6 +96,7 @@ impl Cluster {
             .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
             .collect();
         for name in gone {
+            mark_unreachable(state, &name);
             let reply = component_request(state, "DELETE", &format!("{NODES}/{name}"), b"");
             let held = !reply.body["metadata"]["deletionTimestamp"].is_null()
                 && reply.body["metadata"]["finalizers"]
@@ -171,6 +173,34 @@ impl Cluster {
         };
         now >= asked + Duration::seconds(after)
     }
+}
+
+/// What the node lifecycle controller writes on a Node whose kubelet stopped reporting: Ready
+/// `Unknown`, and the `unreachable` taints, so nothing new is scheduled there.
+fn mark_unreachable(state: &mut State, name: &str) {
+    let Some(node) = state
+        .objects
+        .get_mut(NODES)
+        .and_then(|n| n.iter_mut().find(|n| n["metadata"]["name"] == name))
+    else {
+        return;
+    };
+    set_condition(
+        node,
+        json!({"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+            "message": "Kubelet stopped posting node status."}),
+    );
+    let mut taints = node["spec"]["taints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for effect in ["NoSchedule", "NoExecute"] {
+        let taint = json!({"key": "node.kubernetes.io/unreachable", "effect": effect});
+        if !taints.contains(&taint) {
+            taints.push(taint);
+        }
+    }
+    node["spec"]["taints"] = Value::Array(taints);
 }
 
 /// The Node a kubelet registers for `instance` (provider ID `provider`): the labels and taints

@@ -96,10 +96,10 @@ async fn a_node_terminating_fifteen_minutes_breaks() {
     n["metadata"]["deletionTimestamp"] = json!("2026-11-22T10:00:00Z");
     n["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
     let nodes = [n];
-    assert!(c.terminating(10, &nodes).is_none());
-    assert!(c.terminating(910, &nodes).is_none());
+    assert!(c.terminating(10, &nodes, &[]).is_none());
+    assert!(c.terminating(910, &nodes, &[]).is_none());
     assert!(c
-        .terminating(911, &nodes)
+        .terminating(911, &nodes, &[])
         .unwrap()
         .contains("Terminating 901 s"));
 }
@@ -178,4 +178,26 @@ fn a_node_is_cordoned_by_the_disrupted_taint_or_unschedulable() {
         &json!({"spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}})
     ));
     assert!(!cordoned(&json!({"spec": {"taints": []}})));
+}
+
+/// A node whose pods left are all do-not-disrupt is waited for, as Karpenter waits for them.
+#[tokio::test]
+async fn a_node_held_only_by_do_not_disrupt_pods_is_left_out_of_the_cordon_checks() {
+    let mut c = chaos();
+    c.sim
+        .cloud
+        .adopt(instance("i-1", "m6i.large").instance, 0.1);
+    let mut n = node("n1", "i-1");
+    n["spec"]["unschedulable"] = json!(true);
+    n["metadata"]["deletionTimestamp"] = json!("2026-11-22T10:00:00Z");
+    let nodes = [n];
+    let mut pinned = pod("a", "n1");
+    pinned["metadata"]["annotations"] = json!({DO_NOT_DISRUPT: "true"});
+    let pods = [pinned];
+    assert!(c.cordons(0, &nodes, &pods).is_none());
+    assert!(c.terminating(0, &nodes, &pods).is_none());
+    assert!(c.cordons(2000, &nodes, &pods).is_none());
+    assert!(c.terminating(2000, &nodes, &pods).is_none());
+    assert!(c.cordons(2001, &nodes, &[pod("b", "n1")]).is_none());
+    assert!(c.cordons(2602, &nodes, &[pod("b", "n1")]).is_some());
 }
