@@ -31,4 +31,4 @@ wait "$fleetwright"
 FLEETWRIGHT_KARPENTER_REFERENCE="$reference" \
     KARPENTER_CRDS_KUBECONFIG="$dir/karpenter/admin.kubeconfig" \
     FLEETWRIGHT_CRDS_KUBECONFIG="$dir/fleetwright/admin.kubeconfig" \
-    cargo test --workspace --all-features --test crd_agreement -- --ignored --nocapture "$@"
+    cargo test --workspace --all-features --test crd_agreement -- --ignored --nocapture --test-threads 1 "$@"
