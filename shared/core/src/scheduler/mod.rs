@@ -55,13 +55,81 @@ impl Default for ScheduleOptions {
 
 /// Schedules every pending pod of the snapshot and returns the plan.
 pub fn schedule(snapshot: &Snapshot, catalog: &Catalog, opts: &ScheduleOptions) -> Plan {
-    let once = |snapshot: &Snapshot| {
-        let mut ctx = Ctx::new(snapshot, catalog);
-        ctx.improve_max_pods = opts.improve_max_pods;
-        ctx.plan(opts)
-    };
+    let once = |snapshot: &Snapshot| plan_within_limits(snapshot, catalog, opts);
     let settled = reserve::settle(snapshot, once(snapshot), once);
     reserve::best(snapshot, settled, once)
+}
+
+/// One plan, as if no pool had limits, kept when it stays within them (each new NodeClaim
+/// counted as the largest instance type it may launch as, as Karpenter counts it): a limit that
+/// does not bind never changes the plan. Only when the limits bind is the plan made within them.
+fn plan_within_limits(snapshot: &Snapshot, catalog: &Catalog, opts: &ScheduleOptions) -> Plan {
+    let mut free = Ctx::new(snapshot, catalog);
+    free.improve_max_pods = opts.improve_max_pods;
+    let limits: Vec<PoolLimits> = free.pools.iter_mut().map(PoolLimits::take).collect();
+    if limits.iter().all(PoolLimits::is_none) {
+        return free.plan(opts);
+    }
+    free.rebuild_guide();
+    let plan = free.plan(opts);
+    if plan_fits(&plan, &free.pools, &limits) {
+        return plan;
+    }
+    let mut limited = Ctx::new(snapshot, catalog);
+    limited.improve_max_pods = opts.improve_max_pods;
+    limited.plan(opts)
+}
+
+/// A pool's limits as the planning left them: resources and nodes.
+struct PoolLimits {
+    remaining: Option<Resources>,
+    nodes_left: Option<i64>,
+    limited: Vec<String>,
+}
+
+impl PoolLimits {
+    fn take(pool: &mut PoolCtx) -> PoolLimits {
+        PoolLimits {
+            remaining: pool.remaining.take(),
+            nodes_left: pool.nodes_left.take(),
+            limited: std::mem::take(&mut pool.limited),
+        }
+    }
+
+    fn is_none(&self) -> bool {
+        self.remaining.is_none() && self.nodes_left.is_none()
+    }
+}
+
+/// Whether a plan's new NodeClaims fit every pool's limits, each counted as the largest of the
+/// instance types it may launch as.
+fn plan_fits(plan: &Plan, pools: &[PoolCtx], limits: &[PoolLimits]) -> bool {
+    pools.iter().zip(limits).all(|(pool, limit)| {
+        let claims: Vec<&NewNodeClaim> = plan
+            .nodeclaims
+            .iter()
+            .filter(|c| c.nodepool == pool.pool.name)
+            .collect();
+        if limit.nodes_left.is_some_and(|n| (claims.len() as i64) > n) {
+            return false;
+        }
+        let Some(remaining) = &limit.remaining else {
+            return true;
+        };
+        let mut used = Resources::default();
+        for claim in claims {
+            let mut largest = Resources::default();
+            for t in pool
+                .types
+                .iter()
+                .filter(|t| claim.instance_types.contains(&t.name))
+            {
+                largest.max_with(&t.capacity);
+            }
+            used.add(&largest);
+        }
+        within_limits(&used, remaining)
+    })
 }
 
 type Bits = Vec<u64>;
@@ -237,6 +305,12 @@ impl<'a> Ctx<'a> {
         ctx.guide = ctx.lp_guide();
         ctx.order_by_normalised_size();
         ctx
+    }
+
+    /// The LP guide and the pod order again, after the pools' limits changed.
+    fn rebuild_guide(&mut self) {
+        self.guide = self.lp_guide();
+        self.order_by_normalised_size();
     }
 
     /// First-fit-decreasing order by size normalised to the LP's typical node, so that CPU,

@@ -1,0 +1,96 @@
+//! NodePool limits: respected exactly, and a limit that does not bind never changes the plan
+//! (the cost improvements apply whatever the pool's fields).
+
+mod common;
+
+use common::*;
+use fleetwright_core::labels::{ARCH, CAPACITY_TYPE};
+use fleetwright_core::model::{NodePool, Pod};
+use fleetwright_core::requirements::Operator;
+use fleetwright_core::resources::Resources;
+use fleetwright_core::Plan;
+
+/// An on-demand amd64 pool, with a CPU limit of `cpu` when given.
+fn open_pool(cpu: Option<i64>) -> NodePool {
+    let mut pool = pool_with(
+        "default",
+        vec![
+            req(CAPACITY_TYPE, Operator::In, &["on-demand"]),
+            req(ARCH, Operator::In, &["amd64"]),
+        ],
+    );
+    pool.limits = cpu.map(|cores| {
+        let mut limits = Resources::default();
+        limits.set("cpu", cores * 1000);
+        limits
+    });
+    pool
+}
+
+/// Twelve pods of six sizes, each of an app of its own (what a Karpenter user's docs pool met).
+fn mixed_pods() -> Vec<Pod> {
+    let sizes = [
+        (250, 512),
+        (500, 1024),
+        (1000, 2048),
+        (2000, 4096),
+        (100, 256),
+        (1000, 8192),
+    ];
+    (0..12)
+        .map(|i| {
+            let (cpu, mem) = sizes[i % sizes.len()];
+            labelled(
+                pod(&format!("app{i}-0"), cpu, mem),
+                &[("app", &format!("app{i}"))],
+            )
+        })
+        .collect()
+}
+
+fn cost(plan: &Plan) -> f64 {
+    plan.nodeclaims.iter().map(|c| c.price).sum()
+}
+
+fn cpus_planned(plan: &Plan) -> i64 {
+    let types = catalog_types();
+    plan.nodeclaims
+        .iter()
+        .map(|c| {
+            c.instance_types
+                .iter()
+                .filter_map(|t| types.get(t))
+                .map(|t| t.capacity.cpu)
+                .max()
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+#[test]
+fn a_limit_that_does_not_bind_changes_nothing() {
+    let free = plan(&snapshot(mixed_pods(), vec![open_pool(None)]));
+    for cores in [40, 100, 1000, 100_000] {
+        let limited = plan(&snapshot(mixed_pods(), vec![open_pool(Some(cores))]));
+        assert_eq!(placed_count(&limited), 12);
+        assert!(
+            (cost(&limited) - cost(&free)).abs() <= cost(&free) * 0.01,
+            "cpu {cores}: ${:.4}/h with the limit, ${:.4}/h without",
+            cost(&limited),
+            cost(&free)
+        );
+    }
+}
+
+#[test]
+fn a_limit_that_binds_is_kept_counting_each_nodeclaim_at_its_largest_option() {
+    for cores in [2, 4, 8] {
+        let limited = plan(&snapshot(mixed_pods(), vec![open_pool(Some(cores))]));
+        assert!(
+            cpus_planned(&limited) <= cores * 1000,
+            "cpu {cores}: {} mCPU planned",
+            cpus_planned(&limited)
+        );
+        assert!(placed_count(&limited) < 12, "{limited:?}");
+    }
+}
