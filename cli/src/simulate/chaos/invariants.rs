@@ -14,6 +14,10 @@ use fleetwright_runtime::tick::DISRUPTION_ANNOTATION;
 /// that acts and once more for each tick that failed or was cut off meanwhile.
 pub(super) const TICK_PERIOD: i64 = 60;
 
+/// At most this many periods are added for ticks that did not finish, so an action that fails
+/// for good still breaks the check.
+pub(super) const MAX_EXTRA_PERIODS: i64 = 4;
+
 /// How long an instance may run without a NodeClaim: the garbage collector's grace.
 pub(super) fn unclaimed_grace() -> i64 {
     fleetwright_cloud::instances::ORPHAN_GRACE.num_seconds()
@@ -61,7 +65,8 @@ pub(super) struct Invariants {
     pub(super) launched_for: BTreeMap<String, BTreeSet<String>>,
     /// Node → the second it was cordoned or last made progress, and its pods then.
     pub(super) cordoned: BTreeMap<String, (i64, usize)>,
-    /// Seconds at which no tick ran to its end (failed, cut off, skipped, stopped early).
+    /// Seconds at which no tick ran to its end (failed, cut off, skipped, stopped early, or
+    /// with an action that failed).
     pub(super) failed_ticks: Vec<i64>,
     /// Of those, the ticks that failed for a reason other than a malformed object.
     pub(super) failed_elsewhere: Vec<i64>,
@@ -197,7 +202,7 @@ impl Invariants {
             .iter()
             .filter(|&&f| f >= since && f <= t)
             .count() as i64;
-        grace + TICK_PERIOD * (1 + failed)
+        grace + TICK_PERIOD * (1 + failed.min(MAX_EXTRA_PERIODS))
     }
 
     /// No NodeClaim ever has two instances.
@@ -381,6 +386,10 @@ mod tests {
         seen.failed_ticks.push(60);
         assert!(seen.pairs(150, &owned, &[]).is_none());
         assert!(seen.pairs(151, &owned, &[]).is_some());
+        // An action that fails on every tick still breaks it, after a few periods.
+        seen.failed_ticks.extend((1..20).map(|i| i * 60));
+        let most = unclaimed_grace() + TICK_PERIOD * (1 + MAX_EXTRA_PERIODS);
+        assert_eq!(seen.allowance(0, 2000, unclaimed_grace()), most);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use fleetwright_runtime::RuntimeError;
 use tracing::warn;
 
 use super::additions::BROKEN_PREFIX;
-use super::{stamp, Chaos, CHAOS_END, CUT};
+use super::{stamp, Chaos, CHAOS_END, CUT, FOREIGN};
 
 /// A slow tick lets at most this many simulated seconds pass.
 const SLOW_TICK_SECONDS: i64 = 40;
@@ -134,6 +134,16 @@ impl Chaos {
                 self.sim.watch.note_tick(&summary, t);
                 if summary.skipped.is_some() || summary.stopped_early.is_some() {
                     return false;
+                }
+                // Its own actions failed (a TerminateInstances fault, say): the tick ran, but
+                // the work the pairing waits for was not done.
+                let acted = summary.failures.is_empty()
+                    && summary
+                        .termination_failures
+                        .iter()
+                        .all(|f| f.contains(FOREIGN));
+                if !acted {
+                    self.seen.failed_ticks.push(t);
                 }
                 self.unschedulable = summary
                     .unschedulable

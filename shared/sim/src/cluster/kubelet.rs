@@ -387,6 +387,30 @@ mod tests {
         assert!(cluster.api.lock().objects[NODES].is_empty(), "not again");
     }
 
+    /// By hand, only a node that has joined is deleted, and through the API: a finalizer
+    /// holds it.
+    #[test]
+    fn a_node_is_deleted_by_hand_only_once_it_has_joined() {
+        let mut cluster = Cluster::new(&[], BTreeMap::new(), 1);
+        let live: BTreeMap<String, SimInstance> = [("i-1".to_string(), instance("i-1"))].into();
+        let node = joined(&mut cluster, &live);
+        assert_eq!(
+            cluster.delete_node_by_hand(|_| 0),
+            None,
+            "still unregistered"
+        );
+        {
+            let mut state = cluster.api.lock();
+            let n = &mut state.objects.get_mut(NODES).unwrap()[0];
+            n["spec"]["taints"] = json!([]);
+            n["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
+        }
+        let (name, _) = cluster.delete_node_by_hand(|_| 0).unwrap();
+        assert_eq!(name, node);
+        let state = cluster.api.lock();
+        assert!(!state.objects[NODES][0]["metadata"]["deletionTimestamp"].is_null());
+    }
+
     /// A pod being deleted stays on its node until its containers exit: at once by default,
     /// with slow exits within its grace period, and never while its node's kubelet is gone.
     #[test]

@@ -255,8 +255,8 @@ impl Cluster {
         before != list.len()
     }
 
-    /// `kubectl delete node`: one node that is not being deleted yet (`pick` chooses among
-    /// them) is deleted through the API, so its finalizers hold it. Returns its name and
+    /// `kubectl delete node`: one registered node that is not being deleted yet (`pick` chooses
+    /// among them) is deleted through the API, so its finalizers hold it. Returns its name and
     /// provider ID.
     pub fn delete_node_by_hand(
         &mut self,
@@ -269,6 +269,12 @@ impl Cluster {
             .into_iter()
             .flatten()
             .filter(|n| n["metadata"]["deletionTimestamp"].is_null())
+            // A person deletes a node they can see working: one that has joined.
+            .filter(|n| {
+                !n["spec"]["taints"]
+                    .as_array()
+                    .is_some_and(|t| t.iter().any(|t| t["key"] == UNREGISTERED))
+            })
             .map(|n| {
                 let name = n["metadata"]["name"].as_str().unwrap_or_default();
                 let provider = n["spec"]["providerID"].as_str().unwrap_or_default();
