@@ -227,7 +227,15 @@ impl SnapshotReader {
                         converted.push(c);
                         slim.push(SlimPod::new(pod));
                     }
-                    Err(e) => rejected.push(Rejected::new("Pod", &pod.metadata, e)),
+                    Err(e) => {
+                        rejected.push(Rejected::new("Pod", &pod.metadata, e));
+                        // Drains must still see a bound pod they cannot read, and the core
+                        // must not take its node for empty.
+                        if let Some(placeholder) = crate::convert::unreadable_pod(&pod) {
+                            converted.push(placeholder);
+                            slim.push(SlimPod::new(pod));
+                        }
+                    }
                 }
             }
             Ok(())

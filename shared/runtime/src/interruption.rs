@@ -100,6 +100,10 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
         if messages.is_empty() {
             return response;
         }
+        if let Some(other) = self.another_autoscaler(now).await {
+            warn!(%other, messages = messages.len(), "another node autoscaler is running in this cluster; leaving its interruptions to it");
+            return response;
+        }
         let ids: Vec<String> = messages
             .iter()
             .flat_map(|(_, m)| m.instance_ids.iter().cloned())
@@ -166,6 +170,10 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
         now: DateTime<Utc>,
         metrics: &mut Metrics,
     ) -> Result<Vec<InstanceOutcome>, RuntimeError> {
+        if let Some(other) = self.another_autoscaler(now).await {
+            warn!(%other, "another node autoscaler is running in this cluster; leaving its interruptions to it");
+            return Ok(Vec::new());
+        }
         let mut dump = SnapshotReader::new(self.kube.clone())
             .read_for_instances(&message.instance_ids)
             .await?;
@@ -213,6 +221,17 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
             Some(e) => Err(e),
             None => Ok(outcomes),
         }
+    }
+
+    /// Karpenter or Cluster Autoscaler holding its leader Lease (not looked for in a dry run):
+    /// its NodeClaims are the same kind as Fleetwright's, so acting on an interruption then
+    /// would drain and delete the other autoscaler's nodes.
+    async fn another_autoscaler(&self, now: DateTime<Utc>) -> Option<String> {
+        if self.settings.dry_run {
+            return None;
+        }
+        let ns = &self.settings.namespace;
+        fleetwright_kube::peers::active_autoscaler(self.kube.clone(), ns, now.timestamp()).await
     }
 
     /// One instance's actions in order; the first that fails stops that instance's later ones.

@@ -738,22 +738,69 @@ async fn a_nudge_answered_by_a_later_tick_skips() {
     let tick = Tick::new(sim_cloud(), api.client(), settings());
     tick.run(noon(), "scheduled").await.expect("the tick");
 
+    let at = |s: i64| noon() + Duration::seconds(s);
     let early = tick
-        .run_nudged(
-            noon() + Duration::seconds(2),
-            "nudged",
-            noon() - Duration::seconds(1),
-        )
+        .run_nudged(at(2), "nudged", at(-3))
         .await
         .expect("the tick");
     assert!(early.skipped.is_some(), "{early:?}");
+    let close = tick
+        .run_nudged(at(3), "nudged", at(-1))
+        .await
+        .expect("the tick");
+    assert!(
+        close.skipped.is_none(),
+        "a second or two before the tick, its read may predate the pod: {close:?}"
+    );
     let late = tick
-        .run_nudged(
-            noon() + Duration::seconds(3),
-            "nudged",
-            noon() + Duration::seconds(1),
-        )
+        .run_nudged(at(9), "nudged", at(8))
         .await
         .expect("the tick");
     assert!(late.skipped.is_none(), "{late:?}");
+}
+
+/// A confirmed replacement whose command cannot be recorded on its candidate (every write of
+/// the candidate fails) is deleted again before it launches: a persistent failure does not add
+/// a replacement NodeClaim on every decision.
+#[tokio::test]
+async fn a_disruption_that_cannot_start_leaves_no_replacement_behind() {
+    let mut big = claim("web-big", "i-000000000000000f1", "web", json!({}));
+    big["metadata"]["labels"]["node.kubernetes.io/instance-type"] = json!("m5.8xlarge");
+    let mut node = node("node-web-big", "i-000000000000000f1", "web", json!({}));
+    node["metadata"]["labels"]["node.kubernetes.io/instance-type"] = json!("m5.8xlarge");
+    node["status"]["capacity"] = json!({"cpu": "32", "memory": "128Gi", "pods": "234"});
+    node["status"]["allocatable"] = json!({"cpu": "31850m", "memory": "124Gi", "pods": "234"});
+    let api = MemoryApi::new(objects(vec![
+        (
+            NODEPOOLS,
+            vec![pool("web", "default", json!({}), json!({}))],
+        ),
+        (NODECLASSES, vec![class("default")]),
+        (NODECLAIMS, vec![big]),
+        (NODES, vec![node]),
+        (PODS, vec![bound_pod("small", "node-web-big")]),
+    ]));
+    api.lock().faults.push(Fault {
+        method: "PUT".into(),
+        path: "/apis/karpenter.sh/v1/nodeclaims/web-big".into(),
+        status: 500,
+        skip: 0,
+        times: usize::MAX,
+    });
+    let tick = Tick::new(
+        Listing::of(&["i-000000000000000f1"]),
+        api.client(),
+        settings(),
+    );
+
+    let mut started = 0;
+    for minute in 0..4 {
+        let summary = tick
+            .run(noon() + Duration::minutes(minute), "iso")
+            .await
+            .expect("the tick");
+        started += summary.nodeclaims_created.len();
+        assert_eq!(names(&api, NODECLAIMS), ["web-big"], "{summary:?}");
+    }
+    assert!(started > 0, "a replacement was decided and created");
 }

@@ -57,10 +57,19 @@ impl Live {
 
     /// Stops the run when a Node, NodeClaim, NodePool, EC2NodeClass or pod of anyone else's
     /// has appeared since the guard let it through: the tick would act on it. A check that
-    /// fails is tried again at the next round.
-    pub(super) async fn still_alone(&self) -> anyhow::Result<()> {
+    /// fails is tried again a few seconds later; when none has passed for
+    /// [`super::UNCHECKED_FOR`] seconds the run stops, as the guard refuses on any error.
+    pub(super) async fn still_alone(&mut self, t: i64) -> anyhow::Result<()> {
+        self.checks.tried = t;
         match guard::newcomer(&self.admin, &self.run).await {
-            Ok(None) => Ok(()),
+            Ok(None) => {
+                self.checks.passed = t;
+                Ok(())
+            }
+            Err(e) if t - self.checks.passed >= super::UNCHECKED_FOR => bail!(
+                "could not check for {}s that the cluster holds only this run's objects ({e:#}): the run stops, and removes only what it created",
+                t - self.checks.passed
+            ),
             Ok(Some(what)) => bail!(
                 "{what} appeared in the cluster, and this run ({}) did not create it: the run stops before the tick acts on it, and removes only what it created",
                 self.run.selector()

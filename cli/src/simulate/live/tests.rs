@@ -430,15 +430,15 @@ async fn a_node_of_anyone_else_that_appears_during_the_run_stops_it() {
         (NODES, vec![node("simulated-r1-ip-10-0-1-3", ours.clone())]),
         (CLAIMS, vec![claim("default-abcde", ours)]),
     ]);
-    let live = live(&api, "r1");
-    live.still_alone().await.expect("only this run's objects");
+    let mut live = live(&api, "r1");
+    live.still_alone(5).await.expect("only this run's objects");
     api.lock()
         .objects
         .get_mut(NODES)
         .unwrap()
         .push(node("ip-10-0-1-2.ec2.internal", json!({})));
     let error = live
-        .still_alone()
+        .still_alone(10)
         .await
         .expect_err("a node of anyone else's");
     assert!(
@@ -446,4 +446,33 @@ async fn a_node_of_anyone_else_that_appears_during_the_run_stops_it() {
         "{error:#}"
     );
     assert_eq!(writes(&api), Vec::<String>::new());
+}
+
+/// A check that keeps failing stops the run once none has passed for a while: the run must
+/// not go on without knowing what the tick would act on.
+#[tokio::test]
+async fn a_check_that_keeps_failing_stops_the_run() {
+    use fleetwright_kube::memory::Fault;
+    let api = server(&[(NODES, vec![])]);
+    let mut live = live(&api, "r1");
+    live.still_alone(0).await.expect("only this run's objects");
+    api.lock().faults.push(Fault {
+        method: "GET".into(),
+        path: NODES.into(),
+        status: 403,
+        skip: 0,
+        times: usize::MAX,
+    });
+    live.still_alone(5)
+        .await
+        .expect("one failed check is tried again");
+    live.still_alone(10).await.expect("and again");
+    let error = live
+        .still_alone(15)
+        .await
+        .expect_err("no check has passed for 15 s");
+    assert!(
+        format!("{error:#}").contains("could not check"),
+        "{error:#}"
+    );
 }

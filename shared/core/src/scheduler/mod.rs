@@ -84,15 +84,14 @@ fn plan_within_limits(snapshot: &Snapshot, catalog: &Catalog, opts: &ScheduleOpt
 struct PoolLimits {
     remaining: Option<Resources>,
     nodes_left: Option<i64>,
-    limited: Vec<String>,
 }
 
 impl PoolLimits {
     fn take(pool: &mut PoolCtx) -> PoolLimits {
+        pool.limited.clear();
         PoolLimits {
             remaining: pool.remaining.take(),
             nodes_left: pool.nodes_left.take(),
-            limited: std::mem::take(&mut pool.limited),
         }
     }
 

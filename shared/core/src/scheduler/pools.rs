@@ -139,7 +139,7 @@ pub(crate) fn pool_ctx(snapshot: &Snapshot, pool: &NodePool, all: Vec<InstanceTy
         .iter()
         .flat_map(|l| {
             l.names()
-                .filter(|n| *n != "nodes" && l.get(n) != 0)
+                .filter(|n| *n != "nodes" && limited_name(l, n))
                 .map(str::to_string)
                 .collect::<Vec<_>>()
         })
@@ -213,7 +213,7 @@ pub(crate) fn pool_remaining(
     };
     for name in limits
         .names()
-        .filter(|n| *n != "nodes" && limits.get(n) != 0)
+        .filter(|n| *n != "nodes" && limited_name(limits, n))
     {
         out.set(name, limits.get(name) - used.get(name));
     }
@@ -242,6 +242,19 @@ fn largest_option(claim: &NodeClaim, types: &[InstanceType]) -> Resources {
         out.max_with(&t.capacity);
     }
     out
+}
+
+/// Whether a NodePool's limits bound resource `name`: a base resource (CPU, memory, ephemeral
+/// storage, pods) when not zero (zero is unset there; a written zero arrives as the smallest
+/// unit), any other resource whenever it is listed, zero included.
+fn limited_name(limits: &Resources, name: &str) -> bool {
+    use crate::labels::{RESOURCE_CPU, RESOURCE_EPHEMERAL, RESOURCE_MEMORY, RESOURCE_PODS};
+    match name {
+        RESOURCE_CPU | RESOURCE_MEMORY | RESOURCE_EPHEMERAL | RESOURCE_PODS => {
+            limits.get(name) != 0
+        }
+        _ => true,
+    }
 }
 
 /// Whether `capacity` fits the remaining limits (only limited fields are finite).

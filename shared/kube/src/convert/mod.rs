@@ -61,6 +61,23 @@ impl Rejected {
     }
 }
 
+/// What the core sees of a bound pod that does not convert: the pod, on its node, with nothing
+/// known of its requests and protected from disruption, so its node is never taken for empty
+/// and never chosen for disruption while the pod is unreadable (drains still see it through the
+/// dump). None for a pod not bound to a node: it is left out.
+pub fn unreadable_pod(pod: &k8s_openapi::api::core::v1::Pod) -> Option<core::Pod> {
+    let node = pod.spec.as_ref()?.node_name.clone()?;
+    let meta = &pod.metadata;
+    let mut out = core::Pod::new(
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.name.as_deref().unwrap_or_default(),
+        fleetwright_core::resources::Resources::default(),
+    );
+    out.node_name = Some(node);
+    out.do_not_disrupt = core::Protection::Always;
+    Some(out)
+}
+
 /// Converts a whole dump into a snapshot.
 pub fn snapshot_from_dump(dump: &ClusterDump) -> Result<core::Snapshot, KubeError> {
     let pods = match &dump.converted_pods {
@@ -106,7 +123,10 @@ pub fn take_snapshot_isolating(dump: &mut ClusterDump) -> (core::Snapshot, Vec<R
             for p in &dump.pods {
                 match pod(p, &zones) {
                     Ok(converted) => out.push(converted),
-                    Err(e) => rejected.push(Rejected::new("Pod", &p.metadata, e)),
+                    Err(e) => {
+                        rejected.push(Rejected::new("Pod", &p.metadata, e));
+                        out.extend(unreadable_pod(p));
+                    }
                 }
             }
             out

@@ -207,7 +207,10 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
     let tmpl = &spec.template.spec;
     let mut limits = None;
     if let Some(l) = &spec.limits {
-        limits = Some(value_list(Some(l), &obj, "spec.limits")?);
+        limits = Some(zero_limits_kept(
+            value_list(Some(l), &obj, "spec.limits")?,
+            l,
+        ));
     }
     static_checks(spec, &obj)?;
     let disruption = spec.disruption.clone().unwrap_or_default();
@@ -559,4 +562,31 @@ fn check_alias(alias: &str) -> Result<(), String> {
             "{alias:?}: the family must be al2023, al2 or bottlerocket"
         )),
     }
+}
+
+/// Limits with their zeros kept: `cpu: 0` is how a NodePool is paused, and a resource amount of
+/// zero reads as "not limited". A zero CPU, memory, ephemeral-storage or pods limit becomes the
+/// smallest unit (no instance fits it), and a zero limit of `nodes` or of an extended resource
+/// is kept as zero.
+fn zero_limits_kept(
+    mut limits: Resources,
+    written: &BTreeMap<String, serde_json::Value>,
+) -> Resources {
+    use fleetwright_core::labels::{
+        RESOURCE_CPU, RESOURCE_EPHEMERAL, RESOURCE_MEMORY, RESOURCE_PODS,
+    };
+    for name in written.keys() {
+        if limits.get(name) != 0 {
+            continue;
+        }
+        match name.as_str() {
+            RESOURCE_CPU | RESOURCE_MEMORY | RESOURCE_EPHEMERAL | RESOURCE_PODS => {
+                limits.set(name, 1)
+            }
+            other => {
+                limits.extended.insert(other.to_string(), 0);
+            }
+        }
+    }
+    limits
 }

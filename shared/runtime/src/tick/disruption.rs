@@ -336,14 +336,20 @@ fn drain_and_delete(
             let recorded = drain_started(claim);
             let started = recorded.unwrap_or(now);
             let deadline = grace_deadline(claim, started);
+            // A pod shutting down (it has a deletion timestamp) is on its way: only the pods
+            // not yet leaving measure a drain's progress.
+            let staying = pods
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .count();
             let last = drain_progress(claim);
-            let changed = last.is_none_or(|(left, _)| left != pods.len());
+            let changed = last.is_none_or(|(left, _)| left != staying);
             Action::DrainDisrupted {
                 nodeclaim: name(claim),
                 node: node_name,
                 mark_started: recorded.is_none().then_some(now),
                 grace_over: deadline.is_some_and(|d| now >= d),
-                progress: changed.then(|| progress_mark(pods.len(), now)),
+                progress: changed.then(|| progress_mark(staying, now)),
                 stalled_since: match (changed, deadline) {
                     (false, None) => last.map(|(_, at)| now - at),
                     _ => None,

@@ -15,20 +15,32 @@ use super::action::Action;
 /// The state ConfigMap key of the rejected objects already evented, with their errors.
 pub const REJECTED_KEY: &str = "rejectedObjects";
 
-/// A warning for each rejected object, an Event for each whose error was not evented yet, and
-/// the record of what was evented when it changed.
+/// The most Events one tick records for rejected objects: a rollout of a thousand pods that do
+/// not convert must not spend the tick posting Events (the rest are evented by later ticks).
+pub const EVENTS_PER_TICK: usize = 20;
+/// The most rejected objects the state ConfigMap remembers as evented.
+pub const REMEMBERED: usize = 500;
+
+/// A warning for each rejected object, an Event for each whose error was not evented yet (at
+/// most [`EVENTS_PER_TICK`]), and the record of what was evented when it changed.
 pub fn report(rejected: &[Rejected], said: &BTreeMap<String, String>) -> Vec<Action> {
-    let mut actions: Vec<Action> = rejected
-        .iter()
-        .map(|r| Action::Rejected {
-            event: said.get(&r.object()) != Some(&r.error),
+    let mut budget = EVENTS_PER_TICK;
+    let mut current = BTreeMap::new();
+    let mut actions = Vec::new();
+    for r in rejected {
+        let known = said.get(&r.object()) == Some(&r.error);
+        let event = !known && budget > 0 && current.len() < REMEMBERED;
+        if event {
+            budget -= 1;
+        }
+        if (known || event) && current.len() < REMEMBERED {
+            current.insert(r.object(), r.error.clone());
+        }
+        actions.push(Action::Rejected {
+            event,
             object: r.clone(),
-        })
-        .collect();
-    let current: BTreeMap<String, String> = rejected
-        .iter()
-        .map(|r| (r.object(), r.error.clone()))
-        .collect();
+        });
+    }
     if &current != said {
         actions.push(Action::SaveRejected { said: current });
     }
@@ -91,6 +103,25 @@ mod tests {
             uid: None,
             error: error.into(),
         }
+    }
+
+    #[test]
+    fn a_flood_of_rejected_objects_is_evented_a_few_at_a_time() {
+        let flood: Vec<Rejected> = (0..100)
+            .map(|i| rejected(&format!("p{i:03}"), "bad quantity"))
+            .collect();
+        let first = report(&flood, &BTreeMap::new());
+        let evented = |a: &[Action]| {
+            a.iter()
+                .filter(|x| matches!(x, Action::Rejected { event: true, .. }))
+                .count()
+        };
+        assert_eq!(evented(&first), EVENTS_PER_TICK);
+        let said = match first.last() {
+            Some(Action::SaveRejected { said }) => said.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(evented(&report(&flood, &said)), EVENTS_PER_TICK);
     }
 
     #[test]

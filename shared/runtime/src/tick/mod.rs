@@ -154,8 +154,11 @@ impl<C: Cloud> Tick<C> {
         holder: &str,
         sent: DateTime<Utc>,
     ) -> Result<TickSummary, RuntimeError> {
+        // EventBridge's time is in whole seconds, and a nudge is sent at admission, before the
+        // pod is stored: only a tick that started well after it has surely read the pod.
+        let answered_after = sent + chrono::Duration::seconds(NUDGE_MARGIN_SECONDS);
         if let Some(started) = self.last_started().await {
-            if started >= sent {
+            if started >= answered_after {
                 info!(started = %started, sent = %sent, "a tick started after this nudge has read the cluster; skipping");
                 return Ok(TickSummary {
                     skipped: Some(
@@ -260,14 +263,18 @@ impl<C: Cloud> Tick<C> {
         // Each phase runs even when an earlier one failed (a cloud call): one failure must not
         // keep garbage collection and stranded NodeClaims waiting for a tick in which nothing
         // fails. The first error is the tick's.
-        self.report_rejected(&mut ctx).await;
         let classes = status::classes_ready(ctx.dump, &ctx.resolved);
-        let parked = isolation::park_unready(&mut snapshot, &classes);
-        failed.note("provisioning", self.provision(&snapshot, &mut ctx).await);
+        failed.note(
+            "provisioning",
+            self.provision(&mut snapshot, &classes, &mut ctx).await,
+        );
         failed.note("lifecycle", self.lifecycle(&mut ctx).await);
-        failed.note("disruption", self.disrupt(&mut snapshot, &mut ctx).await);
-        isolation::restore(&mut snapshot, parked);
+        failed.note(
+            "disruption",
+            self.disrupt(&mut snapshot, &classes, &mut ctx).await,
+        );
         failed.note("finishing", self.finish(&mut ctx).await);
+        self.report_rejected(&mut ctx).await;
         if let Some(e) = failed.first {
             return Err(e);
         }
@@ -315,6 +322,19 @@ impl<C: Cloud> Tick<C> {
     /// static NodePool lacks (deleting those above), and launches every NodeClaim without an
     /// instance.
     async fn provision(
+        &self,
+        snapshot: &mut Snapshot,
+        classes: &BTreeMap<String, bool>,
+        ctx: &mut Applied<'_>,
+    ) -> Result<(), RuntimeError> {
+        let parked = isolation::park_unready(snapshot, classes);
+        let provisioned = self.provision_ready(snapshot, ctx).await;
+        isolation::restore(snapshot, parked);
+        provisioned
+    }
+
+    /// [`Tick::provision`] over the pools that can launch.
+    async fn provision_ready(
         &self,
         snapshot: &Snapshot,
         ctx: &mut Applied<'_>,
@@ -376,6 +396,7 @@ impl<C: Cloud> Tick<C> {
     async fn disrupt(
         &self,
         snapshot: &mut Snapshot,
+        classes: &BTreeMap<String, bool>,
         ctx: &mut Applied<'_>,
     ) -> Result<(), RuntimeError> {
         let going =
@@ -397,7 +418,10 @@ impl<C: Cloud> Tick<C> {
         }
         let started = std::time::Instant::now();
         let (said, pending) = self.disruption_state().await;
+        // A pool that cannot launch takes no replacement, and its nodes are left alone.
+        let parked = isolation::park_unready(snapshot, classes);
         let decided = disruption::decide(ctx.dump, snapshot, &catalog, &said, &pending, ctx.now);
+        isolation::restore(snapshot, parked);
         debug!(
             elapsed_ms = started.elapsed().as_millis() as u64,
             "disruption decided"
@@ -468,7 +492,12 @@ impl<C: Cloud> Tick<C> {
         owned: &[fleetwright_cloud::Instance],
         gone: &BTreeSet<String>,
     ) {
-        let garbage = decide::garbage(ctx.claims, launched, owned, ctx.now);
+        let mut garbage = decide::garbage(ctx.claims, launched, owned, ctx.now);
+        // An instance of a NodeClaim the read could not take is that NodeClaim's, not garbage.
+        let unreadable = isolation::errors_of(&ctx.rejected, "NodeClaim");
+        garbage.retain(|a| {
+            !matches!(a, Action::CollectGarbage { nodeclaim: Some(n), .. } if unreadable.contains_key(n))
+        });
         self.apply(garbage, ctx).await;
         let partitions = decide::partition_labels(ctx.claims, owned);
         self.apply(partitions, ctx).await;
@@ -513,6 +542,10 @@ impl<C: Cloud> Tick<C> {
         (said, pending)
     }
 }
+
+/// How long after a nudge was sent a tick must have started for its read to hold the nudge's
+/// pod.
+const NUDGE_MARGIN_SECONDS: i64 = 2;
 
 /// The fleet's cost against the LP bound is measured on ticks in minutes divisible by this (a
 /// plan of the whole workload from scratch: cheap, but not free at 50,000 pods).
