@@ -67,8 +67,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
             "embedded example cluster".to_string(),
         ),
     };
-    let dump = fleetwright_kube::dump::parse(&text, &source)?;
-    let mut snapshot = fleetwright_kube::convert::snapshot_from_dump(&dump)?;
+    let mut dump = fleetwright_kube::dump::parse(&text, &source)?;
+    let mut snapshot = readable_snapshot(&mut dump, &source)?;
     let policy = match args.min_values_policy {
         MinValuesArg::Strict => MinValuesPolicy::Strict,
         MinValuesArg::BestEffort => MinValuesPolicy::BestEffort,
@@ -95,6 +95,10 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         .filter(|p| p.node_name.is_none() && !p.terminal && !p.is_daemonset())
         .count();
     tracing::info!(pods = pending, "found provisionable pod(s)");
+    // As the tick: a NodePool whose EC2NodeClass the dump lacks (or says is not ready) could
+    // launch nothing, so nothing is planned for it.
+    let classes = fleetwright_runtime::tick::isolation::classes_of_dump(&dump);
+    let parked = fleetwright_runtime::tick::isolation::park_known(&mut snapshot, classes.as_ref());
     let plan = schedule(
         &snapshot,
         &catalog,
@@ -105,6 +109,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     );
     log_plan(&plan);
     let disruption = fleetwright_core::disruption::plan(&snapshot, &catalog, now);
+    fleetwright_runtime::tick::isolation::restore(&mut snapshot, parked);
     log_disruption(&disruption);
     let text = match args.output {
         Output::Json => {
@@ -122,6 +127,25 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     use std::io::Write;
     writeln!(std::io::stdout(), "{text}")?;
     Ok(())
+}
+
+/// The dump's snapshot. Every object that does not read is named with its field, all of them
+/// at once, and the command fails: a plan without them would not be the cluster's.
+fn readable_snapshot(
+    dump: &mut fleetwright_kube::dump::ClusterDump,
+    source: &str,
+) -> anyhow::Result<fleetwright_core::Snapshot> {
+    let (snapshot, rejected) = fleetwright_kube::convert::take_snapshot_isolating(dump);
+    if rejected.is_empty() {
+        return Ok(snapshot);
+    }
+    for r in &rejected {
+        eprintln!("error: {source}: {}", r.error);
+    }
+    anyhow::bail!(
+        "{source}: {} object(s) could not be read (each named above with its field); a running tick leaves such objects out and reports them",
+        rejected.len()
+    )
 }
 
 /// The next tick's actions for the dump, as JSON (`{"actions": [...]}`) or one line each.

@@ -1015,3 +1015,44 @@ items:
         "{err}"
     );
 }
+
+/// As the tick: a NodePool whose EC2NodeClass the dump lacks is not planned, however heavy,
+/// and the pool that can launch takes the pods; every object that does not read is named at
+/// once, each with its field.
+#[test]
+fn a_pool_without_its_class_is_not_planned_and_every_bad_object_is_named() {
+    let pool = |name: &str, class: &str, weight: u32| {
+        format!("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {{name: {name}}}\nspec:\n  weight: {weight}\n  template:\n    spec:\n      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: {class}}}\n      requirements:\n      - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}\n")
+    };
+    let class = "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: default}\nspec: {role: R, amiSelectorTerms: [{alias: al2023@latest}]}\n";
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  containers:\n  - name: c\n    resources: {requests: {cpu: 500m}}\n";
+    let dump = [
+        pool("ghost", "defualt", 90),
+        pool("good", "default", 1),
+        class.into(),
+        pod.into(),
+    ]
+    .join("---\n");
+    let out = fleetwright(&["plan", "--cluster", &write_temp("ghost.yaml", &dump)]);
+    let plan = json(&out);
+    assert_eq!(plan["nodeclaims"][0]["nodepool"], "good", "{plan}");
+
+    let broken = pool("broken", "default", 1).replace(
+        "  weight: 1\n",
+        "  limits: {cpu: lots}\n  disruption: {consolidateAfter: 30 seconds}\n",
+    );
+    let mut ubuntu = class.replace("al2023@latest", "ubuntu@latest");
+    ubuntu = ubuntu.replace("name: default", "name: ubuntu");
+    let dump = [broken, class.into(), ubuntu, pod.into()].join("---\n");
+    let out = fleetwright(&["plan", "--cluster", &write_temp("broken.yaml", &dump)]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("NodePool broken") && err.contains("spec.limits.cpu"),
+        "{err}"
+    );
+    assert!(
+        err.contains("EC2NodeClass ubuntu") && err.contains("alias"),
+        "{err}"
+    );
+}

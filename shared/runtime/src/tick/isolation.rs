@@ -86,6 +86,42 @@ pub fn park_unready(snapshot: &mut Snapshot, classes: &BTreeMap<String, bool>) -
     parked
 }
 
+/// Whether each EC2NodeClass of a dump can launch, as far as a dump tells (no cloud to resolve
+/// it): present, and not said not to be by its own `Ready` condition; a NodePool naming a class
+/// the dump lacks is parked. None for a dump that holds no EC2NodeClass at all (NodePools
+/// written alone, to plan): nothing is parked then.
+pub fn classes_of_dump(
+    dump: &fleetwright_kube::dump::ClusterDump,
+) -> Option<BTreeMap<String, bool>> {
+    if dump.nodeclasses.is_empty() {
+        return None;
+    }
+    let classes = dump
+        .nodeclasses
+        .iter()
+        .map(|c| {
+            let not_ready = c.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|x| x.type_ == "Ready" && x.status == "False")
+            });
+            (c.metadata.name.clone().unwrap_or_default(), !not_ready)
+        })
+        .collect();
+    Some(classes)
+}
+
+/// [`park_unready`] when the readiness of the classes is known.
+pub fn park_known(
+    snapshot: &mut Snapshot,
+    classes: Option<&BTreeMap<String, bool>>,
+) -> Vec<NodePool> {
+    match classes {
+        Some(classes) => park_unready(snapshot, classes),
+        None => Vec::new(),
+    }
+}
+
 /// Puts parked NodePools back.
 pub fn restore(snapshot: &mut Snapshot, parked: Vec<NodePool>) {
     snapshot.nodepools.extend(parked);

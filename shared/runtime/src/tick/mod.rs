@@ -673,10 +673,13 @@ pub fn decide_all(
     let mut actions = Vec::new();
     let reserved = reservations::from_status(dump);
     reservations::apply(snapshot, &reserved, now);
+    let classes = isolation::classes_of_dump(dump);
     let pending = decide::pending_pods(snapshot);
     let mut unschedulable = 0;
     if pending > 0 {
+        let parked = isolation::park_known(snapshot, classes.as_ref());
         let plan = plan_pods(snapshot, catalog, now);
+        isolation::restore(snapshot, parked);
         unschedulable = plan.unschedulable.len();
         actions.extend(decide::provision(dump, &plan));
     }
@@ -710,7 +713,9 @@ pub fn decide_all(
     ));
     actions.extend(decide::drift_marks(claims, snapshot, catalog, now));
     if pending <= unschedulable && !creating {
+        let parked = isolation::park_known(snapshot, classes.as_ref());
         let decided = disruption::decide(dump, snapshot, catalog, &BTreeMap::new(), &[], now);
+        isolation::restore(snapshot, parked);
         actions.extend(decided.actions);
     }
     actions.extend(decide::deletions(dump, claims, &BTreeSet::new(), now));
