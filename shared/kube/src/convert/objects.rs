@@ -542,8 +542,9 @@ pub fn overlay(o: &crate::crds::NodeOverlay) -> Result<core::NodeOverlay, KubeEr
     })
 }
 
-/// An AMI alias as Karpenter accepts it: `family@version`, the family one Fleetwright launches
-/// (`al2023`, `al2`, `bottlerocket`), the version `latest` or a release.
+/// An AMI alias as Karpenter accepts it: `family@version`, the family one of Karpenter's
+/// (`al2023`, `al2`, `bottlerocket`, `windows2019`, `windows2022`, `windows2025`), the version
+/// `latest` or a release.
 fn check_alias(alias: &str) -> Result<(), String> {
     let Some((family, version)) = alias.split_once('@') else {
         return Err(format!(
@@ -553,13 +554,15 @@ fn check_alias(alias: &str) -> Result<(), String> {
     if version.is_empty() {
         return Err(format!("{alias:?} names no version (al2023@latest)"));
     }
-    match family.to_ascii_lowercase().as_str() {
+    let family = family.to_ascii_lowercase();
+    let windows = family
+        .strip_prefix("windows")
+        .is_some_and(|year| !year.is_empty() && year.chars().all(|c| c.is_ascii_digit()));
+    match family.as_str() {
         "al2023" | "al2" | "bottlerocket" => Ok(()),
-        "windows2019" | "windows2022" => Err(format!(
-            "{alias:?}: Windows AMIs are not supported by Fleetwright"
-        )),
+        _ if windows => Ok(()),
         _ => Err(format!(
-            "{alias:?}: the family must be al2023, al2 or bottlerocket"
+            "{alias:?}: the family must be al2023, al2, bottlerocket or windows<year>"
         )),
     }
 }
