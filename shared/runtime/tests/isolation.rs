@@ -804,3 +804,50 @@ async fn a_disruption_that_cannot_start_leaves_no_replacement_behind() {
     }
     assert!(started > 0, "a replacement was decided and created");
 }
+
+/// A deleting NodeClaim whose pod the Eviction API keeps refusing with an error (here a webhook's
+/// 403) is not held up for good: after a while the pod is deleted with its own grace period and
+/// the NodeClaim finishes.
+#[tokio::test]
+async fn a_deleting_node_whose_evictions_keep_failing_is_not_held_for_good() {
+    let mut going = claim("web-1", "i-000000000000000g1", "web", json!({}));
+    going["metadata"]["deletionTimestamp"] = json!("2026-11-23T11:59:00Z");
+    let api = MemoryApi::new(objects(vec![
+        (
+            NODEPOOLS,
+            vec![pool("web", "default", json!({}), json!({}))],
+        ),
+        (NODECLASSES, vec![class("default")]),
+        (NODECLAIMS, vec![going]),
+        (
+            NODES,
+            vec![node("node-web-1", "i-000000000000000g1", "web", json!({}))],
+        ),
+        (PODS, vec![bound_pod("guarded", "node-web-1")]),
+    ]));
+    api.lock().faults.push(Fault {
+        method: "POST".into(),
+        path: "/api/v1/namespaces/default/pods/guarded/eviction".into(),
+        status: 403,
+        skip: 0,
+        times: usize::MAX,
+    });
+    let tick = Tick::new(
+        Listing::of(&["i-000000000000000g1"]),
+        api.client(),
+        settings(),
+    );
+
+    tick.run(noon(), "iso").await.expect("the tick");
+    assert_eq!(names(&api, NODECLAIMS), ["web-1"], "still draining");
+    tick.run(noon() + Duration::minutes(2), "iso")
+        .await
+        .expect("the tick");
+    assert_eq!(names(&api, NODECLAIMS), ["web-1"], "still draining");
+    let summary = tick
+        .run(noon() + Duration::minutes(6), "iso")
+        .await
+        .expect("the tick");
+    assert!(names(&api, NODECLAIMS).is_empty(), "{summary:?}");
+    assert!(!names(&api, PODS).contains(&"guarded".to_string()));
+}

@@ -103,6 +103,8 @@ pub enum Action {
     #[serde(rename_all = "camelCase")]
     EvictForDeletion {
         node: String,
+        /// The deleting NodeClaim, which records since when evictions have been failing.
+        nodeclaim: String,
         #[serde(serialize_with = "pod_keys")]
         pods: Vec<Pod>,
     },

@@ -445,6 +445,7 @@ pub fn deletions(
             if !grace_over(claim, now) {
                 out.push(Action::EvictForDeletion {
                     node: node.clone(),
+                    nodeclaim: name_of(claim),
                     pods,
                 });
                 continue;
@@ -481,6 +482,13 @@ fn grace_over(claim: &NodeClaim, now: DateTime<Utc>) -> bool {
     if super::repair::termination_timestamp(claim).is_some_and(|t| now >= t) {
         return true;
     }
+    // Evictions the API server has refused with an error (not a PDB's 429: a pod two PDBs
+    // cover, a webhook that denies evictions) for this long will not start working: the node
+    // is going away, so the pods are deleted with their own grace period instead of holding it
+    // up for good.
+    if eviction_failing_since(claim).is_some_and(|t| now - t >= EVICTION_FAILING) {
+        return true;
+    }
     let deleted_at = claim
         .metadata
         .deletion_timestamp
@@ -497,6 +505,25 @@ fn grace_over(claim: &NodeClaim, now: DateTime<Utc>) -> bool {
                 .flatten()
         });
     grace.is_some_and(|g| now.timestamp() >= deleted_at + g)
+}
+
+/// On a deleting NodeClaim: since when (RFC 3339) the evictions of its node's pods have been
+/// failing with errors other than a PDB's 429.
+pub const EVICTION_FAILING_ANNOTATION: &str = "fleetwright.io/eviction-failing-since";
+/// How long evictions may keep failing before a deleting NodeClaim's pods are deleted.
+pub const EVICTION_FAILING: chrono::Duration = chrono::Duration::minutes(5);
+
+fn eviction_failing_since(claim: &NodeClaim) -> Option<DateTime<Utc>> {
+    let value = claim
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(EVICTION_FAILING_ANNOTATION)?;
+    Some(
+        DateTime::parse_from_rfc3339(value)
+            .ok()?
+            .with_timezone(&Utc),
+    )
 }
 
 /// Owned instances that no NodeClaim (nor a launch of this tick) accounts for, past their grace.

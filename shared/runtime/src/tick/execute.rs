@@ -227,8 +227,14 @@ impl<C: Cloud> Tick<C> {
                 self.terminate_claim(&nodeclaim, instance_id.as_deref(), "liveness", ctx.summary)
                     .await?;
             }
-            Action::EvictForDeletion { node, pods } => {
+            Action::EvictForDeletion {
+                node,
+                nodeclaim,
+                pods,
+            } => {
                 let drained = executor::drain(self.kube.clone(), &pods).await;
+                self.mark_eviction_failing(&nodeclaim, !drained.failed.is_empty(), now)
+                    .await?;
                 info!(target: TICK, %node, left = pods.len(), evicted = drained.evicted.len(), failed = drained.failed.len(), "waiting for pods to leave before terminating");
             }
             Action::DeletePods { node, pods } => {
@@ -691,6 +697,30 @@ impl<C: Cloud> Tick<C> {
         self.update_metadata(name, |m| {
             let map = m.labels.get_or_insert_with(Default::default);
             map.insert(key.to_string(), value.to_string());
+        })
+        .await
+    }
+
+    /// Records on a deleting NodeClaim since when evictions have been failing, or clears it once
+    /// they stop failing.
+    async fn mark_eviction_failing(
+        &self,
+        name: &str,
+        failing: bool,
+        now: DateTime<Utc>,
+    ) -> Result<(), RuntimeError> {
+        use super::decide::EVICTION_FAILING_ANNOTATION as KEY;
+        let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        self.update_metadata(name, |m| {
+            let marked = m.annotations.as_ref().is_some_and(|a| a.contains_key(KEY));
+            if failing && !marked {
+                let map = m.annotations.get_or_insert_with(Default::default);
+                map.insert(KEY.to_string(), stamp.clone());
+            } else if !failing && marked {
+                if let Some(map) = m.annotations.as_mut() {
+                    map.remove(KEY);
+                }
+            }
         })
         .await
     }
