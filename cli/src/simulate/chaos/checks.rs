@@ -463,7 +463,13 @@ impl Chaos {
             self.seen.needed.push((t, asked));
         }
         self.seen.needed.retain(|(at, _)| t - at <= 600);
-        let most = self.seen.needed.iter().map(|(_, n)| *n).max().unwrap_or(0);
+        let most = |needed: &[(i64, i64)]| needed.iter().map(|(_, n)| *n).max().unwrap_or(0);
+        if capacity > 2 * most(&self.seen.needed) + IN_FLIGHT_CPU {
+            // The workload may have grown since the last sample: ask it now before judging.
+            let asked = self.requested_cpu();
+            self.seen.needed.push((t, asked));
+        }
+        let most = most(&self.seen.needed);
         (capacity > 2 * most + IN_FLIGHT_CPU).then(|| {
             format!("the fleet has {capacity}m CPU; the workload asked for at most {most}m in the last 10 minutes")
         })
