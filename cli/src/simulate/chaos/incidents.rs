@@ -55,7 +55,7 @@ impl Chaos {
         if self.chance(0.0015) {
             self.delete_node_by_hand();
         }
-        if self.broken.is_empty() && t >= 60 && t < CHAOS_END - 240 && self.chance(0.004) {
+        if self.broken.is_empty() && (60..CHAOS_END - 240).contains(&t) && self.chance(0.004) {
             self.apply_malformed(t);
         }
         self.interruption_events(t, now);

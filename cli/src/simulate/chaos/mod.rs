@@ -167,7 +167,7 @@ impl Progress {
         }
         let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
         let every = (self.total / 20).max(1);
-        if self.show && (done % every == 0 || done == self.total) {
+        if self.show && (done.is_multiple_of(every) || done == self.total) {
             eprintln!(
                 "chaos: {done}/{} seeds, {} violation(s), {:.0} s",
                 self.total,
