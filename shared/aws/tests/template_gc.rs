@@ -124,7 +124,7 @@ async fn launch_templates_no_launch_used_for_an_hour_are_deleted_and_only_this_c
         .collect_launch_templates(later + Duration::minutes(30))
         .await
         .unwrap();
-    assert_eq!(deleted, [leftover.clone()]);
+    assert_eq!(deleted, vec![leftover.clone()]);
     let left = names(&ec2, "fleetwright/collect").await;
     let mut expected = vec![other.to_string(), untagged.clone(), used.clone()];
     expected.sort();
@@ -133,7 +133,7 @@ async fn launch_templates_no_launch_used_for_an_hour_are_deleted_and_only_this_c
     // Hours later the used one is collected too, and the next launch makes it again.
     let much_later = now + Duration::hours(5);
     let deleted = cloud.collect_launch_templates(much_later).await.unwrap();
-    assert_eq!(deleted, [used.clone()]);
+    assert_eq!(deleted, vec![used.clone()]);
     cloud
         .launch(&request("default-gc3"), &class, much_later)
         .await
