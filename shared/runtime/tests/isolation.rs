@@ -87,6 +87,17 @@ fn pending_pod(name: &str, cpu: &str, extra: Value) -> Value {
     pod
 }
 
+/// Every `method` request to `path` answers `status`, for good.
+fn fail_always(api: &MemoryApi, method: &str, path: &str, status: u16) {
+    api.lock().faults.push(Fault {
+        method: method.into(),
+        path: path.into(),
+        status,
+        skip: 0,
+        times: usize::MAX,
+    });
+}
+
 fn objects(of: Vec<(&str, Vec<Value>)>) -> BTreeMap<String, Vec<Value>> {
     of.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
@@ -374,13 +385,12 @@ async fn an_eviction_error_stops_neither_the_other_drains_nor_the_tick() {
             ],
         ),
     ]));
-    api.lock().faults.push(Fault {
-        method: "POST".into(),
-        path: "/api/v1/namespaces/default/pods/two-pdbs/eviction".into(),
-        status: 500,
-        skip: 0,
-        times: usize::MAX,
-    });
+    fail_always(
+        &api,
+        "POST",
+        "/api/v1/namespaces/default/pods/two-pdbs/eviction",
+        500,
+    );
     let cloud = Listing::of(&["i-000000000000000a1", "i-000000000000000a2"]);
     let tick = Tick::new(cloud, api.client(), settings());
 
@@ -451,13 +461,7 @@ async fn a_node_that_cannot_be_deleted_keeps_its_nodeclaim_for_the_next_tick() {
             vec![node("node-web-1", "i-000000000000000c1", "web", json!({}))],
         ),
     ]));
-    api.lock().faults.push(Fault {
-        method: "DELETE".into(),
-        path: "/api/v1/nodes/node-web-1".into(),
-        status: 500,
-        skip: 0,
-        times: usize::MAX,
-    });
+    fail_always(&api, "DELETE", "/api/v1/nodes/node-web-1", 500);
     let tick = Tick::new(
         Listing::of(&["i-000000000000000c1"]),
         api.client(),
@@ -780,13 +784,7 @@ async fn a_disruption_that_cannot_start_leaves_no_replacement_behind() {
         (NODES, vec![node]),
         (PODS, vec![bound_pod("small", "node-web-big")]),
     ]));
-    api.lock().faults.push(Fault {
-        method: "PUT".into(),
-        path: "/apis/karpenter.sh/v1/nodeclaims/web-big".into(),
-        status: 500,
-        skip: 0,
-        times: usize::MAX,
-    });
+    fail_always(&api, "PUT", "/apis/karpenter.sh/v1/nodeclaims/web-big", 500);
     let tick = Tick::new(
         Listing::of(&["i-000000000000000f1"]),
         api.client(),
@@ -825,13 +823,12 @@ async fn a_deleting_node_whose_evictions_keep_failing_is_not_held_for_good() {
         ),
         (PODS, vec![bound_pod("guarded", "node-web-1")]),
     ]));
-    api.lock().faults.push(Fault {
-        method: "POST".into(),
-        path: "/api/v1/namespaces/default/pods/guarded/eviction".into(),
-        status: 403,
-        skip: 0,
-        times: usize::MAX,
-    });
+    fail_always(
+        &api,
+        "POST",
+        "/api/v1/namespaces/default/pods/guarded/eviction",
+        403,
+    );
     let tick = Tick::new(
         Listing::of(&["i-000000000000000g1"]),
         api.client(),
