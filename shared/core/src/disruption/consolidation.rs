@@ -55,6 +55,57 @@ pub(crate) fn simulate(
     simulate_with_room(snapshot, catalog, candidates, now, 0)
 }
 
+/// Lowers each limited pool's limits by what its removed nodes hold: they run until their
+/// replacements have initialized, so a replacement must fit beside them, never past the limit.
+fn hold_limits_for(sim: &mut Snapshot, removed: &BTreeSet<&str>) {
+    use crate::labels::{RESOURCE_CPU, RESOURCE_EPHEMERAL, RESOURCE_MEMORY, RESOURCE_PODS};
+    for pool in sim.nodepools.iter_mut() {
+        let Some(limits) = pool.limits.as_mut() else {
+            continue;
+        };
+        let mut held = crate::resources::Resources::default();
+        let mut nodes = 0;
+        for node in sim
+            .nodes
+            .iter()
+            .filter(|n| removed.contains(n.name.as_str()) && n.nodepool() == Some(&pool.name))
+        {
+            held.add(if node.capacity.is_zero() {
+                &node.allocatable
+            } else {
+                &node.capacity
+            });
+            nodes += 1;
+        }
+        if nodes == 0 {
+            continue;
+        }
+        for name in [
+            RESOURCE_CPU,
+            RESOURCE_MEMORY,
+            RESOURCE_EPHEMERAL,
+            RESOURCE_PODS,
+        ] {
+            let limit = limits.get(name);
+            if limit != 0 {
+                // Zero reads as unlimited there: what is left never drops below one unit.
+                limits.set(name, (limit - held.get(name)).max(1));
+            }
+        }
+        let extended: Vec<String> = limits.extended.keys().cloned().collect();
+        for name in extended {
+            let taken = if name == "nodes" {
+                nodes
+            } else {
+                held.get(&name)
+            };
+            if let Some(v) = limits.extended.get_mut(&name) {
+                *v -= taken;
+            }
+        }
+    }
+}
+
 /// [`simulate`], with room kept for `spare` more pods the size of the largest one displaced
 /// (copies of it, with its constraints, planned with the others and then dropped from the
 /// claims' pod lists).
@@ -79,6 +130,7 @@ pub(crate) fn simulate_with_room(
         )
         .collect();
     let mut sim = snapshot.clone();
+    hold_limits_for(&mut sim, &removed);
     sim.nodes.retain(|n| !removed.contains(n.name.as_str()));
     sim.nodeclaims
         .retain(|c| !c.node_name.as_deref().is_some_and(|n| removed.contains(n)));

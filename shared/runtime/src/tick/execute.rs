@@ -29,6 +29,9 @@ use crate::metrics;
 
 /// The log target of the tick's lifecycle lines (what the simulator's log calls the component).
 pub(crate) const TICK: &str = "fleetwright_runtime::tick";
+/// How many times one tick asks CreateFleet for a NodeClaim that launched nothing for want of
+/// capacity.
+const LAUNCH_ATTEMPTS: u32 = 3;
 /// The log target of the disruption lines.
 pub(crate) const DISRUPT: &str = "fleetwright_runtime::disrupt";
 
@@ -486,7 +489,7 @@ impl<C: Cloud> Tick<C> {
         else {
             return;
         };
-        let launched = match self.launch(ctx.dump, claim, ctx.now).await {
+        let launched = match self.launch_retrying(ctx.dump, claim, ctx.now).await {
             Ok(launched) => launched,
             Err(e) => {
                 warn!(target: TICK, nodeclaim = %name, error = %e, "failed launching nodeclaim");
@@ -529,14 +532,51 @@ impl<C: Cloud> Tick<C> {
         labels.extend(placement.into_iter().map(|(k, v)| (k.to_string(), v)));
     }
 
-    /// Asks the cloud for the NodeClaim's instance (a new one, or the one it already has).
-    async fn launch(
+    /// [`Tick::launch`], tried again at once when CreateFleet launched nothing for want of
+    /// capacity: the offerings it refused are marked unavailable by then, so the next try asks
+    /// for the NodeClaim's other types, zones and capacity types (on-demand after spot) in this
+    /// tick, instead of a minute later.
+    async fn launch_retrying(
         &self,
         dump: &ClusterDump,
         claim: &NodeClaim,
         now: DateTime<Utc>,
     ) -> Result<Launched, RuntimeError> {
+        let mut attempt = 0;
+        loop {
+            let result = self.launch(dump, claim, now, attempt).await;
+            let refused = matches!(
+                &result,
+                Err(RuntimeError::Cloud(
+                    fleetwright_cloud::CloudError::NothingLaunched { .. }
+                ))
+            );
+            attempt += 1;
+            if !refused || attempt >= LAUNCH_ATTEMPTS || self.deadline.near() {
+                return result;
+            }
+            if let Err(e) = &result {
+                info!(target: TICK, nodeclaim = %name_of(claim), error = %e, attempt, "no capacity for the offerings tried; trying the nodeclaim's others");
+            }
+        }
+    }
+
+    /// Asks the cloud for the NodeClaim's instance (a new one, or the one it already has).
+    /// `attempt` counts the tries in this tick after CreateFleet launched nothing: each is a new
+    /// launch to EC2 (its own idempotency token), since the one before it certainly launched
+    /// nothing.
+    async fn launch(
+        &self,
+        dump: &ClusterDump,
+        claim: &NodeClaim,
+        now: DateTime<Utc>,
+        attempt: u32,
+    ) -> Result<Launched, RuntimeError> {
         let mut request = LaunchRequest::from_nodeclaim(claim)?;
+        if attempt > 0 {
+            let uid = request.uid.take().unwrap_or_default();
+            request.uid = Some(format!("{uid}#{attempt}"));
+        }
         request.overlays = dump
             .nodeoverlays
             .iter()
