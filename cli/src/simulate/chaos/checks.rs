@@ -400,6 +400,32 @@ impl Chaos {
         None
     }
 
+    /// The pending pods the last tick's report excuses: those it named unschedulable and, of a
+    /// workload it named some pods of, as many others. Which replicas of a workload stay
+    /// pending when a limit binds is the scheduler's choice, not the tick's.
+    fn excused(&self, waiting: &[&Value]) -> BTreeSet<String> {
+        let owner = |key: &str| key.rsplit_once('-').map_or(key, |(o, _)| o).to_string();
+        let mut left: BTreeMap<String, usize> = BTreeMap::new();
+        for key in &self.unschedulable {
+            *left.entry(owner(key)).or_default() += 1;
+        }
+        let mut out = BTreeSet::new();
+        let keys: Vec<String> = waiting.iter().map(|p| pod_key(p)).collect();
+        for key in keys.iter().filter(|k| self.unschedulable.contains(*k)) {
+            if let Some(n) = left.get_mut(&owner(key)) {
+                *n = n.saturating_sub(1);
+            }
+            out.insert(key.clone());
+        }
+        for key in keys.iter().filter(|k| !self.unschedulable.contains(*k)) {
+            if let Some(n) = left.get_mut(&owner(key)).filter(|n| **n > 0) {
+                *n -= 1;
+                out.insert(key.clone());
+            }
+        }
+        out
+    }
+
     /// Pending time is bounded during the faults, while a malformed object is applied, and
     /// after the faults (from when the Lease of a tick cut off at the last moment has expired).
     fn pending(&self, t: i64, pods: &[Value]) -> Option<String> {
@@ -410,12 +436,14 @@ impl Chaos {
             .broken_since
             .filter(|_| !self.broken.is_empty())
             .map(|s| stamp(self.sim.start, s));
-        for p in pods {
-            if bound_to(p).is_some() || deleting(p) || is_daemon(p) {
-                continue;
-            }
+        let waiting: Vec<&Value> = pods
+            .iter()
+            .filter(|p| bound_to(p).is_none() && !deleting(p) && !is_daemon(p))
+            .collect();
+        let excused = self.excused(&waiting);
+        for p in waiting {
             let key = pod_key(p);
-            if self.unschedulable.contains(&key) {
+            if excused.contains(&key) {
                 continue;
             }
             let created = p["metadata"]["creationTimestamp"]

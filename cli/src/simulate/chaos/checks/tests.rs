@@ -150,6 +150,22 @@ async fn a_pod_pending_while_a_pool_is_broken_breaks_after_four_minutes() {
     assert!(c.pending(CHAOS_END + LEASE_SECONDS + 181, &[]).is_none());
 }
 
+/// When a limit binds, which replicas stay pending is the scheduler's choice: as many pods of
+/// a workload as the tick named unschedulable are excused, whichever they are, and no more.
+#[tokio::test]
+async fn as_many_replicas_as_the_tick_named_unschedulable_may_wait() {
+    let mut c = chaos();
+    let pod = |name: &str| {
+        json!({"metadata": {"name": name, "namespace": "jobs",
+            "creationTimestamp": "2026-11-22T10:00:00Z"}, "spec": {}, "status": {"phase": "Pending"}})
+    };
+    c.unschedulable.insert("jobs/batch-7f9-aaaaa".into());
+    let at = CHAOS_END + LEASE_SECONDS + 181;
+    assert!(c.pending(at, &[pod("batch-7f9-bbbbb")]).is_none());
+    let two = [pod("batch-7f9-bbbbb"), pod("batch-7f9-ccccc")];
+    assert!(c.pending(at, &two).unwrap().contains("batch-7f9-ccccc"));
+}
+
 #[test]
 fn budgets_allow_the_fewest_nodes_rounded_up_and_a_schedule_leaves_the_pool_out() {
     let pool = |budgets: Value| json!({"spec": {"disruption": {"budgets": budgets}}});
