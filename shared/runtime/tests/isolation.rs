@@ -848,3 +848,26 @@ async fn a_deleting_node_whose_evictions_keep_failing_is_not_held_for_good() {
     assert!(names(&api, NODECLAIMS).is_empty(), "{summary:?}");
     assert!(!names(&api, PODS).contains(&"guarded".to_string()));
 }
+
+/// A Node being deleted that carries the termination finalizer but that no NodeClaim accounts
+/// for (its NodeClaim went first) is let go, instead of staying Terminating for good.
+#[tokio::test]
+async fn a_deleting_node_without_a_nodeclaim_is_let_go() {
+    let deleting = json!({"deletionTimestamp": "2026-11-23T11:59:00Z"});
+    let api = MemoryApi::new(objects(vec![
+        (
+            NODEPOOLS,
+            vec![pool("web", "default", json!({}), json!({}))],
+        ),
+        (NODECLASSES, vec![class("default")]),
+        (
+            NODES,
+            vec![node("node-orphan", "i-000000000000000h1", "web", deleting)],
+        ),
+    ]));
+    let tick = Tick::new(sim_cloud(), api.client(), settings());
+
+    tick.run(noon(), "iso").await.expect("the tick");
+
+    assert!(names(&api, NODES).is_empty(), "{:?}", names(&api, NODES));
+}

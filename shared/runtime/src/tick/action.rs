@@ -236,6 +236,9 @@ pub enum Action {
     /// delete the NodeClaim, so the node is drained and its instance terminated as Karpenter's
     /// termination does.
     NodeDeleted { node: String, nodeclaim: String },
+    /// A Node being deleted that no NodeClaim accounts for: take its termination finalizer
+    /// off, so it goes.
+    ReleaseNode { node: String },
     /// A candidate of a command with no node left: delete its NodeClaim.
     DeleteNodeClaim { nodeclaim: String },
     /// Drain a candidate's node; delete its NodeClaim once nothing evictable is left, or its
@@ -301,6 +304,7 @@ pub fn objects_of(action: &Action) -> Vec<String> {
             .chain(n.as_deref().map(node))
             .collect(),
         Action::EvictForDeletion { node: n, .. }
+        | Action::ReleaseNode { node: n }
         | Action::DeletePods { node: n, .. }
         | Action::Cordon { node: n } => vec![node(n)],
         Action::StartDisruption { candidates, .. } => candidates

@@ -429,7 +429,8 @@ pub fn deletions(
         .iter()
         .filter(|c| c.metadata.deletion_timestamp.is_some())
     {
-        let node = dump.node_of(claim).and_then(|n| n.metadata.name.clone());
+        // By provider id too: a NodeClaim registered by this tick has no node name in the read.
+        let node = node_for(dump, claim).and_then(|n| n.metadata.name.clone());
         // Pods on an instance that is gone run nowhere: nothing is left to wait for.
         let instance_gone = provider_id(claim)
             .and_then(instance_id)
@@ -636,10 +637,47 @@ pub fn stranded(dump: &ClusterDump, claims: &[NodeClaim], gone: &BTreeSet<String
             gone.contains(id).then(|| Action::ForgetNodeClaim {
                 nodeclaim: name_of(c),
                 instance_id: id.to_string(),
-                node: dump.node_of(c).and_then(|n| n.metadata.name.clone()),
+                node: node_for(dump, c).and_then(|n| n.metadata.name.clone()),
             })
         })
         .take(cap)
+        .collect()
+}
+
+/// Nodes being deleted that carry the termination finalizer and a NodePool label but that no
+/// NodeClaim accounts for (by name or provider id): nothing else will let them go, so the
+/// finalizer comes off. Their instances, if any are left, are garbage collected.
+pub fn orphaned_nodes(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
+    let claimed = |node: &Node| {
+        let name = node.metadata.name.as_deref();
+        let provider = node_provider_id(node);
+        claims.iter().any(|c| {
+            let status = c.status.as_ref();
+            status.and_then(|s| s.node_name.as_deref()) == name
+                || (provider.is_some() && provider_id(c) == provider)
+        })
+    };
+    dump.nodes
+        .iter()
+        .filter(|n| n.metadata.deletion_timestamp.is_some())
+        .filter(|n| {
+            let finalizers = n.metadata.finalizers.as_deref().unwrap_or_default();
+            finalizers
+                .iter()
+                .any(|f| f == objects::TERMINATION_FINALIZER)
+        })
+        .filter(|n| {
+            n.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(fleetwright_core::labels::NODEPOOL))
+        })
+        .filter(|n| !claimed(n))
+        .filter_map(|n| {
+            Some(Action::ReleaseNode {
+                node: n.metadata.name.clone()?,
+            })
+        })
         .collect()
 }
 

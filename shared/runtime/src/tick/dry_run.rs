@@ -19,6 +19,9 @@ pub(crate) fn describe(action: &Action, summary: &mut TickSummary) {
         }
         Action::Register { nodeclaim, .. } => summary.registered.push(nodeclaim.clone()),
         Action::Rejected { object, .. } => super::isolation::log(object),
+        Action::ReleaseNode { node } => {
+            info!(target: TICK, %node, "the node is being deleted and no nodeclaim accounts for it; letting it go");
+        }
         Action::NodeDeleted { node, nodeclaim } => {
             info!(target: TICK, %node, nodeclaim = %nodeclaim, "the node is being deleted; deleting its nodeclaim");
         }

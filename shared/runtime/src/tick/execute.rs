@@ -313,6 +313,10 @@ impl<C: Cloud> Tick<C> {
             Action::SaveRejected { said } => {
                 state::store(self.kube.clone(), ns, super::isolation::REJECTED_KEY, &said).await?
             }
+            Action::ReleaseNode { node } => {
+                info!(target: TICK, %node, "the node is being deleted and no nodeclaim accounts for it; letting it go");
+                executor::delete_node(self.kube.clone(), &node, true).await?;
+            }
             Action::NodeDeleted { node, nodeclaim } => {
                 info!(target: TICK, %node, nodeclaim = %nodeclaim, "the node is being deleted; deleting its nodeclaim");
                 executor::delete_nodeclaim(self.kube.clone(), &nodeclaim, false).await?;

@@ -381,6 +381,11 @@ impl<C: Cloud> Tick<C> {
         self.apply(stale, ctx).await;
         let deleted = decide::deleted_nodes(ctx.dump, ctx.claims);
         self.apply(deleted, ctx).await;
+        // A NodeClaim the read could not take may be the one a deleting node belongs to.
+        if isolation::errors_of(&ctx.rejected, "NodeClaim").is_empty() {
+            let orphaned = decide::orphaned_nodes(ctx.dump, ctx.claims);
+            self.apply(orphaned, ctx).await;
+        }
         let expiring = reservations::expiring(ctx.claims, &ctx.reservations, ctx.now);
         self.apply(expiring, ctx).await;
         if self.settings.node_repair {
@@ -701,6 +706,7 @@ pub fn decide_all(
     actions.extend(decide::restamps(dump, claims));
     actions.extend(decide::liveness(claims, now));
     actions.extend(decide::deleted_nodes(dump, claims));
+    actions.extend(decide::orphaned_nodes(dump, claims));
     actions.extend(reservations::expiring(claims, &reserved, now));
     if node_repair {
         actions.extend(repair::repairs(dump, claims, now));
