@@ -98,6 +98,19 @@ fn fail_always(api: &MemoryApi, method: &str, path: &str, status: u16) {
     });
 }
 
+/// The `web` NodePool and its `default` EC2NodeClass, with `more`.
+fn web_cluster(more: Vec<(&str, Vec<Value>)>) -> MemoryApi {
+    let mut all = vec![
+        (
+            NODEPOOLS,
+            vec![pool("web", "default", json!({}), json!({}))],
+        ),
+        (NODECLASSES, vec![class("default")]),
+    ];
+    all.extend(more);
+    MemoryApi::new(objects(all))
+}
+
 fn objects(of: Vec<(&str, Vec<Value>)>) -> BTreeMap<String, Vec<Value>> {
     of.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
@@ -275,14 +288,7 @@ async fn a_zone_spread_plans_only_zones_with_subnets() {
     let pods: Vec<Value> = (1..=6)
         .map(|i| pending_pod(&format!("web-{i}"), "1", spread.clone()))
         .collect();
-    let api = MemoryApi::new(objects(vec![
-        (
-            NODEPOOLS,
-            vec![pool("web", "default", json!({}), json!({}))],
-        ),
-        (NODECLASSES, vec![class("default")]),
-        (PODS, pods),
-    ]));
+    let api = web_cluster(vec![(PODS, pods)]);
     let tick = Tick::new(sim_cloud(), api.client(), settings());
 
     let summary = tick.run(noon(), "iso").await.expect("the tick");
@@ -342,12 +348,7 @@ fn bound_pod(name: &str, node: &str) -> Value {
 async fn an_eviction_error_stops_neither_the_other_drains_nor_the_tick() {
     let annotated = |command: &str| json!({"fleetwright.io/disruption": command});
     let tainted = json!({});
-    let api = MemoryApi::new(objects(vec![
-        (
-            NODEPOOLS,
-            vec![pool("web", "default", json!({}), json!({}))],
-        ),
-        (NODECLASSES, vec![class("default")]),
+    let api = web_cluster(vec![
         (
             NODECLAIMS,
             vec![
@@ -384,7 +385,7 @@ async fn an_eviction_error_stops_neither_the_other_drains_nor_the_tick() {
                 bound_pod("movable", "node-web-going"),
             ],
         ),
-    ]));
+    ]);
     fail_always(
         &api,
         "POST",
@@ -411,12 +412,7 @@ async fn an_eviction_error_stops_neither_the_other_drains_nor_the_tick() {
 #[tokio::test]
 async fn a_node_deleted_by_hand_takes_its_nodeclaim_with_it() {
     let deleting = json!({"deletionTimestamp": "2026-11-23T11:59:00Z"});
-    let api = MemoryApi::new(objects(vec![
-        (
-            NODEPOOLS,
-            vec![pool("web", "default", json!({}), json!({}))],
-        ),
-        (NODECLASSES, vec![class("default")]),
+    let api = web_cluster(vec![
         (
             NODECLAIMS,
             vec![claim("web-1", "i-000000000000000b1", "web", json!({}))],
@@ -425,7 +421,7 @@ async fn a_node_deleted_by_hand_takes_its_nodeclaim_with_it() {
             NODES,
             vec![node("node-web-1", "i-000000000000000b1", "web", deleting)],
         ),
-    ]));
+    ]);
     let tick = Tick::new(
         Listing::of(&["i-000000000000000b1"]),
         api.client(),
@@ -449,18 +445,13 @@ async fn a_node_deleted_by_hand_takes_its_nodeclaim_with_it() {
 async fn a_node_that_cannot_be_deleted_keeps_its_nodeclaim_for_the_next_tick() {
     let mut going = claim("web-1", "i-000000000000000c1", "web", json!({}));
     going["metadata"]["deletionTimestamp"] = json!("2026-11-23T11:59:00Z");
-    let api = MemoryApi::new(objects(vec![
-        (
-            NODEPOOLS,
-            vec![pool("web", "default", json!({}), json!({}))],
-        ),
-        (NODECLASSES, vec![class("default")]),
+    let api = web_cluster(vec![
         (NODECLAIMS, vec![going]),
         (
             NODES,
             vec![node("node-web-1", "i-000000000000000c1", "web", json!({}))],
         ),
-    ]));
+    ]);
     fail_always(&api, "DELETE", "/api/v1/nodes/node-web-1", 500);
     let tick = Tick::new(
         Listing::of(&["i-000000000000000c1"]),
@@ -578,14 +569,7 @@ async fn an_empty_instance_listing_deletes_no_nodeclaim_whose_instance_runs() {
     let pods: Vec<Value> = (1..=3)
         .map(|i| pending_pod(&format!("web-{i}"), "3", json!({})))
         .collect();
-    let api = MemoryApi::new(objects(vec![
-        (
-            NODEPOOLS,
-            vec![pool("web", "default", json!({}), json!({}))],
-        ),
-        (NODECLASSES, vec![class("default")]),
-        (PODS, pods),
-    ]));
+    let api = web_cluster(vec![(PODS, pods)]);
     let cloud = Arc::new(sim_cloud());
     let first = Tick::new(cloud.clone(), api.client(), settings());
     let launched = first.run(noon(), "iso").await.expect("the first tick");
@@ -613,12 +597,7 @@ async fn an_empty_instance_listing_deletes_no_nodeclaim_whose_instance_runs() {
 #[tokio::test]
 async fn an_unschedulable_pod_does_not_stop_consolidation() {
     let typo = json!({"nodeSelector": {"karpenter.sh/nodepool": "wbe"}});
-    let api = MemoryApi::new(objects(vec![
-        (
-            NODEPOOLS,
-            vec![pool("web", "default", json!({}), json!({}))],
-        ),
-        (NODECLASSES, vec![class("default")]),
+    let api = web_cluster(vec![
         (
             NODECLAIMS,
             vec![claim("web-1", "i-000000000000000d1", "web", json!({}))],
@@ -628,7 +607,7 @@ async fn an_unschedulable_pod_does_not_stop_consolidation() {
             vec![node("node-web-1", "i-000000000000000d1", "web", json!({}))],
         ),
         (PODS, vec![pending_pod("typo-1", "1", typo)]),
-    ]));
+    ]);
     let tick = Tick::new(
         Listing::of(&["i-000000000000000d1"]),
         api.client(),
@@ -649,14 +628,7 @@ async fn an_unschedulable_pod_does_not_stop_consolidation() {
 /// nothing, and says why.
 #[tokio::test]
 async fn a_tick_does_nothing_while_karpenters_lease_is_held() {
-    let api = MemoryApi::new(objects(vec![
-        (
-            NODEPOOLS,
-            vec![pool("web", "default", json!({}), json!({}))],
-        ),
-        (NODECLASSES, vec![class("default")]),
-        (PODS, vec![pending_pod("web-1", "1", json!({}))]),
-    ]));
+    let api = web_cluster(vec![(PODS, vec![pending_pod("web-1", "1", json!({}))])]);
     let lease = |renewed: DateTime<Utc>| {
         json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": "karpenter-leader-election", "namespace": "kube-system"},
@@ -731,14 +703,7 @@ async fn an_interruption_for_a_foreign_instance_reads_no_pods() {
 /// answered by that tick's read; one sent after it runs a tick.
 #[tokio::test]
 async fn a_nudge_answered_by_a_later_tick_skips() {
-    let api = MemoryApi::new(objects(vec![
-        (
-            NODEPOOLS,
-            vec![pool("web", "default", json!({}), json!({}))],
-        ),
-        (NODECLASSES, vec![class("default")]),
-        (PODS, vec![pending_pod("web-1", "1", json!({}))]),
-    ]));
+    let api = web_cluster(vec![(PODS, vec![pending_pod("web-1", "1", json!({}))])]);
     let tick = Tick::new(sim_cloud(), api.client(), settings());
     tick.run(noon(), "scheduled").await.expect("the tick");
 
@@ -774,16 +739,11 @@ async fn a_disruption_that_cannot_start_leaves_no_replacement_behind() {
     node["metadata"]["labels"]["node.kubernetes.io/instance-type"] = json!("m5.8xlarge");
     node["status"]["capacity"] = json!({"cpu": "32", "memory": "128Gi", "pods": "234"});
     node["status"]["allocatable"] = json!({"cpu": "31850m", "memory": "124Gi", "pods": "234"});
-    let api = MemoryApi::new(objects(vec![
-        (
-            NODEPOOLS,
-            vec![pool("web", "default", json!({}), json!({}))],
-        ),
-        (NODECLASSES, vec![class("default")]),
+    let api = web_cluster(vec![
         (NODECLAIMS, vec![big]),
         (NODES, vec![node]),
         (PODS, vec![bound_pod("small", "node-web-big")]),
-    ]));
+    ]);
     fail_always(&api, "PUT", "/apis/karpenter.sh/v1/nodeclaims/web-big", 500);
     let tick = Tick::new(
         Listing::of(&["i-000000000000000f1"]),
@@ -810,19 +770,14 @@ async fn a_disruption_that_cannot_start_leaves_no_replacement_behind() {
 async fn a_deleting_node_whose_evictions_keep_failing_is_not_held_for_good() {
     let mut going = claim("web-1", "i-000000000000000g1", "web", json!({}));
     going["metadata"]["deletionTimestamp"] = json!("2026-11-23T11:59:00Z");
-    let api = MemoryApi::new(objects(vec![
-        (
-            NODEPOOLS,
-            vec![pool("web", "default", json!({}), json!({}))],
-        ),
-        (NODECLASSES, vec![class("default")]),
+    let api = web_cluster(vec![
         (NODECLAIMS, vec![going]),
         (
             NODES,
             vec![node("node-web-1", "i-000000000000000g1", "web", json!({}))],
         ),
         (PODS, vec![bound_pod("guarded", "node-web-1")]),
-    ]));
+    ]);
     fail_always(
         &api,
         "POST",
@@ -854,17 +809,10 @@ async fn a_deleting_node_whose_evictions_keep_failing_is_not_held_for_good() {
 #[tokio::test]
 async fn a_deleting_node_without_a_nodeclaim_is_let_go() {
     let deleting = json!({"deletionTimestamp": "2026-11-23T11:59:00Z"});
-    let api = MemoryApi::new(objects(vec![
-        (
-            NODEPOOLS,
-            vec![pool("web", "default", json!({}), json!({}))],
-        ),
-        (NODECLASSES, vec![class("default")]),
-        (
-            NODES,
-            vec![node("node-orphan", "i-000000000000000h1", "web", deleting)],
-        ),
-    ]));
+    let api = web_cluster(vec![(
+        NODES,
+        vec![node("node-orphan", "i-000000000000000h1", "web", deleting)],
+    )]);
     let tick = Tick::new(sim_cloud(), api.client(), settings());
 
     tick.run(noon(), "iso").await.expect("the tick");
