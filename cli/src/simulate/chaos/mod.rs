@@ -65,7 +65,7 @@ pub const QUIET: i64 = 7 * 60;
 /// SQS: a failed message is received again after this long, and dead-lettered after
 /// [`MAX_RECEIVES`] receives (the template's settings).
 const VISIBILITY: i64 = 180;
-pub const MAX_RECEIVES: u32 = 3;
+pub const MAX_RECEIVES: u32 = 5;
 /// The tick Lease's default term (`FLEETWRIGHT_LEASE_SECONDS`).
 const LEASE_SECONDS: i64 = fleetwright_runtime::settings::DEFAULT_LEASE_SECONDS as i64;
 const FOREIGN: &str = "i-0f0re1gn00000000";
@@ -423,7 +423,7 @@ impl Chaos {
             }
             t = last + 1;
         }
-        if let Some(v) = self.queue.check() {
+        if let Some(v) = self.queue.check(duration) {
             return self.broke(duration, v);
         }
         self.outcome.worst_pending = self.worst_pending();
