@@ -37,7 +37,8 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
     } else {
         format!("default/{}", args.pod)
     };
-    let Some(explanation) = explain_pod(&snapshot, &catalog, &key) else {
+    let now = chrono::Utc::now().timestamp();
+    let Some(explanation) = explain_pod(&snapshot, &catalog, &key, now) else {
         bail!("--pod {key}: no such pod in {}", args.cluster.display());
     };
     let out = match args.output {

@@ -52,11 +52,17 @@ pub struct Quote {
     pub price: f64,
 }
 
-/// Explains pod `key` (`namespace/name`) of the snapshot; None when there is no such pod.
-pub fn explain_pod(snapshot: &Snapshot, catalog: &Catalog, key: &str) -> Option<PodExplanation> {
+/// Explains pod `key` (`namespace/name`) of the snapshot at `now` (seconds since the Unix
+/// epoch); None when there is no such pod.
+pub fn explain_pod(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    key: &str,
+    now: i64,
+) -> Option<PodExplanation> {
     let index = snapshot.pods.iter().position(|p| p.key() == key)?;
     let pod = &snapshot.pods[index];
-    let ctx = Ctx::new(snapshot, catalog);
+    let ctx = Ctx::new(snapshot, catalog, now);
     let reqs = pod.strict_requirements();
     let nodepools: Vec<PoolVerdict> = ctx
         .pools

@@ -764,6 +764,56 @@ fn not_ready_taints_block_initialized_nodes_only() {
     assert_eq!(unhealthy.nodeclaims.len(), 1);
 }
 
+/// A node that registered and never initialized does not hold pending pods for good: within
+/// the initialization grace its not-ready taint is expected to go and pods are counted on it;
+/// past the grace the taint counts, and the pods get a new NodeClaim. Not Ready is enough
+/// (the node lifecycle controller's taint may lag).
+#[test]
+fn a_node_overdue_to_initialize_holds_no_pending_pods() {
+    use fleetwright_core::model::{NodeClaim, Taint, TaintEffect};
+    use fleetwright_core::scheduler::INITIALIZATION_GRACE;
+    let registered = 1_800_000_000;
+    let plan_at = |now: i64, tainted: bool| {
+        let mut snap = snapshot(vec![pod("web", 500, 512)], vec![pool("default")]);
+        let mut n = node("n1", "us-east-1a", "m5.large", 1930, 6903);
+        n.created = registered;
+        n.ready = false;
+        if tainted {
+            n.taints.push(Taint {
+                key: "node.kubernetes.io/not-ready".into(),
+                value: String::new(),
+                effect: TaintEffect::NoSchedule,
+            });
+        }
+        snap.nodes.push(n);
+        snap.nodeclaims.push(NodeClaim {
+            name: "default-n1".into(),
+            nodepool: "default".into(),
+            node_name: Some("n1".into()),
+            launched: true,
+            registered: true,
+            created: registered - 40,
+            ..Default::default()
+        });
+        fleetwright_core::schedule(
+            &snap,
+            fleetwright_core::Catalog::embedded(),
+            &fleetwright_core::ScheduleOptions {
+                now,
+                ..Default::default()
+            },
+        )
+    };
+    for tainted in [true, false] {
+        let starting = plan_at(registered + INITIALIZATION_GRACE - 1, tainted);
+        assert_eq!(starting.existing.len(), 1, "{:?}", starting.nodeclaims);
+        assert!(starting.nodeclaims.is_empty());
+        let overdue = plan_at(registered + INITIALIZATION_GRACE, tainted);
+        assert!(overdue.existing.is_empty(), "{:?}", overdue.existing);
+        assert_eq!(overdue.nodeclaims.len(), 1, "tainted: {tainted}");
+    }
+}
+
 /// A node that joined before the tick registered its NodeClaim is one place, not two: its
 /// launched, unregistered claim (matched by provider id) is not counted again as in-flight
 /// capacity. Counting both let pods "fit" on room that does not exist, and they waited a tick.

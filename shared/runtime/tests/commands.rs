@@ -100,6 +100,38 @@ fn a_replacement_that_never_initializes_abandons_its_command() {
     assert!(why.contains("did not initialize"), "{why}");
 }
 
+/// A replacement that registered and has not initialized within the scheduler's initialization
+/// grace is given up on then, not only at the TTL: the scheduler no longer counts on it, and
+/// the candidates are not kept cordoned for it. One that has not registered waits for the TTL.
+#[test]
+fn a_replacement_registered_past_the_initialization_grace_abandons_its_command() {
+    use fleetwright_core::scheduler::INITIALIZATION_GRACE;
+    let mut cluster = dump(
+        r#"{"fleetwright.io/disruption": "underutilized/replace/web-r1"}"#,
+        true,
+    );
+    let registered = at("2026-11-23T12:01:00Z");
+    let grace = Duration::seconds(INITIALIZATION_GRACE);
+    let decide = |cluster: &fleetwright_kube::dump::ClusterDump, now| {
+        continue_commands(cluster, &cluster.nodeclaims, &[], now)
+    };
+    let before = decide(&cluster, registered + grace - Duration::seconds(1));
+    assert!(abandoned(&before).is_none(), "{before:?}");
+    let after = decide(&cluster, registered + grace);
+    let why = abandoned(&after).unwrap_or_else(|| panic!("{after:?}"));
+    assert!(why.contains("registered and did not initialize"), "{why}");
+    for claim in &mut cluster.nodeclaims {
+        if let Some(status) = claim.status.as_mut() {
+            status.conditions.clear();
+        }
+    }
+    let unregistered = decide(&cluster, registered + grace);
+    assert!(
+        matches!(unregistered.as_slice(), [Action::AwaitReplacement { .. }]),
+        "{unregistered:?}"
+    );
+}
+
 #[test]
 fn a_drain_that_makes_no_progress_abandons_its_command() {
     let started = at("2026-11-23T12:00:00Z");

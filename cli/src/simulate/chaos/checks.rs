@@ -16,7 +16,8 @@
 //! * pending time is bounded: 10 minutes during the faults, 4 minutes while a malformed object
 //!   is applied (the healthy pools must go on provisioning; a minute more for each tick that
 //!   failed for another reason), 3 minutes once the faults have stopped; pods the last tick
-//!   reported unschedulable are left out;
+//!   reported unschedulable are left out, and while a node that never initializes is in the
+//!   cluster, pending time counts from the end of the product's initialization grace for it;
 //! * on chaos.yaml, no runaway scale-up and no churn of a disruption's own replacements.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -147,7 +148,7 @@ impl Chaos {
             .or_else(|| self.budgets(nodes, pools))
             .or_else(|| self.limits(&owned, claims, pools))
             .or_else(|| self.zones(claims))
-            .or_else(|| self.pending(t, pods));
+            .or_else(|| self.pending(t, pods, nodes));
         drop(state);
         if broken.is_some() || !self.base {
             return broken;
@@ -428,8 +429,9 @@ impl Chaos {
 
     /// Pending time is bounded during the faults, while a malformed object is applied, and
     /// after the faults (from when the Lease of a tick cut off at the last moment has expired).
-    fn pending(&self, t: i64, pods: &[Value]) -> Option<String> {
+    fn pending(&self, t: i64, pods: &[Value], nodes: &[Value]) -> Option<String> {
         let now = stamp(self.sim.start, t);
+        let stalled_until = self.stalled_until(nodes);
         let quiet_from = stamp(self.sim.start, CHAOS_END + LEASE_SECONDS);
         let broken_since = self
             .seen
@@ -459,6 +461,7 @@ impl Chaos {
                 None if t < CHAOS_END => (created, FAULT_PENDING_LIMIT, "during the faults"),
                 None => (created.max(quiet_from), PENDING_LIMIT, "since the faults stopped"),
             };
+            let since = stalled_until.map_or(since, |s| since.max(s));
             let waited = (now - since).num_seconds();
             if waited > limit {
                 return Some(format!(
@@ -467,6 +470,30 @@ impl Chaos {
             }
         }
         None
+    }
+
+    /// While a node that registered and never initializes is in the cluster (an injected fault
+    /// that outlives the faults), pods may be planned onto it until the product's own
+    /// initialization grace has run out, and a tick later they get other capacity: pending time
+    /// counts from then.
+    fn stalled_until(&self, nodes: &[Value]) -> Option<DateTime<Utc>> {
+        let grace = chrono::Duration::seconds(
+            fleetwright_core::scheduler::INITIALIZATION_GRACE + super::invariants::TICK_PERIOD,
+        );
+        nodes
+            .iter()
+            .filter(|n| !deleting(n))
+            .filter(|n| {
+                let provider = n["spec"]["providerID"].as_str().unwrap_or_default();
+                provider
+                    .rsplit('/')
+                    .next()
+                    .is_some_and(|id| self.sim.cluster.never_ready.contains(id))
+            })
+            .filter_map(|n| n["metadata"]["creationTimestamp"].as_str())
+            .filter_map(|c| DateTime::parse_from_rfc3339(c).ok())
+            .map(|c| c.with_timezone(&Utc) + grace)
+            .max()
     }
 
     /// A tick period for each tick since `since` that failed for a reason other than a

@@ -70,7 +70,9 @@ impl Chaos {
             ("TerminateInstances", "EC2 TerminateInstances errors"),
             ("DescribeInstances", "EC2 DescribeInstances errors"),
         ] {
-            if self.chance(0.003) {
+            // An outage is a moment, not a debt: faults do not pile up while nothing calls the
+            // operation, to fail a run of later calls one after another.
+            if self.chance(0.003) && !self.sim.cloud.faults_pending(operation) {
                 let code = self.rng.pick(&CODES).to_string();
                 let times = 1 + self.rng.below(2);
                 self.sim.cloud.inject(CloudFault {

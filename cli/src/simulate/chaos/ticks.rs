@@ -66,7 +66,7 @@ impl Chaos {
         };
         if !finished {
             self.seen.failed_ticks.push(t);
-            if !self.failed_on_broken {
+            if !self.failed_on_broken && self.seen.failed_elsewhere.last() != Some(&t) {
                 self.seen.failed_elsewhere.push(t);
             }
         }
@@ -144,6 +144,11 @@ impl Chaos {
                         .all(|f| f.contains(FOREIGN));
                 if !acted {
                     self.seen.failed_ticks.push(t);
+                    // A launch or termination the faults refused is not the malformed object's
+                    // doing: the healthy pools' pending time allows for it.
+                    if self.seen.failed_elsewhere.last() != Some(&t) {
+                        self.seen.failed_elsewhere.push(t);
+                    }
                 }
                 self.unschedulable = summary
                     .unschedulable

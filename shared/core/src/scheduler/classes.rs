@@ -86,19 +86,59 @@ pub(crate) fn memberships(topo: &Topology, pod: &Pod) -> (Vec<usize>, Vec<usize>
     (member_of, repelled_by)
 }
 
-/// The nodes (by name and by provider id) whose NodeClaim is not initialized yet. A node is
-/// initialized, as Karpenter counts it, when its NodeClaim says so or no NodeClaim manages it. An
-/// uninitialized node's ephemeral taints (not-ready, unreachable, uninitialized, unregistered)
-/// are expected to go and are ignored; on an initialized node they mean it is unhealthy, and
-/// pods are not counted as fitting there.
-pub(crate) fn uninitialized_nodes(snapshot: &Snapshot) -> BTreeSet<&str> {
-    snapshot
-        .nodeclaims
+/// How long after its Node registered a NodeClaim may take to initialize (Ready, startup taints
+/// gone, extended resources reported) while pods are still planned onto it. Past this the node
+/// is taken for what it shows: its not-ready taints count, pending pods get other capacity, and
+/// a node that never initializes cannot hold them pending for good. Karpenter waits on such a
+/// node until node repair (if enabled) replaces it, 30 minutes on.
+pub const INITIALIZATION_GRACE: i64 = 5 * 60;
+
+/// The nodes (by name and by provider id) whose NodeClaim is not initialized yet, and registered
+/// less than [`INITIALIZATION_GRACE`] before `now`. A node is initialized, as Karpenter counts it,
+/// when its NodeClaim says so or no NodeClaim manages it. A starting node's ephemeral taints
+/// (not-ready, unreachable, uninitialized, unregistered) are expected to go and are ignored; on
+/// any other node they mean it is unhealthy, and pods are not counted as fitting there.
+pub(crate) fn uninitialized_nodes(snapshot: &Snapshot, now: i64) -> BTreeSet<&str> {
+    let overdue = overdue_nodes(snapshot, now);
+    claim_nodes(snapshot.nodeclaims.iter().filter(|c| !c.initialized))
+        .filter(|k| !overdue.contains(k))
+        .collect()
+}
+
+/// The nodes (by name and by provider id) whose NodeClaim is not initialized
+/// [`INITIALIZATION_GRACE`] or more after the node registered. One that is not Ready either takes
+/// no pods (the node lifecycle controller's not-ready taint may not be there yet).
+pub(crate) fn overdue_nodes(snapshot: &Snapshot, now: i64) -> BTreeSet<&str> {
+    let registered_at: BTreeMap<&str, i64> = snapshot
+        .nodes
         .iter()
-        .filter(|c| !c.initialized)
+        .flat_map(|n| {
+            [Some(n.name.as_str()), n.provider_id.as_deref()]
+                .into_iter()
+                .flatten()
+                .map(move |k| (k, n.created))
+        })
+        .collect();
+    let overdue = |c: &&NodeClaim| {
+        claim_nodes(std::iter::once(*c))
+            .filter_map(|k| registered_at.get(k))
+            .any(|&at| now - at >= INITIALIZATION_GRACE)
+    };
+    claim_nodes(
+        snapshot
+            .nodeclaims
+            .iter()
+            .filter(|c| !c.initialized)
+            .filter(overdue),
+    )
+    .collect()
+}
+
+/// The node names and provider ids of `claims`.
+fn claim_nodes<'a>(claims: impl Iterator<Item = &'a NodeClaim>) -> impl Iterator<Item = &'a str> {
+    claims
         .flat_map(|c| [c.node_name.as_deref(), c.provider_id.as_deref()])
         .flatten()
-        .collect()
 }
 
 /// Taints a node carries while it starts, or when it stops answering.
@@ -224,14 +264,22 @@ impl<'a> Ctx<'a> {
     pub(crate) fn build_bins(&mut self) {
         let snap = self.snapshot;
         let mut names: BTreeSet<&str> = BTreeSet::new();
-        let starting = uninitialized_nodes(snap);
+        let starting = uninitialized_nodes(snap, self.now);
+        let overdue = overdue_nodes(snap, self.now);
         for node in &snap.nodes {
             names.insert(&node.name);
             if let Some(provider) = node.provider_id.as_deref() {
                 names.insert(provider);
             }
+            let stalled = !node.ready
+                && (overdue.contains(node.name.as_str())
+                    || node
+                        .provider_id
+                        .as_deref()
+                        .is_some_and(|p| overdue.contains(p)));
             if node.unschedulable
                 || node.deleting
+                || stalled
                 || node.taints.iter().any(|t| t.key == TAINT_DISRUPTED)
             {
                 continue;

@@ -25,6 +25,7 @@ use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 use crate::topology::{GroupKey, Kind, Topology};
 use classes::pending_pods;
+pub use classes::INITIALIZATION_GRACE;
 pub use fixed::static_claim;
 use pools::build_pools;
 pub(crate) use pools::within_limits;
@@ -64,7 +65,7 @@ pub fn schedule(snapshot: &Snapshot, catalog: &Catalog, opts: &ScheduleOptions) 
 /// counted as the largest instance type it may launch as, as Karpenter counts it): a limit that
 /// does not bind never changes the plan. Only when the limits bind is the plan made within them.
 fn plan_within_limits(snapshot: &Snapshot, catalog: &Catalog, opts: &ScheduleOptions) -> Plan {
-    let mut free = Ctx::new(snapshot, catalog);
+    let mut free = Ctx::new(snapshot, catalog, opts.now);
     free.improve_max_pods = opts.improve_max_pods;
     let limits: Vec<PoolLimits> = free.pools.iter_mut().map(PoolLimits::take).collect();
     if limits.iter().all(PoolLimits::is_none) {
@@ -75,7 +76,7 @@ fn plan_within_limits(snapshot: &Snapshot, catalog: &Catalog, opts: &ScheduleOpt
     if plan_fits(&plan, &free.pools, &limits) {
         return plan;
     }
-    let mut limited = Ctx::new(snapshot, catalog);
+    let mut limited = Ctx::new(snapshot, catalog, opts.now);
     limited.improve_max_pods = opts.improve_max_pods;
     limited.plan(opts)
 }
@@ -218,6 +219,8 @@ pub(crate) struct Bin {
 
 pub(crate) struct Ctx<'a> {
     pub snapshot: &'a Snapshot,
+    /// Seconds since the Unix epoch (0: no clock, so no node is overdue to initialize).
+    pub now: i64,
     pub pools: Vec<PoolCtx>,
     /// Pending pod indices in first-fit-decreasing order.
     pub pending: Vec<usize>,
@@ -280,10 +283,11 @@ struct Commit {
 }
 
 impl<'a> Ctx<'a> {
-    pub fn new(snapshot: &'a Snapshot, catalog: &Catalog) -> Self {
+    pub fn new(snapshot: &'a Snapshot, catalog: &Catalog, now: i64) -> Self {
         let pools = build_pools(snapshot, catalog);
         let mut ctx = Ctx {
             snapshot,
+            now,
             pools,
             pending: Vec::new(),
             class_of: HashMap::new(),

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Duration, Utc};
 use fleetwright_core::disruption::{self, Command, Disruption};
 use fleetwright_core::labels::TAINT_DISRUPTED;
+use fleetwright_core::scheduler::INITIALIZATION_GRACE;
 use fleetwright_core::{Catalog, Snapshot};
 use fleetwright_kube::crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
@@ -231,9 +232,8 @@ fn continue_command(
         let overdue = waiting
             .iter()
             .filter_map(|r| found(r))
-            .any(|c| created_at(c).is_some_and(|t| now - t >= REPLACEMENT_TTL));
-        if overdue {
-            let why = "the replacement did not initialize within 10m";
+            .find_map(|c| replacement_overdue(c, now));
+        if let Some(why) = overdue {
             return vec![abandon(dump, in_progress, names, why)];
         }
         if !waiting.is_empty() {
@@ -252,6 +252,31 @@ fn continue_command(
     actions.extend(untainted(dump, in_progress));
     actions.extend(drains);
     actions
+}
+
+/// Why a replacement that has not initialized is given up on, if it is: it registered
+/// [`INITIALIZATION_GRACE`] ago (the scheduler no longer counts on it either), or it was created
+/// [`REPLACEMENT_TTL`] ago.
+fn replacement_overdue(claim: &NodeClaim, now: DateTime<Utc>) -> Option<&'static str> {
+    let registered = condition_since(claim, "Registered");
+    if registered.is_some_and(|t| (now - t).num_seconds() >= INITIALIZATION_GRACE) {
+        return Some("the replacement registered and did not initialize within 5m");
+    }
+    created_at(claim)
+        .is_some_and(|t| now - t >= REPLACEMENT_TTL)
+        .then_some("the replacement did not initialize within 10m")
+}
+
+/// When a NodeClaim's condition `type_` last turned True.
+fn condition_since(claim: &NodeClaim, type_: &str) -> Option<DateTime<Utc>> {
+    let c = claim
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == "True")?;
+    let t = DateTime::parse_from_rfc3339(c.last_transition_time.as_deref()?).ok()?;
+    Some(t.with_timezone(&Utc))
 }
 
 /// When a NodeClaim was created.

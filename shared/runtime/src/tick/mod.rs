@@ -638,6 +638,9 @@ fn plan_pods(snapshot: &Snapshot, catalog: &Catalog, now: DateTime<Utc>) -> Plan
 
 /// Logs the plan (Karpenter's lines) and records the pods it could not place.
 fn report_plan(plan: &Plan, summary: &mut TickSummary) {
+    for e in &plan.existing {
+        debug!(pod = %e.pod, node = %e.node, "planned onto a node or NodeClaim that exists");
+    }
     for u in &plan.unschedulable {
         warn!(pod = %u.pod, reason = %u.reason, "could not schedule pod");
         summary

@@ -182,6 +182,11 @@ impl SimCloud {
         self.state().faults.push(fault);
     }
 
+    /// Whether a fault on `operation` is still waiting for its calls.
+    pub fn faults_pending(&self, operation: &str) -> bool {
+        self.state().faults.iter().any(|f| f.operation == operation)
+    }
+
     /// DescribeInstances lists an instance only `lag` after its launch, from the clock set by
     /// [`SimCloud::set_clock`].
     pub fn set_listing_lag(&self, lag: Duration) {

@@ -143,11 +143,13 @@ async fn a_pod_pending_while_a_pool_is_broken_breaks_after_four_minutes() {
     c.seen.broken_since = Some(60);
     let waiting = [json!({"metadata": {"name": "p", "namespace": "shop",
         "creationTimestamp": "2026-11-22T10:00:00Z"}, "spec": {}, "status": {"phase": "Pending"}})];
-    assert!(c.pending(300, &waiting).is_none());
-    assert!(c.pending(301, &waiting).unwrap().contains("malformed"));
+    assert!(c.pending(300, &waiting, &[]).is_none());
+    assert!(c.pending(301, &waiting, &[]).unwrap().contains("malformed"));
     c.unschedulable.insert("shop/p".into());
-    assert!(c.pending(301, &waiting).is_none());
-    assert!(c.pending(CHAOS_END + LEASE_SECONDS + 181, &[]).is_none());
+    assert!(c.pending(301, &waiting, &[]).is_none());
+    assert!(c
+        .pending(CHAOS_END + LEASE_SECONDS + 181, &[], &[])
+        .is_none());
 }
 
 /// When a limit binds, which replicas stay pending is the scheduler's choice: as many pods of
@@ -161,9 +163,31 @@ async fn as_many_replicas_as_the_tick_named_unschedulable_may_wait() {
     };
     c.unschedulable.insert("jobs/batch-7f9-aaaaa".into());
     let at = CHAOS_END + LEASE_SECONDS + 181;
-    assert!(c.pending(at, &[pod("batch-7f9-bbbbb")]).is_none());
+    assert!(c.pending(at, &[pod("batch-7f9-bbbbb")], &[]).is_none());
     let two = [pod("batch-7f9-bbbbb"), pod("batch-7f9-ccccc")];
-    assert!(c.pending(at, &two).unwrap().contains("batch-7f9-ccccc"));
+    assert!(c
+        .pending(at, &two, &[])
+        .unwrap()
+        .contains("batch-7f9-ccccc"));
+}
+
+/// A node that registered and never initializes may hold pods until the product's
+/// initialization grace has run out and a tick has passed; pending time counts from then, and
+/// only while that node is there.
+#[tokio::test]
+async fn a_node_that_never_initializes_holds_pods_for_the_products_grace_only() {
+    let mut c = chaos();
+    c.sim.cluster.never_ready.insert("i-0stuck".into());
+    let node = json!({"metadata": {"name": "n-stuck", "creationTimestamp": "2026-11-22T10:09:00Z"},
+        "spec": {"providerID": "aws:///us-east-1a/i-0stuck"}});
+    let waiting = [json!({"metadata": {"name": "p", "namespace": "shop",
+        "creationTimestamp": "2026-11-22T10:09:00Z"}, "spec": {}, "status": {"phase": "Pending"}})];
+    let grace = fleetwright_core::scheduler::INITIALIZATION_GRACE + 60;
+    let from = 9 * 60 + grace;
+    assert!(c.pending(from + 180, &waiting, &[node.clone()]).is_none());
+    let broke = c.pending(from + 181, &waiting, &[node]).unwrap();
+    assert!(broke.contains("since the faults stopped"), "{broke}");
+    assert!(c.pending(9 * 60 + 181, &waiting, &[]).is_some());
 }
 
 #[test]

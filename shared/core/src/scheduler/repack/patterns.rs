@@ -548,7 +548,7 @@ mod tests {
                 nodepools: vec![pool],
                 ..Default::default()
             };
-            let ctx = Ctx::new(&snapshot, Catalog::embedded());
+            let ctx = Ctx::new(&snapshot, Catalog::embedded(), 0);
             let reqs = ctx.pools[0].base.clone();
             let all: Vec<usize> = (0..count).collect();
             let mut total = Resources::default();

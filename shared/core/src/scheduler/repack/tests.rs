@@ -23,7 +23,7 @@ fn a_pair_of_mixed_nodes_is_recut_by_memory_per_cpu() {
         }],
         ..Default::default()
     };
-    let ctx = Ctx::new(&snapshot, Catalog::embedded());
+    let ctx = Ctx::new(&snapshot, Catalog::embedded(), 0);
     let reqs = ctx.pools[0].base.clone();
     let node = |members: Vec<usize>| {
         let mut used = Resources::default();
@@ -71,7 +71,7 @@ fn pairs_with_hostname_anti_affinity_are_left_alone() {
         nodepools: vec![default_pool("default")],
         ..Default::default()
     };
-    let ctx = Ctx::new(&snapshot, Catalog::embedded());
+    let ctx = Ctx::new(&snapshot, Catalog::embedded(), 0);
     let reqs = ctx.pools[0].base.clone();
     let node = |i: usize| {
         let (t, price) = ctx
