@@ -1,11 +1,12 @@
 //! Fleetwright's port of Karpenter's drift hashes against Karpenter's own code.
 //!
-//! `generated_objects_hash_as_karpenter_hashes_them` (ignored by a plain `cargo test`; CI runs it
-//! with `FLEETWRIGHT_KARPENTER_HASH` set by `scripts/karpenter-hash.sh`) writes a few thousand
-//! generated NodePools and EC2NodeClasses, every field set, unset or empty in turn, to the Go
-//! command in `tests/karpenter-hash` (Karpenter v1.14.3's types and `Hash` methods) and compares
-//! each hash with [`nodepool_hash`] and [`ec2nodeclass_hash`]. The vectors in the other tests
-//! were printed by that command, for the same JSON.
+//! 4,000 generated NodePools and EC2NodeClasses, every field set, unset or empty in turn, are
+//! hashed by [`nodepool_hash`] and [`ec2nodeclass_hash`] and compared with the hashes Karpenter
+//! v1.14.3's own types and `Hash` methods give them: those the Go command in `tests/karpenter-hash`
+//! printed, recorded in `tests/karpenter-hashes.txt` with a digest of each object (every
+//! `cargo test`), and, with `scripts/karpenter-hash.sh`, that command run again on the spot
+//! (`generated_objects_hash_as_karpenter_hashes_them`, ignored by a plain `cargo test`). The
+//! vectors in the other tests were printed by that command, for the same JSON.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -435,31 +436,99 @@ fn karpenters_own_hashes_of_known_objects() {
     }
 }
 
+/// The generated cases, one JSON line each as the Go command reads them: NodePools and
+/// EC2NodeClasses in turn, with three CA bundles.
+fn generated_cases() -> Vec<(&'static str, Value, String, String)> {
+    let mut g = Gen(2026);
+    (0..4000)
+        .map(|i| {
+            let ca = ["", "LS0tLS1CRUdJTi==", "Y2E="][i % 3].to_string();
+            let (kind, object) = if i % 2 == 0 {
+                ("NodePool", nodepool(&mut g))
+            } else {
+                ("EC2NodeClass", ec2nodeclass(&mut g))
+            };
+            let line = json!({"kind": kind, "object": object, "caBundle": ca}).to_string();
+            (kind, object, ca, line)
+        })
+        .collect()
+}
+
+/// A stable 64-bit digest (FNV-1a) of a case's line, so a recorded hash is only ever compared
+/// for the very object Karpenter hashed.
+fn digest(line: &str) -> u64 {
+    line.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Where Karpenter's hashes of the generated cases are kept: one `<digest> <hash>` line per case,
+/// written by `scripts/karpenter-hash.sh --record` from Karpenter's own code.
+const RECORDED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/karpenter-hashes.txt");
+
+/// Compares every case's hash with Karpenter's, case by case, and checks that the generator
+/// made objects that differ (a constant hash would pass vacuously).
+fn compare(cases: &[(&str, Value, String, String)], theirs: &[String], source: &str) {
+    assert_eq!(theirs.len(), cases.len(), "{source}");
+    let mut distinct = std::collections::BTreeSet::new();
+    for ((kind, object, ca, _), theirs) in cases.iter().zip(theirs) {
+        assert!(!theirs.starts_with("error"), "{theirs} for {object}");
+        assert_eq!(
+            &ours(kind, object, ca),
+            theirs,
+            "{kind} hashed differently from Karpenter ({source}; CA bundle {ca:?}):\n{object:#}"
+        );
+        distinct.insert(theirs.clone());
+    }
+    assert!(
+        distinct.len() > cases.len() / 2,
+        "{} distinct hashes",
+        distinct.len()
+    );
+    eprintln!(
+        "{} objects hashed as Karpenter v1.14.3 hashes them ({} distinct hashes; {source})",
+        cases.len(),
+        distinct.len()
+    );
+}
+
+/// The port against Karpenter's hashes of the generated objects, as its own code printed them
+/// (recorded in `tests/karpenter-hashes.txt`). A case whose object is not the one recorded (the
+/// generator changed) fails and asks for a new record, never passes unchecked.
 #[test]
-#[ignore = "needs the Go command tests/karpenter-hash (FLEETWRIGHT_KARPENTER_HASH); CI runs it"]
+fn generated_objects_hash_as_karpenter_recorded_them() {
+    let cases = generated_cases();
+    let text = std::fs::read_to_string(RECORDED).unwrap_or_else(|e| panic!("{RECORDED}: {e}"));
+    let recorded: Vec<(u64, String)> = text
+        .lines()
+        .map(|l| {
+            let (d, h) = l.split_once(' ').expect("<digest> <hash>");
+            (d.parse().expect("a digest"), h.to_string())
+        })
+        .collect();
+    assert_eq!(recorded.len(), cases.len(), "{RECORDED}");
+    for (i, ((_, _, _, line), (d, _))) in cases.iter().zip(&recorded).enumerate() {
+        assert_eq!(
+            digest(line),
+            *d,
+            "case {i} is not the object Karpenter hashed: the generator changed; run \
+             scripts/karpenter-hash.sh --record"
+        );
+    }
+    let theirs: Vec<String> = recorded.into_iter().map(|(_, h)| h).collect();
+    compare(&cases, &theirs, RECORDED);
+}
+
+/// The same cases through Karpenter's code itself (the Go command `tests/karpenter-hash`, built
+/// by `scripts/karpenter-hash.sh`). With `FLEETWRIGHT_KARPENTER_HASH_RECORD` set, it writes the
+/// record the test above reads.
+#[test]
+#[ignore = "needs the Go command tests/karpenter-hash (FLEETWRIGHT_KARPENTER_HASH); scripts/karpenter-hash.sh runs it"]
 fn generated_objects_hash_as_karpenter_hashes_them() {
     let binary = std::env::var("FLEETWRIGHT_KARPENTER_HASH")
         .expect("FLEETWRIGHT_KARPENTER_HASH: the path scripts/karpenter-hash.sh prints");
-    let mut g = Gen(2026);
-    let cases: Vec<(&str, Value, String)> = (0..4000)
-        .map(|i| {
-            let ca = ["", "LS0tLS1CRUdJTi==", "Y2E="][i % 3].to_string();
-            if i % 2 == 0 {
-                ("NodePool", nodepool(&mut g), ca)
-            } else {
-                ("EC2NodeClass", ec2nodeclass(&mut g), ca)
-            }
-        })
-        .collect();
-    let input: String = cases
-        .iter()
-        .map(|(kind, object, ca)| {
-            format!(
-                "{}\n",
-                json!({"kind": kind, "object": object, "caBundle": ca})
-            )
-        })
-        .collect();
+    let cases = generated_cases();
+    let input: String = cases.iter().map(|c| format!("{}\n", c.3)).collect();
     let mut child = Command::new(&binary)
         .env("TZ", "UTC")
         .stdin(Stdio::piped())
@@ -478,26 +547,13 @@ fn generated_objects_hash_as_karpenter_hashes_them() {
         .lines()
         .map(str::to_string)
         .collect();
-    assert_eq!(theirs.len(), cases.len());
-    let mut kinds = std::collections::BTreeSet::new();
-    for ((kind, object, ca), theirs) in cases.iter().zip(&theirs) {
-        assert!(!theirs.starts_with("error"), "{theirs} for {object}");
-        assert_eq!(
-            &ours(kind, object, ca),
-            theirs,
-            "{kind} hashed differently from Karpenter (CA bundle {ca:?}):\n{object:#}"
-        );
-        kinds.insert(theirs.clone());
+    compare(&cases, &theirs, &binary);
+    if std::env::var_os("FLEETWRIGHT_KARPENTER_HASH_RECORD").is_some() {
+        let record: String = cases
+            .iter()
+            .zip(&theirs)
+            .map(|(c, h)| format!("{} {h}\n", digest(&c.3)))
+            .collect();
+        std::fs::write(RECORDED, record).unwrap_or_else(|e| panic!("{RECORDED}: {e}"));
     }
-    // The generator must make objects that differ: a constant hash would pass vacuously.
-    assert!(
-        kinds.len() > cases.len() / 2,
-        "{} distinct hashes",
-        kinds.len()
-    );
-    eprintln!(
-        "{} objects hashed as Karpenter v1.14.3 hashes them ({} distinct hashes)",
-        cases.len(),
-        kinds.len()
-    );
 }

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::CoreError;
 use crate::labels::*;
@@ -228,7 +228,25 @@ pub struct Catalog {
     /// Each type's labels and where it is offered, built on first use (drift reads them for
     /// every NodeClaim of every tick).
     facts: Facts,
+    /// The types resolved for each node class lately (every scheduling pass of a tick, and
+    /// each consolidation move it tries, asks again).
+    resolved: Resolved,
 }
+
+/// [`Catalog::instance_types_shared`]'s memory: node-class settings and a fingerprint of the
+/// catalog's public fields (so a catalog changed after a lookup is never answered from before
+/// the change), with the types resolved for them. A clone starts empty, as [`Facts`] does.
+#[derive(Debug, Default)]
+struct Resolved(std::sync::Mutex<Vec<(NodeClassSettings, u64, Arc<Vec<InstanceType>>)>>);
+
+impl Clone for Resolved {
+    fn clone(&self) -> Self {
+        Resolved::default()
+    }
+}
+
+/// How many node classes' types a catalog keeps resolved.
+const RESOLVED_KEPT: usize = 16;
 
 /// What [`Catalog::type_labels`] and [`Catalog::offered`] answer, by type, built once per
 /// catalog. A clone starts empty: it may be composed with other unavailable offerings, which
@@ -302,6 +320,7 @@ impl Catalog {
             spot_fraction: DEFAULT_SPOT_PRICE_FRACTION,
             overlays: Vec::new(),
             facts: Facts::default(),
+            resolved: Resolved::default(),
         }
     }
 
@@ -325,6 +344,7 @@ impl Catalog {
             spot_fraction: DEFAULT_SPOT_PRICE_FRACTION,
             overlays: Vec::new(),
             facts: Facts::default(),
+            resolved: Resolved::default(),
         }
     }
 
@@ -379,6 +399,48 @@ impl Catalog {
 
     /// Resolves every usable instance type for one node class.
     pub fn instance_types(&self, settings: &NodeClassSettings) -> Vec<InstanceType> {
+        self.instance_types_shared(settings).as_ref().clone()
+    }
+
+    /// [`Catalog::instance_types`], resolved once per node class and shared.
+    pub fn instance_types_shared(&self, settings: &NodeClassSettings) -> Arc<Vec<InstanceType>> {
+        let fingerprint = self.fingerprint();
+        let mut kept = self.resolved.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, _, types)) = kept
+            .iter()
+            .find(|(s, f, _)| *f == fingerprint && s == settings)
+        {
+            return types.clone();
+        }
+        let types = Arc::new(self.resolve_all(settings));
+        if kept.len() >= RESOLVED_KEPT {
+            kept.remove(0);
+        }
+        kept.push((settings.clone(), fingerprint, types.clone()));
+        types
+    }
+
+    /// A hash of the public fields that change what a node class resolves to.
+    fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.region.hash(&mut h);
+        self.raw.len().hash(&mut h);
+        self.zones.hash(&mut h);
+        for (k, v) in &self.on_demand {
+            (k, v.to_bits()).hash(&mut h);
+        }
+        for (k, v) in &self.spot {
+            (k, v.to_bits()).hash(&mut h);
+        }
+        self.unavailable.hash(&mut h);
+        self.fixed.as_ref().map(Vec::len).hash(&mut h);
+        self.spot_fraction.to_bits().hash(&mut h);
+        format!("{:?}", self.overlays).hash(&mut h);
+        h.finish()
+    }
+
+    fn resolve_all(&self, settings: &NodeClassSettings) -> Vec<InstanceType> {
         if let Some(fixed) = &self.fixed {
             let mut types = fixed.clone();
             for t in &mut types {

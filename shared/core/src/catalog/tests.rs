@@ -183,3 +183,38 @@ fn node_overlays_set_and_adjust_prices_and_add_capacity_by_weight() {
         assert_eq!(PriceChange::adjustment(bad), None, "{bad}");
     }
 }
+
+/// Types are resolved once per node class and shared, and a catalog whose offerings, prices or
+/// overlays change after a lookup answers from the change, never from before it.
+#[test]
+fn resolved_types_are_shared_and_a_changed_catalog_resolves_again() {
+    let mut catalog = Catalog::embedded().clone();
+    let settings = NodeClassSettings::default();
+    let first = catalog.instance_types_shared(&settings);
+    assert!(Arc::ptr_eq(
+        &first,
+        &catalog.instance_types_shared(&settings)
+    ));
+    let offered = |types: &[InstanceType]| {
+        find(types, "m5.large")
+            .offerings
+            .iter()
+            .filter(|o| o.available)
+            .count()
+    };
+    let before = offered(&first);
+    let zone = find(&first, "m5.large").offerings[0].zone.clone();
+    for capacity in ["spot", "on-demand"] {
+        catalog
+            .unavailable
+            .insert((capacity.into(), "m5.large".into(), zone.clone()));
+    }
+    let after = catalog.instance_types_shared(&settings);
+    assert!(!Arc::ptr_eq(&first, &after));
+    assert_eq!(offered(&after), before - 2, "{zone}");
+    catalog.spot_fraction = 0.5;
+    assert!(!Arc::ptr_eq(
+        &after,
+        &catalog.instance_types_shared(&settings)
+    ));
+}

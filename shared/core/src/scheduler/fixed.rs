@@ -15,7 +15,7 @@ pub fn static_claim(
         .get(&pool.node_class)
         .cloned()
         .unwrap_or_default();
-    let ctx = pools::pool_ctx(snapshot, pool, catalog.instance_types(&settings));
+    let ctx = pools::pool_ctx(snapshot, pool, &catalog.instance_types_shared(&settings));
     let options: Vec<u32> = (0..ctx.types.len())
         .filter(|&t| ctx.usable[t].cpu >= 0 && ctx.usable[t].memory >= 0)
         .map(|t| t as u32)

@@ -16,7 +16,7 @@ pub(crate) mod verdict;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::catalog::{offering_allowed, Catalog, InstanceType, NodeClassSettings};
+use crate::catalog::{offering_allowed, Catalog, InstanceType};
 use crate::labels::*;
 use crate::lp;
 use crate::model::*;

@@ -4,7 +4,6 @@
 use super::*;
 
 pub(crate) fn build_pools(snapshot: &Snapshot, catalog: &Catalog) -> Vec<PoolCtx> {
-    let mut resolved: Vec<(NodeClassSettings, Vec<InstanceType>)> = Vec::new();
     let mut pools: Vec<&NodePool> = snapshot.nodepools.iter().filter(|p| !p.deleting).collect();
     pools.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.name.cmp(&b.name)));
     pools
@@ -15,17 +14,10 @@ pub(crate) fn build_pools(snapshot: &Snapshot, catalog: &Catalog) -> Vec<PoolCtx
                 .get(&pool.node_class)
                 .cloned()
                 .unwrap_or_default();
-            let index = match resolved.iter().position(|(s, _)| *s == settings) {
-                Some(i) => i,
-                None => {
-                    resolved.push((settings.clone(), catalog.instance_types(&settings)));
-                    resolved.len() - 1
-                }
-            };
-            let all = &resolved[index].1;
-            let mut ctx = pool_ctx(snapshot, pool, all.clone());
+            let all = catalog.instance_types_shared(&settings);
+            let mut ctx = pool_ctx(snapshot, pool, &all);
             if ctx.types.is_empty() {
-                ctx.empty = Some(emptied_by(&ctx.base, all, catalog));
+                ctx.empty = Some(emptied_by(&ctx.base, &all, catalog));
             }
             ctx
         })
@@ -91,15 +83,16 @@ fn values_of(key: &str, types: &[&InstanceType]) -> String {
     }
 }
 
-pub(crate) fn pool_ctx(snapshot: &Snapshot, pool: &NodePool, all: Vec<InstanceType>) -> PoolCtx {
+pub(crate) fn pool_ctx(snapshot: &Snapshot, pool: &NodePool, all: &[InstanceType]) -> PoolCtx {
     let base = pool.node_requirements();
-    let mut priced: Vec<(f64, InstanceType)> = all
-        .into_iter()
+    let mut priced: Vec<(f64, &InstanceType)> = all
+        .iter()
         .filter(|t| t.requirements.intersects(&base).is_ok())
         .filter_map(|t| t.cheapest_offering(&base).map(|o| o.price).map(|p| (p, t)))
         .collect();
     priced.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
-    let (price, types): (Vec<f64>, Vec<InstanceType>) = priced.into_iter().unzip();
+    let (price, types): (Vec<f64>, Vec<InstanceType>) =
+        priced.into_iter().map(|(p, t)| (p, t.clone())).unzip();
     let mut ds_overhead = Vec::with_capacity(types.len());
     let mut ds_ports = Vec::new();
     let daemons: Vec<&DaemonSet> = snapshot
