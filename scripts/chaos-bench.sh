@@ -5,6 +5,7 @@
 #                                          each other scenario in examples/simulate/
 #   scripts/chaos-bench.sh --quick         50 and 10 (a try before the full run)
 #   CHAOS_SEEDS=N OTHER_SEEDS=M scripts/chaos-bench.sh    other counts
+#   CHAOS_BIN=PATH scripts/chaos-bench.sh                 a fleetwright binary built already
 #
 # Each scenario's run shows its progress on stderr (a line every 5% of its seeds, and every
 # violation as it is found); at the end a table gives per scenario the seeds, the violations
@@ -21,9 +22,14 @@ if [ "${1:-}" = "--quick" ]; then
     other_seeds="${OTHER_SEEDS:-10}"
 fi
 
-echo "chaos-bench: building the release CLI" >&2
-cargo build --release -p fleetwright-cli >&2 || exit 1
-bin=target/release/fleetwright
+# CHAOS_BIN: a fleetwright binary built already (a copy, say, so that a build meanwhile cannot
+# replace it under the run); otherwise the release CLI is built.
+bin="${CHAOS_BIN:-}"
+if [ -z "$bin" ]; then
+    echo "chaos-bench: building the release CLI" >&2
+    cargo build --release -p fleetwright-cli >&2 || exit 1
+    bin=target/release/fleetwright
+fi
 out=target/chaos-bench
 mkdir -p "$out"
 

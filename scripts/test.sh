@@ -4,8 +4,12 @@
 #   end-to-end stack; Karpenter's own CRDs and examples round-tripped, and the API server's
 #   verdicts on a corpus of objects compared under Karpenter's CRDs and Fleetwright's; the
 #   deployment checks (SAM, and the CDK construct with its equivalence test); the simulation
-#   report in a headless browser; 50 chaos seeds (in the background beside the control-plane stages); Karpenter's scheduler beside Fleetwright's on a
-#   few hundred pods; and a check that the functions build for arm64.
+#   report in a headless browser; 50 chaos seeds (in the background beside the control-plane
+#   stages); and Karpenter's scheduler beside Fleetwright's on a few hundred pods. Heavier checks
+#   are scripts of their own, run outside CI: the full chaos and peer benchmarks
+#   (scripts/chaos-bench.sh, scripts/peer-bench.sh), Karpenter's drift-hash code run again
+#   (scripts/karpenter-hash.sh --check), and the arm64 build of the functions
+#   (scripts/build-functions.sh --check, or the full build for a deploy).
 #
 # Clippy and the tests share one compilation: the test build runs with clippy-driver as the
 # workspace's rustc wrapper (what `cargo clippy` itself does), so every lint of
@@ -56,11 +60,10 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-# The venvs (moto, cargo-lambda, cfn-lint/SAM) and the arm64 check's toolchain install in the
+# The venvs (moto, cargo-lambda, cfn-lint/SAM) and the control plane's binaries install in the
 # background while cargo compiles; their logs are printed if they fail.
-stage "tools (in the background): scripts/setup-test-tools.sh, scripts/build-functions.sh --setup-check, scripts/control-plane.sh build"
-( scripts/setup-test-tools.sh && scripts/build-functions.sh --setup-check \
-    && scripts/control-plane.sh build ) >target/setup-tools.log 2>&1 &
+stage "tools (in the background): scripts/setup-test-tools.sh, scripts/control-plane.sh build"
+( scripts/setup-test-tools.sh && scripts/control-plane.sh build ) >target/setup-tools.log 2>&1 &
 tools_pid=$!
 
 stage "cargo fmt --all -- --check"
@@ -173,7 +176,5 @@ fi
 stage "Karpenter side by side, smoke: scripts/peer-bench.sh smoke"
 scripts/peer-bench.sh smoke --repeat 1
 
-stage "scripts/build-functions.sh --check (the functions compile for aarch64-unknown-linux-gnu)"
-scripts/build-functions.sh --check
 
 summary
