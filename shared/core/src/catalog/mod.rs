@@ -237,7 +237,10 @@ pub struct Catalog {
 /// catalog's public fields (so a catalog changed after a lookup is never answered from before
 /// the change), with the types resolved for them. A clone starts empty, as [`Facts`] does.
 #[derive(Debug, Default)]
-struct Resolved(std::sync::Mutex<Vec<(NodeClassSettings, u64, Arc<Vec<InstanceType>>)>>);
+struct Resolved(std::sync::Mutex<Vec<ResolvedEntry>>);
+
+/// Node-class settings, the catalog's fingerprint then, and the types they resolved to.
+type ResolvedEntry = (NodeClassSettings, u64, Arc<Vec<InstanceType>>);
 
 impl Clone for Resolved {
     fn clone(&self) -> Self {
