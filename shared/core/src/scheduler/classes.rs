@@ -109,9 +109,11 @@ pub(crate) fn uninitialized_nodes(snapshot: &Snapshot, now: i64) -> BTreeSet<&st
 /// [`INITIALIZATION_GRACE`] or more after the node registered. One that is not Ready either takes
 /// no pods (the node lifecycle controller's not-ready taint may not be there yet).
 pub(crate) fn overdue_nodes(snapshot: &Snapshot, now: i64) -> BTreeSet<&str> {
+    // A Node whose creation time is not known (0) is never taken as overdue.
     let registered_at: BTreeMap<&str, i64> = snapshot
         .nodes
         .iter()
+        .filter(|n| n.created > 0)
         .flat_map(|n| {
             [Some(n.name.as_str()), n.provider_id.as_deref()]
                 .into_iter()

@@ -184,7 +184,9 @@ async fn a_node_that_never_initializes_holds_pods_for_the_products_grace_only() 
         "creationTimestamp": "2026-11-22T10:09:00Z"}, "spec": {}, "status": {"phase": "Pending"}})];
     let grace = fleetwright_core::scheduler::INITIALIZATION_GRACE + 60;
     let from = 9 * 60 + grace;
-    assert!(c.pending(from + 180, &waiting, std::slice::from_ref(&node)).is_none());
+    assert!(c
+        .pending(from + 180, &waiting, std::slice::from_ref(&node))
+        .is_none());
     let broke = c.pending(from + 181, &waiting, &[node]).unwrap();
     assert!(broke.contains("since the faults stopped"), "{broke}");
     assert!(c.pending(9 * 60 + 181, &waiting, &[]).is_some());
