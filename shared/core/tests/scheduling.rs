@@ -770,7 +770,7 @@ fn not_ready_taints_block_initialized_nodes_only() {
 /// (the node lifecycle controller's taint may lag).
 #[test]
 fn a_node_overdue_to_initialize_holds_no_pending_pods() {
-    use fleetwright_core::model::{NodeClaim, Taint, TaintEffect};
+    use fleetwright_core::model::{NodeClaim, TaintEffect};
     use fleetwright_core::scheduler::INITIALIZATION_GRACE;
     let registered = 1_800_000_000;
     let plan_at = |now: i64, tainted: bool| {
@@ -779,11 +779,10 @@ fn a_node_overdue_to_initialize_holds_no_pending_pods() {
         n.created = registered;
         n.ready = false;
         if tainted {
-            n.taints.push(Taint {
-                key: "node.kubernetes.io/not-ready".into(),
-                value: String::new(),
-                effect: TaintEffect::NoSchedule,
-            });
+            n.taints.push(bare_taint(
+                "node.kubernetes.io/not-ready",
+                TaintEffect::NoSchedule,
+            ));
         }
         snap.nodes.push(n);
         snap.nodeclaims.push(NodeClaim {
@@ -819,16 +818,15 @@ fn a_node_overdue_to_initialize_holds_no_pending_pods() {
 /// capacity. Counting both let pods "fit" on room that does not exist, and they waited a tick.
 #[test]
 fn a_joined_node_and_its_unregistered_claim_count_once() {
-    use fleetwright_core::model::{NodeClaim, Taint, TaintEffect};
+    use fleetwright_core::model::{NodeClaim, TaintEffect};
     let provider = "aws:///us-east-1a/i-0000000000000001";
     let mut snap = snapshot(pods("web", 2, 1200, 512), vec![pool("default")]);
     let mut n = node("n1", "us-east-1a", "m5.large", 1930, 6903);
     n.provider_id = Some(provider.into());
-    n.taints.push(Taint {
-        key: "karpenter.sh/unregistered".into(),
-        value: String::new(),
-        effect: TaintEffect::NoExecute,
-    });
+    n.taints.push(bare_taint(
+        "karpenter.sh/unregistered",
+        TaintEffect::NoExecute,
+    ));
     snap.nodes.push(n);
     snap.nodeclaims.push(NodeClaim {
         name: "default-abcde".into(),
@@ -869,5 +867,14 @@ fn an_existing_node_without_a_selected_well_known_label_takes_no_such_pod() {
             .labels
             .insert(key.to_string(), value.to_string());
         assert_eq!(plan(&labelled).existing.len(), 1, "{key}");
+    }
+}
+
+/// A taint with a key and an effect, and no value.
+fn bare_taint(key: &str, effect: TaintEffect) -> Taint {
+    Taint {
+        key: key.into(),
+        value: String::new(),
+        effect,
     }
 }
