@@ -8,8 +8,8 @@ use anyhow::{bail, Context};
 use clap::Args;
 use fleetwright_kube::crds::{EC2NodeClass, NodePool};
 use fleetwright_kube::dump::typed;
+use fleetwright_kube::strict::{self, InputWarning, Problem};
 use fleetwright_kube::{legacy, yaml};
-use serde::Deserialize;
 use serde_json::Value;
 
 #[derive(Debug, Args)]
@@ -22,9 +22,11 @@ pub struct ConvertArgs {
 pub fn run(args: &ConvertArgs) -> anyhow::Result<()> {
     use std::io::Write;
     let mut objects = Vec::new();
+    let mut warnings = Vec::new();
     for file in &args.files {
-        objects.extend(read(file)?);
+        objects.extend(read(file, &mut warnings)?);
     }
+    crate::input::check(&warnings)?;
     let converted = legacy::convert(&objects);
     if converted.nodepools.is_empty() && converted.nodeclasses.is_empty() {
         bail!(
@@ -49,14 +51,22 @@ pub fn run(args: &ConvertArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Every object of a file, lists flattened.
-fn read(path: &PathBuf) -> anyhow::Result<Vec<Value>> {
+/// Every object of a file, lists flattened; a key given twice in one mapping is a warning.
+fn read(path: &PathBuf, warnings: &mut Vec<InputWarning>) -> anyhow::Result<Vec<Value>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut out = Vec::new();
     for (i, document) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-        let value = Value::deserialize(document)
-            .with_context(|| format!("{}: document {}", path.display(), i + 1))?;
+        let name = format!("{} (document {})", path.display(), i + 1);
+        let (value, duplicates) = strict::document(document).with_context(|| name.clone())?;
+        for steps in duplicates {
+            let (object, path) = strict::locate(&value, &steps, &name);
+            warnings.push(InputWarning {
+                object,
+                path,
+                problem: Problem::Duplicate,
+            });
+        }
         flatten(value, &mut out);
     }
     Ok(out)

@@ -29,8 +29,9 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
     use std::io::Write;
     let text = std::fs::read_to_string(&args.cluster)
         .with_context(|| format!("reading {}", args.cluster.display()))?;
-    let snapshot =
-        fleetwright_kube::snapshot_from_yaml(&text, &args.cluster.display().to_string())?;
+    let dump = fleetwright_kube::dump::parse(&text, &args.cluster.display().to_string())?;
+    crate::input::check_dump(&dump)?;
+    let snapshot = fleetwright_kube::convert::snapshot_from_dump(&dump)?;
     let catalog = args.catalog.load(Some(&snapshot))?;
     let key = if args.pod.contains('/') {
         args.pod.clone()

@@ -4,6 +4,7 @@ mod bench;
 mod catalog_args;
 mod convert;
 mod explain;
+mod input;
 mod manifests;
 mod peer;
 mod plan;
@@ -27,6 +28,10 @@ struct Cli {
     /// Log more: -v for Fleetwright's debug lines, -vv for trace. FLEETWRIGHT_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Fail on keys the input's reader would ignore (unknown to the object's kind, or given
+    /// twice in one mapping) instead of warning about them.
+    #[arg(long, global = true)]
+    strict: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -67,6 +72,7 @@ fn print_crds() -> anyhow::Result<()> {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     verbosity::set(verbosity::Level::from_flags(cli.quiet, cli.verbose));
+    input::set_strict(cli.strict);
     let result = match cli.command {
         // The simulation installs its own logging, on its virtual clock.
         Command::Simulate(args) => simulate::run(args),

@@ -68,6 +68,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         ),
     };
     let mut dump = fleetwright_kube::dump::parse(&text, &source)?;
+    crate::input::check_dump(&dump)?;
     let mut snapshot = readable_snapshot(&mut dump, &source)?;
     let policy = match args.min_values_policy {
         MinValuesArg::Strict => MinValuesPolicy::Strict,

@@ -1056,3 +1056,32 @@ fn a_pool_without_its_class_is_not_planned_and_every_bad_object_is_named() {
         "{err}"
     );
 }
+
+#[test]
+fn workloads_without_pods_are_planned_as_their_replicas_and_the_plan_says_so() {
+    let out = fleetwright(&["plan", "--cluster", &fixture("deployments-only.yaml")]);
+    let plan = json(&out);
+    let pods: Vec<&str> = plan["nodeclaims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["pods"].as_array().unwrap())
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(pods.len(), 7, "{pods:?}");
+    for prefix in ["default/inflate-", "data/db-", "data/report-"] {
+        assert!(
+            pods.iter().any(|p| p.starts_with(prefix)),
+            "{prefix}: {pods:?}"
+        );
+    }
+    assert!(plan["cost"]["hourly"].as_f64().unwrap() > 0.0);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for note in [
+        "Deployment default/inflate has none of its pods in the input: planned as 2 pending pod(s)",
+        "StatefulSet data/db has none of its pods in the input: planned as 3 pending pod(s)",
+        "Job data/report has none of its pods in the input: planned as 2 pending pod(s)",
+    ] {
+        assert!(stderr.contains(note), "{note}: {stderr}");
+    }
+}

@@ -112,6 +112,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         }
         None => Scenario::parse(scenario::DEFAULT, "the embedded default scenario")?,
     };
+    crate::input::check(&scenario.warnings)?;
     let mut scenario = scenario;
     if let Some(seed) = args.seed {
         scenario.seed = seed;

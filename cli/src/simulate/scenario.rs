@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context};
 use fleetwright_kube::convert::duration_seconds;
+use fleetwright_kube::strict::{self, InputWarning, Problem};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -235,6 +236,8 @@ pub struct Scenario {
     /// The functions' settings ([`SETTINGS`]).
     pub settings: BTreeMap<String, String>,
     pub reservations: Vec<Reservation>,
+    /// Keys of the file that nothing reads: given twice, or unknown to their object's kind.
+    pub warnings: Vec<InputWarning>,
 }
 
 fn seconds(text: &str, field: &str) -> anyhow::Result<i64> {
@@ -322,8 +325,12 @@ fn check_deployments(objects: &[Value], timeline: &[Step]) -> anyhow::Result<()>
 impl Scenario {
     /// Parses and validates a scenario; errors name the source and the field.
     pub fn parse(text: &str, source: &str) -> anyhow::Result<Scenario> {
-        let de = serde_yaml::Deserializer::from_str(text);
-        let file: ScenarioFile = serde_path_to_error::deserialize(de)
+        let (value, duplicates) = match serde_yaml::Deserializer::from_str(text).next() {
+            Some(de) => strict::document(de).with_context(|| source.to_string())?,
+            None => (Value::Null, Vec::new()),
+        };
+        let mut warnings = duplicate_keys(&value, &duplicates, source);
+        let file: ScenarioFile = serde_path_to_error::deserialize(value)
             .map_err(|e| anyhow::anyhow!("{source}: {}: {}", e.path(), e.inner()))?;
         let duration = seconds(&file.duration, "duration").with_context(|| source.to_string())?;
         let schedule = match &file.schedule {
@@ -351,6 +358,7 @@ impl Scenario {
             }
         }
         check_deployments(&objects, &timeline).with_context(|| source.to_string())?;
+        warnings.extend(unknown_keys(&objects, source));
         if let Some(name) = file
             .settings
             .keys()
@@ -391,8 +399,42 @@ impl Scenario {
             timeline,
             settings: file.settings,
             reservations,
+            warnings,
         })
     }
+}
+
+/// The keys given twice in a scenario file, each named with the object it is in (or the file).
+fn duplicate_keys(
+    file: &Value,
+    duplicates: &[Vec<strict::Step>],
+    source: &str,
+) -> Vec<InputWarning> {
+    duplicates
+        .iter()
+        .map(|steps| {
+            let (object, path) = match steps.as_slice() {
+                [strict::Step::Key(k), strict::Step::Index(i), rest @ ..] if k == "objects" => {
+                    strict::locate(&file["objects"][*i], rest, source)
+                }
+                _ => (source.to_string(), strict::render(steps)),
+            };
+            InputWarning {
+                object,
+                path,
+                problem: Problem::Duplicate,
+            }
+        })
+        .collect()
+}
+
+/// The keys of the scenario's objects that their kinds do not read. Objects that do not read
+/// at all are the simulation's own error to report.
+fn unknown_keys(objects: &[Value], source: &str) -> Vec<InputWarning> {
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
+    fleetwright_kube::dump::parse(&list.to_string(), source)
+        .map(|dump| dump.warnings)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -9,11 +9,11 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::crds::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use crate::error::KubeError;
+use crate::strict::{InputWarning, Problem};
 
 /// Every object of a dump, by kind.
 #[derive(Clone, Debug, Default)]
@@ -51,6 +51,11 @@ pub struct ClusterDump {
     /// Objects the read could not take (a NodePool that does not deserialize, a pod that does
     /// not convert), each with its error: left out, so that every other object goes on.
     pub rejected: Vec<crate::convert::Rejected>,
+    /// Keys the read ignored: unknown to the object's kind, or given twice in one mapping.
+    pub warnings: Vec<InputWarning>,
+    /// Workloads (Deployments, ReplicaSets, StatefulSets, Jobs) of a file none of whose pods
+    /// is in it, each expanded into its replicas as pending pods (added to `pods`).
+    pub expanded: Vec<crate::workloads::Expanded>,
 }
 
 /// The ConfigMap Kubernetes publishes into every namespace with the CA pods trust.
@@ -174,17 +179,31 @@ impl ClusterDump {
 pub fn parse(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
     let mut dump = ClusterDump::default();
     let mut legacy = Vec::new();
+    let mut workloads = Vec::new();
     for (doc_index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value = Value::deserialize(document).map_err(|e| KubeError::Document {
-            source_name: source.to_string(),
-            reason: format!("document {}: {e}", doc_index + 1),
-        })?;
+        let (value, duplicates) =
+            crate::strict::document(document).map_err(|e| KubeError::Document {
+                source_name: source.to_string(),
+                reason: format!("document {}: {e}", doc_index + 1),
+            })?;
         if value.is_null() {
             continue;
         }
-        add_object(&mut dump, &mut legacy, value, source)?;
+        let document_name = format!("{source} (document {})", doc_index + 1);
+        for steps in duplicates {
+            let (object, path) = crate::strict::locate(&value, &steps, &document_name);
+            dump.warnings.push(InputWarning {
+                object,
+                path,
+                problem: Problem::Duplicate,
+            });
+        }
+        add_object(&mut dump, &mut legacy, &mut workloads, value, source)?;
     }
     add_legacy(&mut dump, &legacy)?;
+    let (pods, expanded) = crate::workloads::expand(&workloads, &dump.pods, &mut dump.warnings)?;
+    dump.pods.extend(pods);
+    dump.expanded = expanded;
     Ok(dump)
 }
 
@@ -215,6 +234,7 @@ where
 fn add_object(
     dump: &mut ClusterDump,
     legacy: &mut Vec<Value>,
+    workloads: &mut Vec<Value>,
     value: Value,
     source: &str,
 ) -> Result<(), KubeError> {
@@ -230,7 +250,7 @@ fn add_object(
             .cloned()
             .unwrap_or_default();
         for item in items {
-            add_object(dump, legacy, item, source)?;
+            add_object(dump, legacy, workloads, item, source)?;
         }
         return Ok(());
     }
@@ -238,17 +258,45 @@ fn add_object(
         legacy.push(value);
         return Ok(());
     }
+    if crate::workloads::KINDS.contains(&kind.as_str()) {
+        workloads.push(value);
+        return Ok(());
+    }
+    let warnings = &mut dump.warnings;
     match kind.as_str() {
-        "Pod" => dump.pods.push(typed(value, &kind)?),
-        "Node" => dump.nodes.push(typed(value, &kind)?),
-        "DaemonSet" => dump.daemonsets.push(typed(value, &kind)?),
-        "PodDisruptionBudget" => dump.pdbs.push(typed(value, &kind)?),
-        "PersistentVolumeClaim" => dump.pvcs.push(typed(value, &kind)?),
-        "PersistentVolume" => dump.pvs.push(typed(value, &kind)?),
-        "NodePool" => dump.nodepools.push(typed(value, &kind)?),
-        "EC2NodeClass" => dump.nodeclasses.push(typed(value, &kind)?),
-        "NodeClaim" => dump.nodeclaims.push(typed(value, &kind)?),
-        "NodeOverlay" => dump.nodeoverlays.push(typed(value, &kind)?),
+        "Pod" => dump.pods.push(noted(value, &kind, warnings)?),
+        "Node" => dump.nodes.push(noted(value, &kind, warnings)?),
+        "DaemonSet" => dump.daemonsets.push(noted(value, &kind, warnings)?),
+        "PodDisruptionBudget" => dump.pdbs.push(noted(value, &kind, warnings)?),
+        "PersistentVolumeClaim" => dump.pvcs.push(noted(value, &kind, warnings)?),
+        "PersistentVolume" => dump.pvs.push(noted(value, &kind, warnings)?),
+        "NodePool" => {
+            let pool: NodePool = noted(value, &kind, warnings)?;
+            let spec = &pool.spec;
+            kept_unread(&pool, "spec", &spec.extra, warnings);
+            kept_unread(
+                &pool,
+                "spec.template.spec",
+                &spec.template.spec.extra,
+                warnings,
+            );
+            dump.nodepools.push(pool);
+        }
+        "EC2NodeClass" => {
+            let class: EC2NodeClass = noted(value, &kind, warnings)?;
+            kept_unread(&class, "spec", &class.spec.extra, warnings);
+            dump.nodeclasses.push(class);
+        }
+        "NodeClaim" => {
+            let claim: NodeClaim = noted(value, &kind, warnings)?;
+            kept_unread(&claim, "spec", &claim.spec.extra, warnings);
+            dump.nodeclaims.push(claim);
+        }
+        "NodeOverlay" => {
+            let overlay: NodeOverlay = noted(value, &kind, warnings)?;
+            kept_unread(&overlay, "spec", &overlay.spec.extra, warnings);
+            dump.nodeoverlays.push(overlay);
+        }
         "ConfigMap" if value["metadata"]["name"] == ROOT_CA_CONFIGMAP => {
             let ca = value["data"]["ca.crt"].as_str().ok_or_else(|| {
                 KubeError::field(
@@ -271,6 +319,51 @@ fn add_object(
         },
     }
     Ok(())
+}
+
+/// Deserialises one object as [`typed`] does, and adds a warning for each key its kind does not
+/// read.
+fn noted<T: DeserializeOwned>(
+    value: Value,
+    kind: &str,
+    warnings: &mut Vec<InputWarning>,
+) -> Result<T, KubeError> {
+    let object = object_name(kind, &value);
+    let (typed, unknown) = crate::strict::typed_noting(value, kind)?;
+    warnings.extend(unknown.into_iter().map(|path| InputWarning {
+        object: object.clone(),
+        path,
+        problem: Problem::Unknown,
+    }));
+    Ok(typed)
+}
+
+/// A warning for each key a Karpenter object's spec keeps without reading it. The CRD types
+/// keep such keys so that a write never drops a field of a newer Karpenter, but nothing plans on
+/// them: in a file, such a key is a typo (`limit:`, `requirments:`, `disruptions:`).
+fn kept_unread<K: kube::Resource<DynamicType = ()>>(
+    object: &K,
+    at: &str,
+    extra: &std::collections::BTreeMap<String, Value>,
+    warnings: &mut Vec<InputWarning>,
+) {
+    let name = match object.meta().namespace.as_deref() {
+        Some(ns) => format!(
+            "{} {ns}/{}",
+            K::kind(&()),
+            object.meta().name.as_deref().unwrap_or("<unnamed>")
+        ),
+        None => format!(
+            "{} {}",
+            K::kind(&()),
+            object.meta().name.as_deref().unwrap_or("<unnamed>")
+        ),
+    };
+    warnings.extend(extra.keys().map(|key| InputWarning {
+        object: name.clone(),
+        path: format!("{at}.{key}"),
+        problem: Problem::Unknown,
+    }));
 }
 
 /// Deserialises one object, naming it and the failing field on error.

@@ -19,6 +19,8 @@ pub mod peers;
 pub mod retry;
 pub mod snapshot;
 pub mod state;
+pub mod strict;
+pub mod workloads;
 pub mod yaml;
 
 pub use error::KubeError;

@@ -153,6 +153,8 @@ impl SnapshotReader {
             notes: Vec::new(),
             ca_bundle,
             rejected,
+            warnings: Vec::new(),
+            expanded: Vec::new(),
         })
     }
 

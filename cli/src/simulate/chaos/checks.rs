@@ -15,9 +15,11 @@
 //! * no NodeClaim is planned into a zone where the simulated VPC has no subnet;
 //! * pending time is bounded: 10 minutes during the faults, 4 minutes while a malformed object
 //!   is applied (the healthy pools must go on provisioning; a minute more for each tick that
-//!   failed for another reason), 3 minutes once the faults have stopped; pods the last tick
-//!   reported unschedulable are left out, and while a node that never initializes is in the
-//!   cluster, pending time counts from the end of the product's initialization grace for it;
+//!   failed for another reason, a refused launch among them), 3 minutes once the faults have
+//!   stopped; pods the last tick reported unschedulable are left out, a workload's replicas count
+//!   from the last tick that named any of them unschedulable (which replica waits is the
+//!   kube-scheduler's choice), and while a node that never initializes is in the cluster,
+//!   pending time counts from the end of the product's initialization grace for it;
 //! * on chaos.yaml, no runaway scale-up and no churn of a disruption's own replacements.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -47,6 +49,11 @@ type Owned<'a> = BTreeMap<&'a String, &'a SimInstance>;
 
 fn name(o: &Value) -> &str {
     o["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+/// A pod key's workload: `namespace/name` without the replica's suffix.
+pub(super) fn workload(key: &str) -> String {
+    key.rsplit_once('-').map_or(key, |(o, _)| o).to_string()
 }
 
 fn pod_key(p: &Value) -> String {
@@ -405,21 +412,20 @@ impl Chaos {
     /// workload it named some pods of, as many others. Which replicas of a workload stay
     /// pending when a limit binds is the scheduler's choice, not the tick's.
     fn excused(&self, waiting: &[&Value]) -> BTreeSet<String> {
-        let owner = |key: &str| key.rsplit_once('-').map_or(key, |(o, _)| o).to_string();
         let mut left: BTreeMap<String, usize> = BTreeMap::new();
         for key in &self.unschedulable {
-            *left.entry(owner(key)).or_default() += 1;
+            *left.entry(workload(key)).or_default() += 1;
         }
         let mut out = BTreeSet::new();
         let keys: Vec<String> = waiting.iter().map(|p| pod_key(p)).collect();
         for key in keys.iter().filter(|k| self.unschedulable.contains(*k)) {
-            if let Some(n) = left.get_mut(&owner(key)) {
+            if let Some(n) = left.get_mut(&workload(key)) {
                 *n = n.saturating_sub(1);
             }
             out.insert(key.clone());
         }
         for key in keys.iter().filter(|k| !self.unschedulable.contains(*k)) {
-            if let Some(n) = left.get_mut(&owner(key)).filter(|n| **n > 0) {
+            if let Some(n) = left.get_mut(&workload(key)).filter(|n| **n > 0) {
                 *n -= 1;
                 out.insert(key.clone());
             }
@@ -462,6 +468,10 @@ impl Chaos {
                 None => (created.max(quiet_from), PENDING_LIMIT, "since the faults stopped"),
             };
             let since = stalled_until.map_or(since, |s| since.max(s));
+            let since = self
+                .limited_at
+                .get(&workload(&key))
+                .map_or(since, |&l| since.max(stamp(self.sim.start, l)));
             let waited = (now - since).num_seconds();
             if waited > limit {
                 return Some(format!(

@@ -107,7 +107,7 @@ pub fn run(first: u64, count: u64, jobs: usize, scenario: Option<&Path>) -> anyh
         None => (BASE.to_string(), BASE_PATH.to_string()),
     };
     // Refuse a bad scenario once, before any seed runs.
-    Scenario::parse(&text, &source)?;
+    crate::input::check(&Scenario::parse(&text, &source)?.warnings)?;
     let started = std::time::Instant::now();
     let seeds: Vec<u64> = (first..first + count).collect();
     let jobs = jobs.clamp(1, seeds.len().max(1));
@@ -315,6 +315,10 @@ struct Chaos {
     broken: Vec<Value>,
     /// Pods the last tick that finished reported unschedulable (`namespace/name`).
     unschedulable: BTreeSet<String>,
+    /// Workload (`namespace/owner`) → the last second a finished tick named any of its pods
+    /// unschedulable. Its replicas are interchangeable: which of them waits is the
+    /// kube-scheduler's choice, so each one's pending time counts from then.
+    limited_at: BTreeMap<String, i64>,
     /// When a second PodDisruptionBudget over the first one's pods is applied, if it is.
     overlap_at: Option<i64>,
     /// Node → its instance, as last seen.
@@ -388,6 +392,7 @@ impl Chaos {
             nudged_for: None,
             broken: Vec::new(),
             unschedulable: BTreeSet::new(),
+            limited_at: BTreeMap::new(),
             overlap_at,
             node_instance: BTreeMap::new(),
             deleted_directly: BTreeSet::new(),

@@ -144,11 +144,12 @@ impl Chaos {
                         .all(|f| f.contains(FOREIGN));
                 if !acted {
                     self.seen.failed_ticks.push(t);
-                    // A launch or termination the faults refused is not the malformed object's
-                    // doing: the healthy pools' pending time allows for it.
-                    if self.seen.failed_elsewhere.last() != Some(&t) {
-                        self.seen.failed_elsewhere.push(t);
-                    }
+                }
+                // A launch or termination the faults refused is not the malformed object's
+                // doing: the healthy pools' pending time allows for it.
+                let refused = !acted || !summary.launch_failures.is_empty();
+                if refused && self.seen.failed_elsewhere.last() != Some(&t) {
+                    self.seen.failed_elsewhere.push(t);
                 }
                 self.unschedulable = summary
                     .unschedulable
@@ -156,6 +157,9 @@ impl Chaos {
                     .filter_map(|u| u.split(": ").next())
                     .map(str::to_string)
                     .collect();
+                for key in &self.unschedulable {
+                    self.limited_at.insert(super::checks::workload(key), t);
+                }
                 true
             }
             Err(e) => {

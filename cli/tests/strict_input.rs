@@ -1,0 +1,219 @@
+//! Keys the readers would drop without a word, through the built binary: misspelt and
+//! duplicated keys in the seed documents' YAML as posted are warnings naming the object and the
+//! path, `--strict` makes them errors, and no field of Karpenter's own CRDs, nor any fixture or
+//! example, is taken for a typo.
+
+mod common;
+
+use common::{fixture, fleetwright, repo, write_temp};
+use serde_json::Value;
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+fn warnings(out: &std::process::Output) -> Vec<String> {
+    stderr(out)
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_misspelt_limits_key_is_named_and_strict_refuses_it() {
+    let file = fixture("as-posted/t4g-limit.yaml");
+    let out = fleetwright(&["plan", "--cluster", &file, "--output", "table"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let found = warnings(&out);
+    assert!(
+        found[0].contains("NodePool default: field spec.limit: unknown key"),
+        "{found:?}"
+    );
+    assert!(found.last().unwrap().contains("--strict"), "{found:?}");
+
+    let strict = fleetwright(&["--strict", "plan", "--cluster", &file]);
+    assert_eq!(strict.status.code(), Some(1), "{}", stderr(&strict));
+    let err = stderr(&strict);
+    assert!(
+        err.contains("--strict") && err.contains("NodePool default: field spec.limit"),
+        "{err}"
+    );
+    assert!(
+        strict.stdout.is_empty(),
+        "no plan is printed under --strict"
+    );
+
+    let explain = fleetwright(&[
+        "--strict",
+        "explain",
+        "--cluster",
+        &file,
+        "--pod",
+        "default/api-7d9f8c6b5-00000",
+    ]);
+    assert_eq!(explain.status.code(), Some(1), "{}", stderr(&explain));
+}
+
+#[test]
+fn a_duplicated_requirements_key_is_named_by_convert_and_plan() {
+    let file = fixture("as-posted/karpenter-default-duplicate.yaml");
+    for verb in [vec!["convert", &file], vec!["plan", "--cluster", &file]] {
+        let out = fleetwright(&verb);
+        let found = warnings(&out);
+        assert!(
+            found.iter().any(|w| w
+                .contains("Provisioner karpenter-default: field spec.requirements: duplicate key")),
+            "{verb:?}: {found:?}"
+        );
+        let mut strict = vec!["--strict"];
+        strict.extend(&verb);
+        let refused = fleetwright(&strict);
+        assert_eq!(refused.status.code(), Some(1), "{verb:?}");
+        assert!(stderr(&refused).contains("spec.requirements: duplicate key"));
+    }
+}
+
+#[test]
+fn misspelt_keys_anywhere_in_a_nodepool_are_each_named() {
+    let pool = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: typos}
+spec:
+  disruptions: {consolidationPolicy: WhenEmpty}
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirments:
+      - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+      taints:
+      - {key: a, effect: NoSchedule, vaule: b}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  amiSelectorTerms: [{alias: al2023@latest}]
+  role: R
+  subnetSelectorTerms: [{tags: {k: v}}]
+  securityGroupSelectorTerms: [{tags: {k: v}}]
+  blockDeviceMapings: []
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default}
+spec:
+  containers:
+  - name: c
+    resorces: {requests: {cpu: "1"}}
+"#;
+    let file = write_temp("typos.yaml", pool);
+    let out = fleetwright(&["plan", "--cluster", &file]);
+    let found = warnings(&out).join("\n");
+    for expected in [
+        "NodePool typos: field spec.disruptions: unknown key",
+        "NodePool typos: field spec.template.spec.requirments: unknown key",
+        "NodePool typos: field spec.template.spec.taints[0].vaule: unknown key",
+        "EC2NodeClass default: field spec.blockDeviceMapings: unknown key",
+        "Pod default/p: field spec.containers[0].resorces: unknown key",
+    ] {
+        assert!(found.contains(expected), "{expected} not in:\n{found}");
+    }
+}
+
+#[test]
+fn a_misspelt_key_in_a_scenario_is_named_and_strict_refuses_the_run() {
+    let text = std::fs::read_to_string(repo("examples/simulate/inflate.yaml")).unwrap();
+    let typo = text.replacen("consolidateAfter:", "consolidateAftr:", 1);
+    assert_ne!(typo, text, "the example has a consolidateAfter to misspell");
+    let file = write_temp("inflate-typo.yaml", &typo);
+    let out = fleetwright(&["--strict", "simulate", "--scenario", &file, "--speed", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("field spec.disruption.consolidateAftr: unknown key"),
+        "{err}"
+    );
+}
+
+/// One object per Karpenter v1.15.0 CRD with every property its schema declares
+/// (scripts/karpenter-all-fields.py): none is a typo. The same file with one key misspelt
+/// warns, so the check reads what it should.
+#[test]
+fn no_field_of_karpenters_crds_is_taken_for_a_typo() {
+    let file = fixture("karpenter-v1.15-all-fields.json");
+    let out = fleetwright(&["plan", "--cluster", &file]);
+    assert_eq!(warnings(&out), Vec::<String>::new());
+    let kinds: Vec<Value> = serde_json::from_str::<Value>(&std::fs::read_to_string(&file).unwrap())
+        .unwrap()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].clone())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["EC2NodeClass", "NodeClaim", "NodeOverlay", "NodePool"]
+    );
+
+    let text = std::fs::read_to_string(&file).unwrap();
+    let typo = write_temp(
+        "all-fields-typo.json",
+        &text.replacen("\"expireAfter\"", "\"expireAftr\"", 1),
+    );
+    let out = fleetwright(&["plan", "--cluster", &typo]);
+    assert!(
+        warnings(&out).iter().any(|w| w.contains("expireAftr")),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn no_fixture_or_example_warns() {
+    let mut files: Vec<String> = Vec::new();
+    for dir in [
+        "cli/tests/fixtures",
+        "shared/kube/tests/fixtures/karpenter-v1",
+    ] {
+        for entry in std::fs::read_dir(repo(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "yaml") {
+                files.push(path.display().to_string());
+            }
+        }
+    }
+    files.push(repo("examples/inflate.yaml"));
+    assert!(files.len() > 10, "{files:?}");
+    for file in files {
+        let out = fleetwright(&["plan", "--cluster", &file]);
+        assert_eq!(warnings(&out), Vec::<String>::new(), "{file}");
+    }
+    for entry in std::fs::read_dir(repo("examples/simulate")).unwrap() {
+        let file = entry.unwrap().path().display().to_string();
+        let text = std::fs::read_to_string(&file).unwrap();
+        // Parse only: a scenario's warnings come before its first simulated second.
+        let short = write_temp("short.yaml", &set_duration(&text, "1s"));
+        let out = fleetwright(&["--strict", "simulate", "--scenario", &short, "--speed", "0"]);
+        assert!(
+            !stderr(&out).contains("--strict"),
+            "{file}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+/// The scenario with its duration replaced.
+fn set_duration(text: &str, duration: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.starts_with("duration:") {
+                format!("duration: {duration}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}

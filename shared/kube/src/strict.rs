@@ -1,0 +1,301 @@
+//! Keys a reader would otherwise drop without a word: a key that no field of the object's kind
+//! reads (a typo such as `requirments:` or `limit:`), and a key given twice in one mapping (YAML
+//! keeps the last one). Each is an [`InputWarning`] that names the object and the key's path;
+//! the CLI prints them, and `--strict` makes them errors.
+
+use std::fmt;
+
+use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use crate::error::KubeError;
+
+/// One key the reader ignored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputWarning {
+    /// `Kind namespace/name`, or the document when the key is outside any object.
+    pub object: String,
+    /// The key's path inside the object (`spec.template.spec.requirments`).
+    pub path: String,
+    pub problem: Problem,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// No field of the object's kind has this name: the key and its value are ignored.
+    Unknown,
+    /// The key appears twice in one mapping: only its last value is read.
+    Duplicate,
+}
+
+impl fmt::Display for InputWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.problem {
+            Problem::Unknown => write!(
+                f,
+                "{}: field {}: unknown key: no field of this kind has this name, so it is ignored (check its spelling and indentation)",
+                self.object, self.path
+            ),
+            Problem::Duplicate => write!(
+                f,
+                "{}: field {}: duplicate key: it appears more than once in one mapping, and only its last value is read",
+                self.object, self.path
+            ),
+        }
+    }
+}
+
+/// One step of a path inside a document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// Renders a path as `spec.requirements[0].key`.
+pub fn render(steps: &[Step]) -> String {
+    let mut out = String::new();
+    for step in steps {
+        match step {
+            Step::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Step::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+/// Reads one YAML (or JSON) document into a JSON value, with the path of every key that
+/// appeared twice in its mapping.
+pub fn document<'de, D>(de: D) -> Result<(Value, Vec<Vec<Step>>), D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let mut path = Vec::new();
+    let mut duplicates = Vec::new();
+    let value = Tracked {
+        path: &mut path,
+        duplicates: &mut duplicates,
+    }
+    .deserialize(de)?;
+    Ok((value, duplicates))
+}
+
+/// Deserialises one object as `T`, with the path of every key `T` does not read. An error names
+/// the object and the failing field.
+pub fn typed_noting<T: DeserializeOwned>(
+    value: Value,
+    kind: &str,
+) -> Result<(T, Vec<String>), KubeError> {
+    let object = crate::dump::object_name(kind, &value);
+    let mut unknown = Vec::new();
+    // Every object carries these two; some kinds' types take them from the type instead.
+    let mut note = |path: serde_ignored::Path| {
+        let path = ignored_path(&path);
+        if path != "apiVersion" && path != "kind" {
+            unknown.push(path);
+        }
+    };
+    let noting = serde_ignored::Deserializer::new(value, &mut note);
+    let typed = serde_path_to_error::deserialize(noting).map_err(|e| {
+        let field = e.path().to_string();
+        KubeError::field(object, field, e.into_inner())
+    })?;
+    Ok((typed, unknown))
+}
+
+/// `spec.template.spec.requirments` from serde_ignored's path (its `Some` and newtype levels
+/// left out).
+fn ignored_path(path: &serde_ignored::Path) -> String {
+    use serde_ignored::Path;
+    let mut steps = Vec::new();
+    let mut at = path;
+    loop {
+        match at {
+            Path::Root => break,
+            Path::Seq { parent, index } => {
+                steps.push(Step::Index(*index));
+                at = parent;
+            }
+            Path::Map { parent, key } => {
+                steps.push(Step::Key(key.clone()));
+                at = parent;
+            }
+            Path::Some { parent }
+            | Path::NewtypeStruct { parent }
+            | Path::NewtypeVariant { parent } => at = parent,
+        }
+    }
+    steps.reverse();
+    render(&steps)
+}
+
+/// The object of a document a duplicate key sits in, and the key's path inside it: a `kind:
+/// List`'s items are objects of their own.
+pub fn locate(document: &Value, steps: &[Step], source: &str) -> (String, String) {
+    let mut object = document;
+    let mut rest = steps;
+    while let [Step::Key(items), Step::Index(i), tail @ ..] = rest {
+        let is_list = object["kind"].as_str().is_some_and(|k| k.ends_with("List"));
+        match object[items.as_str()].get(*i) {
+            Some(item) if is_list && items == "items" => {
+                object = item;
+                rest = tail;
+            }
+            _ => break,
+        }
+    }
+    let name = match object["kind"].as_str() {
+        Some(kind) if !kind.is_empty() => crate::dump::object_name(kind, object),
+        _ => source.to_string(),
+    };
+    (name, render(rest))
+}
+
+/// Builds a JSON value from any self-describing input, noting duplicated keys.
+struct Tracked<'a> {
+    path: &'a mut Vec<Step>,
+    duplicates: &'a mut Vec<Vec<Step>>,
+}
+
+impl<'de> DeserializeSeed<'de> for Tracked<'_> {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, de: D) -> Result<Value, D::Error> {
+        de.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Tracked<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any YAML or JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, de: D) -> Result<Value, D::Error> {
+        self.deserialize(de)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        loop {
+            self.path.push(Step::Index(out.len()));
+            let next = seq.next_element_seed(Tracked {
+                path: &mut *self.path,
+                duplicates: &mut *self.duplicates,
+            });
+            self.path.pop();
+            match next? {
+                Some(v) => out.push(v),
+                None => return Ok(Value::Array(out)),
+            }
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            self.path.push(Step::Key(key.clone()));
+            if out.contains_key(&key) {
+                self.duplicates.push(self.path.clone());
+            }
+            let value = map.next_value_seed(Tracked {
+                path: &mut *self.path,
+                duplicates: &mut *self.duplicates,
+            });
+            self.path.pop();
+            out.insert(key, value?);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    fn read(text: &str) -> (Value, Vec<Vec<Step>>) {
+        let de = serde_yaml::Deserializer::from_str(text).next().unwrap();
+        document(de).unwrap()
+    }
+
+    #[test]
+    fn a_key_given_twice_is_found_with_its_object() {
+        let text = "kind: List\nitems:\n- kind: NodePool\n  metadata: {name: a}\n- kind: NodePool\n  metadata: {name: b}\n  spec:\n    template:\n      spec:\n        requirements: []\n        requirements: [{key: x, operator: Exists}]\n";
+        let (value, duplicates) = read(text);
+        assert_eq!(duplicates.len(), 1);
+        let (object, path) = locate(&value, &duplicates[0], "t");
+        assert_eq!(object, "NodePool b");
+        assert_eq!(path, "spec.template.spec.requirements");
+        assert_eq!(
+            value["items"][1]["spec"]["template"]["spec"]["requirements"][0]["key"],
+            "x"
+        );
+    }
+
+    #[test]
+    fn the_same_key_in_two_mappings_is_no_duplicate() {
+        let (value, duplicates) = read("a: {x: 1}\nb: {x: 2.5, y: [true, null, s]}\n");
+        assert!(duplicates.is_empty(), "{duplicates:?}");
+        assert_eq!(value["b"]["y"][2], "s");
+        assert_eq!(value["b"]["x"], 2.5);
+    }
+
+    #[derive(Deserialize)]
+    #[allow(dead_code)]
+    struct Inner {
+        key: String,
+    }
+
+    #[derive(Deserialize)]
+    #[allow(dead_code)]
+    struct Outer {
+        spec: Option<Vec<Inner>>,
+    }
+
+    #[test]
+    fn a_key_no_field_reads_is_named_by_its_path() {
+        let value = serde_json::json!({"metadata": {"name": "n"}, "spec": [{"key": "k", "opertor": "In"}], "sepc": 1});
+        let (_, mut unknown): (Outer, _) = typed_noting(value, "Thing").unwrap();
+        unknown.sort();
+        assert_eq!(unknown, vec!["metadata", "sepc", "spec[0].opertor"]);
+    }
+}
