@@ -47,6 +47,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.cluster)
         .with_context(|| format!("reading {}", args.cluster.display()))?;
     let cluster = dump::parse(&text, &args.cluster.display().to_string())?;
+    crate::input::check(&cluster.warnings)?;
     let rebalance = match args.rebalance {
         Rebalance::Event => RebalanceAction::Event,
         Rebalance::Drain => RebalanceAction::Drain,

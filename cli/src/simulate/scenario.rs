@@ -325,13 +325,17 @@ fn check_deployments(objects: &[Value], timeline: &[Step]) -> anyhow::Result<()>
 impl Scenario {
     /// Parses and validates a scenario; errors name the source and the field.
     pub fn parse(text: &str, source: &str) -> anyhow::Result<Scenario> {
-        let (value, duplicates) = match serde_yaml::Deserializer::from_str(text).next() {
-            Some(de) => strict::document(de).with_context(|| source.to_string())?,
-            None => (Value::Null, Vec::new()),
-        };
-        let mut warnings = duplicate_keys(&value, &duplicates, source);
-        let file: ScenarioFile = serde_path_to_error::deserialize(value)
+        let de = serde_yaml::Deserializer::from_str(text);
+        let file: ScenarioFile = serde_path_to_error::deserialize(de)
             .map_err(|e| anyhow::anyhow!("{source}: {}: {}", e.path(), e.inner()))?;
+        // Read again for the keys given twice, which the typed read keeps the last of.
+        let mut warnings = match serde_yaml::Deserializer::from_str(text).next() {
+            Some(de) => match strict::document(de) {
+                Ok((value, duplicates)) => duplicate_keys(&value, &duplicates, source),
+                Err(_) => Vec::new(),
+            },
+            None => Vec::new(),
+        };
         let duration = seconds(&file.duration, "duration").with_context(|| source.to_string())?;
         let schedule = match &file.schedule {
             Some(text) => seconds(text, "schedule").with_context(|| source.to_string())?,

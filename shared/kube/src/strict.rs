@@ -93,10 +93,13 @@ pub fn typed_noting<T: DeserializeOwned>(
 ) -> Result<(T, Vec<String>), KubeError> {
     let object = crate::dump::object_name(kind, &value);
     let mut unknown = Vec::new();
-    // Every object carries these two; some kinds' types take them from the type instead.
+    // Every object carries these two; some kinds' types take them from the type instead. A
+    // status is the cluster's to write, and newer Kubernetes versions add fields to it (a pod's
+    // `observedGeneration`) that these types may not know: nothing a user wrote is lost there.
     let mut note = |path: serde_ignored::Path| {
         let path = ignored_path(&path);
-        if path != "apiVersion" && path != "kind" {
+        let status = path == "status" || path.starts_with("status.");
+        if path != "apiVersion" && path != "kind" && !status {
             unknown.push(path);
         }
     };

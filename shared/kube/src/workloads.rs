@@ -60,12 +60,15 @@ fn name(w: &Value) -> &str {
     w["metadata"]["name"].as_str().unwrap_or_default()
 }
 
+/// The most pods one workload stands for: a mistyped `replicas` must not exhaust memory.
+const MAX_REPLICAS: i64 = 100_000;
+
 /// How many pods the workload runs now: `replicas` (1 when unset), a Job's `parallelism`
-/// capped by its `completions`, none for a suspended Job.
+/// capped by its `completions`, none for a suspended or finished Job.
 fn replicas(w: &Value) -> usize {
     let spec = &w["spec"];
     let n = match w["kind"].as_str() {
-        Some("Job") if spec["suspend"] == true => 0,
+        Some("Job") if spec["suspend"] == true || finished(w) => 0,
         Some("Job") => {
             let parallel = spec["parallelism"].as_i64().unwrap_or(1);
             spec["completions"]
@@ -74,7 +77,19 @@ fn replicas(w: &Value) -> usize {
         }
         _ => spec["replicas"].as_i64().unwrap_or(1),
     };
-    n.max(0) as usize
+    n.clamp(0, MAX_REPLICAS) as usize
+}
+
+/// A Job whose status says it completed or failed.
+fn finished(w: &Value) -> bool {
+    let done =
+        |c: &Value| (c["type"] == "Complete" || c["type"] == "Failed") && c["status"] == "True";
+    w["status"]["completionTime"].is_string()
+        || w["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(done)
 }
 
 /// A ReplicaSet that a Deployment of the dump controls: the Deployment stands for it.
@@ -90,21 +105,56 @@ fn owned_by_listed_deployment(w: &Value, workloads: &[Value]) -> bool {
     })
 }
 
-/// Whether any pod of the dump belongs to the workload: one it owns by name, or one in its
-/// namespace that its selector's `matchLabels` select.
+/// Whether any pod of the dump belongs to the workload: one it owns (a Deployment through a
+/// ReplicaSet named after it), or one in its namespace that its selector selects.
 fn has_pods(w: &Value, pods: &[Pod]) -> bool {
-    let selector: BTreeMap<String, String> =
-        serde_json::from_value(w["spec"]["selector"]["matchLabels"].clone()).unwrap_or_default();
+    let kind = w["kind"].as_str().unwrap_or_default();
+    let selector = &w["spec"]["selector"];
     pods.iter()
         .filter(|p| p.metadata.namespace.as_deref().unwrap_or("default") == namespace(w))
         .any(|p| {
-            let owned = p.metadata.owner_references.iter().flatten().any(|o| {
-                o.name == name(w) || o.name.rsplit_once('-').is_some_and(|(n, _)| n == name(w))
-            });
+            let owned = p
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| match kind {
+                    "Deployment" => {
+                        o.kind == "ReplicaSet"
+                            && o.name.rsplit_once('-').is_some_and(|(n, _)| n == name(w))
+                    }
+                    _ => o.kind == kind && o.name == name(w),
+                });
             let labels = p.metadata.labels.clone().unwrap_or_default();
-            let selected =
-                !selector.is_empty() && selector.iter().all(|(k, v)| labels.get(k) == Some(v));
-            owned || selected
+            owned || selects(selector, &labels)
+        })
+}
+
+/// Whether a label selector (`matchLabels` and `matchExpressions`) selects these labels. An
+/// empty or missing selector selects nothing here.
+fn selects(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
+    let match_labels: BTreeMap<String, String> =
+        serde_json::from_value(selector["matchLabels"].clone()).unwrap_or_default();
+    let expressions = selector["matchExpressions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if match_labels.is_empty() && expressions.is_empty() {
+        return false;
+    }
+    let values = |e: &Value| -> Vec<String> {
+        serde_json::from_value(e["values"].clone()).unwrap_or_default()
+    };
+    match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+        && expressions.iter().all(|e| {
+            let value = labels.get(e["key"].as_str().unwrap_or_default());
+            match e["operator"].as_str() {
+                Some("In") => value.is_some_and(|v| values(e).contains(v)),
+                Some("NotIn") => value.is_none_or(|v| !values(e).contains(v)),
+                Some("Exists") => value.is_some(),
+                Some("DoesNotExist") => value.is_none(),
+                _ => false,
+            }
         })
 }
 
@@ -136,9 +186,10 @@ fn template(
 /// The `i`th pending pod of the workload, named and owned as its controller would name and own
 /// it (a Deployment's through a ReplicaSet).
 fn pod(w: &Value, kind: &str, template: &PodTemplateSpec, i: usize) -> Pod {
+    let kind_name = kind.to_ascii_lowercase();
     let (owner_kind, owner, pod_name) = match kind {
         "Deployment" => {
-            let rs = format!("{}-expanded", name(w));
+            let rs = format!("{}-{kind_name}", name(w));
             ("ReplicaSet", rs.clone(), format!("{rs}-{i}"))
         }
         "StatefulSet" => (
@@ -149,9 +200,13 @@ fn pod(w: &Value, kind: &str, template: &PodTemplateSpec, i: usize) -> Pod {
         _ => (
             kind,
             name(w).to_string(),
-            format!("{}-expanded-{i}", name(w)),
+            format!("{}-{kind_name}-{i}", name(w)),
         ),
     };
+    let mut spec = template.spec.clone();
+    if kind == "StatefulSet" {
+        add_claims(w, &mut spec, i);
+    }
     let api_version = if owner_kind == "Job" {
         "batch/v1"
     } else {
@@ -174,11 +229,36 @@ fn pod(w: &Value, kind: &str, template: &PodTemplateSpec, i: usize) -> Pod {
             }]),
             ..Default::default()
         },
-        spec: template.spec.clone(),
+        spec,
         status: Some(k8s_openapi::api::core::v1::PodStatus {
             phase: Some("Pending".to_string()),
             ..Default::default()
         }),
+    }
+}
+
+/// A StatefulSet pod's volumes from its `volumeClaimTemplates`: the claim `<template>-<set>-<i>`
+/// its controller would make, so a claim of the dump bound to one zone's volume keeps the pod in
+/// that zone.
+fn add_claims(w: &Value, spec: &mut Option<k8s_openapi::api::core::v1::PodSpec>, i: usize) {
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, Volume};
+    let Some(spec) = spec.as_mut() else { return };
+    for t in w["spec"]["volumeClaimTemplates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let Some(claim) = t["metadata"]["name"].as_str() else {
+            continue;
+        };
+        spec.volumes.get_or_insert_with(Vec::new).push(Volume {
+            name: claim.to_string(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: format!("{claim}-{}-{i}", name(w)),
+                read_only: None,
+            }),
+            ..Default::default()
+        });
     }
 }
 
@@ -266,5 +346,48 @@ mod tests {
             err.contains("Deployment web/inflate") && err.contains("spec.template.spec.containers"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn finished_jobs_expression_selectors_and_claims_are_read_as_their_controllers_would() {
+        let done = json!({"kind": "Job", "metadata": {"name": "j"},
+            "spec": {"template": {"spec": {"containers": []}}},
+            "status": {"conditions": [{"type": "Complete", "status": "True"}]}});
+        let (pods, _) = expand(&[done], &[], &mut Vec::new()).unwrap();
+        assert!(pods.is_empty());
+
+        let mut d = deployment(2);
+        d["spec"]["selector"] =
+            json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["inflate"]}]});
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p",
+            "namespace": "web", "labels": {"app": "inflate"}}}))
+        .unwrap();
+        let (pods, _) = expand(&[d], &[pod], &mut Vec::new()).unwrap();
+        assert!(
+            pods.is_empty(),
+            "the selector's expressions select the pod in the dump"
+        );
+
+        let set = json!({"kind": "StatefulSet", "metadata": {"name": "db", "namespace": "data"},
+            "spec": {"replicas": 2, "template": {"spec": {"containers": []}},
+                "volumeClaimTemplates": [{"metadata": {"name": "pgdata"}}]}});
+        let job = json!({"kind": "Job", "metadata": {"name": "db", "namespace": "data"},
+            "spec": {"template": {"spec": {"containers": []}}}});
+        let (pods, _) = expand(&[set, job], &[], &mut Vec::new()).unwrap();
+        let claim = |p: &Pod| {
+            p.spec.as_ref().unwrap().volumes.as_ref().map(|v| {
+                v[0].persistent_volume_claim
+                    .as_ref()
+                    .unwrap()
+                    .claim_name
+                    .clone()
+            })
+        };
+        assert_eq!(claim(&pods[1]).as_deref(), Some("pgdata-db-1"));
+        let names: std::collections::BTreeSet<_> = pods
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap())
+            .collect();
+        assert_eq!(names.len(), 3, "{names:?}");
     }
 }

@@ -16,9 +16,9 @@
 //! * pending time is bounded: 10 minutes during the faults, 4 minutes while a malformed object
 //!   is applied (the healthy pools must go on provisioning; a minute more for each tick that
 //!   failed for another reason, a refused launch among them), 3 minutes once the faults have
-//!   stopped; pods the last tick reported unschedulable are left out, a workload's replicas count
-//!   from the last tick that named any of them unschedulable (which replica waits is the
-//!   kube-scheduler's choice), and while a node that never initializes is in the cluster,
+//!   stopped; pods the last tick reported unschedulable are left out, a workload's other waiting
+//!   replicas count from when it last had none waiting beyond those named (which replica waits
+//!   is the kube-scheduler's choice), and while a node that never initializes is in the cluster,
 //!   pending time counts from the end of the product's initialization grace for it;
 //! * on chaos.yaml, no runaway scale-up and no churn of a disruption's own replacements.
 
@@ -52,8 +52,10 @@ fn name(o: &Value) -> &str {
 }
 
 /// A pod key's workload: `namespace/name` without the replica's suffix.
-pub(super) fn workload(key: &str) -> String {
-    key.rsplit_once('-').map_or(key, |(o, _)| o).to_string()
+fn workload(key: &str) -> String {
+    let (namespace, pod) = key.split_once('/').unwrap_or(("", key));
+    let owner = pod.rsplit_once('-').map_or(pod, |(o, _)| o);
+    format!("{namespace}/{owner}")
 }
 
 fn pod_key(p: &Value) -> String {
@@ -140,6 +142,7 @@ impl Chaos {
                     .insert(name(n).to_string(), id.to_string());
             }
         }
+        self.note_excess(t, pods);
         let broken = self
             .seen
             .pairs(t, &owned, claims)
@@ -433,6 +436,32 @@ impl Chaos {
         out
     }
 
+    /// Per workload, since when more of its pods have been waiting than the last tick named
+    /// unschedulable. The others have capacity planned for them; which replica the
+    /// kube-scheduler binds to it is its own choice, so their pending time counts from when the
+    /// workload last had none waiting beyond those named.
+    fn note_excess(&mut self, t: i64, pods: &[Value]) {
+        let mut waiting: BTreeMap<String, usize> = BTreeMap::new();
+        for p in pods
+            .iter()
+            .filter(|p| bound_to(p).is_none() && !deleting(p) && !is_daemon(p))
+        {
+            *waiting.entry(workload(&pod_key(p))).or_default() += 1;
+        }
+        let mut named: BTreeMap<String, usize> = BTreeMap::new();
+        for key in &self.unschedulable {
+            *named.entry(workload(key)).or_default() += 1;
+        }
+        let beyond = |w: &String, n: usize| n > named.get(w).copied().unwrap_or(0);
+        self.excess_since
+            .retain(|w, _| waiting.get(w).is_some_and(|&n| beyond(w, n)));
+        for (w, n) in waiting {
+            if beyond(&w, n) {
+                self.excess_since.entry(w).or_insert(t);
+            }
+        }
+    }
+
     /// Pending time is bounded during the faults, while a malformed object is applied, and
     /// after the faults (from when the Lease of a tick cut off at the last moment has expired).
     fn pending(&self, t: i64, pods: &[Value], nodes: &[Value]) -> Option<String> {
@@ -469,9 +498,9 @@ impl Chaos {
             };
             let since = stalled_until.map_or(since, |s| since.max(s));
             let since = self
-                .limited_at
+                .excess_since
                 .get(&workload(&key))
-                .map_or(since, |&l| since.max(stamp(self.sim.start, l)));
+                .map_or(since, |&e| since.max(stamp(self.sim.start, e)));
             let waited = (now - since).num_seconds();
             if waited > limit {
                 return Some(format!(

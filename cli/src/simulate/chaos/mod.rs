@@ -315,10 +315,9 @@ struct Chaos {
     broken: Vec<Value>,
     /// Pods the last tick that finished reported unschedulable (`namespace/name`).
     unschedulable: BTreeSet<String>,
-    /// Workload (`namespace/owner`) → the last second a finished tick named any of its pods
-    /// unschedulable. Its replicas are interchangeable: which of them waits is the
-    /// kube-scheduler's choice, so each one's pending time counts from then.
-    limited_at: BTreeMap<String, i64>,
+    /// Workload (`namespace/owner`) → the second since which more of its pods have been
+    /// waiting than the last finished tick named unschedulable.
+    excess_since: BTreeMap<String, i64>,
     /// When a second PodDisruptionBudget over the first one's pods is applied, if it is.
     overlap_at: Option<i64>,
     /// Node → its instance, as last seen.
@@ -392,7 +391,7 @@ impl Chaos {
             nudged_for: None,
             broken: Vec::new(),
             unschedulable: BTreeSet::new(),
-            limited_at: BTreeMap::new(),
+            excess_since: BTreeMap::new(),
             overlap_at,
             node_instance: BTreeMap::new(),
             deleted_directly: BTreeSet::new(),

@@ -147,7 +147,11 @@ impl Chaos {
                 }
                 // A launch or termination the faults refused is not the malformed object's
                 // doing: the healthy pools' pending time allows for it.
-                let refused = !acted || !summary.launch_failures.is_empty();
+                let refused = !acted
+                    || summary
+                        .launch_failures
+                        .iter()
+                        .any(|f| !f.starts_with(BROKEN_PREFIX));
                 if refused && self.seen.failed_elsewhere.last() != Some(&t) {
                     self.seen.failed_elsewhere.push(t);
                 }
@@ -157,9 +161,6 @@ impl Chaos {
                     .filter_map(|u| u.split(": ").next())
                     .map(str::to_string)
                     .collect();
-                for key in &self.unschedulable {
-                    self.limited_at.insert(super::checks::workload(key), t);
-                }
                 true
             }
             Err(e) => {

@@ -161,13 +161,12 @@ impl Ctx<'_> {
         pods: &[usize],
         max: usize,
     ) -> Option<(Vec<Resources>, Vec<Vec<usize>>)> {
+        if self.any_kept_apart(pods) {
+            return None;
+        }
         let mut shapes: Vec<Resources> = Vec::new();
         let mut members: Vec<Vec<usize>> = Vec::new();
         for &i in pods {
-            let (owns, counted) = self.hostname_anti(i);
-            if !owns.is_empty() || !counted.is_empty() {
-                return None;
-            }
             let r = &self.snapshot.pods[i].requests;
             match shapes.iter().position(|s| s == r) {
                 Some(k) => members[k].push(i),
@@ -181,6 +180,28 @@ impl Ctx<'_> {
             }
         }
         Some((shapes, members))
+    }
+
+    /// Whether two of the pods may not share a node: one owns a hostname anti-affinity or
+    /// spread group that counts the other. A pod alone in its group (an anti-affine Deployment
+    /// of one replica) keeps from nobody.
+    fn any_kept_apart(&self, pods: &[usize]) -> bool {
+        let mut owners: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        let mut counted: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for &i in pods {
+            let (owns, counts) = self.hostname_anti(i);
+            for g in owns {
+                owners.entry(g).or_default().push(i);
+            }
+            for g in counts {
+                counted.entry(g).or_default().push(i);
+            }
+        }
+        owners.iter().any(|(g, own)| {
+            counted
+                .get(g)
+                .is_some_and(|c| c.iter().any(|j| own.iter().any(|i| i != j)))
+        })
     }
 
     /// Per pod (by position), the positions of the pods it may not share a node with: hostname

@@ -110,8 +110,8 @@ impl<'a> Ctx<'a> {
     /// requirements (so its node selector, required node affinity, zone and capacity type hold
     /// as before): no host ports, a strictest reading (its preferences as requirements) that
     /// some pool can meet, so that a move keeps every preference, and topology only on zone or
-    /// capacity type (whose counts such a move leaves unchanged) or hostname anti-affinity
-    /// (which re-packing keeps).
+    /// capacity type (whose counts such a move leaves unchanged) or hostname anti-affinity or
+    /// spread (which re-packing keeps, see [`Self::hostname_anti`]).
     pub(crate) fn is_movable(&self, i: usize) -> bool {
         let class = &self.classes[self.class_of[&i]];
         let pod = &self.snapshot.pods[i];
@@ -129,18 +129,19 @@ impl<'a> Ctx<'a> {
                     let id = &groups[*g].id;
                     matches!(id.key.as_str(), ZONE | CAPACITY_TYPE)
                         || (id.key == HOSTNAME && id.kind == Kind::Anti)
+                        || keeps_apart(id)
                 })
     }
 
-    /// Hostname anti-affinity of a movable pod: the groups it owns and those that count it.
+    /// Hostname anti-affinity and spread of a movable pod: the groups it owns and those that
+    /// count it. Re-packing keeps an owner off every node that holds a pod its group counts.
+    /// For a hostname spread that is at most one counted pod per node where an owner goes: a
+    /// new node's domain is always at count zero, so a skew of one allows no more, and a larger
+    /// skew is kept to one (stricter, never a violation).
     pub(crate) fn hostname_anti(&self, i: usize) -> (Vec<usize>, Vec<usize>) {
         let class = &self.classes[self.class_of[&i]];
         let groups = &self.base_topology.groups;
-        let is_anti = |g: &usize| {
-            groups[*g].id.key == HOSTNAME
-                && groups[*g].id.kind == Kind::Anti
-                && !groups[*g].id.inverse
-        };
+        let is_anti = |g: &usize| keeps_apart(&groups[*g].id);
         let owns = class.variants[0]
             .owned
             .iter()
@@ -204,8 +205,32 @@ impl<'a> Ctx<'a> {
             .copied()
     }
 
+    /// A lower bound on what `used` costs in pool `p` under `reqs`: its CPU, or its memory, at
+    /// the lowest price per unit of any type allowed.
+    fn cheapest_bound(&self, p: usize, reqs: &Requirements, used: &Resources) -> f64 {
+        let Some(allowed) = self.allowed_types(p, reqs) else {
+            return 0.0;
+        };
+        let usable = &self.pools[p].usable;
+        let per = |unit: fn(&Resources) -> i64| {
+            allowed
+                .by_price
+                .iter()
+                .filter(|(t, _)| unit(&usable[*t]) > 0)
+                .map(|(t, price)| price / unit(&usable[*t]) as f64)
+                .fold(f64::INFINITY, f64::min)
+        };
+        let cpu = per(|r| r.cpu) * used.cpu as f64;
+        let memory = per(|r| r.memory) * used.memory as f64;
+        [cpu, memory]
+            .into_iter()
+            .filter(|x| x.is_finite())
+            .fold(0.0, f64::max)
+    }
+
     /// Splits one packed node into smaller ones when they cost less together (a half-empty
-    /// large node often costs more than two small nodes that hold the same pods).
+    /// large node often costs more than two small nodes that hold the same pods, and so does a
+    /// full node of a type dear for what it holds).
     pub(crate) fn split(&self, p: usize, reqs: &Requirements, bin: Packed) -> Vec<Packed> {
         let (members, t, price) = &bin;
         let pool = &self.pools[p];
@@ -221,8 +246,9 @@ impl<'a> Ctx<'a> {
         ]
         .into_iter()
         .fold(0.0, f64::max);
+        let dear = fill > 0.75 && *price > 1.5 * self.cheapest_bound(p, reqs, &used);
         if members.len() < 2
-            || fill > 0.75
+            || (fill > 0.75 && !dear)
             || pool
                 .price
                 .first()
@@ -254,7 +280,8 @@ impl<'a> Ctx<'a> {
     /// Improves a packing two nodes at a time. The pods of a pair, sorted by memory per CPU,
     /// are cut at every point into two nodes of their cheapest fitting types (one side may be
     /// empty, which merges the pair). The cheapest cut replaces the pair when it costs less.
-    /// Pairs holding hostname anti-affine pods, or pods of one shape, are left alone.
+    /// Cuts that would put two pods kept apart on one node are skipped, and pairs of pods of
+    /// one shape are left alone.
     pub(crate) fn improve_pairs(&self, p: usize, reqs: &Requirements, packing: &mut Vec<Packed>) {
         let pairs = packing.len() * packing.len().saturating_sub(1) / 2;
         let pods: usize = packing.iter().map(|(members, _, _)| members.len()).sum();
@@ -319,10 +346,9 @@ impl<'a> Ctx<'a> {
     ) -> Option<(Packed, Packed)> {
         let pods = &self.snapshot.pods;
         let order: Vec<usize> = a.0.iter().chain(&b.0).copied().collect();
-        if order.iter().any(|i| anti.contains(i)) {
-            return None;
-        }
         let mut order = self.by_memory_per_cpu(order)?;
+        // Positions of pods that may not share a node: a cut must part every such pair.
+        let apart = self.apart_pairs(&order, anti);
         let mut total = Resources::default();
         for &i in &order {
             total.add(&pods[i].requests);
@@ -341,7 +367,8 @@ impl<'a> Ctx<'a> {
         let mut prefix = Resources::default();
         for k in 0..=order.len() {
             let last = k == order.len();
-            if k % stride == 0 || last {
+            let parts = apart.iter().all(|&(x, y)| (x < k) != (y < k));
+            if (k % stride == 0 || last) && parts {
                 let rest = total.minus(&prefix);
                 if let (Some(l), Some(r)) = (side(&prefix, k == 0), side(&rest, last)) {
                     if l.1 + r.1 < best_price {
@@ -357,6 +384,27 @@ impl<'a> Ctx<'a> {
         let (k, (lt, lp), (rt, rp)) = best?;
         let right = order.split_off(k);
         Some(((order, lt, lp), (right, rt, rp)))
+    }
+
+    /// The position pairs of `order` that may not share a node (hostname anti-affinity or
+    /// spread, either way), among the pods of `anti` only.
+    fn apart_pairs(&self, order: &[usize], anti: &BTreeSet<usize>) -> Vec<(usize, usize)> {
+        let marked: Vec<(usize, KeptApart)> = order
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| anti.contains(i))
+            .map(|(x, &i)| (x, self.hostname_anti(i)))
+            .collect();
+        let meets = |a: &[usize], b: &[usize]| a.iter().any(|g| b.contains(g));
+        let mut pairs = Vec::new();
+        for (n, (x, gx)) in marked.iter().enumerate() {
+            for (y, gy) in &marked[n + 1..] {
+                if meets(&gx.0, &gy.1) || meets(&gy.0, &gx.1) {
+                    pairs.push((*x, *y));
+                }
+            }
+        }
+        pairs
     }
 
     /// Packs `pods` into pool `p`: bins of the LP's types (rounded) first, each pod to the open
@@ -520,11 +568,52 @@ impl<'c, 'a> Run<'c, 'a> {
         let best = tries
             .into_iter()
             .min_by(|a, b| key(a).0.cmp(&key(b).0).then(key(a).1.total_cmp(&key(b).1)));
-        match best {
+        let mut best = match best {
             Some(r) if (r.failed.len(), r.hourly()) < (self.failed.len(), self.hourly() - 1e-9) => {
                 r
             }
             _ => self,
+        };
+        for p in 0..pools {
+            best.relax_bins(p);
+        }
+        best
+    }
+
+    /// Widens each new bin of pool `p` whose pods may all move to what those pods need: the
+    /// pool's requirements with each pod's own (and the zone and capacity type the bin pinned,
+    /// for pods in a topology). A pod that left a bin does not take the requirements it brought
+    /// with it, and a bin that kept an architecture or a zone only for such a pod costs more
+    /// than its pods need. Kept where a cheaper type then holds the pods.
+    pub(crate) fn relax_bins(&mut self, p: usize) {
+        let ctx = self.ctx;
+        let pool = &ctx.pools[p];
+        if pool.remaining.is_some() || !pool.min_values.is_empty() {
+            return;
+        }
+        for b in 0..self.bins.len() {
+            let bin = &self.bins[b];
+            let new = bin.pool == Some(p) && !bin.inflight && bin.name.is_empty();
+            if !new || bin.pods.is_empty() || !bin.pods.iter().all(|&i| ctx.is_movable(i)) {
+                continue;
+            }
+            let relaxed = bin.pods.iter().fold(pool.base.clone(), |r, &i| {
+                r.intersection(&ctx.own_reqs(p, i, &bin.reqs))
+            });
+            if relaxed == bin.reqs {
+                continue;
+            }
+            let now = ctx.cheapest_fit(p, &bin.used, &bin.reqs);
+            let Some((t, price)) = ctx.cheapest_fit(p, &bin.used, &relaxed) else {
+                continue;
+            };
+            if now.is_some_and(|(_, was)| price + 1e-9 >= was) {
+                continue;
+            }
+            let bin = &mut self.bins[b];
+            bin.reqs = relaxed;
+            bin.options = vec![t as u32];
+            bin.max_usable = pool.usable[t].clone();
         }
     }
 
@@ -1075,6 +1164,21 @@ impl Ctx<'_> {
             && class.member_of.is_empty()
             && class.repelled_by.is_empty()
     }
+}
+
+/// The hostname groups a pod owns and those that count it ([`Ctx::hostname_anti`]).
+type KeptApart = (Vec<usize>, Vec<usize>);
+
+/// Whether re-packing keeps the group's owners apart from its counted pods, node by node:
+/// hostname anti-affinity (not its inverse) and hard hostname spreads.
+fn keeps_apart(id: &crate::topology::GroupKey) -> bool {
+    id.key == HOSTNAME
+        && !id.inverse
+        && match id.kind {
+            Kind::Anti => true,
+            Kind::Spread { .. } => true,
+            Kind::Affinity => false,
+        }
 }
 
 /// The hourly price of open nodes.
