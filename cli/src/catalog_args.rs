@@ -62,8 +62,12 @@ impl CatalogArgs {
             (None, None, None) => match Catalog::embedded_region(&region) {
                 Some(catalog) => Ok(Cow::Borrowed(catalog)),
                 None => bail!(
-                    "region {region} ({why}) has no embedded catalog (embedded: {}); give --region, \
-                     or --instance-types, --offerings and --prices for it",
+                    "region {region} ({why}) has no embedded catalog (embedded: {}). Plan it with \
+                     its own catalog: --instance-types (the output of `aws ec2 \
+                     describe-instance-types --region {region}`), --offerings (of `aws ec2 \
+                     describe-instance-type-offerings --location-type availability-zone --region \
+                     {region}`) and --prices (a CSV of instance_type,usd_per_hour); or pick an \
+                     embedded region with --region",
                     EMBEDDED_REGIONS.join(", ")
                 ),
             },

@@ -31,6 +31,10 @@ pub struct ManifestsArgs {
     /// `karpenter.sh/discovery: <cluster-name>`.
     #[arg(long)]
     cluster_name: Option<String>,
+    /// Leave the CRDs out: a cluster that runs (or ran) Karpenter has them already, and a
+    /// migration keeps the ones installed.
+    #[arg(long)]
+    skip_crds: bool,
 }
 
 /// Prints the stream.
@@ -44,7 +48,11 @@ pub fn run(args: &ManifestsArgs) -> anyhow::Result<()> {
 /// The whole YAML stream.
 pub fn render(args: &ManifestsArgs) -> anyhow::Result<String> {
     let url = webhook_url(&args.function_url, args.token.as_deref())?;
-    let mut out = fleetwright_kube::crds::definitions_yaml().context("rendering the CRDs")?;
+    let mut out = if args.skip_crds {
+        String::new()
+    } else {
+        fleetwright_kube::crds::definitions_yaml().context("rendering the CRDs")?
+    };
     let mut objects = vec![namespace(&args.namespace)];
     objects.extend(rbac(&args.group, &args.namespace));
     objects.push(webhook(&url));
@@ -245,5 +253,32 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--token"));
+    }
+
+    #[test]
+    fn skip_crds_leaves_out_only_the_crds() {
+        let args = |skip_crds| ManifestsArgs {
+            function_url: "https://abc.lambda-url.us-east-1.on.aws/".into(),
+            token: None,
+            group: "fleetwright".into(),
+            namespace: "karpenter".into(),
+            node_role: None,
+            cluster_name: None,
+            skip_crds,
+        };
+        let kinds = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter_map(|l| l.strip_prefix("kind: "))
+                .map(str::to_string)
+                .collect()
+        };
+        let all = kinds(&render(&args(false)).unwrap());
+        let skipped = kinds(&render(&args(true)).unwrap());
+        assert!(all.iter().filter(|k| *k == "CustomResourceDefinition").count() >= 3);
+        let rest: Vec<String> = all
+            .into_iter()
+            .filter(|k| k != "CustomResourceDefinition")
+            .collect();
+        assert_eq!(skipped, rest);
     }
 }

@@ -305,9 +305,11 @@ pub fn table(plan: &Plan) -> String {
     for u in &plan.unschedulable {
         out.push_str(&format!("unschedulable: {}: {}\n", u.pod, u.reason));
     }
+    // A sum of no prices is -0.0, which would print as `$-0.0000/h`.
     out.push_str(&format!(
         "cost: ${:.4}/h (LP lower bound ${:.4}/h)\n",
-        plan.cost.hourly, plan.cost.lower_bound
+        plan.cost.hourly + 0.0,
+        plan.cost.lower_bound + 0.0
     ));
     out
 }

@@ -120,6 +120,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     if !(args.speed >= 0.0 && args.speed.is_finite()) {
         anyhow::bail!("--speed: {} is not a non-negative number", args.speed);
     }
+    if let Some(path) = &args.report {
+        check_writable(path)?;
+    }
     let quiet = crate::verbosity::get() == crate::verbosity::Level::Quiet;
     let bar = (std::io::stdout().is_terminal() && !quiet).then(|| {
         let bar = ProgressBar::with_draw_target(
@@ -190,6 +193,28 @@ impl Nudge for QueuedNudges {
             .push(detail_type.to_string());
         Ok(())
     }
+}
+
+/// Fails at once when the report could not be written at the end of the run: its directory
+/// is missing, or the file cannot be created there.
+fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "--report {}: the directory {} does not exist",
+            path.display(),
+            dir.display()
+        );
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .with_context(|| format!("--report {}: cannot be written", path.display()))?;
+    Ok(())
 }
 
 /// The region the scenario's objects point at (zone labels, providerIDs, NodePool zone

@@ -149,7 +149,7 @@ fn clock(t: i64) -> String {
 }
 
 fn seconds(s: Option<i64>) -> String {
-    s.map_or("never".to_string(), |s| format!("{s}s"))
+    s.map_or("not within the run".to_string(), |s| format!("{s}s"))
 }
 
 impl Report {
@@ -218,7 +218,7 @@ impl Report {
         let l = &self.pending_latency;
         let _ = writeln!(
             out,
-            "\nPod pending latency: p50 {}s, p99 {}s, max {}s ({} pods)",
+            "\nPod pending latency: p50 {}s, p99 {}s, max {}s (over {} pod(s))",
             l.p50, l.p99, l.max, l.pods
         );
         let _ = writeln!(out, "Interruptions handled: {}", self.interruptions.len());

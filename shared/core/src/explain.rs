@@ -49,7 +49,14 @@ pub struct Quote {
     pub capacity_type: String,
     pub zone: String,
     /// USD per hour.
+    #[serde(serialize_with = "to_micro_dollars")]
     pub price: f64,
+}
+
+/// A price to six decimals: a price computed from others carries float noise
+/// (0.014559999999999998) that nobody should have to read.
+fn to_micro_dollars<S: serde::Serializer>(price: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((price * 1e6).round() / 1e6)
 }
 
 /// Explains pod `key` (`namespace/name`) of the snapshot at `now` (seconds since the Unix

@@ -40,7 +40,8 @@ pub async fn create_nodeclaim(client: Client, claim: &NodeClaim) -> Result<NodeC
         .create(&PostParams::default(), claim)
         .await
         .map_err(|e| api_error("creating NodeClaim", e))?;
-    tracing::info!(
+    // The tick logs the creation at info with what it was for; this is the API's side of it.
+    tracing::debug!(
         nodeclaim = created.metadata.name.as_deref().unwrap_or_default(),
         "created nodeclaim"
     );

@@ -15,7 +15,7 @@
 //! * no NodeClaim is planned into a zone where the simulated VPC has no subnet;
 //! * pending time is bounded: 10 minutes during the faults, 4 minutes while a malformed object
 //!   is applied (the healthy pools must go on provisioning; a minute more for each tick that
-//!   failed for another reason, a refused launch among them), 3 minutes once the faults have
+//!   failed for another reason, a refused launch among them, and for each instance killed), 3 minutes once the faults have
 //!   stopped; pods the last tick reported unschedulable are left out, a workload's other waiting
 //!   replicas count from when it last had none waiting beyond those named (which replica waits
 //!   is the kube-scheduler's choice), and while a node that never initializes is in the cluster,

@@ -42,6 +42,11 @@ impl Chaos {
                 self.send(event, t, true);
                 self.seen.interrupted.insert(id);
                 self.count("instances killed without a warning");
+                // Capacity lost for a reason other than a malformed object: the healthy pools'
+                // pending time allows a tick for it, as for a refused launch.
+                if self.seen.failed_elsewhere.last() != Some(&t) {
+                    self.seen.failed_elsewhere.push(t);
+                }
             }
         }
         if self.chance(0.004) {

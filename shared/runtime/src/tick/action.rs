@@ -151,8 +151,13 @@ pub enum Action {
         #[serde(skip)]
         conditions: Vec<fleetwright_kube::crds::Condition>,
     },
-    /// A disruption candidate left alone, and why (logged every tick).
-    Blocked { node: String, reason: String },
+    /// A disruption candidate left alone, and why (logged every tick, at info when it changed).
+    Blocked {
+        node: String,
+        reason: String,
+        /// Whether the reason is new since the last tick (logged at info, else at debug).
+        changed: bool,
+    },
     /// A consolidation move of a `Balanced` pool, scored (Karpenter's
     /// `karpenter_consolidation_score` and `karpenter_consolidation_moves_total`).
     Scored {

@@ -83,9 +83,18 @@ fn taken_message(d: &Disruption) -> String {
         d.savings
     );
     for r in &d.replacements {
-        message.push_str(&format!(", replacement [{}]", r.instance_types.join(", ")));
+        message.push_str(&format!(", replacement [{}]", first_five(&r.instance_types)));
     }
     message
+}
+
+/// The first five of a list and how many others, as Karpenter prints instance types.
+fn first_five(types: &[String]) -> String {
+    let shown = types.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+    match types.len().saturating_sub(5) {
+        0 => shown,
+        n => format!("{shown} and {n} other(s)"),
+    }
 }
 
 /// When a drain that started at `started` must end: its `terminationGracePeriod` later (None
@@ -524,6 +533,7 @@ fn report_blocked(
         .map(|b| Action::Blocked {
             node: b.node.clone(),
             reason: b.reason.clone(),
+            changed: said.get(&b.node) != Some(&b.reason),
         })
         .collect();
     let current: BTreeMap<String, String> = blocked

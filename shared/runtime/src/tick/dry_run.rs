@@ -123,9 +123,11 @@ pub(crate) fn describe(action: &Action, summary: &mut TickSummary) {
         } => {
             info!(target: TICK, %nodepool, nodes, "nodepool status");
         }
-        Action::Blocked { node, reason } => {
-            info!(target: DISRUPT, node = %node, reason = %reason, "not disrupting node")
-        }
+        Action::Blocked {
+            node,
+            reason,
+            changed,
+        } => blocked(node, reason, *changed),
         Action::ConfirmLater {
             command, savings, ..
         } => {
@@ -146,5 +148,15 @@ pub(crate) fn describe(action: &Action, summary: &mut TickSummary) {
             warn!(target: DISRUPT, %replacement, %why, "abandoning the disruption");
         }
         _ => {}
+    }
+}
+
+/// A disruption candidate left alone: at info when its reason is new since the last tick, else
+/// at debug (the same reason every minute is noise).
+pub(crate) fn blocked(node: &str, reason: &str, changed: bool) {
+    if changed {
+        info!(target: DISRUPT, node = %node, reason = %reason, "not disrupting node");
+    } else {
+        tracing::debug!(target: DISRUPT, node = %node, reason = %reason, "not disrupting node");
     }
 }

@@ -285,9 +285,11 @@ impl<C: Cloud> Tick<C> {
                 ctx.summary.stranded_deleted.push(nodeclaim);
             }
             Action::SaveUnavailable { offerings } => self.save_unavailable(&offerings, now).await,
-            Action::Blocked { node, reason } => {
-                info!(target: DISRUPT, node = %node, reason = %reason, "not disrupting node")
-            }
+            Action::Blocked {
+                node,
+                reason,
+                changed,
+            } => super::dry_run::blocked(&node, &reason, changed),
             Action::Scored { .. } => super::dry_run::describe(&action, ctx.summary),
             Action::PoolStatus {
                 nodepool,
