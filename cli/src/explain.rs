@@ -14,8 +14,11 @@ use crate::plan::Output;
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
     /// Cluster dump, as for `fleetwright plan`.
-    #[arg(long, value_name = "DUMP")]
-    cluster: PathBuf,
+    #[arg(long, value_name = "DUMP", required_unless_present = "kubeconfig")]
+    cluster: Option<PathBuf>,
+    /// Read the cluster from its API server instead, as the tick reads it; nothing is written.
+    #[arg(long, value_name = "FILE", conflicts_with = "cluster")]
+    kubeconfig: Option<PathBuf>,
     /// The pod, as `namespace/name` (a bare name means the `default` namespace).
     #[arg(long, value_name = "NS/NAME")]
     pod: String,
@@ -27,9 +30,19 @@ pub struct ExplainArgs {
 
 pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
     use std::io::Write;
-    let text = std::fs::read_to_string(&args.cluster)
-        .with_context(|| format!("reading {}", args.cluster.display()))?;
-    let dump = fleetwright_kube::dump::parse(&text, &args.cluster.display().to_string())?;
+    let (dump, source) = match (&args.kubeconfig, &args.cluster) {
+        (Some(kubeconfig), _) => (
+            crate::plan::read_cluster(kubeconfig)?,
+            format!("the cluster of {}", kubeconfig.display()),
+        ),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let source = path.display().to_string();
+            (fleetwright_kube::dump::parse(&text, &source)?, source)
+        }
+        (None, None) => bail!("give --cluster DUMP or --kubeconfig FILE"),
+    };
     crate::input::check_dump(&dump)?;
     let snapshot = fleetwright_kube::convert::snapshot_from_dump(&dump)?;
     let catalog = args.catalog.load(Some(&snapshot))?;
@@ -40,7 +53,7 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
     };
     let now = chrono::Utc::now().timestamp();
     let Some(explanation) = explain_pod(&snapshot, &catalog, &key, now) else {
-        bail!("--pod {key}: no such pod in {}", args.cluster.display());
+        bail!("--pod {key}: no such pod in {source}");
     };
     let out = match args.output {
         Output::Json => serde_json::to_string_pretty(&explanation)? + "\n",

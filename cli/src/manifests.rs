@@ -274,7 +274,12 @@ mod tests {
         };
         let all = kinds(&render(&args(false)).unwrap());
         let skipped = kinds(&render(&args(true)).unwrap());
-        assert!(all.iter().filter(|k| *k == "CustomResourceDefinition").count() >= 3);
+        assert!(
+            all.iter()
+                .filter(|k| *k == "CustomResourceDefinition")
+                .count()
+                >= 3
+        );
         let rest: Vec<String> = all
             .into_iter()
             .filter(|k| k != "CustomResourceDefinition")

@@ -9,6 +9,8 @@ use fleetwright_core::disruption::DisruptionPlan;
 use fleetwright_core::model::MinValuesPolicy;
 use fleetwright_core::{schedule, Plan, ScheduleOptions};
 
+use fleetwright_kube::dump::ClusterDump;
+
 use crate::catalog_args::CatalogArgs;
 
 /// The example cluster used when no dump is given: the `inflate` hands-on.
@@ -26,6 +28,10 @@ pub struct PlanArgs {
     /// Without it, the embedded example cluster is planned.
     #[arg(long, value_name = "DUMP")]
     pub cluster: Option<PathBuf>,
+    /// Read the cluster from its API server instead, as the tick reads it (every list, converted
+    /// the same way); nothing is written to it. Needs list on the kinds a dump holds.
+    #[arg(long, value_name = "FILE", conflicts_with = "cluster")]
+    pub kubeconfig: Option<PathBuf>,
     #[command(flatten)]
     pub catalog: CatalogArgs,
     #[arg(long, value_enum, default_value = "json")]
@@ -57,17 +63,25 @@ pub enum MinValuesArg {
 }
 
 pub fn run(args: PlanArgs) -> anyhow::Result<()> {
-    let (text, source) = match &args.cluster {
-        Some(path) => (
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
-            path.display().to_string(),
+    let (mut dump, source) = match (&args.kubeconfig, &args.cluster) {
+        (Some(kubeconfig), _) => (
+            read_cluster(kubeconfig)?,
+            format!("the cluster of {}", kubeconfig.display()),
         ),
-        None => (
-            EXAMPLE_CLUSTER.to_string(),
-            "embedded example cluster".to_string(),
-        ),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let source = path.display().to_string();
+            (fleetwright_kube::dump::parse(&text, &source)?, source)
+        }
+        (None, None) => {
+            let source = "embedded example cluster".to_string();
+            (
+                fleetwright_kube::dump::parse(EXAMPLE_CLUSTER, &source)?,
+                source,
+            )
+        }
     };
-    let mut dump = fleetwright_kube::dump::parse(&text, &source)?;
     crate::input::check_dump(&dump)?;
     let mut snapshot = readable_snapshot(&mut dump, &source)?;
     let policy = match args.min_values_policy {
@@ -132,12 +146,42 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
 
 /// The dump's snapshot. Every object that does not read is named with its field, all of them
 /// at once, and the command fails: a plan without them would not be the cluster's.
+/// The cluster as the tick reads it, through the kubeconfig's API server: every list it makes
+/// (pods slim and converted page by page, the CA bundle for EC2NodeClass hashes from
+/// `kube-root-ca.crt`), and nothing written.
+pub fn read_cluster(kubeconfig: &std::path::Path) -> anyhow::Result<ClusterDump> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let client = fleetwright_kube::client::kubeconfig_client(kubeconfig)
+            .await
+            .with_context(|| format!("--kubeconfig {}", kubeconfig.display()))?;
+        let reader = fleetwright_kube::snapshot::SnapshotReader::new(client)
+            .with_ca_bundle(None, "karpenter");
+        reader
+            .read_dump()
+            .await
+            .with_context(|| format!("reading the cluster of {}", kubeconfig.display()))
+    })
+}
+
 fn readable_snapshot(
     dump: &mut fleetwright_kube::dump::ClusterDump,
     source: &str,
 ) -> anyhow::Result<fleetwright_core::Snapshot> {
     let (snapshot, rejected) = fleetwright_kube::convert::take_snapshot_isolating(dump);
     if rejected.is_empty() {
+        return Ok(snapshot);
+    }
+    // A live cluster is planned as the tick plans it: without the objects that do not read.
+    if dump.slim {
+        for r in &rejected {
+            eprintln!(
+                "warning: {source}: left out, as the tick leaves it out: {}",
+                r.error
+            );
+        }
         return Ok(snapshot);
     }
     for r in &rejected {

@@ -376,6 +376,87 @@ async fn the_snapshot_reader_pages_through_real_continue_tokens() {
     assert_eq!(pods_in(&dump, ns), 23, "every pod, through pages of 5");
 }
 
+/// `plan --kubeconfig` and `explain --kubeconfig` read the cluster as the tick does, under the
+/// manifests' RBAC: the plan has the pending pods, the explanation finds the pool that holds
+/// one, and nothing is written (every pod keeps its resourceVersion).
+#[tokio::test]
+#[ignore = "needs the control plane: scripts/control-plane.sh run DIR -- cargo test ... -- --ignored"]
+async fn plan_reads_a_live_cluster_as_the_tick_does_and_writes_nothing() {
+    let admin = setup().await;
+    let ns = &format!("plan-live-{}", std::process::id());
+    namespace(&admin, ns).await;
+    apply(&admin, &nodeclass()).await.unwrap();
+    apply(&admin, &nodepool("plan-live")).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), ns);
+    for i in 0..2 {
+        // Only a node of this pool can hold it: kube-scheduler marks it unschedulable, and no
+        // kwok node another test made takes it.
+        let pod = json!({"metadata": {"name": format!("web-{i}"), "namespace": ns},
+            "spec": {"nodeSelector": {"karpenter.sh/nodepool": "plan-live"},
+                "containers": [{"name": "c", "image": "pause",
+                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}});
+        pods.create(
+            &PostParams::default(),
+            &serde_json::from_value(pod).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+    let versions = |list: Vec<Pod>| -> Vec<Option<String>> {
+        list.into_iter()
+            .map(|p| p.metadata.resource_version)
+            .collect()
+    };
+    wait_for(|| async {
+        let listed = pods.list(&ListParams::default()).await.ok()?.items;
+        let marked = listed.iter().filter(|p| {
+            let conditions = p.status.as_ref().and_then(|s| s.conditions.as_ref());
+            conditions.is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "PodScheduled" && c.status == "False")
+            })
+        });
+        (marked.count() == 2).then_some(())
+    })
+    .await
+    .expect("kube-scheduler marked both pods unschedulable");
+    let before = versions(pods.list(&ListParams::default()).await.unwrap().items);
+    let kubeconfig = std::env::var("FLEETWRIGHT_KUBECONFIG").unwrap();
+    let out = common::fleetwright(&["plan", "--kubeconfig", &kubeconfig]);
+    let plan: Value = serde_json::from_str(&common::success(&out)).unwrap();
+    let planned: Vec<&str> = plan["nodeclaims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["pods"].as_array().unwrap())
+        .filter_map(Value::as_str)
+        .collect();
+    for i in 0..2 {
+        let key = format!("{ns}/web-{i}");
+        assert!(planned.contains(&key.as_str()), "{key} not in {planned:?}");
+    }
+    let explained = common::fleetwright(&[
+        "explain",
+        "--kubeconfig",
+        &kubeconfig,
+        "--pod",
+        &format!("{ns}/web-0"),
+        "--output",
+        "json",
+    ]);
+    let explanation: Value = serde_json::from_str(&common::success(&explained)).unwrap();
+    assert!(
+        explanation["nodepools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["nodepool"] == "plan-live" && v["compatible"] == true),
+        "{explanation}"
+    );
+    let after = versions(pods.list(&ListParams::default()).await.unwrap().items);
+    assert_eq!(before, after, "plan or explain wrote to the pods");
+}
+
 /// The API server compacts etcd every 10 s (scripts/control-plane.sh); a listing held half
 /// read until then gets 410 Gone for its continue token, and the reader lists again.
 #[tokio::test]

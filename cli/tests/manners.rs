@@ -129,7 +129,11 @@ fn a_pool_that_matches_no_type_names_the_requirement_and_the_catalog() {
 #[test]
 fn a_report_path_that_cannot_be_written_fails_before_the_run() {
     let started = std::time::Instant::now();
-    let out = run(&["simulate", "--report", "/nonexistent-fleetwright-dir/run.html"]);
+    let out = run(&[
+        "simulate",
+        "--report",
+        "/nonexistent-fleetwright-dir/run.html",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
@@ -142,7 +146,13 @@ fn a_report_path_that_cannot_be_written_fails_before_the_run() {
 
 #[test]
 fn an_empty_plan_costs_zero_dollars_not_minus_zero() {
-    let out = run(&["plan", "--cluster", &fixture("as-posted/t4g-limit.yaml"), "--output", "table"]);
+    let out = run(&[
+        "plan",
+        "--cluster",
+        &fixture("as-posted/t4g-limit.yaml"),
+        "--output",
+        "table",
+    ]);
     let table = success(&out);
     assert!(!table.contains("$-0.0000"), "{table}");
     let empty = common::write_temp("empty.yaml", "apiVersion: v1\nkind: List\nitems: []\n");

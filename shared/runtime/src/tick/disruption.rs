@@ -83,7 +83,10 @@ fn taken_message(d: &Disruption) -> String {
         d.savings
     );
     for r in &d.replacements {
-        message.push_str(&format!(", replacement [{}]", first_five(&r.instance_types)));
+        message.push_str(&format!(
+            ", replacement [{}]",
+            first_five(&r.instance_types)
+        ));
     }
     message
 }
