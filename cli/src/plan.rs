@@ -110,6 +110,11 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         .filter(|p| p.node_name.is_none() && !p.terminal && !p.is_daemonset())
         .count();
     tracing::info!(pods = pending, "found provisionable pod(s)");
+    if pending == 0 && crate::verbosity::get() != crate::verbosity::Level::Quiet {
+        for line in pool_summary(&snapshot, &catalog) {
+            eprintln!("note: {line}");
+        }
+    }
     // As the tick: a NodePool whose EC2NodeClass the dump lacks (or says is not ready) could
     // launch nothing, so nothing is planned for it.
     let classes = fleetwright_runtime::tick::isolation::classes_of_dump(&dump);
@@ -146,6 +151,48 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
 
 /// The dump's snapshot. Every object that does not read is named with its field, all of them
 /// at once, and the command fails: a plan without them would not be the cluster's.
+/// With no pod to plan, what each NodePool could launch: how many instance types its
+/// requirements allow, the cheapest and dearest of them, and their price range.
+fn pool_summary(
+    snapshot: &fleetwright_core::Snapshot,
+    catalog: &fleetwright_core::Catalog,
+) -> Vec<String> {
+    snapshot
+        .nodepools
+        .iter()
+        .map(|pool| {
+            let settings = snapshot
+                .node_classes
+                .get(&pool.node_class)
+                .cloned()
+                .unwrap_or_default();
+            let reqs = pool.node_requirements();
+            let mut priced: Vec<(String, f64)> = catalog
+                .instance_types_shared(&settings)
+                .iter()
+                .filter(|t| reqs.compatible(&t.requirements).is_ok())
+                .filter_map(|t| Some((t.name.clone(), t.cheapest_offering(&reqs)?.price)))
+                .collect();
+            priced.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+            match (priced.first(), priced.last()) {
+                (Some(low), Some(high)) => format!(
+                    "no pod to plan; nodepool {:?} allows {} instance type(s), from {} at ${:.4}/h to {} at ${:.4}/h",
+                    pool.name,
+                    priced.len(),
+                    low.0,
+                    low.1,
+                    high.0,
+                    high.1
+                ),
+                _ => format!(
+                    "no pod to plan; nodepool {:?} allows no instance type offered in {}",
+                    pool.name, catalog.region
+                ),
+            }
+        })
+        .collect()
+}
+
 /// The cluster as the tick reads it, through the kubeconfig's API server: every list it makes
 /// (pods slim and converted page by page, the CA bundle for EC2NodeClass hashes from
 /// `kube-root-ca.crt`), and nothing written.

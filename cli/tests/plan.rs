@@ -1085,3 +1085,21 @@ fn workloads_without_pods_are_planned_as_their_replicas_and_the_plan_says_so() {
         assert!(stderr.contains(note), "{note}: {stderr}");
     }
 }
+
+#[test]
+fn a_dump_with_pools_and_no_pods_summarises_what_each_pool_allows() {
+    let text = std::fs::read_to_string(fixture("deployments-only.yaml")).unwrap();
+    let pools_only = text.split("---\napiVersion: apps/v1").next().unwrap();
+    let file = write_temp("pools-only.yaml", pools_only);
+    let out = fleetwright(&["plan", "--cluster", &file, "--output", "table"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let note = stderr
+        .lines()
+        .find(|l| l.starts_with("note: no pod to plan; nodepool \"default\" allows "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        note.contains(" instance type(s), from ") && note.contains("/h to "),
+        "{note}"
+    );
+}
