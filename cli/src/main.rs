@@ -16,9 +16,17 @@ mod verbosity;
 
 use clap::{Parser, Subcommand};
 
+/// The version and the commit built (cli/build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("FLEETWRIGHT_COMMIT"),
+    ")"
+);
+
 /// Fleetwright: serverless, Karpenter-compatible node autoscaling for EKS.
 #[derive(Debug, Parser)]
-#[command(name = "fleetwright", version, about)]
+#[command(name = "fleetwright", version = VERSION, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -160,3 +160,19 @@ fn an_empty_plan_costs_zero_dollars_not_minus_zero() {
     let table = success(&out);
     assert!(table.contains("cost: $0.0000/h"), "{table}");
 }
+
+#[test]
+fn the_version_names_the_commit_built() {
+    let out = run(&["--version"]);
+    let text = success(&out);
+    let inside = text
+        .trim()
+        .split_once(" (")
+        .and_then(|(_, rest)| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        inside == "unknown commit"
+            || (inside.len() == 12 && inside.chars().all(|c| c.is_ascii_hexdigit())),
+        "{text}"
+    );
+}
