@@ -24,7 +24,7 @@ pub struct ExplainArgs {
     pod: String,
     #[command(flatten)]
     catalog: CatalogArgs,
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
     output: Output,
 }
 
@@ -56,7 +56,9 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
         bail!("--pod {key}: no such pod in {source}");
     };
     let out = match args.output {
-        Output::Json => serde_json::to_string_pretty(&explanation)? + "\n",
+        Output::Json | Output::Yaml => {
+            crate::plan::structured(&serde_json::to_value(&explanation)?, args.output)? + "\n"
+        }
         Output::Table => table(&explanation),
     };
     write!(std::io::stdout(), "{out}")?;

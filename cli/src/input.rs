@@ -52,8 +52,8 @@ pub fn check_dump(dump: &ClusterDump) -> anyhow::Result<()> {
     }
     for e in &dump.expanded {
         eprintln!(
-            "note: {} has none of its pods in the input: planned as {} pending pod(s) of its template",
-            e.workload, e.pods
+            "note: {} has none of its pods in the input: planned as {} pending pod(s) of its template ({}, …)",
+            e.workload, e.pods, e.first
         );
     }
     Ok(())

@@ -12,10 +12,12 @@ pub struct ManifestsArgs {
     /// The webhook's Function URL (the stack output `WebhookFunctionUrl`), https only.
     #[arg(long)]
     function_url: String,
-    /// The webhook's path token (the stack parameter `WebhookToken`); the URL becomes
-    /// `<function-url>/admit/<token>`.
+    /// The webhook's path token (the SecureString the stack's `WebhookTokenParameter` names);
+    /// the URL becomes `<function-url>/admit/<token>`. The webhook answers no other path, so
+    /// without it the API server's calls would fail (unseen: the webhook's failure policy is
+    /// Ignore) and no pod would nudge the tick.
     #[arg(long)]
-    token: Option<String>,
+    token: String,
     /// The Kubernetes group the functions' IAM role is mapped to (stack parameter
     /// `KubernetesGroup`).
     #[arg(long, default_value = "fleetwright")]
@@ -47,7 +49,7 @@ pub fn run(args: &ManifestsArgs) -> anyhow::Result<()> {
 
 /// The whole YAML stream.
 pub fn render(args: &ManifestsArgs) -> anyhow::Result<String> {
-    let url = webhook_url(&args.function_url, args.token.as_deref())?;
+    let url = webhook_url(&args.function_url, Some(&args.token))?;
     let mut out = if args.skip_crds {
         String::new()
     } else {
@@ -71,6 +73,13 @@ pub fn render(args: &ManifestsArgs) -> anyhow::Result<String> {
 fn webhook_url(function_url: &str, token: Option<&str>) -> anyhow::Result<String> {
     if !function_url.starts_with("https://") {
         bail!("--function-url {function_url:?}: the API server calls webhooks over https only");
+    }
+    if function_url.contains("/admit") {
+        bail!(
+            "--function-url {function_url:?}: give the Function URL itself (the stack output \
+             WebhookFunctionUrl, https://<id>.lambda-url.<region>.on.aws/); the path \
+             /admit/<token> is added from --token"
+        );
     }
     let base = function_url.trim_end_matches('/');
     match token {
@@ -249,6 +258,13 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--function-url"));
+        assert!(webhook_url(
+            "https://abc/admit/0123456789abcdef",
+            Some("0123456789abcdef")
+        )
+        .unwrap_err()
+        .to_string()
+        .contains("the Function URL itself"));
         assert!(webhook_url("https://abc/", Some("short"))
             .unwrap_err()
             .to_string()
@@ -259,7 +275,7 @@ mod tests {
     fn skip_crds_leaves_out_only_the_crds() {
         let args = |skip_crds| ManifestsArgs {
             function_url: "https://abc.lambda-url.us-east-1.on.aws/".into(),
-            token: None,
+            token: "0123456789abcdef".into(),
             group: "fleetwright".into(),
             namespace: "karpenter".into(),
             node_role: None,

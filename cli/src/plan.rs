@@ -19,12 +19,22 @@ pub const EXAMPLE_CLUSTER: &str = include_str!("../../examples/inflate.yaml");
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Output {
     Json,
+    /// The JSON's content as YAML.
+    Yaml,
     Table,
+}
+
+/// A JSON value printed as `output` asks (JSON or YAML; tables are each verb's own).
+pub fn structured(value: &serde_json::Value, output: Output) -> anyhow::Result<String> {
+    Ok(match output {
+        Output::Yaml => fleetwright_kube::yaml::to_string(value),
+        _ => serde_json::to_string_pretty(value)?,
+    })
 }
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// Cluster dump: `kubectl get pods,nodes,daemonsets,poddisruptionbudgets,nodepools,ec2nodeclasses,nodeclaims -A -o yaml`.
+    /// Cluster dump: `kubectl get pods,nodes,daemonsets,poddisruptionbudgets,persistentvolumeclaims,persistentvolumes,nodepools,ec2nodeclasses,nodeclaims -A -o yaml`.
     /// Without it, the embedded example cluster is planned.
     #[arg(long, value_name = "DUMP")]
     pub cluster: Option<PathBuf>,
@@ -34,7 +44,7 @@ pub struct PlanArgs {
     pub kubeconfig: Option<PathBuf>,
     #[command(flatten)]
     pub catalog: CatalogArgs,
-    #[arg(long, value_enum, default_value = "json")]
+    #[arg(short = 'o', long, value_enum, default_value = "json")]
     pub output: Output,
     /// The instant to plan at (RFC 3339); defaults to now.
     #[arg(long, value_name = "RFC3339")]
@@ -132,7 +142,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     fleetwright_runtime::tick::isolation::restore(&mut snapshot, parked);
     log_disruption(&disruption);
     let text = match args.output {
-        Output::Json => {
+        Output::Json | Output::Yaml => {
             let mut value = serde_json::to_value(&plan)?;
             value["disruptions"] = serde_json::to_value(&disruption.disruptions)?;
             value["blocked"] = serde_json::to_value(&disruption.blocked)?;
@@ -140,7 +150,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
                 value["scores"] = serde_json::to_value(&disruption.scores)?;
             }
             value["region"] = serde_json::json!(catalog.region);
-            serde_json::to_string_pretty(&value)?
+            structured(&value, args.output)?
         }
         Output::Table => table(&plan) + &disruption_table(&disruption),
     };
@@ -149,8 +159,6 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The dump's snapshot. Every object that does not read is named with its field, all of them
-/// at once, and the command fails: a plan without them would not be the cluster's.
 /// With no pod to plan, what each NodePool could launch: how many instance types its
 /// requirements allow, the cheapest and dearest of them, and their price range.
 fn pool_summary(
@@ -213,6 +221,9 @@ pub fn read_cluster(kubeconfig: &std::path::Path) -> anyhow::Result<ClusterDump>
     })
 }
 
+/// The dump's snapshot. Every object that does not read is named with its field, all of them
+/// at once, and the command fails: a plan without them would not be the cluster's (a live read leaves
+/// them out with a warning, as the tick does).
 fn readable_snapshot(
     dump: &mut fleetwright_kube::dump::ClusterDump,
     source: &str,
@@ -251,7 +262,9 @@ fn print_actions(
 ) -> anyhow::Result<()> {
     let actions = fleetwright_runtime::tick::decide_all(dump, snapshot, catalog, now, node_repair);
     let text = match output {
-        Output::Json => serde_json::to_string_pretty(&serde_json::json!({ "actions": actions }))?,
+        Output::Json | Output::Yaml => {
+            structured(&serde_json::json!({ "actions": actions }), output)?
+        }
         Output::Table => actions
             .iter()
             .map(|a| {

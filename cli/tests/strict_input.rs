@@ -217,3 +217,75 @@ fn set_duration(text: &str, duration: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+#[test]
+fn a_kind_misspelt_in_case_and_v1beta1_leftovers_are_named_with_what_was_meant() {
+    let text = r#"
+apiVersion: karpenter.sh/v1
+kind: Nodepool
+metadata: {name: lower}
+spec: {template: {spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}}}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: migrated}
+spec:
+  disruption: {expireAfter: 720h}
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      kubelet: {maxPods: 110}
+"#;
+    let file = write_temp("kinds.yaml", text);
+    let found = warnings(&fleetwright(&["plan", "--cluster", &file])).join("\n");
+    for expected in [
+        "Nodepool lower: field kind: not a kind Fleetwright reads, so the object is ignored (did you mean NodePool?)",
+        "NodePool migrated: field spec.template.spec.kubelet: not read by Karpenter v1, so it is ignored: in v1 the kubelet settings are the EC2NodeClass's spec.kubelet",
+        "NodePool migrated: field spec.disruption.expireAfter: not read by Karpenter v1, so it is ignored: in v1 it is spec.template.spec.expireAfter",
+    ] {
+        assert!(found.contains(expected), "{expected} not in:\n{found}");
+    }
+}
+
+#[test]
+fn yaml_merge_keys_are_applied_as_kubectl_applies_them() {
+    let text = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: merged}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - &arch {key: kubernetes.io/arch, operator: In, values: [arm64]}
+      - <<: *arch
+        key: karpenter.sh/capacity-type
+        values: [on-demand]
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  amiSelectorTerms: [{alias: al2023@latest}]
+  role: R
+  subnetSelectorTerms: [{tags: {k: v}}]
+  securityGroupSelectorTerms: [{tags: {k: v}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default}
+spec:
+  containers: [{name: c, resources: {requests: {cpu: 500m}}}]
+"#;
+    let file = write_temp("merge.yaml", text);
+    let out = fleetwright(&["--strict", "plan", "--cluster", &file]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let claim = &plan["nodeclaims"][0];
+    assert_eq!(
+        claim["capacityTypes"],
+        serde_json::json!(["on-demand"]),
+        "{claim}"
+    );
+}

@@ -313,12 +313,39 @@ fn add_object(
                 reason: format!("an object has no kind: {}", truncate(&value.to_string())),
             })
         }
+        other if misspelt_kind(other).is_some() => dump.warnings.push(InputWarning {
+            object: object_name(other, &value),
+            path: misspelt_kind(other).unwrap_or_default().to_string(),
+            problem: Problem::MisspeltKind,
+        }),
         other => match dump.skipped.iter_mut().find(|(k, _)| k == other) {
             Some((_, n)) => *n += 1,
             None => dump.skipped.push((other.to_string(), 1)),
         },
     }
     Ok(())
+}
+
+/// The kind a dump's reader takes that `kind` differs from only in case.
+fn misspelt_kind(kind: &str) -> Option<&'static str> {
+    const READ: [&str; 14] = [
+        "Pod",
+        "Node",
+        "DaemonSet",
+        "PodDisruptionBudget",
+        "PersistentVolumeClaim",
+        "PersistentVolume",
+        "NodePool",
+        "EC2NodeClass",
+        "NodeClaim",
+        "NodeOverlay",
+        "Deployment",
+        "ReplicaSet",
+        "StatefulSet",
+        "Job",
+    ];
+    READ.into_iter()
+        .find(|known| *known != kind && known.eq_ignore_ascii_case(kind))
 }
 
 /// Deserialises one object as [`typed`] does, and adds a warning for each key its kind does not

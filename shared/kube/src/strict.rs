@@ -26,22 +26,54 @@ pub enum Problem {
     Unknown,
     /// The key appears twice in one mapping: only its last value is read.
     Duplicate,
+    /// The object's kind differs from one Fleetwright reads only in case (`Nodepool`): the
+    /// object is ignored. `path` holds the kind meant.
+    MisspeltKind,
 }
 
 impl fmt::Display for InputWarning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.problem {
-            Problem::Unknown => write!(
-                f,
-                "{}: field {}: unknown key: no field of this kind has this name, so it is ignored (check its spelling and indentation)",
-                self.object, self.path
-            ),
+            Problem::Unknown => match moved_in_v1(&self.object, &self.path) {
+                Some(hint) => write!(
+                    f,
+                    "{}: field {}: not read by Karpenter v1, so it is ignored: {hint}",
+                    self.object, self.path
+                ),
+                None => write!(
+                    f,
+                    "{}: field {}: unknown key: no field of this kind has this name, so it is ignored (check its spelling and indentation)",
+                    self.object, self.path
+                ),
+            },
             Problem::Duplicate => write!(
                 f,
                 "{}: field {}: duplicate key: it appears more than once in one mapping, and only its last value is read",
                 self.object, self.path
             ),
+            Problem::MisspeltKind => write!(
+                f,
+                "{}: field kind: not a kind Fleetwright reads, so the object is ignored (did you mean {}?)",
+                self.object, self.path
+            ),
         }
+    }
+}
+
+/// Where a field of a v1beta1 NodePool went in v1, for the fields a migration leaves behind.
+fn moved_in_v1(object: &str, path: &str) -> Option<&'static str> {
+    if !object.starts_with("NodePool ") {
+        return None;
+    }
+    match path {
+        "spec.template.spec.kubelet" => {
+            Some("in v1 the kubelet settings are the EC2NodeClass's spec.kubelet")
+        }
+        "spec.disruption.expireAfter" => Some("in v1 it is spec.template.spec.expireAfter"),
+        "spec.template.spec.nodeClassRef.apiVersion" => {
+            Some("in v1 nodeClassRef takes group (karpenter.k8s.aws) and kind")
+        }
+        _ => None,
     }
 }
 
@@ -234,6 +266,7 @@ impl<'de> Visitor<'de> for Tracked<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
+        let mut merged = Vec::new();
         while let Some(key) = map.next_key::<String>()? {
             self.path.push(Step::Key(key.clone()));
             if out.contains_key(&key) {
@@ -244,9 +277,35 @@ impl<'de> Visitor<'de> for Tracked<'_> {
                 duplicates: &mut *self.duplicates,
             });
             self.path.pop();
-            out.insert(key, value?);
+            if key == MERGE {
+                merged.push(value?);
+            } else {
+                out.insert(key, value?);
+            }
         }
+        merge(&mut out, merged);
         Ok(Value::Object(out))
+    }
+}
+
+/// YAML's merge key, which kubectl applies (`<<: *defaults`).
+const MERGE: &str = "<<";
+
+/// Applies merge keys as YAML 1.1 does: the keys of each merged mapping (of a list of them, the
+/// earlier first) that the mapping does not set itself.
+fn merge(out: &mut Map<String, Value>, merged: Vec<Value>) {
+    for value in merged {
+        let maps = match value {
+            Value::Array(list) => list,
+            single => vec![single],
+        };
+        for map in maps {
+            if let Value::Object(map) = map {
+                for (k, v) in map {
+                    out.entry(k).or_insert(v);
+                }
+            }
+        }
     }
 }
 
@@ -272,6 +331,16 @@ mod tests {
             value["items"][1]["spec"]["template"]["spec"]["requirements"][0]["key"],
             "x"
         );
+    }
+
+    #[test]
+    fn merge_keys_are_applied_and_the_mapping_own_keys_win() {
+        let text = "base: &b {operator: In, values: [a]}\nr:\n  <<: *b\n  key: k\n  values: [z]\n";
+        let (value, duplicates) = read(text);
+        assert!(duplicates.is_empty(), "{duplicates:?}");
+        assert_eq!(value["r"]["operator"], "In");
+        assert_eq!(value["r"]["values"][0], "z");
+        assert!(value["r"].get("<<").is_none());
     }
 
     #[test]

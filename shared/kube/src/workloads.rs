@@ -19,6 +19,8 @@ pub const KINDS: [&str; 4] = ["Deployment", "ReplicaSet", "StatefulSet", "Job"];
 pub struct Expanded {
     pub workload: String,
     pub pods: usize,
+    /// The first of the pods' names (`inflate-deployment-0`), for `explain --pod`.
+    pub first: String,
 }
 
 /// The pending pods of every workload none of whose pods is among `pods`, and what was
@@ -32,6 +34,7 @@ pub fn expand(
     let mut out = Vec::new();
     let mut expanded = Vec::new();
     for w in workloads {
+        warnings.extend(unknown_keys(w));
         if owned_by_listed_deployment(w, workloads) || has_pods(w, pods) {
             continue;
         }
@@ -40,13 +43,15 @@ pub fn expand(
             continue;
         }
         let kind = w["kind"].as_str().unwrap_or_default();
-        let template = template(w, kind, warnings)?;
+        let template = template(w, kind)?;
+        let first = out.len();
         for i in 0..count {
             out.push(pod(w, kind, &template, i));
         }
         expanded.push(Expanded {
             workload: format!("{kind} {}/{}", namespace(w), name(w)),
             pods: count,
+            first: out[first].metadata.name.clone().unwrap_or_default(),
         });
     }
     Ok((out, expanded))
@@ -160,27 +165,43 @@ fn selects(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
 
 /// The workload's pod template, read as a pod reads it; an unknown key is a warning on the
 /// workload, a value that does not read is an error naming it.
-fn template(
-    w: &Value,
-    kind: &str,
-    warnings: &mut Vec<InputWarning>,
-) -> Result<PodTemplateSpec, KubeError> {
+fn template(w: &Value, kind: &str) -> Result<PodTemplateSpec, KubeError> {
     let object = format!("{kind} {}/{}", namespace(w), name(w));
-    let (template, unknown): (PodTemplateSpec, _) =
-        crate::strict::typed_noting(w["spec"]["template"].clone(), kind).map_err(|e| match e {
-            KubeError::Field { field, reason, .. } => KubeError::Field {
-                object: object.clone(),
-                field: format!("spec.template.{field}"),
-                reason,
-            },
-            other => other,
-        })?;
-    warnings.extend(unknown.into_iter().map(|path| InputWarning {
-        object: object.clone(),
-        path: format!("spec.template.{path}"),
-        problem: Problem::Unknown,
-    }));
-    Ok(template)
+    crate::dump::typed(w["spec"]["template"].clone(), kind).map_err(|e| match e {
+        KubeError::Field { field, reason, .. } => KubeError::Field {
+            object,
+            field: format!("spec.template.{field}"),
+            reason,
+        },
+        other => other,
+    })
+}
+
+/// The keys of a workload that its kind does not read, its own spec's (`replica:`) as well as
+/// its template's. A workload that does not read as its kind gets none here: its template is
+/// what a plan reads, and errors there are named when it is expanded.
+fn unknown_keys(w: &Value) -> Vec<InputWarning> {
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+    use k8s_openapi::api::batch::v1::Job;
+    let kind = w["kind"].as_str().unwrap_or_default();
+    let value = w.clone();
+    let unknown = match kind {
+        "Deployment" => crate::strict::typed_noting::<Deployment>(value, kind).map(|r| r.1),
+        "ReplicaSet" => crate::strict::typed_noting::<ReplicaSet>(value, kind).map(|r| r.1),
+        "StatefulSet" => crate::strict::typed_noting::<StatefulSet>(value, kind).map(|r| r.1),
+        "Job" => crate::strict::typed_noting::<Job>(value, kind).map(|r| r.1),
+        _ => Ok(Vec::new()),
+    };
+    let object = format!("{kind} {}/{}", namespace(w), name(w));
+    unknown
+        .unwrap_or_default()
+        .into_iter()
+        .map(|path| InputWarning {
+            object: object.clone(),
+            path,
+            problem: Problem::Unknown,
+        })
+        .collect()
 }
 
 /// The `i`th pending pod of the workload, named and owned as its controller would name and own
@@ -285,7 +306,8 @@ mod tests {
             expanded,
             vec![Expanded {
                 workload: "Deployment web/inflate".into(),
-                pods: 3
+                pods: 3,
+                first: "inflate-deployment-0".into(),
             }]
         );
         let names: Vec<_> = pods
@@ -340,6 +362,11 @@ mod tests {
             warnings[0].path,
             "spec.template.spec.containers[0].resorces"
         );
+        let mut typo = deployment(1);
+        typo["spec"]["replica"] = json!(5);
+        let mut warnings = Vec::new();
+        expand(&[typo], &[], &mut warnings).unwrap();
+        assert_eq!(warnings[0].path, "spec.replica", "{warnings:?}");
         d["spec"]["template"]["spec"]["containers"] = json!("none");
         let err = expand(&[d], &[], &mut Vec::new()).unwrap_err().to_string();
         assert!(

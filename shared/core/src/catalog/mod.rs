@@ -103,6 +103,9 @@ pub struct KubeletSettings {
     pub system_reserved: Option<Resources>,
     /// `evictionHard` entries such as `memory.available: 5%`.
     pub eviction_hard: BTreeMap<String, String>,
+    /// `evictionSoft` entries, where the AMI family honours them (all but Bottlerocket, as
+    /// Karpenter reads them): the larger of the two thresholds is held back per signal.
+    pub eviction_soft: BTreeMap<String, String>,
 }
 
 /// The node-class facts that shape every instance type of a NodePool.

@@ -182,11 +182,20 @@ pub(crate) fn overhead(
         ephemeral: (capacity.ephemeral as f64 / 100.0 * 10.0).ceil() as i64,
         ..Default::default()
     };
-    if let Some(v) = kubelet.eviction_hard.get("memory.available") {
-        eviction.memory = eviction_signal(capacity.memory, v);
+    // Karpenter's rule: a signal set in either map replaces the default, at the larger of its
+    // hard and soft thresholds.
+    let largest = |signal: &str, of: i64| {
+        [&kubelet.eviction_hard, &kubelet.eviction_soft]
+            .into_iter()
+            .filter_map(|m| m.get(signal))
+            .map(|v| eviction_signal(of, v))
+            .max()
+    };
+    if let Some(memory) = largest("memory.available", capacity.memory) {
+        eviction.memory = memory;
     }
-    if let Some(v) = kubelet.eviction_hard.get("nodefs.available") {
-        eviction.ephemeral = eviction_signal(capacity.ephemeral, v);
+    if let Some(ephemeral) = largest("nodefs.available", capacity.ephemeral) {
+        eviction.ephemeral = ephemeral;
     }
     let mut total = kube_reserved;
     if let Some(system) = &kubelet.system_reserved {

@@ -76,6 +76,43 @@ fn kubelet_max_pods_and_reserved_cpu() {
 }
 
 #[test]
+fn the_larger_of_hard_and_soft_eviction_thresholds_is_held_back() {
+    let memory = |hard: &[(&str, &str)], soft: &[(&str, &str)]| {
+        let map = |m: &[(&str, &str)]| {
+            m.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let settings = NodeClassSettings {
+            kubelet: KubeletSettings {
+                eviction_hard: map(hard),
+                eviction_soft: map(soft),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        find(&Catalog::embedded().instance_types(&settings), "t3a.small")
+            .allocatable
+            .memory
+    };
+    let default = memory(&[], &[]);
+    let soft = memory(&[], &[("memory.available", "1Gi")]);
+    let both = memory(
+        &[("memory.available", "500Mi")],
+        &[("memory.available", "1Gi")],
+    );
+    assert_eq!(default - soft, (1024 - 100) << 20);
+    assert_eq!(both, soft);
+    assert_eq!(
+        memory(
+            &[("memory.available", "1200Mi")],
+            &[("memory.available", "1Gi")]
+        ),
+        default - ((1200 - 100) << 20)
+    );
+}
+
+#[test]
 fn bad_price_table_names_the_line() {
     let err = parse_prices(b"instance_type,usd_per_hour\nm5.large,abc\n").unwrap_err();
     assert!(err.to_string().contains("line 2"), "{err}");

@@ -404,4 +404,30 @@ mod tests {
         assert!(duration_seconds("soon").is_err());
         assert!(duration_seconds("30").is_err());
     }
+
+    #[test]
+    fn pod_level_requests_stand_for_the_pod_and_never_lower_its_containers() {
+        let spec = |pod: serde_json::Value| -> k8s_openapi::api::core::v1::PodSpec {
+            serde_json::from_value(serde_json::json!({
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "600m", "memory": "1Gi"}}}],
+                "resources": pod,
+                "overhead": {"cpu": "100m"}
+            }))
+            .unwrap()
+        };
+        let r = pod::pod_requests(
+            &spec(serde_json::json!({"requests": {"cpu": "8"}})),
+            "Pod p",
+        )
+        .unwrap();
+        assert_eq!((r.cpu, r.memory), (8100, 1 << 30));
+        let r = pod::pod_requests(
+            &spec(serde_json::json!({"limits": {"memory": "32Gi"}})),
+            "Pod p",
+        )
+        .unwrap();
+        assert_eq!((r.cpu, r.memory), (700, 32 << 30));
+        let r = pod::pod_requests(&spec(serde_json::json!({})), "Pod p").unwrap();
+        assert_eq!(r.cpu, 700);
+    }
 }

@@ -221,11 +221,16 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
         Some("WhenEmpty") => core::ConsolidationPolicy::WhenEmpty,
         Some("Balanced") => core::ConsolidationPolicy::Balanced,
         Some(other) => {
+            let hint = if other == "WhenUnderutilized" {
+                " (v1beta1's WhenUnderutilized is WhenEmptyOrUnderutilized in v1)"
+            } else {
+                " (one of WhenEmptyOrUnderutilized, WhenEmpty, Balanced)"
+            };
             return Err(KubeError::field(
                 &obj,
                 "spec.disruption.consolidationPolicy",
-                format!("unknown policy {other:?}"),
-            ))
+                format!("unknown policy {other:?}{hint}"),
+            ));
         }
     };
     let consolidate_after = match disruption.consolidate_after.as_deref() {
@@ -354,6 +359,11 @@ pub fn nodeclass_settings(c: &EC2NodeClass) -> Result<NodeClassSettings, KubeErr
             kube_reserved: list(&k.kube_reserved, "spec.kubelet.kubeReserved")?,
             system_reserved: list(&k.system_reserved, "spec.kubelet.systemReserved")?,
             eviction_hard: k.eviction_hard.clone().unwrap_or_default(),
+            eviction_soft: if bottlerocket(&c.spec) {
+                Default::default()
+            } else {
+                k.eviction_soft.clone().unwrap_or_default()
+            },
         };
     }
     let devices = c.spec.block_device_mappings();
@@ -540,6 +550,20 @@ pub fn overlay(o: &crate::crds::NodeOverlay) -> Result<core::NodeOverlay, KubeEr
         price,
         capacity: capacity.extended,
     })
+}
+
+/// Whether the class's nodes run Bottlerocket, whose kubelet Karpenter gives no soft
+/// eviction thresholds: by `amiFamily`, else by the family of its first AMI alias.
+fn bottlerocket(spec: &fleetwright_crds::EC2NodeClassSpec) -> bool {
+    match &spec.ami_family {
+        Some(family) => family.eq_ignore_ascii_case("bottlerocket"),
+        None => spec
+            .ami_selector_terms
+            .iter()
+            .filter_map(|t| t.alias.as_deref())
+            .next()
+            .is_some_and(|a| a.to_ascii_lowercase().starts_with("bottlerocket@")),
+    }
 }
 
 /// An AMI alias as Karpenter accepts it: `family@version`, the family one of Karpenter's

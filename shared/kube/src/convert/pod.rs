@@ -59,7 +59,19 @@ pub fn pod_requests(spec: &PodSpec, obj: &str) -> Result<Resources, KubeError> {
     if let Some(o) = &spec.overhead {
         reqs.overhead = Some(resource_list(quantities(Some(o)), obj, "spec.overhead")?);
     }
-    Ok(reqs.effective())
+    let overhead = reqs.overhead.clone().unwrap_or_default();
+    let mut effective = reqs.effective();
+    // Pod-level resources (beta and on by default from Kubernetes 1.34): a resource the pod
+    // requests as a whole is requested at that amount, which the API server holds at no less
+    // than its containers' sum; limits stand for a missing request, as for containers.
+    let pod_level = container_requests(spec.resources.as_ref(), obj, "spec.resources")?;
+    for name in pod_level.names() {
+        let whole = pod_level.get(name) + overhead.get(name);
+        if whole > effective.get(name) {
+            effective.set(name, whole);
+        }
+    }
+    Ok(effective)
 }
 
 pub(crate) fn affinity_term(
