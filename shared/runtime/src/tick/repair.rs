@@ -102,17 +102,23 @@ fn repair(dump: &ClusterDump, claim: &NodeClaim, now: DateTime<Utc>) -> Option<A
 }
 
 /// The node's unhealthy condition that is due first, and when it is due (its last transition
-/// plus the policy's toleration).
+/// plus the policy's toleration). A node cannot have been unhealthy for longer than it has
+/// existed: a condition without a transition time (a kubelet still registering writes
+/// `Ready=False` so) counts from the Node's creation, and with neither known nothing is due.
 fn unhealthy_since(node: &Node) -> Option<(&NodeCondition, DateTime<Utc>)> {
+    let seconds = |t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time| {
+        DateTime::from_timestamp(t.0.as_second(), 0)
+    };
+    let created = node.metadata.creation_timestamp.as_ref().and_then(seconds);
     POLICIES
         .iter()
         .filter_map(|p| {
             let c = matching(node, p)?;
-            let since = c
-                .last_transition_time
-                .as_ref()
-                .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0))
-                .unwrap_or(DateTime::UNIX_EPOCH);
+            let changed = c.last_transition_time.as_ref().and_then(seconds);
+            let since = match (changed, created) {
+                (Some(changed), Some(created)) => changed.max(created),
+                (known, None) | (None, known) => known?,
+            };
             Some((c, since + p.toleration))
         })
         .min_by_key(|(_, due)| *due)
@@ -227,6 +233,30 @@ mod tests {
     }
 
     const HEALTHY: &[(&str, &str, i64)] = &[("Ready", "True", 600)];
+
+    /// A kubelet registering writes `Ready=False` with no transition time: the node is as old
+    /// as its creation, and is not repaired (forcefully, pods deleted) before its toleration.
+    #[test]
+    fn a_registering_node_with_no_transition_time_is_not_repaired_before_its_toleration() {
+        let (mut node, claim) = member("web", 1, &[]);
+        let condition = json!([{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]);
+        node.status.as_mut().unwrap().conditions = serde_json::from_value(condition).ok();
+        let created = |minutes: i64| {
+            let at = now() - Duration::minutes(minutes);
+            serde_json::from_value(json!(at.to_rfc3339())).unwrap()
+        };
+        node.metadata.creation_timestamp = Some(created(1));
+        let young = cluster(vec![(node.clone(), claim.clone())]);
+        assert!(decided(&young).is_empty(), "{:?}", decided(&young));
+        node.metadata.creation_timestamp = None;
+        assert!(decided(&cluster(vec![(node.clone(), claim.clone())])).is_empty());
+        node.metadata.creation_timestamp = Some(created(31));
+        let old = decided(&cluster(vec![(node, claim)]));
+        assert!(
+            matches!(old.as_slice(), [Action::Repair { forceful: true, .. }]),
+            "{old:?}"
+        );
+    }
 
     #[test]
     fn each_policy_waits_out_its_toleration_and_only_a_node_not_ready_goes_forcefully() {
