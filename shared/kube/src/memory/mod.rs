@@ -293,6 +293,12 @@ fn write(state: &mut State, method: &str, uri: &str, body: &[u8]) -> Option<Repl
         let name = format!("{prefix}{:05}", state.next_version);
         object["metadata"]["name"] = json!(name);
         object["metadata"]["resourceVersion"] = json!(state.next_version.to_string());
+        // As the API server: every object it creates has a uid and its creation time (the
+        // code under test measures a NodeClaim's age from it).
+        object["metadata"]["uid"] = json!(format!("uid-{name}"));
+        if let Some(now) = &state.now {
+            object["metadata"]["creationTimestamp"] = json!(now);
+        }
         state.next_version += 1;
         state
             .objects
