@@ -10,7 +10,8 @@
 //! * no node stays cordoned 10 minutes without a pod leaving it, whatever its NodeClaim's state;
 //!   no Node stays Terminating 15 minutes (a node whose pods left are all do-not-disrupt is left
 //!   out of both: Karpenter waits for them);
-//! * no pool disrupts more nodes at once than its budgets allow, nor runs more CPU or memory
+//! * no pool disrupts more nodes at once than its budgets allow (a static pool's nodes above its
+//!   replicas aside: scaling down bypasses budgets, as Karpenter's does), nor runs more CPU or memory
 //!   than its limits, counting NodeClaims launched and not yet listed;
 //! * no NodeClaim is planned into a zone where the simulated VPC has no subnet;
 //! * pending time is bounded: 10 minutes during the faults, 4 minutes while a malformed object
@@ -312,6 +313,12 @@ impl Chaos {
             let Some(allowed) = allowed_disruptions(pool, of_pool.len()) else {
                 continue;
             };
+            // A static pool above its replicas scales down outside its budgets, as Karpenter's
+            // static deprovisioning does: its excess nodes are not the budgets' to count.
+            let excess = pool["spec"]["replicas"]
+                .as_i64()
+                .map_or(0, |r| (of_pool.len() as i64 - r).max(0) as usize);
+            let allowed = allowed + excess;
             let voluntary = of_pool
                 .iter()
                 .filter(|n| cordoned(n) && !self.seen.by_hand.contains(name(n)))
