@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::Args;
 use fleetwright_core::explain::{explain_pod, PodExplanation, Quote};
 
@@ -30,20 +30,11 @@ pub struct ExplainArgs {
 
 pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
     use std::io::Write;
-    let (dump, source) = match (&args.kubeconfig, &args.cluster) {
-        (Some(kubeconfig), _) => (
-            crate::plan::read_cluster(kubeconfig)?,
-            format!("the cluster of {}", kubeconfig.display()),
-        ),
-        (None, Some(path)) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let source = path.display().to_string();
-            (fleetwright_kube::dump::parse(&text, &source)?, source)
-        }
-        (None, None) => bail!("give --cluster DUMP or --kubeconfig FILE"),
+    let Some((dump, source)) =
+        crate::plan::read_input(args.kubeconfig.as_deref(), args.cluster.as_deref())?
+    else {
+        bail!("give --cluster DUMP or --kubeconfig FILE");
     };
-    crate::input::check_dump(&dump)?;
     let snapshot = fleetwright_kube::convert::snapshot_from_dump(&dump)?;
     let catalog = args.catalog.load(Some(&snapshot))?;
     let key = if args.pod.contains('/') {

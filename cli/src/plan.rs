@@ -73,26 +73,16 @@ pub enum MinValuesArg {
 }
 
 pub fn run(args: PlanArgs) -> anyhow::Result<()> {
-    let (mut dump, source) = match (&args.kubeconfig, &args.cluster) {
-        (Some(kubeconfig), _) => (
-            read_cluster(kubeconfig)?,
-            format!("the cluster of {}", kubeconfig.display()),
-        ),
-        (None, Some(path)) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let source = path.display().to_string();
-            (fleetwright_kube::dump::parse(&text, &source)?, source)
-        }
-        (None, None) => {
+    let (mut dump, source) = match read_input(args.kubeconfig.as_deref(), args.cluster.as_deref())?
+    {
+        Some(read) => read,
+        None => {
             let source = "embedded example cluster".to_string();
-            (
-                fleetwright_kube::dump::parse(EXAMPLE_CLUSTER, &source)?,
-                source,
-            )
+            let dump = fleetwright_kube::dump::parse(EXAMPLE_CLUSTER, &source)?;
+            crate::input::check_dump(&dump)?;
+            (dump, source)
         }
     };
-    crate::input::check_dump(&dump)?;
     let mut snapshot = readable_snapshot(&mut dump, &source)?;
     let policy = match args.min_values_policy {
         MinValuesArg::Strict => MinValuesPolicy::Strict,
@@ -199,6 +189,29 @@ fn pool_summary(
             }
         })
         .collect()
+}
+
+/// The cluster a verb reads, and its name for messages: through the kubeconfig's API server, or
+/// from the dump file (its ignored keys and expanded workloads reported); None with neither.
+pub fn read_input(
+    kubeconfig: Option<&std::path::Path>,
+    cluster: Option<&std::path::Path>,
+) -> anyhow::Result<Option<(ClusterDump, String)>> {
+    let read = match (kubeconfig, cluster) {
+        (Some(kubeconfig), _) => (
+            read_cluster(kubeconfig)?,
+            format!("the cluster of {}", kubeconfig.display()),
+        ),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let source = path.display().to_string();
+            (fleetwright_kube::dump::parse(&text, &source)?, source)
+        }
+        (None, None) => return Ok(None),
+    };
+    crate::input::check_dump(&read.0)?;
+    Ok(Some(read))
 }
 
 /// The cluster as the tick reads it, through the kubeconfig's API server: every list it makes
