@@ -159,11 +159,7 @@ fn pool_summary(
         .nodepools
         .iter()
         .map(|pool| {
-            let settings = snapshot
-                .node_classes
-                .get(&pool.node_class)
-                .cloned()
-                .unwrap_or_default();
+            let settings = snapshot.node_class_settings(pool);
             let reqs = pool.node_requirements();
             let mut priced: Vec<(String, f64)> = catalog
                 .instance_types_shared(&settings)

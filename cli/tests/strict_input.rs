@@ -76,7 +76,8 @@ fn a_duplicated_requirements_key_is_named_by_convert_and_plan() {
 
 #[test]
 fn misspelt_keys_anywhere_in_a_nodepool_are_each_named() {
-    let pool = r#"
+    let pool = [
+        r#"
 apiVersion: karpenter.sh/v1
 kind: NodePool
 metadata: {name: typos}
@@ -90,15 +91,9 @@ spec:
       taints:
       - {key: a, effect: NoSchedule, vaule: b}
 ---
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {name: default}
-spec:
-  amiSelectorTerms: [{alias: al2023@latest}]
-  role: R
-  subnetSelectorTerms: [{tags: {k: v}}]
-  securityGroupSelectorTerms: [{tags: {k: v}}]
-  blockDeviceMapings: []
+"#,
+        NODE_CLASS,
+        r#"  blockDeviceMapings: []
 ---
 apiVersion: v1
 kind: Pod
@@ -107,8 +102,10 @@ spec:
   containers:
   - name: c
     resorces: {requests: {cpu: "1"}}
-"#;
-    let file = write_temp("typos.yaml", pool);
+"#,
+    ]
+    .concat();
+    let file = write_temp("typos.yaml", &pool);
     let out = fleetwright(&["plan", "--cluster", &file]);
     let found = warnings(&out).join("\n");
     for expected in [
@@ -136,6 +133,17 @@ fn a_misspelt_key_in_a_scenario_is_named_and_strict_refuses_the_run() {
         "{err}"
     );
 }
+
+/// The EC2NodeClass every NodePool of these tests refers to.
+const NODE_CLASS: &str = r#"apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  amiSelectorTerms: [{alias: al2023@latest}]
+  role: R
+  subnetSelectorTerms: [{tags: {k: v}}]
+  securityGroupSelectorTerms: [{tags: {k: v}}]
+"#;
 
 /// One object per Karpenter v1.15.0 CRD with every property its schema declares
 /// (scripts/karpenter-all-fields.py): none is a typo. The same file with one key misspelt
@@ -249,7 +257,8 @@ spec:
 
 #[test]
 fn yaml_merge_keys_are_applied_as_kubectl_applies_them() {
-    let text = r#"
+    let text = [
+        r#"
 apiVersion: karpenter.sh/v1
 kind: NodePool
 metadata: {name: merged}
@@ -263,22 +272,18 @@ spec:
         key: karpenter.sh/capacity-type
         values: [on-demand]
 ---
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {name: default}
-spec:
-  amiSelectorTerms: [{alias: al2023@latest}]
-  role: R
-  subnetSelectorTerms: [{tags: {k: v}}]
-  securityGroupSelectorTerms: [{tags: {k: v}}]
----
+"#,
+        NODE_CLASS,
+        r#"---
 apiVersion: v1
 kind: Pod
 metadata: {name: p, namespace: default}
 spec:
   containers: [{name: c, resources: {requests: {cpu: 500m}}}]
-"#;
-    let file = write_temp("merge.yaml", text);
+"#,
+    ]
+    .concat();
+    let file = write_temp("merge.yaml", &text);
     let out = fleetwright(&["--strict", "plan", "--cluster", &file]);
     assert!(out.status.success(), "{}", stderr(&out));
     let plan: Value = serde_json::from_slice(&out.stdout).unwrap();

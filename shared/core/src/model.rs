@@ -537,6 +537,17 @@ pub struct Snapshot {
     pub overlays: Vec<NodeOverlay>,
 }
 
+impl Snapshot {
+    /// The settings of the node class `pool` launches with (the defaults when the snapshot has
+    /// no such class).
+    pub fn node_class_settings(&self, pool: &NodePool) -> crate::catalog::NodeClassSettings {
+        self.node_classes
+            .get(&pool.node_class)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
 /// An EC2NodeClass as drift detection compares NodeClaims with it. Each part is unknown (and
 /// never causes drift) when None or empty.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

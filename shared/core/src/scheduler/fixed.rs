@@ -10,11 +10,7 @@ pub fn static_claim(
     catalog: &Catalog,
     pool: &NodePool,
 ) -> Option<NewNodeClaim> {
-    let settings = snapshot
-        .node_classes
-        .get(&pool.node_class)
-        .cloned()
-        .unwrap_or_default();
+    let settings = snapshot.node_class_settings(pool);
     let ctx = pools::pool_ctx(snapshot, pool, &catalog.instance_types_shared(&settings));
     let options: Vec<u32> = (0..ctx.types.len())
         .filter(|&t| ctx.usable[t].cpu >= 0 && ctx.usable[t].memory >= 0)

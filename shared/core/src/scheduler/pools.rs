@@ -9,11 +9,7 @@ pub(crate) fn build_pools(snapshot: &Snapshot, catalog: &Catalog) -> Vec<PoolCtx
     pools
         .into_iter()
         .map(|pool| {
-            let settings = snapshot
-                .node_classes
-                .get(&pool.node_class)
-                .cloned()
-                .unwrap_or_default();
+            let settings = snapshot.node_class_settings(pool);
             let all = catalog.instance_types_shared(&settings);
             let mut ctx = pool_ctx(snapshot, pool, &all);
             if ctx.types.is_empty() {
