@@ -16,7 +16,9 @@
 # clone, keyed by go.mod, go.sum and the Go version, so a second run on the machine starts in
 # seconds. The API server serves TLS with a generated CA, authenticates by static tokens (an
 # admin in system:masters, and `fleetwright` in the group the manifests' RBAC binds), and
-# authorizes with RBAC. kwok plays the kubelets: it keeps the nodes annotated
+# authorizes with RBAC. Every write Fleetwright's identity makes is in the audit log
+# (DIR/audit.log, one JSON event a line), so a test can prove what it wrote. kwok plays the
+# kubelets: it keeps the nodes annotated
 # `kwok.x-k8s.io/node: fake` Ready and runs the pods bound to them.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -127,8 +129,20 @@ start() {
     bin=$(build)
     mkdir -p "$dir" && dir=$(cd "$dir" && pwd)
     # A clean cluster each time: a left-over etcd would hold the last run's objects.
-    rm -rf "$dir/pids" "$dir/etcd"
+    rm -rf "$dir/pids" "$dir/etcd" "$dir/audit.log"
     certificates "$dir"
+    # The writes of Fleetwright's identity, at Metadata level: who wrote what, and nothing of
+    # anyone else's (the controllers' writes would swamp it).
+    cat >"$dir/audit-policy.yaml" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    users: ["fleetwright"]
+    verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  - level: None
+POLICY
     local admin fleetwright etcd_port peer_port api_port
     admin=$(openssl rand -hex 16)
     fleetwright=$(openssl rand -hex 16)
@@ -157,7 +171,9 @@ start() {
         --service-account-issuer https://kubernetes.default.svc \
         --service-cluster-ip-range 10.96.0.0/16 \
         --enable-priority-and-fairness=false \
-        --disable-admission-plugins ServiceAccount
+        --disable-admission-plugins ServiceAccount \
+        --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
+        --audit-log-mode blocking
     wait_ready "$server/readyz" "$admin" "$dir/ca.crt" kube-apiserver
     launch "$dir" kube-controller-manager "$bin/kube-controller-manager" \
         --kubeconfig "$dir/admin.kubeconfig" --leader-elect=false \

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use fleetwright_kube::crds::{EC2NodeClass, NodePool};
+use fleetwright_crds::{EC2NodeClass, NodePool};
 use fleetwright_kube::dump::typed;
 use fleetwright_kube::strict::{self, InputWarning, Problem};
 use fleetwright_kube::{legacy, yaml};

@@ -11,6 +11,7 @@ mod plan;
 #[cfg(feature = "aws")]
 mod queue;
 mod replay;
+mod shadow;
 mod simulate;
 mod verbosity;
 
@@ -65,6 +66,10 @@ enum Command {
     /// Run the real tick, interruption and webhook use cases on a virtual clock against a
     /// simulated cloud and cluster: the embedded hands-on replay, or a scenario file.
     Simulate(simulate::SimulateArgs),
+    /// Compare what Fleetwright would do with what the cluster's autoscaler (Karpenter, Cluster
+    /// Autoscaler) does: the records of ticks run with FLEETWRIGHT_DRY_RUN=true, and the cluster
+    /// now. Writes nothing.
+    Shadow(shadow::ShadowArgs),
 }
 
 fn print_crds() -> anyhow::Result<()> {
@@ -72,7 +77,7 @@ fn print_crds() -> anyhow::Result<()> {
     write!(
         std::io::stdout(),
         "{}",
-        fleetwright_kube::crds::definitions_yaml()?
+        fleetwright_crds::definitions_yaml()?
     )?;
     Ok(())
 }
@@ -111,6 +116,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Convert(args) => convert::run(&args),
         Command::Explain(args) => explain::run(&args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Shadow(args) => shadow::run(&args),
     }
 }
 

@@ -53,7 +53,7 @@ pub fn render(args: &ManifestsArgs) -> anyhow::Result<String> {
     let mut out = if args.skip_crds {
         String::new()
     } else {
-        fleetwright_kube::crds::definitions_yaml().context("rendering the CRDs")?
+        fleetwright_crds::definitions_yaml().context("rendering the CRDs")?
     };
     let mut objects = vec![namespace(&args.namespace)];
     objects.extend(rbac(&args.group, &args.namespace));

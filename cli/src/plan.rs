@@ -93,12 +93,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     }
     let loaded = args.catalog.load(Some(&snapshot))?;
     let catalog = loaded.with_overlays(&snapshot.overlays);
-    let instant = match &args.now {
-        Some(t) => chrono::DateTime::parse_from_rfc3339(t)
-            .with_context(|| format!("--now {t:?} is not RFC 3339"))?
-            .with_timezone(&chrono::Utc),
-        None => chrono::Utc::now(),
-    };
+    let instant = instant(args.now.as_deref())?;
     if args.actions {
         let repair = args.node_repair;
         return print_actions(&dump, &mut snapshot, &catalog, instant, repair, args.output);
@@ -187,6 +182,16 @@ fn pool_summary(
         .collect()
 }
 
+/// `--now`: an RFC 3339 instant, or now.
+pub fn instant(now: Option<&str>) -> anyhow::Result<chrono::DateTime<chrono::Utc>> {
+    Ok(match now {
+        Some(t) => chrono::DateTime::parse_from_rfc3339(t)
+            .with_context(|| format!("--now {t:?} is not RFC 3339"))?
+            .with_timezone(&chrono::Utc),
+        None => chrono::Utc::now(),
+    })
+}
+
 /// The cluster a verb reads, and its name for messages: through the kubeconfig's API server, or
 /// from the dump file (its ignored keys and expanded workloads reported); None with neither.
 pub fn read_input(
@@ -233,7 +238,7 @@ pub fn read_cluster(kubeconfig: &std::path::Path) -> anyhow::Result<ClusterDump>
 /// The dump's snapshot. Every object that does not read is named with its field, all of them
 /// at once, and the command fails: a plan without them would not be the cluster's (a live read leaves
 /// them out with a warning, as the tick does).
-fn readable_snapshot(
+pub(crate) fn readable_snapshot(
     dump: &mut fleetwright_kube::dump::ClusterDump,
     source: &str,
 ) -> anyhow::Result<fleetwright_core::Snapshot> {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use fleetwright_kube::crds::NodeClaim;
+use fleetwright_crds::NodeClaim;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{
@@ -274,7 +274,7 @@ async fn static_nodepools_scale_through_the_subresource_and_are_validated_as_kar
         assert!(e.to_string().contains(says), "{e}");
     }
 
-    let pools: Api<fleetwright_kube::crds::NodePool> = Api::all(admin.clone());
+    let pools: Api<fleetwright_crds::NodePool> = Api::all(admin.clone());
     pools
         .patch_scale(
             "fixed",
@@ -839,16 +839,16 @@ async fn a_whole_tick_and_an_interruption_run_under_the_manifests_rbac() {
     .expect("kube-scheduler bound the pod to the new node");
     // The tick wrote the NodePool's status under the same identity (its RBAC lets it read the
     // object it updates).
-    let pools: Api<fleetwright_kube::crds::NodePool> = Api::all(admin.clone());
+    let pools: Api<fleetwright_crds::NodePool> = Api::all(admin.clone());
     let pool = pools.get("default").await.unwrap();
     let status = pool.status.unwrap_or_default();
     assert_eq!(status.nodes, Some(1), "status.nodes");
-    let ready = |c: &[fleetwright_kube::crds::Condition]| {
+    let ready = |c: &[fleetwright_crds::Condition]| {
         c.iter().any(|x| x.type_ == "Ready" && x.status == "True")
     };
     assert!(ready(&status.conditions), "{:?}", status.conditions);
     // And the EC2NodeClass's: what it resolved to, and Ready, as `kubectl describe` shows.
-    let classes: Api<fleetwright_kube::crds::EC2NodeClass> = Api::all(admin.clone());
+    let classes: Api<fleetwright_crds::EC2NodeClass> = Api::all(admin.clone());
     let class = classes
         .get("default")
         .await
@@ -878,7 +878,7 @@ async fn a_whole_tick_and_an_interruption_run_under_the_manifests_rbac() {
     );
     assert_eq!(
         annotations["karpenter.k8s.aws/ec2nodeclass-hash"],
-        fleetwright_kube::crds::hash::ec2nodeclass_hash(
+        fleetwright_crds::hash::ec2nodeclass_hash(
             &spec,
             &fleetwright_kube::dump::ca_bundle_of(&ca)
         )
@@ -1258,4 +1258,165 @@ async fn simulate_refuses_a_cluster_in_use_before_any_write_and_leaves_it_as_it_
             .await;
         let _ = api.delete(&name, &DeleteParams::default()).await;
     }
+}
+
+/// The writes Fleetwright's identity made since `since` (RFC 3339), from the API server's audit
+/// log: `<verb> <resource> <namespace>/<name>`.
+fn fleetwright_writes(since: &str) -> Vec<String> {
+    let dir = std::env::var("FLEETWRIGHT_CONTROL_PLANE_DIR").unwrap();
+    let log = std::fs::read_to_string(format!("{dir}/audit.log")).unwrap_or_default();
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|e| e["user"]["username"] == "fleetwright")
+        .filter(|e| e["requestReceivedTimestamp"].as_str().unwrap_or_default() >= since)
+        .map(|e| {
+            let o = &e["objectRef"];
+            format!(
+                "{} {} {}/{}",
+                e["verb"].as_str().unwrap_or_default(),
+                o["resource"].as_str().unwrap_or_default(),
+                o["namespace"].as_str().unwrap_or_default(),
+                o["name"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// Shadow mode beside another autoscaler: Karpenter's leader Lease is held, and a stand-in for
+/// Karpenter creates the NodeClaim and Node for a pending pod. A tick with
+/// `FLEETWRIGHT_DRY_RUN=true` records what it would have done beside what the stand-in did,
+/// `fleetwright shadow --kubeconfig` prints the comparison, and the audit log shows that
+/// Fleetwright wrote nothing but its own Lease and state ConfigMap.
+#[tokio::test]
+#[ignore = "needs the control plane: scripts/control-plane.sh run DIR -- cargo test ... -- --ignored"]
+async fn shadow_mode_beside_another_autoscaler_writes_only_its_own_objects() {
+    let admin = setup().await;
+    let since = Utc::now()
+        .checked_sub_signed(chrono::Duration::seconds(1))
+        .unwrap()
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    apply(&admin, &nodeclass()).await.unwrap();
+    apply(&admin, &nodepool("shadow")).await.unwrap();
+    let ns = &format!("shadow-{}", std::process::id());
+    namespace(&admin, ns).await;
+    // Karpenter runs: its leader Lease is held and renewed.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(admin.clone(), "kube-system");
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    let lease = json!({"metadata": {"name": "karpenter-leader-election", "namespace": "kube-system"},
+        "spec": {"holderIdentity": "karpenter-7d9f", "leaseDurationSeconds": 3600}});
+    let mut lease: k8s_openapi::api::coordination::v1::Lease =
+        serde_json::from_value(lease).unwrap();
+    if let Some(spec) = lease.spec.as_mut() {
+        spec.renew_time = Some(now.clone());
+        spec.acquire_time = Some(now);
+    }
+    let _ = leases.create(&PostParams::default(), &lease).await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), ns);
+    let pod = json!({"metadata": {"name": "web-0", "namespace": ns},
+        "spec": {"nodeSelector": {"karpenter.sh/nodepool": "shadow"},
+            "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]}});
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod).unwrap(),
+    )
+    .await
+    .unwrap();
+    wait_for(|| async {
+        let p = pods.get("web-0").await.ok()?;
+        let conditions = p.status?.conditions?;
+        conditions
+            .iter()
+            .any(|c| c.type_ == "PodScheduled" && c.status == "False")
+            .then_some(())
+    })
+    .await
+    .expect("kube-scheduler marked the pod unschedulable");
+
+    let catalog = Arc::new(fleetwright_core::Catalog::embedded().clone());
+    let cloud = Arc::new(fleetwright_sim::SimCloud::new("control-plane", catalog));
+    let settings = fleetwright_runtime::settings::Settings::from_lookup(|k| match k {
+        "FLEETWRIGHT_CLUSTER_NAME" => Some("control-plane".into()),
+        "FLEETWRIGHT_DRY_RUN" => Some("true".into()),
+        _ => None,
+    })
+    .unwrap();
+    let tick = fleetwright_runtime::tick::Tick::new(cloud, fleetwright().await, settings);
+    let first = tick.run(Utc::now(), "shadow-1").await.unwrap();
+    assert!(first.skipped.is_none(), "{first:?}");
+    assert!(
+        first
+            .actions
+            .iter()
+            .any(|a| a["action"] == "createNodeClaim" && a["nodepool"] == "shadow"),
+        "the dry run says it would create a NodeClaim: {:?}",
+        first.actions
+    );
+
+    // The stand-in for Karpenter launches a node for the pod.
+    let claims: Api<NodeClaim> = Api::all(admin.clone());
+    let claim = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "shadow-karpenter-1", "labels": {"karpenter.sh/nodepool": "shadow"}},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}]}});
+    claims
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(claim).unwrap(),
+        )
+        .await
+        .unwrap();
+    let mut node = kwok_node("shadow-karpenter-node-1");
+    node["metadata"]["labels"]["karpenter.sh/nodepool"] = json!("shadow");
+    node["metadata"]["labels"]["node.kubernetes.io/instance-type"] = json!("m5.large");
+    Api::<Node>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(node).unwrap(),
+        )
+        .await
+        .unwrap();
+    let second = tick.run(Utc::now(), "shadow-2").await.unwrap();
+    assert!(second.skipped.is_none(), "{second:?}");
+
+    let kubeconfig = std::env::var("FLEETWRIGHT_KUBECONFIG").unwrap();
+    let out = common::fleetwright(&["shadow", "--kubeconfig", &kubeconfig, "-o", "json"]);
+    let shown: Value = serde_json::from_str(&common::success(&out)).unwrap();
+    assert!(shown["window"]["ticks"].as_u64().unwrap() >= 2, "{shown}");
+    assert!(
+        shown["window"]["otherCreatedNodeclaims"].as_u64().unwrap() >= 1,
+        "the stand-in's NodeClaim is counted: {shown}"
+    );
+    let table = common::fleetwright(&["shadow", "--kubeconfig", &kubeconfig]);
+    assert!(
+        common::success(&table).contains("the cluster's autoscaler created"),
+        "{}",
+        common::success(&table)
+    );
+
+    let written = fleetwright_writes(&since);
+    assert!(
+        !written.is_empty(),
+        "the audit log holds Fleetwright's writes"
+    );
+    let own = |w: &String| {
+        w.starts_with("create leases karpenter/")
+            || w.starts_with("update leases karpenter/fleetwright-tick")
+            || w.starts_with("create configmaps karpenter/")
+            || w.starts_with("update configmaps karpenter/fleetwright-state")
+            || w.starts_with("patch configmaps karpenter/fleetwright-state")
+    };
+    let others: Vec<&String> = written.iter().filter(|w| !own(w)).collect();
+    assert!(
+        others.is_empty(),
+        "shadow mode wrote only its Lease and state ConfigMap; also: {others:?}"
+    );
+    let lease = leases.get("karpenter-leader-election").await.unwrap();
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("karpenter-7d9f"),
+        "Karpenter's Lease is untouched"
+    );
 }

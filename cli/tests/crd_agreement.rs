@@ -232,7 +232,7 @@ async fn karpenters_crds_and_fleetwrights_give_the_same_verdict_on_every_object_
     let karpenter = client("KARPENTER_CRDS_KUBECONFIG").await;
     let fleetwright = client("FLEETWRIGHT_CRDS_KUBECONFIG").await;
     install(&karpenter, karpenters_crds()).await;
-    install(&fleetwright, fleetwright_kube::crds::definitions()).await;
+    install(&fleetwright, fleetwright_crds::definitions()).await;
     let theirs = verdicts(&karpenter, &corpus).await;
     let ours = verdicts(&fleetwright, &corpus).await;
 
@@ -266,7 +266,7 @@ async fn karpenters_crds_and_fleetwrights_give_the_same_verdict_on_every_object_
 #[ignore = "needs two control planes and Karpenter's module (see IGNORED)"]
 async fn every_object_karpenters_crds_accept_is_read_by_fleetwright_or_set_aside_by_name() {
     let client = client("FLEETWRIGHT_CRDS_KUBECONFIG").await;
-    install(&client, fleetwright_kube::crds::definitions()).await;
+    install(&client, fleetwright_crds::definitions()).await;
     let mut created = Vec::new();
     for mut object in corpus() {
         if !name(&object).starts_with("ok-") {

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use fleetwright_kube::crds::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
+use fleetwright_crds::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Map, Value};

@@ -47,12 +47,16 @@ pub async fn ensure(
             .key(k)
             .value(v)
             .build()
-            .expect("key and value are set")
+            .map_err(|e| AwsError::Api {
+                operation: "CreateInstanceProfile",
+                code: "InvalidTag".into(),
+                message: e.to_string(),
+            })
     };
     iam.create_instance_profile()
         .instance_profile_name(&name)
-        .tags(tag(&format!("kubernetes.io/cluster/{cluster}"), "owned"))
-        .tags(tag("karpenter.k8s.aws/cluster", cluster))
+        .tags(tag(&format!("kubernetes.io/cluster/{cluster}"), "owned")?)
+        .tags(tag("karpenter.k8s.aws/cluster", cluster)?)
         .send()
         .await
         .map_err(|e| crate::error::api("CreateInstanceProfile", e))?;

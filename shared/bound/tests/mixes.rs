@@ -11,7 +11,7 @@ use fleetwright_core::check::{violations, Claim};
 use fleetwright_core::synthetic::{cluster_mix, CLUSTER_MIXES};
 use fleetwright_core::{schedule, Catalog, NodeClassSettings};
 
-/// Plan / bound, at most, for every mix at every seed 1 to 10: issue 20's target (measured: pools
+/// Plan / bound, at most, for every mix at every seed 1 to 10: the packing target (measured: pools
 /// 1.022, selectors 1.047, spread 1.042, shapes 1.006; docs/benchmarks.md).
 const CEILING: f64 = 1.05;
 

@@ -32,7 +32,7 @@ fn deployment(name: &str, replicas: usize, cpu: i64, mem: i64) -> Vec<Pod> {
         .collect()
 }
 
-/// A tainted on-demand pool of c and m types, as the issue describes it.
+/// A tainted on-demand pool of c and m types.
 fn tainted_on_demand_pool() -> NodePool {
     let mut reqs = Requirements::new();
     reqs.add(Requirement::new(INSTANCE_CATEGORY, Operator::In, &["c", "m"]).expect("valid"));
@@ -95,8 +95,8 @@ fn pinned_pods_on_a_tainted_pool_are_repacked_like_any_others() {
 }
 
 /// Pods that prefer on-demand capacity make their node on-demand. Pods without that preference
-/// used to fill those nodes by first fit and pay on-demand prices; taken out and packed by what
-/// they need, they run on spot.
+/// do not fill those nodes by first fit and pay on-demand prices: packed by what they need, they
+/// run on spot.
 #[test]
 fn pods_without_a_preference_do_not_pay_for_their_neighbours_one() {
     let mut preferring = deployment("ledger", 6, 1000, 2 * GIB);
@@ -128,9 +128,9 @@ fn pods_without_a_preference_do_not_pay_for_their_neighbours_one() {
 }
 
 /// The real-cluster mixes (several pools, selectors, affinity, tolerations, spread) at 300 pods
-/// over several seeds: every plan passes the checker, and the selectors mix, where pods of
-/// different needs used to share nodes narrowed to the strictest of them, costs well under what
-/// first fit paid (3.0 × the LP bound at 300 pods, seed 1, before this change; about 2.1 after).
+/// over several seeds: every plan passes the checker, and the selectors mix, where first fit
+/// shares nodes among pods of different needs narrowed to the strictest of them, costs well
+/// under first fit (3.0 × the LP bound at 300 pods, seed 1, for first fit; about 2.1 here).
 #[test]
 fn constrained_mixes_pass_the_checker_and_selectors_no_longer_share_narrowed_nodes() {
     for seed in 1..=4 {

@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod conditions;
 mod ec2nodeclass;
 pub mod hash;
 pub mod validation;

@@ -115,9 +115,12 @@ impl TokenCache {
             .as_ref()
             .is_some_and(|t| now + REFRESH_MARGIN < t.expires_at);
         if !fresh {
-            self.current = Some(token(credentials, region, cluster, now)?);
+            self.current = None;
         }
-        Ok(self.current.as_ref().expect("just set"))
+        match &mut self.current {
+            Some(current) => Ok(current),
+            slot => Ok(slot.insert(token(credentials, region, cluster, now)?)),
+        }
     }
 }
 

@@ -88,7 +88,8 @@ fn scalar(s: &str) -> String {
     if is_plain_safe(s) {
         s.to_string()
     } else {
-        serde_json::to_string(s).expect("a string serializes")
+        // A JSON string is a YAML double-quoted scalar; serializing a &str cannot fail.
+        serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"))
     }
 }
 

@@ -6,8 +6,8 @@
 //! steps every simulated second between ticks, as `fleetwright simulate` does.
 //!
 //! After the fall it prints, per tick, the fleet's hourly cost against the LP lower bound and
-//! against the whole-node optimum for the 40 pods left (an exact knapsack cover, below). Issue
-//! 20's target is at most 1.03 x the whole-node optimum within 5 ticks; the trace prints whether
+//! against the whole-node optimum for the 40 pods left (an exact knapsack cover, below). The
+//! target is at most 1.03 x the whole-node optimum within 5 ticks; the trace prints whether
 //! it is reached and asserts what holds (see docs/benchmarks.md).
 //!
 //! `cargo bench -p fleetwright-runtime --bench trace` (it also runs, identically, as a check
@@ -333,7 +333,7 @@ fn main() {
             "the fleet shrinks within 5 ticks of the fall: ${before:.3}/h -> ${:.3}/h",
             costs[4]
         );
-        // Issue 20's 1.03 cannot hold without a set that kube-scheduler can strand a pod on
+        // The 1.03 target cannot hold without a set that kube-scheduler can strand a pod on
         // (docs/benchmarks.md); the cheapest set that keeps the room is reached instead.
         assert!(
             costs[4] <= roomy + 1e-9,

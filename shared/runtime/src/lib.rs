@@ -11,6 +11,7 @@ pub mod interruption;
 pub mod metrics;
 pub mod nudge;
 pub mod settings;
+pub mod shadow;
 pub mod tick;
 pub mod webhook;
 

@@ -29,6 +29,14 @@ pub const TICK_DURATION: &str = "fleetwright_tick_duration_seconds";
 /// The owned fleet's hourly cost, and the LP lower bound on its workload (every 5 minutes).
 pub const FLEET_HOURLY_COST: &str = "fleetwright_fleet_hourly_cost";
 pub const FLEET_LOWER_BOUND: &str = "fleetwright_fleet_hourly_lower_bound";
+/// Shadow mode: what Fleetwright would have done this tick, and what the other autoscaler did.
+pub const SHADOW_WOULD_CREATE: &str = "fleetwright_shadow_would_create";
+pub const SHADOW_WOULD_DISRUPT: &str = "fleetwright_shadow_would_disrupt";
+pub const SHADOW_WOULD_TERMINATE: &str = "fleetwright_shadow_would_terminate";
+pub const SHADOW_OTHER_CREATED: &str = "fleetwright_shadow_other_created";
+pub const SHADOW_OTHER_DELETED: &str = "fleetwright_shadow_other_deleted";
+/// Shadow mode: the hourly cost of Fleetwright's plan of the fleet's workload from scratch.
+pub const SHADOW_PLANNED_HOURLY: &str = "fleetwright_shadow_planned_hourly_cost";
 
 /// Balanced consolidation: moves scored, by decision (approved or rejected), and the sum of
 /// their scores by decision (divide by the moves for the mean; EMF carries no histogram here).
@@ -89,6 +97,22 @@ impl Metrics {
             .or_default()
             .entry(name)
             .or_insert(0.0) += value;
+    }
+
+    /// Takes in another invocation part's metrics: its counts added, its gauges set.
+    pub fn merge(&mut self, other: Metrics) {
+        for (name, value) in other.values {
+            match other.units.get(name) {
+                Some(unit) => self.set(name, value, *unit),
+                None => self.add(name, value),
+            }
+        }
+        for (key, values) in other.by {
+            let mine = self.by.entry(key).or_default();
+            for (name, value) in values {
+                *mine.entry(name).or_insert(0.0) += value;
+            }
+        }
     }
 
     /// Sets a gauge.

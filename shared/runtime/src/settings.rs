@@ -192,11 +192,23 @@ impl Settings {
                 "set it or FLEETWRIGHT_WEBHOOK_TOKEN, not both",
             ));
         }
+        let lease_name =
+            non_empty("FLEETWRIGHT_LEASE_NAME").unwrap_or_else(|| "fleetwright-tick".into());
+        // Taking another autoscaler's leader Lease would stop it (or make it and Fleetwright
+        // fight over the cluster): shadow mode runs beside it, and must never hold its Lease.
+        let theirs = fleetwright_kube::peers::known_leases("")
+            .into_iter()
+            .find(|(_, name, _)| *name == lease_name);
+        if let Some((_, _, who)) = theirs {
+            return Err(RuntimeError::setting(
+                "FLEETWRIGHT_LEASE_NAME",
+                format!("{lease_name:?} is {who}'s leader Lease; Fleetwright must not take it"),
+            ));
+        }
         Ok(Settings {
             cluster_name,
             namespace: non_empty("FLEETWRIGHT_NAMESPACE").unwrap_or_else(|| "karpenter".into()),
-            lease_name: non_empty("FLEETWRIGHT_LEASE_NAME")
-                .unwrap_or_else(|| "fleetwright-tick".into()),
+            lease_name,
             lease_duration: Duration::from_secs(lease_seconds),
             dry_run: parse_bool("FLEETWRIGHT_DRY_RUN", get("FLEETWRIGHT_DRY_RUN"))?,
             rebalance,
@@ -312,5 +324,9 @@ mod tests {
         );
         assert!(err(&[base, ("FLEETWRIGHT_CLUSTER_ENDPOINT", "http://x")])
             .starts_with("setting FLEETWRIGHT_CLUSTER_ENDPOINT"));
+        for theirs in ["karpenter-leader-election", "cluster-autoscaler"] {
+            assert!(err(&[base, ("FLEETWRIGHT_LEASE_NAME", theirs)])
+                .starts_with("setting FLEETWRIGHT_LEASE_NAME"));
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! period to end it. Decided purely over a cluster dump.
 
 use chrono::{DateTime, Duration, Utc};
-use fleetwright_runtime::tick::disruption::{continue_commands, DRAIN_STALL, REPLACEMENT_TTL};
+use fleetwright_runtime::tick::in_progress::{continue_commands, DRAIN_STALL, REPLACEMENT_TTL};
 use fleetwright_runtime::tick::Action;
 
 fn at(text: &str) -> DateTime<Utc> {

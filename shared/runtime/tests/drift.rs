@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use fleetwright_core::Catalog;
-use fleetwright_kube::crds::{hash, EC2NodeClass};
+use fleetwright_crds::{hash, EC2NodeClass};
 use fleetwright_kube::memory::{MemoryApi, MEMORY_CA};
 use fleetwright_runtime::settings::Settings;
 use fleetwright_runtime::tick::Tick;

@@ -134,11 +134,11 @@ async fn a_pending_pod_becomes_a_nodeclaim_and_a_tagged_instance_then_registers(
         annotations["karpenter.k8s.aws/ec2nodeclass-hash-version"],
         "v5"
     );
-    let pool: fleetwright_kube::crds::NodePool =
+    let pool: fleetwright_crds::NodePool =
         serde_json::from_value(stored(&api, NODEPOOLS)[0].clone()).unwrap();
     assert_eq!(
         annotations["karpenter.sh/nodepool-hash"],
-        json!(fleetwright_kube::crds::hash::nodepool_hash(&pool.spec.template).unwrap())
+        json!(fleetwright_crds::hash::nodepool_hash(&pool.spec.template).unwrap())
     );
     assert!(annotations["karpenter.k8s.aws/ec2nodeclass-hash"].is_string());
     assert!(annotations["fleetwright.io/subnet-id"]

@@ -13,7 +13,7 @@ use fleetwright_cloud::{
     UnavailableOfferings,
 };
 use fleetwright_core::Catalog;
-use fleetwright_kube::crds::EC2NodeClass;
+use fleetwright_crds::EC2NodeClass;
 use fleetwright_kube::memory::{Fault, MemoryApi};
 use fleetwright_runtime::settings::Settings;
 use fleetwright_runtime::tick::Tick;

@@ -12,11 +12,11 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use fleetwright_cloud::Cloud;
 use fleetwright_core::Catalog;
-use fleetwright_kube::crds::NodeClaim;
+use fleetwright_crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
 use fleetwright_kube::memory::MemoryApi;
 use fleetwright_runtime::settings::Settings;
-use fleetwright_runtime::tick::{action::Action, decide, Tick};
+use fleetwright_runtime::tick::{action::Action, decide, finish, Tick};
 use fleetwright_sim::SimCloud;
 use serde_json::{json, Value};
 
@@ -177,9 +177,9 @@ fn a_node_waits_to_register_until_its_partition_is_known() {
     assert!(decide::registrations(&dump, &waiting).is_empty());
 
     let mut instance = instance("i-0123456789abcdef0");
-    assert!(decide::partition_labels(&waiting, std::slice::from_ref(&instance)).is_empty());
+    assert!(finish::partition_labels(&waiting, std::slice::from_ref(&instance)).is_empty());
     instance.partition = Some(2);
-    let labelled = decide::partition_labels(&waiting, &[instance]);
+    let labelled = finish::partition_labels(&waiting, &[instance]);
     assert!(
         matches!(&labelled[..], [Action::LabelPartition { nodeclaim, partition }]
             if nodeclaim == "default-a" && partition == "2"),

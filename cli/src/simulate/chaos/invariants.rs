@@ -27,7 +27,8 @@ pub(super) fn unclaimed_grace() -> i64 {
 /// window in which an unknown launch is looked for; once it records an instance, the listing's
 /// grace.
 pub(super) fn unbacked_grace(recorded: bool) -> i64 {
-    use fleetwright_runtime::tick::decide::{INSTANCE_GRACE, UNKNOWN_LAUNCH_WINDOW};
+    use fleetwright_runtime::tick::finish::INSTANCE_GRACE;
+    use fleetwright_runtime::tick::provision::UNKNOWN_LAUNCH_WINDOW;
     if recorded {
         INSTANCE_GRACE.num_seconds()
     } else {

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 
-use fleetwright_kube::crds::NodeClaim;
+use fleetwright_crds::NodeClaim;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
-use fleetwright_kube::crds::NodeClaim;
+use fleetwright_crds::NodeClaim;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::{json, Value};

@@ -86,7 +86,7 @@ impl Live {
     async fn install_crds(&self) -> anyhow::Result<()> {
         let api: Api<CustomResourceDefinition> = Api::all(self.admin.clone());
         let mut names = Vec::new();
-        for mut crd in fleetwright_kube::crds::definitions() {
+        for mut crd in fleetwright_crds::definitions() {
             let name = crd.metadata.name.clone().unwrap_or_default();
             names.push(name.clone());
             let existing = api

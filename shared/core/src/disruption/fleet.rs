@@ -17,6 +17,9 @@ pub struct FleetCost {
     pub nodes: usize,
     pub hourly: f64,
     pub lower_bound: f64,
+    /// What a plan of the same workload from scratch costs: the fleet as Fleetwright would
+    /// launch it now.
+    pub planned: f64,
 }
 
 /// The owned fleet's cost at `now`.
@@ -53,7 +56,9 @@ pub fn fleet_cost(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> FleetCost
     );
     FleetCost {
         nodes: priced.len(),
-        hourly: priced.iter().sum(),
+        // Folded from +0.0: an empty fleet costs $0, not -0.
+        hourly: priced.iter().fold(0.0, |a, b| a + b),
         lower_bound: plan.cost.lower_bound,
+        planned: plan.cost.hourly + 0.0,
     }
 }

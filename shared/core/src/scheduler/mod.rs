@@ -445,7 +445,9 @@ impl<'a> Ctx<'a> {
                 .iter()
                 .filter(|o| reserved(o))
             {
-                let r = o.reservation.as_ref().expect("reserved");
+                let Some(r) = o.reservation.as_ref() else {
+                    continue;
+                };
                 if seen.insert(r.id.clone()) {
                     for _ in 0..r.available {
                         rest = rest.minus(&self.pools[p].usable[t]);

@@ -5,9 +5,9 @@
 //! what a person reading a plan wants to see (names, not whole objects).
 
 use chrono::{DateTime, Utc};
-use fleetwright_kube::crds::NodeClaim;
+use fleetwright_crds::NodeClaim;
 use k8s_openapi::api::core::v1::Pod;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 /// One effect of a tick, decided before anything is applied.
@@ -25,7 +25,11 @@ pub enum Action {
     },
     /// Launch the instance of a NodeClaim that has none (new, or an interrupted launch); a
     /// failed launch deletes the NodeClaim, so the next plan tries elsewhere.
-    Launch { nodeclaim: String },
+    Launch {
+        nodeclaim: String,
+        #[serde(skip)]
+        claim: Box<NodeClaim>,
+    },
     /// Sync a joined node with its NodeClaim (labels, taints, finalizer) and record it.
     #[serde(rename_all = "camelCase")]
     Register {
@@ -82,7 +86,7 @@ pub enum Action {
     NodeClassStatus {
         nodeclass: String,
         #[serde(skip)]
-        status: Box<fleetwright_kube::crds::EC2NodeClassStatus>,
+        status: Box<fleetwright_crds::EC2NodeClassStatus>,
     },
     /// An unhealthy node left alone: more of its pool than repair allows is unhealthy.
     RepairBlocked {
@@ -90,6 +94,10 @@ pub enum Action {
         nodepool: String,
         unhealthy: usize,
         nodes: usize,
+        /// Whether to say so now: every five minutes, as Karpenter requeues a blocked repair,
+        /// not every tick.
+        #[serde(skip)]
+        said: bool,
     },
     /// Mark a registered NodeClaim Initialized: its node is Ready and free of startup taints.
     Initialize { nodeclaim: String, node: String },
@@ -149,7 +157,7 @@ pub enum Action {
         nodes: i64,
         resources: std::collections::BTreeMap<String, String>,
         #[serde(skip)]
-        conditions: Vec<fleetwright_kube::crds::Condition>,
+        conditions: Vec<fleetwright_crds::Condition>,
     },
     /// A disruption candidate left alone, and why (logged every tick, at info when it changed).
     Blocked {
@@ -181,9 +189,7 @@ pub enum Action {
         blocked: std::collections::BTreeMap<String, String>,
     },
     /// Remember the disruption decided (or none), to confirm it on a later tick.
-    SavePending {
-        pending: Vec<super::disruption::PendingDisruption>,
-    },
+    SavePending { pending: Vec<PendingDisruption> },
     /// A disruption decided now and confirmed on a later tick (`next`: decided while another
     /// starts).
     ConfirmLater {
@@ -266,6 +272,53 @@ pub enum Action {
     },
 }
 
+/// A disruption decision waiting for confirmation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingDisruption {
+    /// What the command is: `<reason>/<command>:<nodes>`.
+    pub key: String,
+    pub decided_at: DateTime<Utc>,
+}
+
+/// How a failed action is handled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnFailure {
+    /// Reported; everything else goes on.
+    Independent,
+    /// A step that relies on the ones before it on the same objects (a drain on the cordon
+    /// before it, a deletion on the drain, an initialization on the registration): after a
+    /// failure on its objects this tick, it waits for the next tick. Nothing else waits.
+    Ordered,
+}
+
+impl Action {
+    /// How this action's failure, or a failure before it on its objects, is handled.
+    pub fn on_failure(&self) -> OnFailure {
+        match self {
+            Action::Initialize { .. }
+            | Action::DrainDisrupted { .. }
+            | Action::EvictForDeletion { .. }
+            | Action::DeletePods { .. }
+            | Action::FinishDeletion { .. }
+            | Action::DeleteNodeClaim { .. } => OnFailure::Ordered,
+            _ => OnFailure::Independent,
+        }
+    }
+
+    /// The NodeClaim or instance this action terminates, if it terminates one (a failure is
+    /// counted as a failed termination, retried by a later tick).
+    pub fn terminates(&self) -> Option<String> {
+        match self {
+            Action::GiveUp { nodeclaim, .. } | Action::FinishDeletion { nodeclaim, .. } => {
+                Some(nodeclaim.clone())
+            }
+            Action::CollectGarbage { instance_id, .. } => Some(instance_id.clone()),
+            _ => None,
+        }
+    }
+}
+
 fn pod_keys<S: Serializer>(pods: &[Pod], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(pods.iter().map(fleetwright_kube::interruption::pod_key))
 }
@@ -282,7 +335,7 @@ fn node(name: &str) -> String {
 /// the later steps on the same objects wait for the next tick, and nothing else does.
 pub fn objects_of(action: &Action) -> Vec<String> {
     match action {
-        Action::Launch { nodeclaim }
+        Action::Launch { nodeclaim, .. }
         | Action::Restamp { nodeclaim, .. }
         | Action::LabelPartition { nodeclaim, .. }
         | Action::MarkDrifted { nodeclaim, .. }

@@ -11,6 +11,7 @@ use fleetwright_core::Snapshot;
 use fleetwright_kube::convert::Rejected;
 
 use super::action::Action;
+use fleetwright_crds::conditions;
 
 /// The state ConfigMap key of the rejected objects already evented, with their errors.
 pub const REJECTED_KEY: &str = "rejectedObjects";
@@ -45,11 +46,6 @@ pub fn report(rejected: &[Rejected], said: &BTreeMap<String, String>) -> Vec<Act
         actions.push(Action::SaveRejected { said: current });
     }
     actions
-}
-
-/// The warning a rejected object gets every tick, live or dry.
-pub fn log(object: &Rejected) {
-    tracing::warn!(target: super::execute::TICK, object = %object.object(), error = %object.error, "left the object out of this tick: it could not be read or converted");
 }
 
 /// The API version of a kind an Event can name.
@@ -103,7 +99,7 @@ pub fn classes_of_dump(
             let not_ready = c.status.as_ref().is_some_and(|s| {
                 s.conditions
                     .iter()
-                    .any(|x| x.type_ == "Ready" && x.status == "False")
+                    .any(|x| x.type_ == conditions::READY && x.status == "False")
             });
             (c.metadata.name.clone().unwrap_or_default(), !not_ready)
         })

@@ -10,22 +10,29 @@
 //! nothing; [`Tick::decide_all`] returns the whole tick's actions for a cluster dump.
 
 pub mod action;
+mod assumed;
+pub(crate) mod claims;
 pub mod decide;
 pub mod disruption;
+mod drive;
 mod dry_run;
 mod execute;
+pub mod finish;
+pub mod in_progress;
 pub mod isolation;
+pub mod machine;
+pub mod provision;
 pub mod repair;
 pub mod reservations;
+mod say;
 pub mod status;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use chrono::{DateTime, Timelike, Utc};
+use chrono::{DateTime, Utc};
 use fleetwright_cloud::unavailable::UnavailableOfferings;
 use fleetwright_cloud::Cloud;
-use fleetwright_core::{schedule, Catalog, Plan, ScheduleOptions, Snapshot};
-use fleetwright_kube::crds::NodeClaim;
+use fleetwright_core::{Catalog, Snapshot};
 use fleetwright_kube::dump::ClusterDump;
 pub use fleetwright_kube::interruption::instance_id;
 use fleetwright_kube::snapshot::SnapshotReader;
@@ -33,16 +40,16 @@ use fleetwright_kube::{convert, lease, state};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use serde::Serialize;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 pub use self::action::Action;
 pub use self::decide::REGISTRATION_TTL;
 use self::disruption::PendingDisruption;
 pub use self::disruption::DISRUPTION_ANNOTATION;
-use self::execute::Applied;
+use self::machine::{Start, TickState};
 use crate::deadline::Deadline;
 use crate::error::RuntimeError;
-use crate::metrics::{self, Metrics};
+use crate::metrics::Metrics;
 use crate::settings::Settings;
 /// The state ConfigMap key of the unavailable offerings.
 pub const UNAVAILABLE_KEY: &str = "unavailableOfferings";
@@ -104,6 +111,10 @@ pub struct TickSummary {
     pub disruptions: Vec<String>,
     /// NodeClaims deleted by disruption this tick, once their nodes were drained.
     pub disrupted: Vec<String>,
+    /// In a dry run, every action the tick would have applied, in order, as
+    /// `fleetwright plan --actions` prints them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<serde_json::Value>,
     #[serde(skip)]
     pub metrics: Metrics,
 }
@@ -229,7 +240,6 @@ impl<C: Cloud> Tick<C> {
             dry_run: self.settings.dry_run,
             ..Default::default()
         };
-        let mut failed = Phases::default();
         self.restore_unavailable().await;
         let mut dump = SnapshotReader::new(self.kube.clone())
             .with_ca_bundle(
@@ -248,58 +258,74 @@ impl<C: Cloud> Tick<C> {
         reservations::apply(&mut snapshot, &reservations, now);
         placement_groups(&mut snapshot, &resolved);
         subnet_zones(&mut snapshot, &resolved);
-        let mut claims: Vec<NodeClaim> = dump.nodeclaims.clone();
-        let mut ctx = Applied {
+        let mut state = TickState::new(Start {
             dump: &dump,
+            snapshot,
             now,
-            summary: &mut summary,
-            claims: &mut claims,
-            created: Vec::new(),
-            reservations,
-            resolved,
-            failed: Default::default(),
+            node_repair: self.settings.node_repair,
+            launchable: Some(status::classes_ready(&dump, &resolved)),
+            resolved: &resolved,
             rejected,
-        };
-        // Each phase runs even when an earlier one failed (a cloud call): one failure must not
-        // keep garbage collection and stranded NodeClaims waiting for a tick in which nothing
-        // fails. The first error is the tick's.
-        let classes = status::classes_ready(ctx.dump, &ctx.resolved);
-        failed.note(
-            "provisioning",
-            self.provision(&mut snapshot, &classes, &mut ctx).await,
-        );
-        failed.note("lifecycle", self.lifecycle(&mut ctx).await);
-        failed.note(
-            "disruption",
-            self.disrupt(&mut snapshot, &classes, &mut ctx).await,
-        );
-        failed.note("finishing", self.finish(&mut ctx).await);
-        self.report_rejected(&mut ctx).await;
-        if let Some(e) = failed.first {
+            reservations,
+            shadow: self.settings.dry_run,
+        });
+        let mut outlet = drive::Live::new(self, &dump, &resolved, &mut summary, now);
+        // Each group of phases runs even when an earlier one failed (a cloud call): one failure
+        // must not keep garbage collection and stranded NodeClaims waiting for a tick in which
+        // nothing fails. The first error is the tick's.
+        drive::drive(&mut state, &mut outlet).await;
+        let (error, found) = state.finish();
+        if let Some(e) = error {
             return Err(e);
+        }
+        summary.pending_pods = found.pending_pods;
+        summary.unschedulable = found.unschedulable;
+        summary.disruptions = found.disruptions;
+        summary.metrics.merge(found.metrics);
+        if self.settings.dry_run {
+            self.shadow(&dump, &mut summary, found.fleet, now).await;
         }
         info!(summary = %serde_json::to_string(&summary).unwrap_or_default(), "tick done");
         Ok(summary)
     }
 
-    /// Reports the objects the read could not take, each once per error.
-    async fn report_rejected(&self, ctx: &mut Applied<'_>) {
-        let said: BTreeMap<String, String> = if ctx.rejected.is_empty() {
-            BTreeMap::new()
-        } else {
-            let ns = &self.settings.namespace;
-            state::load(self.kube.clone(), ns, isolation::REJECTED_KEY)
-                .await
-                .ok()
-                .flatten()
-                .unwrap_or_default()
-        };
-        let rejected = std::mem::take(&mut ctx.rejected);
-        if rejected.is_empty() && said.is_empty() {
-            return;
+    /// A dry run's record of what it would have done beside what the cluster's autoscaler did
+    /// ([`crate::shadow`]), kept in the state ConfigMap (the one object besides its Lease a dry
+    /// run writes) and in the metrics. A failed write loses one record, never the tick.
+    async fn shadow(
+        &self,
+        dump: &ClusterDump,
+        summary: &mut TickSummary,
+        fleet: Option<fleetwright_core::disruption::FleetCost>,
+        now: DateTime<Utc>,
+    ) {
+        // The change may be tried again on a conflict: the record kept is the last try's.
+        let record = std::sync::Mutex::new(None);
+        let written = state::modify(
+            self.kube.clone(),
+            &self.settings.namespace,
+            crate::shadow::SHADOW_KEY,
+            |stored: Option<crate::shadow::Shadow>| {
+                let mut shadow = stored.unwrap_or_default();
+                let observed = shadow.observe(dump, &summary.actions, fleet, now);
+                if let Ok(mut slot) = record.lock() {
+                    *slot = Some(observed);
+                }
+                shadow
+            },
+        )
+        .await;
+        let record = record.into_inner().ok().flatten();
+        match (written, record) {
+            (Ok(()), Some(record)) => {
+                crate::shadow::metrics(&record, &mut summary.metrics);
+                info!(target: say::TICK, would_create = record.would_create.len(), would_disrupt = record.would_disrupt.len(), would_terminate = record.would_terminate.len(), other_created = record.other_created.len(), other_deleted = record.other_deleted.len(), "shadow: recorded what this tick would have done beside what the cluster's autoscaler did");
+            }
+            (Err(e), _) => {
+                warn!(error = %e, "shadow: could not keep this tick's record; the next tick records its own")
+            }
+            (Ok(()), None) => {}
         }
-        self.apply(isolation::report(&rejected, &said), ctx).await;
-        ctx.rejected = rejected;
     }
 
     async fn restore_unavailable(&self) {
@@ -316,198 +342,6 @@ impl<C: Cloud> Tick<C> {
                 warn!(error = %e, "could not read the unavailable offerings; continuing without them")
             }
         }
-    }
-
-    /// Plans the pending pods, creates a NodeClaim for each planned node and each replica a
-    /// static NodePool lacks (deleting those above), and launches every NodeClaim without an
-    /// instance.
-    async fn provision(
-        &self,
-        snapshot: &mut Snapshot,
-        classes: &BTreeMap<String, bool>,
-        ctx: &mut Applied<'_>,
-    ) -> Result<(), RuntimeError> {
-        let parked = isolation::park_unready(snapshot, classes);
-        let provisioned = self.provision_ready(snapshot, ctx).await;
-        isolation::restore(snapshot, parked);
-        provisioned
-    }
-
-    /// [`Tick::provision`] over the pools that can launch.
-    async fn provision_ready(
-        &self,
-        snapshot: &Snapshot,
-        ctx: &mut Applied<'_>,
-    ) -> Result<(), RuntimeError> {
-        let pending = decide::pending_pods(snapshot);
-        ctx.summary.pending_pods = pending;
-        ctx.summary
-            .metrics
-            .add(metrics::PODS_PENDING, pending as f64);
-        if pending > 0 {
-            info!(pods = pending, "found provisionable pod(s)");
-            let catalog = self.cloud.catalog(ctx.now).await?;
-            let catalog = catalog.with_overlays(&snapshot.overlays);
-            let plan = plan_pods(snapshot, &catalog, ctx.now);
-            report_plan(&plan, ctx.summary);
-            self.apply(decide::provision(ctx.dump, &plan), ctx).await;
-            let created = std::mem::take(&mut ctx.created);
-            ctx.claims.extend(created);
-        }
-        if snapshot.nodepools.iter().any(|p| p.replicas.is_some()) {
-            let catalog = self.cloud.catalog(ctx.now).await?;
-            let catalog = catalog.with_overlays(&snapshot.overlays);
-            let plan = fleetwright_core::replicas::plan(snapshot, &catalog, ctx.now.timestamp());
-            self.apply(decide::replicas(ctx.dump, &plan), ctx).await;
-            let created = std::mem::take(&mut ctx.created);
-            ctx.claims.extend(created);
-        }
-        let launches = decide::unlaunched(ctx.claims);
-        self.apply(launches, ctx).await;
-        Ok(())
-    }
-
-    /// Registration, then initialization (which sees this tick's registrations), hashes written
-    /// by another version re-stamped, then liveness.
-    async fn lifecycle(&self, ctx: &mut Applied<'_>) -> Result<(), RuntimeError> {
-        let registrations = decide::registrations(ctx.dump, ctx.claims);
-        self.apply(registrations, ctx).await;
-        let initializations =
-            decide::initializations(ctx.dump, ctx.claims, &ctx.summary.registered);
-        self.apply(initializations, ctx).await;
-        let restamps = decide::restamps(ctx.dump, ctx.claims);
-        self.apply(restamps, ctx).await;
-        let stale = decide::liveness(ctx.claims, ctx.now);
-        self.apply(stale, ctx).await;
-        let deleted = decide::deleted_nodes(ctx.dump, ctx.claims);
-        self.apply(deleted, ctx).await;
-        // A NodeClaim the read could not take may be the one a deleting node belongs to.
-        if isolation::errors_of(&ctx.rejected, "NodeClaim").is_empty() {
-            let orphaned = decide::orphaned_nodes(ctx.dump, ctx.claims);
-            self.apply(orphaned, ctx).await;
-        }
-        let expiring = reservations::expiring(ctx.claims, &ctx.reservations, ctx.now);
-        self.apply(expiring, ctx).await;
-        if self.settings.node_repair {
-            let repairs = repair::repairs(ctx.dump, ctx.claims, ctx.now);
-            self.apply(repairs, ctx).await;
-        }
-        Ok(())
-    }
-
-    /// Carries every disruption command forward, then (with no pods pending and nothing
-    /// provisioned this tick) decides and confirms the next; a confirmed replacement launches now,
-    /// not a tick later.
-    async fn disrupt(
-        &self,
-        snapshot: &mut Snapshot,
-        classes: &BTreeMap<String, bool>,
-        ctx: &mut Applied<'_>,
-    ) -> Result<(), RuntimeError> {
-        let going =
-            disruption::continue_commands(ctx.dump, ctx.claims, &ctx.summary.initialized, ctx.now);
-        self.apply(going, ctx).await;
-        drift_state(snapshot, &ctx.resolved);
-        let catalog = self.cloud.catalog(ctx.now).await?;
-        let catalog = catalog.with_overlays(&snapshot.overlays);
-        let marks = decide::drift_marks(ctx.claims, snapshot, &catalog, ctx.now);
-        self.apply(marks, ctx).await;
-        // Capacity being provisioned for pods this tick planned waits for them; pods no pool can
-        // take (a typo in a nodeSelector) hold nothing up.
-        let waiting = ctx.summary.pending_pods > ctx.summary.unschedulable.len();
-        if waiting || !ctx.summary.nodeclaims_created.is_empty() {
-            return Ok(());
-        }
-        if ctx.now.minute().is_multiple_of(FLEET_COST_MINUTES) {
-            record_fleet_cost(snapshot, &catalog, ctx);
-        }
-        let started = std::time::Instant::now();
-        let (said, pending) = self.disruption_state().await;
-        // A pool that cannot launch takes no replacement, and its nodes are left alone.
-        let parked = isolation::park_unready(snapshot, classes);
-        let decided = disruption::decide(ctx.dump, snapshot, &catalog, &said, &pending, ctx.now);
-        isolation::restore(snapshot, parked);
-        debug!(
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "disruption decided"
-        );
-        ctx.summary.disruptions.extend(decided.keys);
-        self.apply(decided.actions, ctx).await;
-        let replacements = std::mem::take(&mut ctx.created);
-        let launches = decide::unlaunched(&replacements);
-        ctx.claims.extend(replacements);
-        self.apply(launches, ctx).await;
-        Ok(())
-    }
-
-    /// Finishes deletions, collects garbage, and persists the unavailable offerings; each step
-    /// runs even when the one before failed.
-    async fn finish(&self, ctx: &mut Applied<'_>) -> Result<(), RuntimeError> {
-        let launched: Vec<String> = ctx
-            .summary
-            .launched
-            .iter()
-            .map(|l| l.instance_id.clone())
-            .collect();
-        let owned = self.owned_and_gone(ctx, &launched).await;
-        let gone = owned.as_ref().map(|(_, g)| g.clone()).unwrap_or_default();
-        let deletions = decide::deletions(ctx.dump, ctx.claims, &gone, ctx.now);
-        self.apply(deletions, ctx).await;
-        let classes = status::classes_ready(ctx.dump, &ctx.resolved);
-        let invalid = isolation::errors_of(&ctx.rejected, "NodePool");
-        let mut statuses = decide::pool_statuses(ctx.dump, ctx.claims, &classes, &invalid, ctx.now);
-        statuses.extend(status::nodeclass_statuses(ctx.dump, &ctx.resolved, ctx.now));
-        self.apply(statuses, ctx).await;
-        let collected = match owned {
-            Ok((owned, gone)) => {
-                self.collect(ctx, &launched, &owned, &gone).await;
-                Ok(())
-            }
-            Err(e) => Err(e),
-        };
-        let mut offerings = self.cloud.unavailable();
-        offerings.prune(ctx.now);
-        self.apply(vec![Action::SaveUnavailable { offerings }], ctx)
-            .await;
-        collected
-    }
-
-    /// The instances this cluster owns, and those of NodeClaims the listing missed that a lookup
-    /// by id confirms gone.
-    async fn owned_and_gone(
-        &self,
-        ctx: &Applied<'_>,
-        launched: &[String],
-    ) -> Result<(Vec<fleetwright_cloud::Instance>, BTreeSet<String>), RuntimeError> {
-        let owned = self.cloud.instances().await?;
-        let missing = decide::missing_instances(ctx.claims, launched, &owned, ctx.now);
-        if missing.is_empty() {
-            return Ok((owned, BTreeSet::new()));
-        }
-        let described = self.cloud.describe(&missing).await?;
-        Ok((owned, decide::gone(&missing, &described)))
-    }
-
-    /// Terminates owned instances that no NodeClaim accounts for, and forgets NodeClaims whose
-    /// instance is gone.
-    async fn collect(
-        &self,
-        ctx: &mut Applied<'_>,
-        launched: &[String],
-        owned: &[fleetwright_cloud::Instance],
-        gone: &BTreeSet<String>,
-    ) {
-        let mut garbage = decide::garbage(ctx.claims, launched, owned, ctx.now);
-        // An instance of a NodeClaim the read could not take is that NodeClaim's, not garbage.
-        let unreadable = isolation::errors_of(&ctx.rejected, "NodeClaim");
-        garbage.retain(|a| {
-            !matches!(a, Action::CollectGarbage { nodeclaim: Some(n), .. } if unreadable.contains_key(n))
-        });
-        self.apply(garbage, ctx).await;
-        let partitions = decide::partition_labels(ctx.claims, owned);
-        self.apply(partitions, ctx).await;
-        let stranded = decide::stranded(ctx.dump, ctx.claims, gone);
-        self.apply(stranded, ctx).await;
     }
 
     /// What every EC2NodeClass resolves to now (subnets, security groups, AMIs, instance
@@ -552,55 +386,6 @@ impl<C: Cloud> Tick<C> {
 /// pod.
 const NUDGE_MARGIN_SECONDS: i64 = 2;
 
-/// The fleet's cost against the LP bound is measured on ticks in minutes divisible by this (a
-/// plan of the whole workload from scratch: cheap, but not free at 50,000 pods).
-const FLEET_COST_MINUTES: u32 = 5;
-
-/// Sets the fleet-cost gauges: the owned fleet's hourly cost and the LP bound on its workload.
-fn record_fleet_cost(snapshot: &Snapshot, catalog: &Catalog, ctx: &mut Applied<'_>) {
-    let cost = fleetwright_core::disruption::fleet_cost(snapshot, catalog, ctx.now.timestamp());
-    debug!(
-        nodes = cost.nodes,
-        hourly = cost.hourly,
-        lower_bound = cost.lower_bound,
-        "fleet cost"
-    );
-    let metrics = &mut ctx.summary.metrics;
-    metrics.set(metrics::FLEET_HOURLY_COST, cost.hourly, metrics::Unit::None);
-    metrics.set(
-        metrics::FLEET_LOWER_BOUND,
-        cost.lower_bound,
-        metrics::Unit::None,
-    );
-}
-
-/// The phases of a tick: how long each took (at debug level), and the first error.
-struct Phases {
-    first: Option<RuntimeError>,
-    since: std::time::Instant,
-}
-
-impl Default for Phases {
-    fn default() -> Self {
-        Phases {
-            first: None,
-            since: std::time::Instant::now(),
-        }
-    }
-}
-
-impl Phases {
-    fn note(&mut self, phase: &str, result: Result<(), RuntimeError>) {
-        let elapsed_ms = self.since.elapsed().as_millis() as u64;
-        self.since = std::time::Instant::now();
-        debug!(phase, elapsed_ms, "tick phase done");
-        if let Err(e) = result {
-            warn!(phase, error = %e, "a tick phase failed; the later phases still run");
-            self.first.get_or_insert(e);
-        }
-    }
-}
-
 /// Merges `ours` into the unavailable offerings stored in the state ConfigMap (keeping each
 /// offering's later deadline, dropping expired ones). The tick and the interruption function both
 /// write them, so neither may replace what the other has just added.
@@ -624,40 +409,6 @@ pub async fn persist_unavailable(
     .await
 }
 
-/// The scheduler's plan for the pending pods.
-fn plan_pods(snapshot: &Snapshot, catalog: &Catalog, now: DateTime<Utc>) -> Plan {
-    schedule(
-        snapshot,
-        catalog,
-        &ScheduleOptions {
-            now: now.timestamp(),
-            ..Default::default()
-        },
-    )
-}
-
-/// Logs the plan (Karpenter's lines) and records the pods it could not place.
-fn report_plan(plan: &Plan, summary: &mut TickSummary) {
-    for e in &plan.existing {
-        debug!(pod = %e.pod, node = %e.node, "planned onto a node or NodeClaim that exists");
-    }
-    for u in &plan.unschedulable {
-        warn!(pod = %u.pod, reason = %u.reason, "could not schedule pod");
-        summary
-            .unschedulable
-            .push(format!("{}: {}", u.pod, u.reason));
-    }
-    if plan.nodeclaims.is_empty() {
-        return;
-    }
-    let pods: usize = plan.nodeclaims.iter().map(|n| n.pods.len()).sum();
-    info!(
-        nodeclaims = plan.nodeclaims.len(),
-        pods, "computed new nodeclaim(s) to fit pod(s)"
-    );
-    info!("{}", plan.packing_line());
-}
-
 /// Applies the cluster-wide settings the core reads from the snapshot: the `minValues` policy,
 /// on every NodePool.
 pub fn apply_settings(snapshot: &mut Snapshot, settings: &Settings) {
@@ -667,89 +418,37 @@ pub fn apply_settings(snapshot: &mut Snapshot, settings: &Settings) {
 }
 
 /// The whole tick's actions for a cluster dump, as a live tick would decide them, with nothing
-/// applied (`fleetwright plan --actions`). A dump holds no cloud state, so nothing is planned for
-/// instances (garbage collection) and no disruption counts as confirmed: a decided command shows
-/// as waiting for confirmation. `node_repair` is the tick's `FLEETWRIGHT_NODE_REPAIR`. NodeClaims the plan creates have no names yet; their launch is
-/// implied.
+/// applied (`fleetwright plan --actions`): the same state machine as the tick, with the dry run's
+/// outcomes. A dump holds no cloud state, so nothing is planned for instances (garbage
+/// collection) and no disruption counts as confirmed: a decided command shows as waiting for
+/// confirmation. `node_repair` is the tick's `FLEETWRIGHT_NODE_REPAIR`. NodeClaims the plan
+/// creates are named `<generateName><dry-run-N>`.
 pub fn decide_all(
     dump: &ClusterDump,
-    snapshot: &mut Snapshot,
+    snapshot: &Snapshot,
     catalog: &Catalog,
     now: DateTime<Utc>,
     node_repair: bool,
 ) -> Vec<Action> {
-    let mut actions = Vec::new();
+    let mut snapshot = snapshot.clone();
+    status_zones(dump, &mut snapshot);
     let reserved = reservations::from_status(dump);
-    reservations::apply(snapshot, &reserved, now);
-    let classes = isolation::classes_of_dump(dump);
-    let pending = decide::pending_pods(snapshot);
-    let mut unschedulable = 0;
-    if pending > 0 {
-        let parked = isolation::park_known(snapshot, classes.as_ref());
-        let plan = plan_pods(snapshot, catalog, now);
-        isolation::restore(snapshot, parked);
-        unschedulable = plan.unschedulable.len();
-        actions.extend(decide::provision(dump, &plan));
-    }
-    if snapshot.nodepools.iter().any(|p| p.replicas.is_some()) {
-        let plan = fleetwright_core::replicas::plan(snapshot, catalog, now.timestamp());
-        actions.extend(decide::replicas(dump, &plan));
-    }
-    let creating = actions
-        .iter()
-        .any(|a| matches!(a, Action::CreateNodeClaim { .. }));
-    let claims = &dump.nodeclaims;
-    actions.extend(decide::unlaunched(claims));
-    let registrations = decide::registrations(dump, claims);
-    let registered = names(&registrations);
-    actions.extend(registrations);
-    let initializations = decide::initializations(dump, claims, &registered);
-    let initialized = names(&initializations);
-    actions.extend(initializations);
-    actions.extend(decide::restamps(dump, claims));
-    actions.extend(decide::liveness(claims, now));
-    actions.extend(decide::deleted_nodes(dump, claims));
-    actions.extend(decide::orphaned_nodes(dump, claims));
-    actions.extend(reservations::expiring(claims, &reserved, now));
-    if node_repair {
-        actions.extend(repair::repairs(dump, claims, now));
-    }
-    actions.extend(disruption::continue_commands(
+    reservations::apply(&mut snapshot, &reserved, now);
+    let resolved = status::Resolutions::new();
+    let mut state = TickState::new(Start {
         dump,
-        claims,
-        &initialized,
+        snapshot,
         now,
-    ));
-    actions.extend(decide::drift_marks(claims, snapshot, catalog, now));
-    if pending <= unschedulable && !creating {
-        let parked = isolation::park_known(snapshot, classes.as_ref());
-        let decided = disruption::decide(dump, snapshot, catalog, &BTreeMap::new(), &[], now);
-        isolation::restore(snapshot, parked);
-        actions.extend(decided.actions);
-    }
-    actions.extend(decide::deletions(dump, claims, &BTreeSet::new(), now));
-    let classes = status::classes_ready(dump, &status::Resolutions::new());
-    actions.extend(decide::pool_statuses(
-        dump,
-        claims,
-        &classes,
-        &BTreeMap::new(),
-        now,
-    ));
-    actions
-}
-
-/// The NodeClaims that registration or initialization actions name.
-fn names(actions: &[Action]) -> Vec<String> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Register { nodeclaim, .. } | Action::Initialize { nodeclaim, .. } => {
-                Some(nodeclaim.clone())
-            }
-            _ => None,
-        })
-        .collect()
+        node_repair,
+        launchable: isolation::classes_of_dump(dump),
+        resolved: &resolved,
+        rejected: Vec::new(),
+        reservations: reserved,
+        shadow: false,
+    });
+    let mut outlet = drive::FromDump::new(catalog, now);
+    drive::ready(drive::drive(&mut state, &mut outlet));
+    outlet.actions
 }
 
 /// The reservations to plan with: each class's as resolved this tick, else as its status lists
@@ -786,6 +485,26 @@ fn placement_groups(snapshot: &mut Snapshot, resolved: &status::Resolutions) {
     }
 }
 
+/// The zones each EC2NodeClass's status lists subnets in: for a dump, what resolving its
+/// subnets would give ([`subnet_zones`]).
+fn status_zones(dump: &ClusterDump, snapshot: &mut Snapshot) {
+    for class in &dump.nodeclasses {
+        let Some(status) = &class.status else {
+            continue;
+        };
+        let zones: std::collections::BTreeSet<String> = status
+            .subnets
+            .iter()
+            .filter_map(|s| s.get("zone").and_then(|z| z.as_str()).map(str::to_string))
+            .collect();
+        if zones.is_empty() {
+            continue;
+        }
+        let name = class.metadata.name.clone().unwrap_or_default();
+        snapshot.node_classes.entry(name).or_default().zones = Some(zones);
+    }
+}
+
 /// The zones each resolved EC2NodeClass has subnets in: the only zones its NodeClaims can
 /// launch into, so the only ones the core plans (and spreads) over.
 fn subnet_zones(snapshot: &mut Snapshot, resolved: &status::Resolutions) {
@@ -797,18 +516,6 @@ fn subnet_zones(snapshot: &mut Snapshot, resolved: &status::Resolutions) {
         }
         let settings = snapshot.node_classes.entry(r.name.clone()).or_default();
         settings.zones = Some(zones);
-    }
-}
-
-/// What the EC2NodeClasses resolve to now (AMIs, subnets, security groups), for drift.
-fn drift_state(snapshot: &mut Snapshot, resolved: &status::Resolutions) {
-    for r in resolved.values().flatten() {
-        let state = snapshot.node_class_state.entry(r.name.clone()).or_default();
-        state.images = r.amis.iter().map(|a| a.id.clone()).collect();
-        state.subnets = r.subnets.iter().map(|s| s.id.clone()).collect();
-        state.security_groups = r.security_groups.iter().cloned().collect();
-        state.reservations = Some(r.reservations.iter().map(|c| c.id.clone()).collect());
-        state.placement_group = Some(r.placement_group.as_ref().map(|p| p.id.clone()));
     }
 }
 

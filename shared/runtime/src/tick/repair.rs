@@ -15,14 +15,15 @@
 //! (PodDisruptionBudgets and `do-not-disrupt` hold until its `terminationGracePeriod`): its pods
 //! still run, so they get their graceful shutdown. Pure: the dump and `now` in, actions out.
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, Timelike, Utc};
 use fleetwright_core::labels::NODEPOOL;
-use fleetwright_kube::crds::NodeClaim;
+use fleetwright_crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 
 use super::action::Action;
-use super::decide::name_of;
+use super::claims::name_of;
+use fleetwright_crds::conditions;
 
 /// On a NodeClaim: when its drain's grace is over (RFC 3339), as Karpenter writes it. The
 /// deletion deletes the pods left on the node from then on.
@@ -50,8 +51,8 @@ const fn policy(condition: &'static str, status: &'static str, minutes: i64) -> 
 /// The AWS provider's repair policies (Karpenter v1.14): the kubelet's `Ready`, and the EKS
 /// node monitoring agent's conditions.
 pub const POLICIES: [RepairPolicy; 7] = [
-    policy("Ready", "False", 30),
-    policy("Ready", "Unknown", 30),
+    policy(conditions::READY, "False", 30),
+    policy(conditions::READY, "Unknown", 30),
     policy("AcceleratedHardwareReady", "False", 10),
     policy("StorageReady", "False", 30),
     policy("NetworkingReady", "False", 30),
@@ -90,6 +91,7 @@ fn repair(dump: &ClusterDump, claim: &NodeClaim, now: DateTime<Utc>) -> Option<A
             nodepool: pool,
             unhealthy,
             nodes: total,
+            said: now.minute().is_multiple_of(5),
         });
     }
     Some(Action::Repair {
@@ -138,7 +140,7 @@ fn conditions(node: &Node) -> impl Iterator<Item = &NodeCondition> {
 
 /// Whether the node's `Ready` condition is `True`.
 fn ready(node: &Node) -> bool {
-    conditions(node).any(|c| c.type_ == "Ready" && c.status == "True")
+    conditions(node).any(|c| c.type_ == conditions::READY && c.status == "True")
 }
 
 /// Whether any repair policy's condition holds on the node, however briefly.
@@ -232,14 +234,15 @@ mod tests {
         repairs(dump, &dump.nodeclaims, now())
     }
 
-    const HEALTHY: &[(&str, &str, i64)] = &[("Ready", "True", 600)];
+    const HEALTHY: &[(&str, &str, i64)] = &[(conditions::READY, "True", 600)];
 
     /// A kubelet registering writes `Ready=False` with no transition time: the node is as old
     /// as its creation, and is not repaired (forcefully, pods deleted) before its toleration.
     #[test]
     fn a_registering_node_with_no_transition_time_is_not_repaired_before_its_toleration() {
         let (mut node, claim) = member("web", 1, &[]);
-        let condition = json!([{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]);
+        let condition =
+            json!([{"type": conditions::READY, "status": "False", "reason": "KubeletNotReady"}]);
         node.status.as_mut().unwrap().conditions = serde_json::from_value(condition).ok();
         let created = |minutes: i64| {
             let at = now() - Duration::minutes(minutes);
@@ -261,33 +264,42 @@ mod tests {
     #[test]
     fn each_policy_waits_out_its_toleration_and_only_a_node_not_ready_goes_forcefully() {
         let cases = [
-            (vec![("Ready", "Unknown", 31)], Some(true)),
-            (vec![("Ready", "False", 30)], Some(true)),
-            (vec![("Ready", "Unknown", 29)], None),
+            (vec![(conditions::READY, "Unknown", 31)], Some(true)),
+            (vec![(conditions::READY, "False", 30)], Some(true)),
+            (vec![(conditions::READY, "Unknown", 29)], None),
             (
                 vec![
-                    ("Ready", "True", 600),
+                    (conditions::READY, "True", 600),
                     ("AcceleratedHardwareReady", "False", 11),
                 ],
                 Some(false),
             ),
             (
                 vec![
-                    ("Ready", "True", 600),
+                    (conditions::READY, "True", 600),
                     ("AcceleratedHardwareReady", "False", 9),
                 ],
                 None,
             ),
             (
-                vec![("Ready", "True", 600), ("StorageReady", "False", 45)],
+                vec![
+                    (conditions::READY, "True", 600),
+                    ("StorageReady", "False", 45),
+                ],
                 Some(false),
             ),
             (
-                vec![("Ready", "True", 600), ("KernelReady", "Unknown", 45)],
+                vec![
+                    (conditions::READY, "True", 600),
+                    ("KernelReady", "Unknown", 45),
+                ],
                 None,
             ),
             (
-                vec![("Ready", "True", 600), ("MemoryPressure", "True", 90)],
+                vec![
+                    (conditions::READY, "True", 600),
+                    ("MemoryPressure", "True", 90),
+                ],
                 None,
             ),
         ];
@@ -314,7 +326,7 @@ mod tests {
             "default",
             0,
             &[
-                ("Ready", "False", 40),
+                (conditions::READY, "False", 40),
                 ("AcceleratedHardwareReady", "False", 35),
             ],
         )];
@@ -338,15 +350,16 @@ mod tests {
                         .map(|i| {
                             let ago = if i < young { 5 } else { 45 };
                             let cond: &[(&str, &str, i64)] = if i < sick {
-                                &[("Ready", "Unknown", ago)]
+                                &[(conditions::READY, "Unknown", ago)]
                             } else {
                                 HEALTHY
                             };
                             member("web", i, cond)
                         })
                         .collect();
-                    members
-                        .extend((100..104).map(|i| member("batch", i, &[("Ready", "False", 90)])));
+                    members.extend(
+                        (100..104).map(|i| member("batch", i, &[(conditions::READY, "False", 90)])),
+                    );
                     let got = decided(&cluster(members));
                     let web = |a: &&Action| match a {
                         Action::Repair { nodepool, .. }
@@ -378,7 +391,7 @@ mod tests {
 
     #[test]
     fn a_node_already_being_deleted_or_without_a_claim_is_left_alone() {
-        let (node, mut claim) = member("default", 0, &[("Ready", "Unknown", 60)]);
+        let (node, mut claim) = member("default", 0, &[(conditions::READY, "Unknown", 60)]);
         claim.metadata.deletion_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 "2026-11-25T11:59:00Z".parse().unwrap(),

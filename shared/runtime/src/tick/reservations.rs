@@ -12,11 +12,11 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use fleetwright_cloud::nodeclass::ResolvedReservation;
 use fleetwright_core::labels::RESERVATION_ID;
 use fleetwright_core::Snapshot;
-use fleetwright_kube::crds::{CapacityReservation, NodeClaim};
+use fleetwright_crds::{CapacityReservation, NodeClaim};
 use fleetwright_kube::dump::ClusterDump;
 
 use super::action::Action;
-use super::decide::name_of;
+use super::claims::name_of;
 
 /// Each EC2NodeClass's reservations, by class name.
 pub type Reservations = BTreeMap<String, Vec<ResolvedReservation>>;
@@ -48,7 +48,7 @@ pub fn from_status(dump: &ClusterDump) -> Reservations {
     out
 }
 
-fn name(class: &fleetwright_kube::crds::EC2NodeClass) -> String {
+fn name(class: &fleetwright_crds::EC2NodeClass) -> String {
     class.metadata.name.clone().unwrap_or_default()
 }
 

@@ -11,28 +11,37 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use fleetwright_cloud::nodeclass::ResolvedNodeClass;
-use fleetwright_kube::crds::{Condition, EC2NodeClass, EC2NodeClassStatus};
+use fleetwright_crds::{Condition, EC2NodeClass, EC2NodeClassStatus};
 use fleetwright_kube::dump::ClusterDump;
 use serde_json::json;
 
 use super::action::Action;
 use super::reservations;
+use fleetwright_crds::conditions;
 
 /// What each EC2NodeClass resolved to this tick, by name, or why it did not.
 pub type Resolutions = BTreeMap<String, Result<ResolvedNodeClass, String>>;
 
 /// The condition parts of an EC2NodeClass, each with the spec field that feeds it.
 const PARTS: [(&str, &str, &str); 6] = [
-    ("SubnetsReady", "subnetSelectorTerms", "SubnetsNotFound"),
     (
-        "SecurityGroupsReady",
+        conditions::SUBNETS_READY,
+        "subnetSelectorTerms",
+        "SubnetsNotFound",
+    ),
+    (
+        conditions::SECURITY_GROUPS_READY,
         "securityGroupSelectorTerms",
         "SecurityGroupsNotFound",
     ),
-    ("AMIsReady", "amiSelectorTerms", "AMINotFound"),
-    ("InstanceProfileReady", "role", "InstanceProfileNotReady"),
+    (conditions::AMIS_READY, "amiSelectorTerms", "AMINotFound"),
     (
-        "CapacityReservationsReady",
+        conditions::INSTANCE_PROFILE_READY,
+        "role",
+        "InstanceProfileNotReady",
+    ),
+    (
+        conditions::CAPACITY_RESERVATIONS_READY,
         "capacityReservationSelectorTerms",
         "CapacityReservationsNotReady",
     ),
@@ -100,8 +109,8 @@ pub fn nodeclass_status(
             for (type_, _, _) in PARTS {
                 wanted.push(condition(type_, true, "", ""));
             }
-            wanted.push(condition("ValidationSucceeded", true, "", ""));
-            wanted.push(condition("Ready", true, "", ""));
+            wanted.push(condition(conditions::VALIDATION_SUCCEEDED, true, "", ""));
+            wanted.push(condition(conditions::READY, true, "", ""));
         }
         Err(why) => {
             for (type_, field, reason) in PARTS {
@@ -113,8 +122,13 @@ pub fn nodeclass_status(
                     if failed { why } else { "" },
                 ));
             }
-            wanted.push(condition("ValidationSucceeded", true, "", ""));
-            wanted.push(condition("Ready", false, "UnhealthyDependents", why));
+            wanted.push(condition(conditions::VALIDATION_SUCCEEDED, true, "", ""));
+            wanted.push(condition(
+                conditions::READY,
+                false,
+                "UnhealthyDependents",
+                why,
+            ));
         }
     }
     status.conditions = merged(&current.conditions, wanted, now);
@@ -166,22 +180,22 @@ pub fn nodepool_conditions(
     now: DateTime<Utc>,
 ) -> Vec<Condition> {
     let class = match class_ready {
-        Some(true) => condition("NodeClassReady", true, "", ""),
+        Some(true) => condition(conditions::NODE_CLASS_READY, true, "", ""),
         Some(false) => condition(
-            "NodeClassReady",
+            conditions::NODE_CLASS_READY,
             false,
             "NodeClassNotReady",
             "EC2NodeClass is not ready",
         ),
         None => condition(
-            "NodeClassReady",
+            conditions::NODE_CLASS_READY,
             false,
             "NodeClassNotFound",
             "EC2NodeClass not found",
         ),
     };
     let valid = condition(
-        "ValidationSucceeded",
+        conditions::VALIDATION_SUCCEEDED,
         invalid.is_none(),
         "NodePoolValidationFailed",
         invalid.unwrap_or_default(),
@@ -195,7 +209,7 @@ pub fn nodepool_conditions(
     let wanted = vec![
         valid,
         class,
-        condition("Ready", ready, "UnhealthyDependents", why),
+        condition(conditions::READY, ready, "UnhealthyDependents", why),
     ];
     merged(current, wanted, now)
 }
@@ -212,7 +226,7 @@ pub fn classes_ready(dump: &ClusterDump, resolved: &Resolutions) -> BTreeMap<Str
                 None => c.status.as_ref().is_some_and(|s| {
                     s.conditions
                         .iter()
-                        .any(|x| x.type_ == "Ready" && x.status == "True")
+                        .any(|x| x.type_ == conditions::READY && x.status == "True")
                 }),
             };
             (name, ready)
@@ -289,11 +303,11 @@ mod tests {
             Some(3)
         );
         for type_ in [
-            "SubnetsReady",
-            "SecurityGroupsReady",
-            "AMIsReady",
+            conditions::SUBNETS_READY,
+            conditions::SECURITY_GROUPS_READY,
+            conditions::AMIS_READY,
             "PlacementGroupReady",
-            "Ready",
+            conditions::READY,
         ] {
             assert_eq!(of(&status, type_).status, "True", "{type_}");
         }
@@ -311,22 +325,25 @@ mod tests {
 
         let why = "EC2NodeClass default: field subnetSelectorTerms: no subnet matches".to_string();
         let failed = nodeclass_status(&written, &Err(why.clone()), later);
-        assert_eq!(of(&failed, "SubnetsReady").status, "False");
+        assert_eq!(of(&failed, conditions::SUBNETS_READY).status, "False");
         assert_eq!(
-            of(&failed, "SubnetsReady").reason.as_deref(),
+            of(&failed, conditions::SUBNETS_READY).reason.as_deref(),
             Some("SubnetsNotFound")
         );
         assert_eq!(
-            of(&failed, "SubnetsReady").message.as_deref(),
+            of(&failed, conditions::SUBNETS_READY).message.as_deref(),
             Some(why.as_str())
         );
-        assert_eq!(of(&failed, "SecurityGroupsReady").status, "True");
         assert_eq!(
-            of(&failed, "SecurityGroupsReady").last_transition_time,
-            of(&status, "SecurityGroupsReady").last_transition_time,
+            of(&failed, conditions::SECURITY_GROUPS_READY).status,
+            "True"
+        );
+        assert_eq!(
+            of(&failed, conditions::SECURITY_GROUPS_READY).last_transition_time,
+            of(&status, conditions::SECURITY_GROUPS_READY).last_transition_time,
             "unchanged conditions keep their time"
         );
-        assert_eq!(of(&failed, "Ready").status, "False");
+        assert_eq!(of(&failed, conditions::READY).status, "False");
         assert_eq!(
             failed.subnets, status.subnets,
             "the lists last resolved are kept"
@@ -341,8 +358,8 @@ mod tests {
             of(&unplaced, "PlacementGroupReady").reason.as_deref(),
             Some("PlacementGroupNotFound")
         );
-        assert_eq!(of(&unplaced, "SubnetsReady").status, "True");
-        assert_eq!(of(&unplaced, "Ready").status, "False");
+        assert_eq!(of(&unplaced, conditions::SUBNETS_READY).status, "True");
+        assert_eq!(of(&unplaced, conditions::READY).status, "False");
         let classes = classes_ready(&dump, &Resolutions::from([("default".into(), Err(why))]));
         assert!(!classes["default"]);
         assert!(
@@ -358,13 +375,16 @@ mod tests {
             "NodePool batch: spec.disruption.consolidateAfter: invalid duration \"30 seconds\"";
         let out = nodepool_conditions(&[], Some(true), Some(why), now);
         let of = |t: &str| out.iter().find(|c| c.type_ == t).unwrap();
-        assert_eq!(of("ValidationSucceeded").status, "False");
+        assert_eq!(of(conditions::VALIDATION_SUCCEEDED).status, "False");
         assert_eq!(
-            of("ValidationSucceeded").reason.as_deref(),
+            of(conditions::VALIDATION_SUCCEEDED).reason.as_deref(),
             Some("NodePoolValidationFailed")
         );
-        assert_eq!(of("ValidationSucceeded").message.as_deref(), Some(why));
-        assert_eq!(of("Ready").status, "False");
+        assert_eq!(
+            of(conditions::VALIDATION_SUCCEEDED).message.as_deref(),
+            Some(why)
+        );
+        assert_eq!(of(conditions::READY).status, "False");
     }
 
     #[test]
@@ -376,17 +396,23 @@ mod tests {
                 .map(|x| (x.status.clone(), x.reason.clone().unwrap_or_default()))
         };
         let ready = nodepool_conditions(&[], Some(true), None, now);
-        assert_eq!(get(&ready, "Ready"), Some(("True".into(), "Ready".into())));
-        assert_eq!(get(&ready, "ValidationSucceeded").unwrap().0, "True");
+        assert_eq!(
+            get(&ready, conditions::READY),
+            Some(("True".into(), conditions::READY.into()))
+        );
+        assert_eq!(
+            get(&ready, conditions::VALIDATION_SUCCEEDED).unwrap().0,
+            "True"
+        );
         let not = nodepool_conditions(&ready, Some(false), None, now);
         assert_eq!(
-            get(&not, "NodeClassReady"),
+            get(&not, conditions::NODE_CLASS_READY),
             Some(("False".into(), "NodeClassNotReady".into()))
         );
-        assert_eq!(get(&not, "Ready").unwrap().0, "False");
+        assert_eq!(get(&not, conditions::READY).unwrap().0, "False");
         let missing = nodepool_conditions(&[], None, None, now);
         assert_eq!(
-            get(&missing, "NodeClassReady").unwrap().1,
+            get(&missing, conditions::NODE_CLASS_READY).unwrap().1,
             "NodeClassNotFound"
         );
         assert_eq!(

@@ -1142,12 +1142,12 @@ impl Ctx<'_> {
             }
         };
         let classes: BTreeSet<usize> = order.iter().map(|&i| class(i)).collect();
+        // Each class is some pod's of `order`, so each finds one.
         let left_reqs = classes.iter().fold(Requirements::new(), |r, &c| {
-            let i = *order
-                .iter()
-                .find(|&&i| class(i) == c)
-                .expect("a pod of the class");
-            r.intersection(&own(i))
+            match order.iter().find(|&&i| class(i) == c) {
+                Some(&i) => r.intersection(&own(i)),
+                None => r,
+            }
         });
         Some((
             node(order, lt, lp, left_reqs),

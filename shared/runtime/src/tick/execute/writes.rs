@@ -1,0 +1,233 @@
+//! The executor's writes to one NodeClaim or NodePool (annotations, labels, conditions, status),
+//! and terminations: each writes only when it changes something.
+
+use chrono::{DateTime, Utc};
+use fleetwright_cloud::unavailable::UnavailableOfferings;
+use fleetwright_cloud::Cloud;
+use fleetwright_crds::NodeClaimStatus;
+use fleetwright_kube::executor;
+use tracing::{info, warn};
+
+use crate::error::RuntimeError;
+use crate::metrics;
+use crate::tick::disruption::DISRUPTION_ANNOTATION;
+use crate::tick::say::TICK;
+use crate::tick::{Tick, TickSummary};
+use fleetwright_crds::conditions;
+
+impl<C: Cloud> Tick<C> {
+    /// Writes a NodePool's `status.nodes` and `status.resources`. A failure is logged, not the
+    /// tick's: the status only reports, and the next tick writes it again.
+    pub(super) async fn write_pool_status(
+        &self,
+        name: &str,
+        nodes: i64,
+        resources: &std::collections::BTreeMap<String, String>,
+        conditions: &[fleetwright_crds::Condition],
+    ) {
+        let written = executor::update_nodepool_status(self.kube.clone(), name, |current| {
+            let mut status = current.status.clone().unwrap_or_default();
+            status.nodes = Some(nodes);
+            status.conditions = conditions.to_vec();
+            status.resources = Some(
+                resources
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                    .collect(),
+            );
+            (Some(&status) != current.status.as_ref()).then_some(status)
+        })
+        .await;
+        if let Err(e) = written {
+            warn!(target: TICK, nodepool = %name, error = %e, "could not write the nodepool's status");
+        }
+    }
+
+    /// Marks a NodeClaim deleted for `reason` (`unhealthy`, `reservation-expiring`; and its
+    /// grace over now when `forceful`), then deletes it. Cut off between the two, the next tick
+    /// decides the same again.
+    pub(super) async fn delete_for(
+        &self,
+        name: &str,
+        reason: &str,
+        forceful: bool,
+        now: DateTime<Utc>,
+    ) -> Result<(), RuntimeError> {
+        let mut annotations = std::collections::BTreeMap::new();
+        annotations.insert(
+            DISRUPTION_ANNOTATION.to_string(),
+            format!("{reason}/delete"),
+        );
+        if forceful {
+            annotations.insert(
+                crate::tick::repair::TERMINATION_TIMESTAMP.to_string(),
+                now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            );
+        }
+        self.restamp(name, &annotations).await?;
+        executor::delete_nodeclaim(self.kube.clone(), name, false).await?;
+        Ok(())
+    }
+
+    /// Writes `annotations` onto a NodeClaim (over what it has).
+    pub(super) async fn restamp(
+        &self,
+        name: &str,
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), RuntimeError> {
+        self.update_metadata(name, |m| {
+            let map = m.annotations.get_or_insert_with(Default::default);
+            map.extend(annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
+        })
+        .await
+    }
+
+    /// Sets one label of a NodeClaim.
+    pub(super) async fn label_nodeclaim(
+        &self,
+        name: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<(), RuntimeError> {
+        self.update_metadata(name, |m| {
+            let map = m.labels.get_or_insert_with(Default::default);
+            map.insert(key.to_string(), value.to_string());
+        })
+        .await
+    }
+
+    /// Records on a deleting NodeClaim since when evictions have been failing, or clears it once
+    /// they stop failing.
+    pub(super) async fn mark_eviction_failing(
+        &self,
+        name: &str,
+        failing: bool,
+        now: DateTime<Utc>,
+    ) -> Result<(), RuntimeError> {
+        use crate::tick::finish::EVICTION_FAILING_ANNOTATION as KEY;
+        let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        self.update_metadata(name, |m| {
+            let marked = m.annotations.as_ref().is_some_and(|a| a.contains_key(KEY));
+            if failing && !marked {
+                let map = m.annotations.get_or_insert_with(Default::default);
+                map.insert(KEY.to_string(), stamp.clone());
+            } else if !failing && marked {
+                if let Some(map) = m.annotations.as_mut() {
+                    map.remove(KEY);
+                }
+            }
+        })
+        .await
+    }
+
+    /// Changes a NodeClaim's metadata with `change`, writing only when it changed something.
+    pub(super) async fn update_metadata(
+        &self,
+        name: &str,
+        change: impl Fn(&mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta),
+    ) -> Result<(), RuntimeError> {
+        executor::update_nodeclaim(self.kube.clone(), name, |current| {
+            let mut next = current.clone();
+            change(&mut next.metadata);
+            (next.metadata != current.metadata).then_some(next)
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Sets a NodeClaim's `Drifted` condition True with `reason`, or removes it (None), as
+    /// Karpenter's drift controller does.
+    pub(super) async fn mark_drifted(
+        &self,
+        name: &str,
+        reason: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<(), RuntimeError> {
+        let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        executor::update_nodeclaim_status(self.kube.clone(), name, |current| {
+            let status = current.status.clone().unwrap_or_default();
+            match reason {
+                Some(reason) => {
+                    let mut drifted =
+                        executor::condition(conditions::DRIFTED, true, reason, &stamp);
+                    drifted.message = Some(reason.to_string());
+                    executor::with_condition(&status, drifted)
+                }
+                None => {
+                    let mut next = status.clone();
+                    next.conditions.retain(|c| c.type_ != conditions::DRIFTED);
+                    (next != status).then_some(next)
+                }
+            }
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Sets condition `type_` True in a NodeClaim's status, with `edit` applied to the status.
+    pub(super) async fn set_condition(
+        &self,
+        name: &str,
+        type_: &str,
+        now: DateTime<Utc>,
+        edit: impl Fn(&mut NodeClaimStatus),
+    ) -> Result<(), RuntimeError> {
+        let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        executor::update_nodeclaim_status(self.kube.clone(), name, |current| {
+            let mut status = current.status.clone().unwrap_or_default();
+            edit(&mut status);
+            let status =
+                executor::with_condition(&status, executor::condition(type_, true, type_, &stamp))
+                    .unwrap_or(status);
+            (Some(&status) != current.status.as_ref()).then_some(status)
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Terminates a NodeClaim's instance (when it has one), then deletes the NodeClaim.
+    pub(super) async fn terminate_claim(
+        &self,
+        name: &str,
+        instance_id: Option<&str>,
+        reason: &str,
+        summary: &mut TickSummary,
+    ) -> Result<(), RuntimeError> {
+        self.terminate_instance(instance_id, reason, summary)
+            .await?;
+        executor::delete_nodeclaim(self.kube.clone(), name, true).await?;
+        info!(target: TICK, nodeclaim = %name, "deleted nodeclaim");
+        Ok(())
+    }
+
+    /// Terminates an instance, when there is one, and counts it.
+    pub(super) async fn terminate_instance(
+        &self,
+        instance_id: Option<&str>,
+        reason: &str,
+        summary: &mut TickSummary,
+    ) -> Result<(), RuntimeError> {
+        let Some(id) = instance_id else {
+            return Ok(());
+        };
+        self.cloud.terminate(id).await?;
+        summary.terminated.push(id.to_string());
+        summary
+            .metrics
+            .add_by(metrics::NODECLAIMS_TERMINATED, metrics::REASON, reason, 1.0);
+        Ok(())
+    }
+
+    pub(super) async fn save_unavailable(
+        &self,
+        offerings: &UnavailableOfferings,
+        now: DateTime<Utc>,
+    ) {
+        let ns = &self.settings.namespace;
+        if let Err(e) =
+            crate::tick::persist_unavailable(self.kube.clone(), ns, offerings, now).await
+        {
+            warn!(target: TICK, error = %e, "could not persist the unavailable offerings");
+        }
+    }
+}

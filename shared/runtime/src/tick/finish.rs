@@ -1,0 +1,317 @@
+//! The end of a NodeClaim's life, decided: deleting NodeClaims drained and terminated, Nodes
+//! deleted by hand, instances no NodeClaim accounts for collected, and NodeClaims whose instance
+//! is gone forgotten.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Duration, Utc};
+use fleetwright_cloud::instances::{self, Instance};
+use fleetwright_crds::NodeClaim;
+use fleetwright_kube::dump::ClusterDump;
+use fleetwright_kube::interruption::instance_id;
+use fleetwright_kube::objects;
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use super::action::Action;
+use super::claims::{
+    awaits_partition, launched_at, name_of, node_for, node_provider_id, provider_id,
+};
+
+/// How long after its launch a NodeClaim's instance may be missing from the cloud's listing
+/// (DescribeInstances is eventually consistent) before the NodeClaim counts as stranded.
+pub const INSTANCE_GRACE: Duration = Duration::minutes(1);
+
+/// NodeClaims being deleted: once the pods a drain moves are off the node (or its
+/// `terminationGracePeriod` since the deletion is over, when they are deleted), the instance is
+/// terminated and the NodeClaim and node let go. Until then the pods are evicted again
+/// (evictions are idempotent, and a NodeClaim deleted by hand is drained here first).
+pub fn deletions(
+    dump: &ClusterDump,
+    claims: &[NodeClaim],
+    gone: &BTreeSet<String>,
+    now: DateTime<Utc>,
+) -> Vec<Action> {
+    let mut out = Vec::new();
+    for claim in claims
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_some())
+    {
+        // By provider id too: a NodeClaim registered by this tick has no node name in the read.
+        let node = node_for(dump, claim).and_then(|n| n.metadata.name.clone());
+        // Pods on an instance that is gone run nowhere: nothing is left to wait for.
+        let instance_gone = provider_id(claim)
+            .and_then(instance_id)
+            .is_some_and(|id| gone.contains(id));
+        let pods = node
+            .as_deref()
+            .filter(|_| !instance_gone)
+            .map(|n| pods_to_move(dump, n, now))
+            .unwrap_or_default();
+        // Cordoned first: else the pods evicted come back to the same node.
+        out.extend(super::in_progress::untainted(dump, &[claim]));
+        if let (Some(node), false) = (&node, pods.is_empty()) {
+            if !grace_over(claim, now) {
+                out.push(Action::EvictForDeletion {
+                    node: node.clone(),
+                    nodeclaim: name_of(claim),
+                    pods,
+                });
+                continue;
+            }
+            out.push(Action::DeletePods {
+                node: node.clone(),
+                pods,
+            });
+        }
+        out.push(Action::FinishDeletion {
+            nodeclaim: name_of(claim),
+            instance_id: provider_id(claim).and_then(instance_id).map(str::to_string),
+            node,
+            reason: super::in_progress::reason_of(claim)
+                .unwrap_or("deleted")
+                .to_string(),
+        });
+    }
+    out
+}
+
+/// The pods on `node` that hold its instance up: not skipped by a drain, not finished, not
+/// stuck terminating.
+pub(crate) fn pods_to_move(dump: &ClusterDump, node: &str, now: DateTime<Utc>) -> Vec<Pod> {
+    dump.pods_on(node)
+        .into_iter()
+        .filter(|p| !objects::skipped_by_drain(p) && !finished(p) && !stuck(p, now))
+        .collect()
+}
+
+/// Whether a deleting NodeClaim's `terminationGracePeriod` since its deletion is over, or the
+/// termination timestamp a repair wrote on it has come.
+pub(crate) fn grace_over(claim: &NodeClaim, now: DateTime<Utc>) -> bool {
+    if super::repair::termination_timestamp(claim).is_some_and(|t| now >= t) {
+        return true;
+    }
+    // Evictions the API server has refused with an error (not a PDB's 429: a pod two PDBs
+    // cover, a webhook that denies evictions) for this long will not start working: the node
+    // is going away, so the pods are deleted with their own grace period instead of holding it
+    // up for good.
+    if eviction_failing_since(claim).is_some_and(|t| now - t >= EVICTION_FAILING) {
+        return true;
+    }
+    let deleted_at = claim
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .unwrap_or(now.timestamp());
+    let grace = claim
+        .spec
+        .termination_grace_period
+        .as_deref()
+        .and_then(|g| {
+            fleetwright_kube::convert::duration_seconds(g)
+                .ok()
+                .flatten()
+        });
+    grace.is_some_and(|g| now.timestamp() >= deleted_at + g)
+}
+
+/// On a deleting NodeClaim: since when (RFC 3339) the evictions of its node's pods have been
+/// failing with errors other than a PDB's 429.
+pub const EVICTION_FAILING_ANNOTATION: &str = "fleetwright.io/eviction-failing-since";
+
+/// How long evictions may keep failing before a deleting NodeClaim's pods are deleted.
+pub const EVICTION_FAILING: chrono::Duration = chrono::Duration::minutes(5);
+
+pub(crate) fn eviction_failing_since(claim: &NodeClaim) -> Option<DateTime<Utc>> {
+    let value = claim
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(EVICTION_FAILING_ANNOTATION)?;
+    Some(
+        DateTime::parse_from_rfc3339(value)
+            .ok()?
+            .with_timezone(&Utc),
+    )
+}
+
+/// Owned instances that no NodeClaim (nor a launch of this tick) accounts for, past their grace.
+pub fn garbage(
+    claims: &[NodeClaim],
+    launched: &[String],
+    owned: &[Instance],
+    now: DateTime<Utc>,
+) -> Vec<Action> {
+    let mut claimed: BTreeSet<String> = claims
+        .iter()
+        .filter_map(provider_id)
+        .filter_map(instance_id)
+        .map(str::to_string)
+        .collect();
+    claimed.extend(launched.iter().cloned());
+    // An instance tagged for a NodeClaim that has not recorded it yet (the write after CreateFleet
+    // failed) is that NodeClaim's: its next launch adopts it by tag.
+    let recording: BTreeSet<&str> = claims
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none() && provider_id(c).is_none())
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect();
+    instances::orphans(owned, &claimed, now)
+        .into_iter()
+        .filter(|orphan| !orphan.nodeclaim().is_some_and(|n| recording.contains(n)))
+        .map(|orphan| Action::CollectGarbage {
+            instance_id: orphan.id.clone(),
+            nodeclaim: orphan.nodeclaim().map(str::to_string),
+        })
+        .collect()
+}
+
+/// NodeClaims awaiting their partition whose instance EC2 now lists in one: each is labelled
+/// with it, as Karpenter's placement-group registration hook does from DescribeInstances.
+pub fn partition_labels(claims: &[NodeClaim], owned: &[Instance]) -> Vec<Action> {
+    claims
+        .iter()
+        .filter(|c| awaits_partition(c))
+        .filter_map(|c| {
+            let id = provider_id(c).and_then(instance_id)?;
+            let partition = owned.iter().find(|i| i.id == id)?.partition?;
+            Some(Action::LabelPartition {
+                nodeclaim: name_of(c),
+                partition: partition.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// The instances of launched NodeClaims that the owned listing misses (past
+/// [`INSTANCE_GRACE`], and not launched by this tick): each must be confirmed gone by id
+/// ([`stranded`]) before anything is deleted for it.
+pub fn missing_instances(
+    claims: &[NodeClaim],
+    launched: &[String],
+    owned: &[Instance],
+    now: DateTime<Utc>,
+) -> Vec<String> {
+    let live: BTreeSet<&str> = owned.iter().map(|i| i.id.as_str()).collect();
+    claims
+        .iter()
+        .filter(|c| launched_at(c).is_some_and(|t| now - t >= INSTANCE_GRACE))
+        .filter_map(|c| provider_id(c).and_then(instance_id))
+        .filter(|id| !live.contains(id) && !launched.iter().any(|l| l == id))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The instances among `missing` that a lookup by id (`described`) did not find live: gone.
+pub fn gone(missing: &[String], described: &[Instance]) -> BTreeSet<String> {
+    let alive: BTreeSet<&str> = described
+        .iter()
+        .filter(|i| fleetwright_cloud::instances::LIVE_STATES.contains(&i.state.as_str()))
+        .map(|i| i.id.as_str())
+        .collect();
+    missing
+        .iter()
+        .filter(|m| !alive.contains(m.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// The most stranded NodeClaims one tick deletes: a tenth of them, and at least this many. A
+/// cloud that answers wrongly cannot take the whole fleet in one tick.
+pub const STRANDED_PER_TICK: usize = 10;
+
+/// Launched NodeClaims whose instance is gone (terminated outside Fleetwright, reclaimed without
+/// a warning, failed): their capacity does not exist, so the NodeClaim (and its node) go, and the
+/// next plan provisions for the pods again. `gone` are the instances confirmed gone ([`gone`]):
+/// a listing can be stale, come back empty, or miss an instance whose tags were removed, so only
+/// a lookup by id that does not find one live counts. At most [`STRANDED_PER_TICK`] (or a tenth
+/// of the NodeClaims) go in one tick.
+pub fn stranded(dump: &ClusterDump, claims: &[NodeClaim], gone: &BTreeSet<String>) -> Vec<Action> {
+    let cap = STRANDED_PER_TICK.max(claims.len() / 10);
+    claims
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter_map(|c| {
+            let id = provider_id(c).and_then(instance_id)?;
+            gone.contains(id).then(|| Action::ForgetNodeClaim {
+                nodeclaim: name_of(c),
+                instance_id: id.to_string(),
+                node: node_for(dump, c).and_then(|n| n.metadata.name.clone()),
+            })
+        })
+        .take(cap)
+        .collect()
+}
+
+/// Nodes being deleted that carry the termination finalizer and a NodePool label but that no
+/// NodeClaim accounts for (by name or provider id): nothing else will let them go, so the
+/// finalizer comes off. Their instances, if any are left, are garbage collected.
+pub fn orphaned_nodes(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
+    let claimed = |node: &Node| {
+        let name = node.metadata.name.as_deref();
+        let provider = node_provider_id(node);
+        claims.iter().any(|c| {
+            let status = c.status.as_ref();
+            status.and_then(|s| s.node_name.as_deref()) == name
+                || (provider.is_some() && provider_id(c) == provider)
+        })
+    };
+    dump.nodes
+        .iter()
+        .filter(|n| n.metadata.deletion_timestamp.is_some())
+        .filter(|n| {
+            let finalizers = n.metadata.finalizers.as_deref().unwrap_or_default();
+            finalizers
+                .iter()
+                .any(|f| f == objects::TERMINATION_FINALIZER)
+        })
+        .filter(|n| {
+            n.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(fleetwright_core::labels::NODEPOOL))
+        })
+        .filter(|n| !claimed(n))
+        .filter_map(|n| {
+            Some(Action::ReleaseNode {
+                node: n.metadata.name.clone()?,
+            })
+        })
+        .collect()
+}
+
+/// Nodes being deleted (by hand, or by anything but Fleetwright) whose NodeClaim is not: the
+/// NodeClaim is deleted, so the node is cordoned and drained, its instance terminated, and then
+/// the node let go, as Karpenter's termination does.
+pub fn deleted_nodes(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
+    claims
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter_map(|c| {
+            let node = node_for(dump, c)?;
+            node.metadata.deletion_timestamp.as_ref()?;
+            Some(Action::NodeDeleted {
+                node: node.metadata.name.clone()?,
+                nodeclaim: name_of(c),
+            })
+        })
+        .collect()
+}
+
+/// A pod still terminating a minute after its deletion deadline (the API server sets
+/// `deletionTimestamp` to the request time plus the grace period): its kubelet is gone or
+/// stuck, so waiting longer gives it nothing. Karpenter ignores such pods too.
+pub(crate) fn stuck(pod: &Pod, now: DateTime<Utc>) -> bool {
+    pod.metadata
+        .deletion_timestamp
+        .as_ref()
+        .is_some_and(|t| t.0.as_second() + 60 < now.timestamp())
+}
+
+/// A pod that has run to completion (or failed) holds nothing up.
+pub(crate) fn finished(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}

@@ -1,0 +1,101 @@
+//! The provisioning decisions: the pods waiting for capacity, a NodeClaim for each node the plan
+//! or a static NodePool needs, and a launch for each NodeClaim without an instance.
+
+use chrono::{DateTime, Duration, Utc};
+use fleetwright_core::plan::NewNodeClaim;
+use fleetwright_core::replicas::ReplicaPlan;
+use fleetwright_core::{Plan, Snapshot};
+use fleetwright_crds::NodeClaim;
+use fleetwright_kube::dump::ClusterDump;
+use fleetwright_kube::objects;
+
+use super::action::Action;
+use super::claims::{label, name_of, provider_id};
+
+/// How long a NodeClaim whose launch ended in an unknown outcome (a timeout, a 5xx) is kept for
+/// the next tick's launch to find its instance by tag, before it is deleted and planned again.
+pub const UNKNOWN_LAUNCH_WINDOW: Duration = Duration::minutes(3);
+
+/// Whether a NodeClaim whose launch failed with `error` is kept for another launch: the launch
+/// may have happened, and the NodeClaim is young enough for its instance to be found.
+pub fn keep_after_failed_launch(
+    claim: &NodeClaim,
+    error: &crate::RuntimeError,
+    now: DateTime<Utc>,
+) -> bool {
+    let unknown = matches!(error, crate::RuntimeError::Cloud(e) if e.outcome_unknown());
+    let young =
+        claim.metadata.creation_timestamp.as_ref().is_none_or(|t| {
+            now.timestamp() - t.0.as_second() < UNKNOWN_LAUNCH_WINDOW.num_seconds()
+        });
+    unknown && young
+}
+
+/// The pods waiting for a node.
+pub fn pending_pods(snapshot: &Snapshot) -> usize {
+    snapshot
+        .pods
+        .iter()
+        .filter(|p| p.node_name.is_none())
+        .count()
+}
+
+/// A NodeClaim for each node the plan needs.
+pub fn provision(dump: &ClusterDump, plan: &Plan) -> Vec<Action> {
+    plan.nodeclaims
+        .iter()
+        .filter_map(|planned| create(dump, planned))
+        .collect()
+}
+
+/// Creating the NodeClaim for a planned node, or None when its NodePool is gone from the dump.
+pub fn create(dump: &ClusterDump, planned: &NewNodeClaim) -> Option<Action> {
+    let claim = objects::nodeclaim_in(dump, planned)?;
+    Some(Action::CreateNodeClaim {
+        nodepool: planned.nodepool.clone(),
+        requests: serde_json::to_value(planned.requests.to_map()).unwrap_or_default(),
+        instance_types: planned.instance_types.clone(),
+        claim: Box::new(claim),
+    })
+}
+
+/// What the static NodePools need: a NodeClaim for each missing replica, the deletion of each
+/// one above them, and why a pool falls short.
+pub fn replicas(dump: &ClusterDump, plan: &ReplicaPlan) -> Vec<Action> {
+    let nodepool_of = |name: &str| {
+        dump.nodeclaims
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+            .and_then(|c| label(c, fleetwright_core::labels::NODEPOOL))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let create = plan
+        .create
+        .iter()
+        .filter_map(|planned| create(dump, planned));
+    let delete = plan.delete.iter().map(|name| Action::ScaleDown {
+        nodepool: nodepool_of(name),
+        nodeclaim: name.clone(),
+    });
+    let short = plan
+        .short
+        .iter()
+        .map(|(pool, why)| Action::ShortOfReplicas {
+            nodepool: pool.clone(),
+            reason: why.clone(),
+        });
+    create.chain(delete).chain(short).collect()
+}
+
+/// Every NodeClaim with no instance yet that is not being deleted.
+pub fn unlaunched(claims: &[NodeClaim]) -> Vec<Action> {
+    claims
+        .iter()
+        .filter(|c| provider_id(c).is_none() && c.metadata.deletion_timestamp.is_none())
+        .map(|c| Action::Launch {
+            nodeclaim: name_of(c),
+            claim: Box::new(c.clone()),
+        })
+        .collect()
+}
