@@ -56,5 +56,42 @@ pub fn check_dump(dump: &ClusterDump) -> anyhow::Result<()> {
             e.workload, e.pods, e.first
         );
     }
+    for line in gaps(dump) {
+        eprintln!("warning: {line}");
+    }
     Ok(())
+}
+
+/// What a dump lacks that a cluster would have: an EC2NodeClass for its NodePools (without any,
+/// every pool is planned as if its class were ready, which a tick would not do), and the
+/// NodeClaims of nodes a NodePool owns (without them, those nodes are neither counted against
+/// the pool nor considered for disruption).
+fn gaps(dump: &ClusterDump) -> Vec<String> {
+    let mut out = Vec::new();
+    if !dump.nodepools.is_empty() && dump.nodeclasses.is_empty() {
+        out.push("the input holds NodePools but no EC2NodeClass: every pool is planned as if its EC2NodeClass were ready (a tick plans none whose class is missing); add `ec2nodeclasses` to the dump".into());
+    }
+    let claimed: std::collections::BTreeSet<&str> = dump
+        .nodeclaims
+        .iter()
+        .filter_map(|c| c.status.as_ref()?.provider_id.as_deref())
+        .collect();
+    let unclaimed: Vec<&str> = dump
+        .nodes
+        .iter()
+        .filter(|n| {
+            let labels = n.metadata.labels.as_ref();
+            let owned = labels.is_some_and(|l| l.contains_key("karpenter.sh/nodepool"));
+            let provider = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+            owned && !provider.is_some_and(|p| claimed.contains(p))
+        })
+        .filter_map(|n| n.metadata.name.as_deref())
+        .collect();
+    if let Some(first) = unclaimed.first() {
+        out.push(format!(
+            "{} node(s) carry karpenter.sh/nodepool but no NodeClaim in the input has their providerID ({first}, …): they are left out of the pools' counts and of disruption; add `nodeclaims` to the dump",
+            unclaimed.len()
+        ));
+    }
+    out
 }

@@ -112,17 +112,21 @@ fn list(items: &[String]) -> String {
     text
 }
 
+/// The fleet's cost against Fleetwright's plan, saying what each counts: the nodes of
+/// NodePools, at the catalog's prices (on-demand list prices; spot as the catalog estimates it),
+/// against a plan of the same pods from scratch, pending ones included.
 fn cost(fleet: Option<f64>, planned: Option<f64>) -> String {
-    match (fleet, planned) {
-        (Some(fleet), Some(planned)) if fleet > 0.0 => format!(
-            "the fleet costs ${fleet:.4}/h; Fleetwright's plan of the same workload ${planned:.4}/h ({:+.1}%)",
-            (planned - fleet) / fleet * 100.0
-        ),
-        (Some(fleet), Some(planned)) => {
-            format!("the fleet costs ${fleet:.4}/h; Fleetwright's plan ${planned:.4}/h")
-        }
-        _ => "not measured".into(),
-    }
+    let (Some(fleet), Some(planned)) = (fleet, planned) else {
+        return "not measured".into();
+    };
+    let change = if fleet > 0.0 {
+        format!(" ({:+.1}%)", (planned - fleet) / fleet * 100.0)
+    } else {
+        String::new()
+    };
+    format!(
+        "the NodePools' nodes cost ${fleet:.4}/h at catalog prices; Fleetwright's plan of the same pods from scratch (pending ones included) ${planned:.4}/h{change}"
+    )
 }
 
 fn table(source: &str, now: &Record, window: &Comparison) -> String {

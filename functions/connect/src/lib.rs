@@ -114,9 +114,14 @@ impl Clients {
         })
     }
 
+    /// The EC2 cloud; a dry run's creates and changes nothing in the account.
     pub fn cloud(&self) -> Ec2Cloud {
-        Ec2Cloud::new(self.aws.clone(), &self.settings.cluster_name)
-            .with_parameter_root(&self.settings.ssm_parameter_root)
+        let cloud = Ec2Cloud::new(self.aws.clone(), &self.settings.cluster_name)
+            .with_parameter_root(&self.settings.ssm_parameter_root);
+        match self.settings.dry_run {
+            true => cloud.read_only(),
+            false => cloud,
+        }
     }
 
     /// The webhook's path token: read from its SSM SecureString parameter (once, when the

@@ -79,6 +79,8 @@ pub struct Ec2Cloud {
     cluster: String,
     on_demand: BTreeMap<String, f64>,
     parameter_root: ParameterRoot,
+    /// A dry run's cloud: it reads, and creates or changes nothing (no instance profile).
+    read_only: bool,
     warm: Mutex<Warm>,
 }
 
@@ -90,6 +92,7 @@ impl Ec2Cloud {
             cluster: cluster.to_string(),
             on_demand: Catalog::embedded_prices(),
             parameter_root: ParameterRoot::default(),
+            read_only: false,
             warm: Mutex::new(Warm {
                 catalog: Cached::new(CATALOG_TTL),
                 spot: None,
@@ -111,6 +114,13 @@ impl Ec2Cloud {
     /// Reads AMI alias parameters under a mirror root instead of the public `/aws/service/...`.
     pub fn with_parameter_root(mut self, root: &str) -> Self {
         self.parameter_root = ParameterRoot(root.to_string());
+        self
+    }
+
+    /// A cloud that reads and writes nothing (a dry run): resolving an EC2NodeClass creates no
+    /// instance profile.
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
         self
     }
 
@@ -399,6 +409,7 @@ impl Cloud for Ec2Cloud {
             &name,
             &nodeclass.spec,
             &self.parameter_root,
+            self.read_only,
         )
         .await?;
         self.warm()

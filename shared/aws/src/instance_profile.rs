@@ -15,11 +15,13 @@ pub fn profile_name(cluster: &str, role: &str) -> String {
 }
 
 /// Returns the profile for `role`, creating it (with the role added) when it does not exist.
+/// `read_only` (a dry run) creates and changes nothing, and says what it would do.
 #[instrument(skip(iam))]
 pub async fn ensure(
     iam: &aws_sdk_iam::Client,
     cluster: &str,
     role: &str,
+    read_only: bool,
 ) -> Result<String, AwsError> {
     let name = profile_name(cluster, role);
     let existing = iam
@@ -32,7 +34,9 @@ pub async fn ensure(
             let has_role = out
                 .instance_profile()
                 .is_some_and(|p| p.roles().iter().any(|r| r.role_name() == role));
-            if !has_role {
+            if !has_role && read_only {
+                info!(instance_profile = %name, role, "dry run: would add the role to the instance profile");
+            } else if !has_role {
                 add_role(iam, &name, role).await?;
             }
             return Ok(name);
@@ -41,6 +45,10 @@ pub async fn ensure(
             if e.as_service_error()
                 .is_some_and(|s| s.is_no_such_entity_exception()) => {}
         Err(e) => return Err(crate::error::api("GetInstanceProfile", e)),
+    }
+    if read_only {
+        info!(instance_profile = %name, role, "dry run: would create the instance profile");
+        return Ok(name);
     }
     let tag = |k: &str, v: &str| {
         aws_sdk_iam::types::Tag::builder()

@@ -27,6 +27,7 @@ pub async fn resolve(
     name: &str,
     spec: &EC2NodeClassSpec,
     root: &ParameterRoot,
+    read_only: bool,
 ) -> Result<ResolvedNodeClass, AwsError> {
     let subnets = subnets(&clients.ec2, name, &spec.subnet_selector_terms).await?;
     let security_groups =
@@ -45,7 +46,7 @@ pub async fn resolve(
     let instance_profile = match (&spec.instance_profile, &spec.role) {
         (Some(profile), _) => profile.clone(),
         (None, Some(role)) => {
-            crate::instance_profile::ensure(&clients.iam, &cluster.name, role).await?
+            crate::instance_profile::ensure(&clients.iam, &cluster.name, role, read_only).await?
         }
         (None, None) => {
             return Err(AwsError::nodeclass(

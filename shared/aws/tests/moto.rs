@@ -197,6 +197,29 @@ async fn an_ami_alias_resolves_through_the_ssm_parameters() {
     );
 }
 
+/// A dry run's cloud resolves an EC2NodeClass with a role and names its instance profile, but
+/// creates nothing in IAM (shadow mode writes nothing to the account).
+#[tokio::test]
+async fn a_read_only_cloud_creates_no_instance_profile() {
+    let (_, fx) = cloud_for("readonly").await;
+    let cloud = Ec2Cloud::new(clients(), "readonly")
+        .with_cluster_info(fx.cluster_info())
+        .with_parameter_root(PARAMETER_ROOT)
+        .read_only();
+    let mut class = fx.nodeclass("default");
+    class.spec.instance_profile = None;
+    class.spec.role = Some("KarpenterNodeRole-readonly".into());
+    let resolved = cloud.nodeclass(&class, Utc::now()).await.unwrap();
+    let found = cloud
+        .clients()
+        .iam
+        .get_instance_profile()
+        .instance_profile_name(&resolved.instance_profile)
+        .send()
+        .await;
+    assert!(found.is_err(), "no instance profile was created: {found:?}");
+}
+
 #[tokio::test]
 async fn a_role_gets_an_instance_profile_created_once() {
     let (cloud, fx) = cloud_for("profiles").await;

@@ -13,7 +13,6 @@ pub mod executor;
 pub mod interruption;
 pub mod lease;
 pub mod legacy;
-pub mod memory;
 pub mod objects;
 pub mod peers;
 pub mod retry;

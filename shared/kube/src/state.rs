@@ -45,7 +45,7 @@ pub async fn store<T: Serialize>(
     value: &T,
 ) -> Result<(), KubeError> {
     let text = encode(namespace, key, value)?;
-    write(client, namespace, key, |_| Ok(text.clone())).await
+    write(client, namespace, key, None, |_| Ok(text.clone())).await
 }
 
 /// Writes `change(current)` under `key`, where `current` is what the key holds at the moment of
@@ -61,13 +61,29 @@ where
     T: Serialize + DeserializeOwned,
     F: Fn(Option<T>) -> T,
 {
-    write(client, namespace, key, |current: Option<&String>| {
+    modify_dropping(client, namespace, key, None, change).await
+}
+
+/// [`modify`], dropping the key `drop` in the same write when the ConfigMap holds it (state
+/// another mode kept, which this one retires).
+pub async fn modify_dropping<T, F>(
+    client: Client,
+    namespace: &str,
+    key: &str,
+    drop: Option<&str>,
+    change: F,
+) -> Result<(), KubeError>
+where
+    T: Serialize + DeserializeOwned,
+    F: Fn(Option<T>) -> T,
+{
+    let next = |current: Option<&String>| {
         let current = current
             .map(|text| decode(namespace, key, text))
             .transpose()?;
         encode(namespace, key, &change(current))
-    })
-    .await
+    };
+    write(client, namespace, key, drop, next).await
 }
 
 fn encode<T: Serialize>(namespace: &str, key: &str, value: &T) -> Result<String, KubeError> {
@@ -88,7 +104,13 @@ fn field_error(namespace: &str, key: &str, e: serde_json::Error) -> KubeError {
 
 /// Writes `next(current text)` under `key` with optimistic concurrency, creating the ConfigMap
 /// when needed.
-async fn write<F>(client: Client, namespace: &str, key: &str, next: F) -> Result<(), KubeError>
+async fn write<F>(
+    client: Client,
+    namespace: &str,
+    key: &str,
+    drop: Option<&str>,
+    next: F,
+) -> Result<(), KubeError>
 where
     F: Fn(Option<&String>) -> Result<String, KubeError>,
 {
@@ -109,13 +131,16 @@ where
                         return None;
                     }
                 };
-                if data.get(key) == Some(&text) {
+                let retired = drop.filter(|d| data.contains_key(*d));
+                if data.get(key) == Some(&text) && retired.is_none() {
                     return None;
                 }
                 let mut next = current.clone();
-                next.data
-                    .get_or_insert_with(Default::default)
-                    .insert(key.to_string(), text);
+                let map = next.data.get_or_insert_with(Default::default);
+                map.insert(key.to_string(), text);
+                if let Some(d) = retired {
+                    map.remove(d);
+                }
                 Some(next)
             },
         )

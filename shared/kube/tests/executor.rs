@@ -219,7 +219,7 @@ async fn cordon_and_drain_leave_the_pdb_blocked_pod_and_evict_the_rest() {
 #[tokio::test]
 async fn an_eviction_error_fails_that_pod_alone_and_the_drain_goes_on() {
     use fleetwright_kube::executor::drain;
-    use fleetwright_kube::memory::Fault;
+    use fleetwright_sim::memory::Fault;
     let api = FakeApi::start(BTreeMap::new()).await;
     let fault = |pod: &str, status: u16| Fault {
         method: "POST".into(),

@@ -105,7 +105,7 @@ async fn the_same_holder_renews_its_own_lease() {
 /// leave the lease held for its whole duration, and every later tick skipped.
 #[tokio::test]
 async fn transient_errors_on_the_lease_writes_are_retried() {
-    use fleetwright_kube::memory::{Fault, MemoryApi};
+    use fleetwright_sim::memory::{Fault, MemoryApi};
     let api = MemoryApi::new(BTreeMap::new());
     let write_fails = |times| Fault {
         method: "WRITE".into(),
@@ -129,7 +129,7 @@ async fn transient_errors_on_the_lease_writes_are_retried() {
 
 /// A client whose first `times` writes to a Lease land on the server, but whose answers are lost
 /// on the way back (answered 503), as when a connection drops after the API server wrote.
-fn losing_lease_answers(api: &fleetwright_kube::memory::MemoryApi, times: usize) -> kube::Client {
+fn losing_lease_answers(api: &fleetwright_sim::memory::MemoryApi, times: usize) -> kube::Client {
     use http_body_util::BodyExt;
     let api = api.clone();
     let left = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(times));
@@ -171,7 +171,7 @@ fn losing_lease_answers(api: &fleetwright_kube::memory::MemoryApi, times: usize)
 /// it, and every tick after it until the Lease expires). The same holds for the first create.
 #[tokio::test]
 async fn a_retried_lease_write_that_meets_its_own_write_holds_the_lease() {
-    use fleetwright_kube::memory::MemoryApi;
+    use fleetwright_sim::memory::MemoryApi;
     let api = MemoryApi::new(BTreeMap::new());
     let created = try_acquire(losing_lease_answers(&api, 1), "ns", "tick", "a", TTL, at(0))
         .await

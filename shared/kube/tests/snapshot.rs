@@ -150,7 +150,7 @@ async fn api_errors_name_the_kind() {
 /// no pod twice.
 #[tokio::test]
 async fn a_listing_whose_continue_token_expired_starts_again() {
-    use fleetwright_kube::memory::{Fault, MemoryApi};
+    use fleetwright_sim::memory::{Fault, MemoryApi};
     let mut objects = BTreeMap::new();
     objects.insert("/api/v1/pods".to_string(), pods());
     objects.insert("/api/v1/nodes".to_string(), nodes());

@@ -19,12 +19,18 @@ use crate::metrics::{self, Metrics};
 pub const SHADOW_KEY: &str = "shadow";
 /// How many ticks' records are kept: an hour at one tick a minute.
 pub const RECORDS_KEPT: usize = 60;
-/// The most names remembered of each kind, to tell what was created and deleted since.
-pub const NAMES_KEPT: usize = 20_000;
+/// The most names remembered of each kind (NodeClaims, Nodes), to tell what was deleted since:
+/// in a larger cluster only deletions among the first this-many (by name) are told.
+pub const NAMES_KEPT: usize = 2_000;
+/// The most entries a record keeps in each list (the rest counted in a last entry).
+pub const ENTRIES_KEPT: usize = 50;
+/// The most bytes the shadow state takes in the state ConfigMap (whose whole limit is 1 MiB,
+/// shared with the state the live tick keeps): the oldest records go first.
+pub const BYTES_KEPT: usize = 256 * 1024;
 
 /// What one shadow tick saw.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct Record {
     pub at: DateTime<Utc>,
     /// NodeClaims Fleetwright would have created (`<nodepool>: <cheapest types>`).
@@ -39,20 +45,18 @@ pub struct Record {
     /// NodeClaims and Nodes gone since the last record.
     pub other_deleted: Vec<String>,
     /// The fleet's hourly cost now, when measured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fleet_hourly: Option<f64>,
     /// What Fleetwright's plan of the same workload from scratch costs an hour.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub planned_hourly: Option<f64>,
 }
 
 /// The shadow records, and the names seen last (to tell what changed since).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct Shadow {
-    #[serde(default)]
     pub seen: BTreeSet<String>,
-    #[serde(default)]
     pub records: Vec<Record>,
 }
 
@@ -78,20 +82,44 @@ impl Shadow {
         };
         let record = Record {
             at: now,
-            would_create: would_create(actions),
-            would_disrupt: would_disrupt(actions),
-            would_terminate: would_terminate(actions),
-            other_created: created,
-            other_deleted: deleted,
-            fleet_hourly: fleet.map(|f| f.hourly),
-            planned_hourly: fleet.map(|f| f.planned),
+            would_create: kept(would_create(actions)),
+            would_disrupt: kept(would_disrupt(actions)),
+            would_terminate: kept(would_terminate(actions)),
+            other_created: kept(created),
+            other_deleted: kept(deleted),
+            fleet_hourly: fleet.map(|f| cents(f.hourly)),
+            planned_hourly: fleet.map(|f| cents(f.planned)),
         };
         self.seen = seen;
         self.records.push(record.clone());
         let over = self.records.len().saturating_sub(RECORDS_KEPT);
         self.records.drain(..over);
+        while self.records.len() > 1 && self.bytes() > BYTES_KEPT {
+            self.records.remove(0);
+        }
         record
     }
+
+    fn bytes(&self) -> usize {
+        serde_json::to_vec(self)
+            .map(|b| b.len())
+            .unwrap_or(usize::MAX)
+    }
+}
+
+/// A list cut to [`ENTRIES_KEPT`], its last entry counting the rest (`… and 12 more`).
+fn kept(mut list: Vec<String>) -> Vec<String> {
+    if list.len() > ENTRIES_KEPT {
+        let more = list.len() - (ENTRIES_KEPT - 1);
+        list.truncate(ENTRIES_KEPT - 1);
+        list.push(format!("… and {more} more"));
+    }
+    list
+}
+
+/// A cost in dollars an hour, to the hundredth of a cent (the sum of prices leaves float dust).
+fn cents(dollars: f64) -> f64 {
+    (dollars * 10_000.0).round() / 10_000.0 + 0.0
 }
 
 /// The record's EMF metrics.
@@ -134,15 +162,16 @@ fn names(dump: &ClusterDump) -> BTreeSet<String> {
         .nodeclaims
         .iter()
         .filter_map(|c| c.metadata.name.as_ref())
-        .take(NAMES_KEPT)
-        .map(|n| format!("NodeClaim {n}"));
+        .map(|n| format!("NodeClaim {n}"))
+        .collect::<BTreeSet<_>>();
     let nodes = dump
         .nodes
         .iter()
         .filter_map(|n| n.metadata.name.as_ref())
-        .take(NAMES_KEPT)
-        .map(|n| format!("Node {n}"));
-    claims.chain(nodes).collect()
+        .map(|n| format!("Node {n}"))
+        .collect::<BTreeSet<_>>();
+    let first = |set: BTreeSet<String>| set.into_iter().take(NAMES_KEPT);
+    first(claims).chain(first(nodes)).collect()
 }
 
 fn kind(action: &Value) -> &str {
@@ -257,7 +286,7 @@ pub fn compare(records: &[Record]) -> Comparison {
             .iter()
             .filter(|n| n.starts_with("NodeClaim "))
             .count();
-        for d in &r.would_disrupt {
+        for d in r.would_disrupt.iter().filter(|d| !d.starts_with('…')) {
             if let Some((_, node)) = d.split_once(": ") {
                 fleetwright.insert(node.to_string());
             }
@@ -276,4 +305,45 @@ pub fn compare(records: &[Record]) -> Comparison {
     out.only_fleetwright = fleetwright.difference(&other).cloned().collect();
     out.only_other = other.difference(&fleetwright).cloned().collect();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+
+    fn node(name: String) -> Node {
+        let mut node = Node::default();
+        node.metadata.name = Some(name);
+        node
+    }
+
+    /// However large the cluster and however long the lists, the shadow state stays within its
+    /// bytes in the ConfigMap it shares with the live state.
+    #[test]
+    fn the_shadow_state_stays_within_its_bytes() {
+        let now = DateTime::parse_from_rfc3339("2026-11-23T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let mut shadow = Shadow::default();
+        for tick in 0..RECORDS_KEPT + 5 {
+            let dump = ClusterDump {
+                nodes: (0..10_000)
+                    .map(|i| node(format!("ip-10-{tick}-{i}.ap-northeast-2.compute.internal")))
+                    .collect(),
+                ..Default::default()
+            };
+            let actions: Vec<Value> = (0..300)
+                .map(|i| serde_json::json!({"action": "confirmLater",
+                    "command": format!("underutilized/delete:ip-10-0-{i}.ap-northeast-2.compute.internal")}))
+                .collect();
+            let at = now + chrono::Duration::minutes(tick as i64);
+            let record = shadow.observe(&dump, &actions, None, at);
+            assert!(record.would_disrupt.len() <= ENTRIES_KEPT);
+            assert!(record.other_deleted.len() <= ENTRIES_KEPT);
+        }
+        let bytes = serde_json::to_vec(&shadow).unwrap().len();
+        assert!(bytes <= BYTES_KEPT, "{bytes} bytes");
+        assert!(!shadow.records.is_empty());
+    }
 }

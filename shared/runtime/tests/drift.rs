@@ -10,9 +10,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use fleetwright_core::Catalog;
 use fleetwright_crds::{hash, EC2NodeClass};
-use fleetwright_kube::memory::{MemoryApi, MEMORY_CA};
 use fleetwright_runtime::settings::Settings;
 use fleetwright_runtime::tick::Tick;
+use fleetwright_sim::memory::{MemoryApi, MEMORY_CA};
 use fleetwright_sim::SimCloud;
 use serde_json::{json, Value};
 

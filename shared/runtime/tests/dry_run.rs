@@ -8,10 +8,10 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use fleetwright_cloud::Cloud;
 use fleetwright_core::Catalog;
-use fleetwright_kube::memory::MemoryApi;
 use fleetwright_kube::snapshot::SnapshotReader;
 use fleetwright_runtime::settings::Settings;
 use fleetwright_runtime::tick::{apply_settings, decide_all, Tick};
+use fleetwright_sim::memory::MemoryApi;
 use fleetwright_sim::SimCloud;
 use serde_json::{json, Value};
 

@@ -14,9 +14,9 @@ use fleetwright_cloud::{
 };
 use fleetwright_core::Catalog;
 use fleetwright_crds::EC2NodeClass;
-use fleetwright_kube::memory::MemoryApi;
 use fleetwright_runtime::settings::Settings;
 use fleetwright_runtime::tick::Tick;
+use fleetwright_sim::memory::MemoryApi;
 use fleetwright_sim::SimCloud;
 use serde_json::{json, Value};
 
@@ -352,7 +352,7 @@ async fn a_launch_whose_answer_was_lost_keeps_its_nodeclaim_and_the_next_tick_ad
 /// holds back no scheduled tick: the default term is shorter than the one-minute schedule.
 #[tokio::test]
 async fn a_tick_that_never_released_its_lease_holds_back_no_scheduled_tick() {
-    use fleetwright_kube::memory::Fault;
+    use fleetwright_sim::memory::Fault;
     let api = MemoryApi::new(BTreeMap::new());
     api.lock().faults.push(Fault {
         method: "PUT".into(),
@@ -389,7 +389,7 @@ async fn a_tick_that_never_released_its_lease_holds_back_no_scheduled_tick() {
 /// list it could not read (and the next tick starts over).
 #[tokio::test]
 async fn transient_api_errors_on_the_read_are_retried_and_a_persistent_one_is_named() {
-    use fleetwright_kube::memory::Fault;
+    use fleetwright_sim::memory::Fault;
     let objects: BTreeMap<String, Vec<Value>> = [(
         NODECLAIMS.to_string(),
         vec![deleting_claim("default-going", "i-0000000000000000b")],
@@ -528,7 +528,7 @@ async fn an_sqs_batch_reads_the_cluster_once_for_all_its_messages() {
 /// NodeClaim is still let go, the failure is reported, and the next tick finishes the first.
 #[tokio::test]
 async fn a_failed_write_for_one_nodeclaim_leaves_the_others_to_proceed() {
-    use fleetwright_kube::memory::Fault;
+    use fleetwright_sim::memory::Fault;
     let objects: BTreeMap<String, Vec<Value>> = [(
         NODECLAIMS.to_string(),
         ["default-one", "default-two"]

@@ -14,9 +14,9 @@ use fleetwright_cloud::{
 };
 use fleetwright_core::Catalog;
 use fleetwright_crds::EC2NodeClass;
-use fleetwright_kube::memory::{Fault, MemoryApi};
 use fleetwright_runtime::settings::Settings;
 use fleetwright_runtime::tick::Tick;
+use fleetwright_sim::memory::{Fault, MemoryApi};
 use fleetwright_sim::SimCloud;
 use serde_json::{json, Value};
 

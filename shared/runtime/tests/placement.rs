@@ -14,9 +14,9 @@ use fleetwright_cloud::Cloud;
 use fleetwright_core::Catalog;
 use fleetwright_crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
-use fleetwright_kube::memory::MemoryApi;
 use fleetwright_runtime::settings::Settings;
 use fleetwright_runtime::tick::{action::Action, decide, finish, Tick};
+use fleetwright_sim::memory::MemoryApi;
 use fleetwright_sim::SimCloud;
 use serde_json::{json, Value};
 

@@ -8,6 +8,7 @@
 
 pub mod cloud;
 pub mod cluster;
+pub mod memory;
 
 pub use cloud::{subnet_zones, Ice, SimCloud, SimInstance, SPOT_WARNING, ZONES};
 pub use cluster::Cluster;

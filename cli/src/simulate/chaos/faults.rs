@@ -7,10 +7,10 @@ use std::collections::BTreeSet;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use chrono::{DateTime, Utc};
-use fleetwright_kube::memory::Fault;
 use fleetwright_runtime::metrics::Metrics;
 use fleetwright_sim::cloud::CloudFault;
 use fleetwright_sim::cluster::{NODECLAIMS, NODES, PODS};
+use fleetwright_sim::memory::Fault;
 use serde_json::{json, Value};
 
 use super::invariants::Message;

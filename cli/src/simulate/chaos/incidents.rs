@@ -6,10 +6,10 @@
 //! capacity-reservation interruption warnings.
 
 use chrono::{DateTime, Utc};
-use fleetwright_kube::memory::Fault;
 use fleetwright_runtime::tick::DISRUPTION_ANNOTATION;
 use fleetwright_sim::cloud::{CloudFault, EMPTY_LISTING};
 use fleetwright_sim::cluster::{NODECLAIMS, NODES};
+use fleetwright_sim::memory::Fault;
 use serde_json::{json, Value};
 
 use super::additions::{malformed, BROKEN_PREFIX};

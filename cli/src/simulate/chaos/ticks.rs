@@ -8,10 +8,10 @@
 use std::cell::Cell;
 use std::time::Instant;
 
-use fleetwright_kube::memory::Fault;
 use fleetwright_runtime::deadline::{Deadline, MARGIN};
 use fleetwright_runtime::tick::{Tick, TickSummary};
 use fleetwright_runtime::RuntimeError;
+use fleetwright_sim::memory::Fault;
 use tracing::warn;
 
 use super::additions::BROKEN_PREFIX;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use fleetwright_kube::memory::{Fault, MemoryApi};
+use fleetwright_sim::memory::{Fault, MemoryApi};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams};
 use serde_json::{json, Value};
@@ -452,7 +452,7 @@ async fn a_node_of_anyone_else_that_appears_during_the_run_stops_it() {
 /// not go on without knowing what the tick would act on.
 #[tokio::test]
 async fn a_check_that_keeps_failing_stops_the_run() {
-    use fleetwright_kube::memory::Fault;
+    use fleetwright_sim::memory::Fault;
     let api = server(&[(NODES, vec![])]);
     let mut live = live(&api, "r1");
     live.still_alone(0).await.expect("only this run's objects");

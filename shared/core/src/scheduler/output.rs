@@ -9,7 +9,8 @@ pub const RESERVATIONS_USED_UP: &str =
     "only capacity reservations can take it, and they have no instances left";
 
 pub(crate) fn round6(x: f64) -> f64 {
-    (x * 1e6).round() / 1e6
+    // Plus +0.0: an empty plan costs 0, not -0.
+    (x * 1e6).round() / 1e6 + 0.0
 }
 
 /// The instances each capacity reservation can still take in this plan, by reservation id

@@ -1,4 +1,4 @@
-//! The in-memory Kubernetes API ([`fleetwright_kube::memory`]) served over HTTP on 127.0.0.1, for
+//! The in-memory Kubernetes API ([`fleetwright_sim::memory`]) served over HTTP on 127.0.0.1, for
 //! tests that need a real listening API server (the Lambda processes of the end-to-end stack,
 //! the client's TLS-less URL handling, the `Authorization` header of every request).
 #![allow(dead_code)]
@@ -8,7 +8,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-pub use fleetwright_kube::memory::{MemoryApi, State};
+pub use fleetwright_sim::memory::{MemoryApi, State};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;

@@ -25,8 +25,13 @@ pub enum Action {
     },
     /// Launch the instance of a NodeClaim that has none (new, or an interrupted launch); a
     /// failed launch deletes the NodeClaim, so the next plan tries elsewhere.
+    #[serde(rename_all = "camelCase")]
     Launch {
         nodeclaim: String,
+        /// What its requirements allow it to launch as (cheapest type first); empty: any.
+        instance_types: Vec<String>,
+        zones: Vec<String>,
+        capacity_types: Vec<String>,
         #[serde(skip)]
         claim: Box<NodeClaim>,
     },
@@ -220,6 +225,9 @@ pub enum Action {
     /// Taint a command's candidate `karpenter.sh/disrupted:NoSchedule` (again: a tick cut off
     /// between annotating a NodeClaim and tainting its node left it untainted).
     Cordon { node: String },
+    /// Disruption waits this tick: pods are pending for capacity this tick provisions (`pods`
+    /// of them), or NodeClaims were created for them; nothing is disrupted while they wait.
+    DisruptionWaits { pods: usize, creating: bool },
     /// A decision that waited for confirmation no longer holds (why), and is not carried out.
     Invalidated { command: String, reason: String },
     /// A command in progress waits for its replacements to initialize (`a,b`: those not yet).
@@ -393,6 +401,7 @@ pub fn objects_of(action: &Action) -> Vec<String> {
         | Action::ConfirmLater { .. }
         | Action::Disrupting { .. }
         | Action::Invalidated { .. }
+        | Action::DisruptionWaits { .. }
         | Action::AwaitReplacement { .. } => Vec::new(),
     }
 }

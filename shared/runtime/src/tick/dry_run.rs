@@ -57,6 +57,7 @@ fn record(action: &Action, summary: &mut TickSummary) {
         | StartDisruption { .. }
         | Cordon { .. }
         | Invalidated { .. }
+        | DisruptionWaits { .. }
         | AwaitReplacement { .. }
         | Abandon { .. }
         | Rejected { .. }

@@ -51,6 +51,14 @@ use crate::deadline::Deadline;
 use crate::error::RuntimeError;
 use crate::metrics::Metrics;
 use crate::settings::Settings;
+/// The most actions a dry run lists in its summary (the Lambda's answer and the `tick done` log
+/// line, which CloudWatch cuts at 256 KB); every one is logged on its own line.
+pub const ACTIONS_REPORTED: usize = 500;
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// The state ConfigMap key of the unavailable offerings.
 pub const UNAVAILABLE_KEY: &str = "unavailableOfferings";
 
@@ -112,9 +120,12 @@ pub struct TickSummary {
     /// NodeClaims deleted by disruption this tick, once their nodes were drained.
     pub disrupted: Vec<String>,
     /// In a dry run, every action the tick would have applied, in order, as
-    /// `fleetwright plan --actions` prints them.
+    /// `fleetwright plan --actions` prints them (the first [`ACTIONS_REPORTED`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub actions: Vec<serde_json::Value>,
+    /// The dry run's actions past [`ACTIONS_REPORTED`], counted (the log has each).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub actions_left_out: usize,
     #[serde(skip)]
     pub metrics: Metrics,
 }
@@ -322,7 +333,14 @@ impl<C: Cloud> Tick<C> {
                 info!(target: say::TICK, would_create = record.would_create.len(), would_disrupt = record.would_disrupt.len(), would_terminate = record.would_terminate.len(), other_created = record.other_created.len(), other_deleted = record.other_deleted.len(), "shadow: recorded what this tick would have done beside what the cluster's autoscaler did");
             }
             (Err(e), _) => {
-                warn!(error = %e, "shadow: could not keep this tick's record; the next tick records its own")
+                warn!(error = %e, "shadow: could not keep this tick's record; the next tick records its own");
+                if e.to_string().contains(crate::shadow::SHADOW_KEY) {
+                    // Records this version cannot read: start again rather than never record.
+                    let fresh = crate::shadow::Shadow::default();
+                    let ns = &self.settings.namespace;
+                    let key = crate::shadow::SHADOW_KEY;
+                    let _ = state::store(self.kube.clone(), ns, key, &fresh).await;
+                }
             }
             (Ok(()), None) => {}
         }
@@ -388,17 +406,20 @@ const NUDGE_MARGIN_SECONDS: i64 = 2;
 
 /// Merges `ours` into the unavailable offerings stored in the state ConfigMap (keeping each
 /// offering's later deadline, dropping expired ones). The tick and the interruption function both
-/// write them, so neither may replace what the other has just added.
+/// write them, so neither may replace what the other has just added. Only a live invocation
+/// writes them, so the same write drops the shadow records a dry run kept: switched from shadow
+/// mode to live, Fleetwright frees their room in the ConfigMap.
 pub async fn persist_unavailable(
     kube: Client,
     namespace: &str,
     ours: &UnavailableOfferings,
     now: DateTime<Utc>,
 ) -> Result<(), fleetwright_kube::KubeError> {
-    state::modify(
+    state::modify_dropping(
         kube,
         namespace,
         UNAVAILABLE_KEY,
+        Some(crate::shadow::SHADOW_KEY),
         |stored: Option<UnavailableOfferings>| {
             let mut merged = stored.unwrap_or_default();
             merged.merge(ours);
@@ -522,7 +543,7 @@ fn subnet_zones(snapshot: &mut Snapshot, resolved: &status::Resolutions) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fleetwright_kube::memory::MemoryApi;
+    use fleetwright_sim::memory::MemoryApi;
 
     /// The interruption function marked `spot/m5.large/us-east-1b` while a tick ran; the tick's
     /// end-of-tick write (which knows only `us-east-1a`) must not erase it.
@@ -547,5 +568,28 @@ mod tests {
         let zones: Vec<String> = stored.active(now).into_iter().map(|(_, _, z)| z).collect();
         assert!(zones.contains(&"us-east-1a".to_string()), "{zones:?}");
         assert!(zones.contains(&"us-east-1b".to_string()), "{zones:?}");
+    }
+
+    /// Switched from shadow mode to live, the first write of the unavailable offerings drops the
+    /// shadow records, so they do not hold room the live state needs.
+    #[tokio::test]
+    async fn a_live_write_drops_the_shadow_records() {
+        let api = MemoryApi::new(Default::default());
+        let now = Utc::now();
+        let key = crate::shadow::SHADOW_KEY;
+        state::store(
+            api.client(),
+            "karpenter",
+            key,
+            &crate::shadow::Shadow::default(),
+        )
+        .await
+        .unwrap();
+        persist_unavailable(api.client(), "karpenter", &Default::default(), now)
+            .await
+            .unwrap();
+        let left: Option<crate::shadow::Shadow> =
+            state::load(api.client(), "karpenter", key).await.unwrap();
+        assert!(left.is_none(), "{left:?}");
     }
 }

@@ -95,7 +95,21 @@ pub fn unlaunched(claims: &[NodeClaim]) -> Vec<Action> {
         .filter(|c| provider_id(c).is_none() && c.metadata.deletion_timestamp.is_none())
         .map(|c| Action::Launch {
             nodeclaim: name_of(c),
+            instance_types: allowed(c, "node.kubernetes.io/instance-type"),
+            zones: allowed(c, "topology.kubernetes.io/zone"),
+            capacity_types: allowed(c, "karpenter.sh/capacity-type"),
             claim: Box::new(c.clone()),
         })
+        .collect()
+}
+
+/// The values a NodeClaim's `In` requirements on `key` allow (empty: any).
+fn allowed(claim: &NodeClaim, key: &str) -> Vec<String> {
+    claim
+        .spec
+        .requirements
+        .iter()
+        .filter(|r| r.key == key && r.operator == "In")
+        .flat_map(|r| r.values.iter().cloned())
         .collect()
 }

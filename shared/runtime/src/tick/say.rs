@@ -62,6 +62,7 @@ impl Action {
             | ConfirmLater { .. }
             | Disrupting { .. }
             | Invalidated { .. }
+            | DisruptionWaits { .. }
             | AwaitReplacement { .. }
             | Abandon { .. }
             | Rejected { .. }
@@ -82,7 +83,13 @@ impl Action {
             } => {
                 info!(target: TICK, nodepool = %nodepool, requests = %requests, instance_types = instance_types.len(), "creating nodeclaim")
             }
-            Action::Launch { nodeclaim, claim } => say_launch(nodeclaim, claim),
+            Action::Launch {
+                nodeclaim,
+                instance_types,
+                zones,
+                capacity_types,
+                ..
+            } => say_launch(nodeclaim, instance_types, zones, capacity_types),
             Action::Register {
                 nodeclaim,
                 node,
@@ -251,6 +258,9 @@ impl Action {
             Action::Cordon { node } => {
                 debug!(target: DISRUPT, %node, "tainted the node karpenter.sh/disrupted:NoSchedule")
             }
+            Action::DisruptionWaits { pods, creating } => {
+                debug!(target: DISRUPT, pods, creating, "not disrupting this tick: pods wait for the capacity it provisions")
+            }
             Action::Invalidated { command, reason } => {
                 info!(target: DISRUPT, command = %command, reason = %reason, "decided disruption no longer holds; not carried out")
             }
@@ -290,27 +300,18 @@ impl Action {
 
 /// A launch a dry run would make: the NodeClaim's instance types (cheapest first), zones and
 /// capacity types, as its requirements allow them.
-fn say_launch(nodeclaim: &str, claim: &fleetwright_crds::NodeClaim) {
-    let allowed = |key: &str| -> String {
-        let values: Vec<&str> = claim
-            .spec
-            .requirements
-            .iter()
-            .filter(|r| r.key == key && r.operator == "In")
-            .flat_map(|r| r.values.iter().map(String::as_str))
-            .collect();
+fn say_launch(nodeclaim: &str, types: &[String], zones: &[String], capacity: &[String]) {
+    let shown = |values: &[String]| -> String {
         if values.is_empty() {
             return "any".into();
         }
-        let mut text = values.iter().take(5).copied().collect::<Vec<_>>().join(",");
+        let mut text = values.iter().take(5).cloned().collect::<Vec<_>>().join(",");
         if values.len() > 5 {
             text.push_str(&format!(" (+{} more)", values.len() - 5));
         }
         text
     };
-    let types = allowed("node.kubernetes.io/instance-type");
-    let zones = allowed("topology.kubernetes.io/zone");
-    let capacity = allowed("karpenter.sh/capacity-type");
+    let (types, zones, capacity) = (shown(types), shown(zones), shown(capacity));
     info!(target: TICK, nodeclaim = %nodeclaim, instance_types = %types, zones = %zones, capacity_types = %capacity, "launching nodeclaim");
 }
 

@@ -4,8 +4,8 @@
 //! the disruption controller (every PodDisruptionBudget's status). Every deletion goes through
 //! the in-memory API server's rules.
 
+use crate::memory::{component_request, refresh_budget_statuses, State};
 use chrono::{DateTime, Utc};
-use fleetwright_kube::memory::{component_request, refresh_budget_statuses, State};
 use serde_json::{json, Value};
 
 use super::*;

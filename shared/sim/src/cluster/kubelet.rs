@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::memory::{component_request, grace_seconds, State};
 use chrono::{DateTime, Utc};
 use fleetwright_core::labels::{
     ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODEPOOL, REGION, ZONE,
@@ -17,7 +18,6 @@ use fleetwright_core::labels::{
 use fleetwright_core::model::{tolerates_all, TaintEffect};
 use fleetwright_core::InstanceType;
 use fleetwright_kube::convert;
-use fleetwright_kube::memory::{component_request, grace_seconds, State};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{json, Value};
 use tracing::info;

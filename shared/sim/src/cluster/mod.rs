@@ -15,10 +15,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::memory::MemoryApi;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use fleetwright_core::labels::NODEPOOL;
 use fleetwright_core::InstanceType;
-use fleetwright_kube::memory::MemoryApi;
 use serde_json::{json, Value};
 use tracing::info;
 
@@ -286,7 +286,7 @@ impl Cluster {
         }
         let chosen = candidates[pick(candidates.len())].clone();
         let uri = format!("{NODES}/{}", chosen.0);
-        fleetwright_kube::memory::component_request(&mut state, "DELETE", &uri, b"");
+        crate::memory::component_request(&mut state, "DELETE", &uri, b"");
         info!(target: "simulate::kubelet", node = %chosen.0, "node deleted by hand");
         Some(chosen)
     }

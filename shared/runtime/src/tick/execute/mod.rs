@@ -58,11 +58,19 @@ impl<C: Cloud> Tick<C> {
         for action in actions {
             if self.settings.dry_run {
                 describe(&action, ctx.summary);
-                ctx.summary
-                    .actions
-                    .push(serde_json::to_value(&action).unwrap_or_default());
+                if ctx.summary.actions.len() < super::ACTIONS_REPORTED {
+                    let value = serde_json::to_value(&action).unwrap_or_default();
+                    ctx.summary.actions.push(value);
+                } else {
+                    ctx.summary.actions_left_out += 1;
+                }
                 let outcomes = super::assumed::assumed(&action, &mut ctx.dry_names, ctx.now);
                 ctx.outcomes.extend(outcomes);
+                continue;
+            }
+            if let Action::DisruptionWaits { .. } = action {
+                // Only a report: it spends none of the invocation's time.
+                action.say();
                 continue;
             }
             if self.deadline.near() {
@@ -125,7 +133,9 @@ impl<C: Cloud> Tick<C> {
                 self.create(nodepool, requests, instance_types.len(), claim, ctx)
                     .await?
             }
-            Action::Launch { nodeclaim, claim } => self.launch_claim(nodeclaim, claim, ctx).await,
+            Action::Launch {
+                nodeclaim, claim, ..
+            } => self.launch_claim(nodeclaim, claim, ctx).await,
             Action::Register {
                 nodeclaim,
                 node,
@@ -323,6 +333,7 @@ impl<C: Cloud> Tick<C> {
             | Action::Blocked { .. }
             | Action::ConfirmLater { .. }
             | Action::Invalidated { .. }
+            | Action::DisruptionWaits { .. }
             | Action::Disrupting { .. }
             | Action::AwaitReplacement { .. }
             | Action::Rejected { event: false, .. } => {}

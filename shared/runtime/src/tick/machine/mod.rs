@@ -381,6 +381,11 @@ impl<'a> TickState<'a> {
                     self.next += 1;
                     self.skip_group = true;
                 }
+                Decision::Last(actions) => {
+                    self.next += 1;
+                    self.skip_group = true;
+                    return Step::Apply(actions);
+                }
             }
         }
     }
@@ -446,6 +451,8 @@ pub(super) enum Decision {
     Read(Need),
     Actions(Vec<Action>),
     Nothing,
-    /// The rest of the group has nothing to do (a read failed, or disruption waits).
+    /// The rest of the group has nothing to do (a read failed).
     StopGroup,
+    /// These actions, then nothing more in the group (disruption waits).
+    Last(Vec<Action>),
 }

@@ -192,7 +192,10 @@ impl TickState<'_> {
         // can take (a typo in a nodeSelector) hold nothing up.
         let waiting = self.found.pending_pods > self.found.unschedulable.len();
         if waiting || self.created_any {
-            return Decision::StopGroup;
+            let pods = self.found.pending_pods
+                - self.found.unschedulable.len().min(self.found.pending_pods);
+            let creating = self.created_any;
+            return Decision::Last(vec![Action::DisruptionWaits { pods, creating }]);
         }
         let catalog = match self.catalog() {
             Ok(c) => c,

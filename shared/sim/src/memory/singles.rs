@@ -41,7 +41,7 @@ pub(super) fn lease(state: &mut State, method: &str, path: &str, body: &[u8]) ->
         }
         ("GET", Some(name)) => Some(match state.singles.get(path) {
             Some(o) => reply(200, o.clone()),
-            None if name == crate::dump::ROOT_CA_CONFIGMAP => reply(200, root_ca(path)),
+            None if name == fleetwright_kube::dump::ROOT_CA_CONFIGMAP => reply(200, root_ca(path)),
             None => status(404, "NotFound", format!("leases {name:?} not found")),
         }),
         ("PUT", Some(name)) => {
@@ -78,7 +78,7 @@ fn root_ca(path: &str) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": crate::dump::ROOT_CA_CONFIGMAP, "namespace": namespace, "resourceVersion": "1"},
+        "metadata": {"name": fleetwright_kube::dump::ROOT_CA_CONFIGMAP, "namespace": namespace, "resourceVersion": "1"},
         "data": {"ca.crt": MEMORY_CA}
     })
 }
