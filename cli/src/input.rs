@@ -57,7 +57,7 @@ pub fn check_dump(dump: &ClusterDump) -> anyhow::Result<()> {
         );
     }
     for line in gaps(dump) {
-        eprintln!("warning: {line}");
+        eprintln!("{line}");
     }
     Ok(())
 }
@@ -69,7 +69,7 @@ pub fn check_dump(dump: &ClusterDump) -> anyhow::Result<()> {
 fn gaps(dump: &ClusterDump) -> Vec<String> {
     let mut out = Vec::new();
     if !dump.nodepools.is_empty() && dump.nodeclasses.is_empty() {
-        out.push("the input holds NodePools but no EC2NodeClass: every pool is planned as if its EC2NodeClass were ready (a tick plans none whose class is missing); add `ec2nodeclasses` to the dump".into());
+        out.push("note: the input holds NodePools but no EC2NodeClass: every pool is planned as if its EC2NodeClass were ready (a tick plans none whose class is missing); add `ec2nodeclasses` to the dump".into());
     }
     let claimed: std::collections::BTreeSet<&str> = dump
         .nodeclaims
@@ -89,7 +89,7 @@ fn gaps(dump: &ClusterDump) -> Vec<String> {
         .collect();
     if let Some(first) = unclaimed.first() {
         out.push(format!(
-            "{} node(s) carry karpenter.sh/nodepool but no NodeClaim in the input has their providerID ({first}, …): they are left out of the pools' counts and of disruption; add `nodeclaims` to the dump",
+            "warning: {} node(s) carry karpenter.sh/nodepool but no NodeClaim in the input has their providerID ({first}, …): they are left out of the pools' counts and of disruption; add `nodeclaims` to the dump",
             unclaimed.len()
         ));
     }

@@ -1103,3 +1103,45 @@ fn a_dump_with_pools_and_no_pods_summarises_what_each_pool_allows() {
         "{note}"
     );
 }
+
+/// A dump of a Karpenter cluster taken without its NodeClaims: the nodes the pools own are
+/// named as left out of the pools' counts and of disruption, instead of silently ignored.
+#[test]
+fn nodes_of_a_pool_without_their_nodeclaims_are_named() {
+    let dump = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: karpenter.sh/v1
+  kind: NodePool
+  metadata: {name: default}
+  spec:
+    template:
+      spec:
+        nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+        requirements: []
+- apiVersion: karpenter.k8s.aws/v1
+  kind: EC2NodeClass
+  metadata: {name: default}
+  spec:
+    role: KarpenterNodeRole
+    amiSelectorTerms: [{alias: al2023@latest}]
+    subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+    securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: ip-10-0-1-1.ec2.internal
+    labels: {karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m5.large}
+  spec: {providerID: "aws:///us-east-1a/i-0123456789abcdef0"}
+"#;
+    let path = common::write_temp("no-nodeclaims.yaml", dump);
+    let out = common::fleetwright(&["plan", "--cluster", &path, "--actions"]);
+    common::success(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("1 node(s) carry karpenter.sh/nodepool but no NodeClaim")
+            && stderr.contains("ip-10-0-1-1.ec2.internal"),
+        "{stderr}"
+    );
+}
