@@ -126,6 +126,13 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     let disruption = fleetwright_core::disruption::plan(&snapshot, &catalog, now);
     fleetwright_runtime::tick::isolation::restore(&mut snapshot, parked);
     log_disruption(&disruption);
+    let waiting = pending.saturating_sub(plan.unschedulable.len());
+    let quiet = crate::verbosity::get() == crate::verbosity::Level::Quiet;
+    if waiting > 0 && !disruption.disruptions.is_empty() && !quiet {
+        eprintln!(
+            "note: {waiting} schedulable pod(s) are pending: a tick decides no disruption until they run, so the disruptions listed are what it would decide after (`--actions` shows the tick's own order)"
+        );
+    }
     let text = match args.output {
         Output::Json | Output::Yaml => {
             let mut value = serde_json::to_value(&plan)?;
