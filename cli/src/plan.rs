@@ -226,6 +226,22 @@ pub fn read_input(
 /// (pods slim and converted page by page, the CA bundle for EC2NodeClass hashes from
 /// `kube-root-ca.crt`), and nothing written.
 pub fn read_cluster(kubeconfig: &std::path::Path) -> anyhow::Result<ClusterDump> {
+    with_client(kubeconfig, |client| async move {
+        let reader = fleetwright_kube::snapshot::SnapshotReader::new(client)
+            .with_ca_bundle(None, "karpenter");
+        reader
+            .read_dump()
+            .await
+            .with_context(|| format!("reading the cluster of {}", kubeconfig.display()))
+    })
+}
+
+/// Runs `work` with a client for the kubeconfig's API server, on a runtime of its own.
+pub fn with_client<T, F, Fut>(kubeconfig: &std::path::Path, work: F) -> anyhow::Result<T>
+where
+    F: FnOnce(kube::Client) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -233,12 +249,7 @@ pub fn read_cluster(kubeconfig: &std::path::Path) -> anyhow::Result<ClusterDump>
         let client = fleetwright_kube::client::kubeconfig_client(kubeconfig)
             .await
             .with_context(|| format!("--kubeconfig {}", kubeconfig.display()))?;
-        let reader = fleetwright_kube::snapshot::SnapshotReader::new(client)
-            .with_ca_bundle(None, "karpenter");
-        reader
-            .read_dump()
-            .await
-            .with_context(|| format!("reading the cluster of {}", kubeconfig.display()))
+        work(client).await
     })
 }
 

@@ -68,13 +68,7 @@ pub fn run(args: &ShadowArgs) -> anyhow::Result<()> {
 
 /// The records the shadow ticks kept in the state ConfigMap.
 fn stored(kubeconfig: &std::path::Path, namespace: &str) -> anyhow::Result<Vec<Record>> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let client = fleetwright_kube::client::kubeconfig_client(kubeconfig)
-            .await
-            .with_context(|| format!("--kubeconfig {}", kubeconfig.display()))?;
+    crate::plan::with_client(kubeconfig, |client| async move {
         let shadow: Option<Shadow> = fleetwright_kube::state::load(client, namespace, SHADOW_KEY)
             .await
             .with_context(|| format!("reading the shadow records in namespace {namespace}"))?;
