@@ -102,8 +102,8 @@ impl<C: Cloud> Outlet for Live<'_, '_, C> {
                 Ok(owned) => Input::Instances(owned),
                 Err(e) => Input::Failed(e.into()),
             },
-            Need::Describe(ids) => match tick.cloud.describe(&ids).await {
-                Ok(found) => Input::Described(found),
+            Need::Describe(asked) => match tick.cloud.describe(&asked).await {
+                Ok(found) => Input::Described { asked, found },
                 Err(e) => Input::Failed(e.into()),
             },
             Need::DisruptionState => {

@@ -162,7 +162,11 @@ pub enum Need {
 pub enum Input {
     Catalog(Arc<Catalog>),
     Instances(Vec<Instance>),
-    Described(Vec<Instance>),
+    /// The instances asked about, and those of them found.
+    Described {
+        asked: Vec<String>,
+        found: Vec<Instance>,
+    },
     DisruptionState {
         said: BTreeMap<String, String>,
         pending: Vec<PendingDisruption>,

@@ -271,15 +271,7 @@ impl TickState<'_> {
                     return Decision::Read(Need::Describe(missing));
                 }
             }
-            Some(Input::Described(described)) => {
-                let missing = match &self.owned {
-                    Some(Ok(owned)) => {
-                        finish::missing_instances(&self.claims, &self.launched, owned, self.now)
-                    }
-                    _ => Vec::new(),
-                };
-                self.gone = finish::gone(&missing, &described);
-            }
+            Some(Input::Described { asked, found }) => self.gone = finish::gone(&asked, &found),
             Some(Input::Failed(e)) => {
                 self.owned = Some(Err(()));
                 self.group_error.get_or_insert(e);
