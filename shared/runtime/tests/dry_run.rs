@@ -194,6 +194,23 @@ async fn a_dry_run_writes_only_its_lease_and_reports_what_plan_actions_decides()
     }
 }
 
+/// The `web` pool and its class, with these NodeClaims and Nodes.
+fn web_pool_with(claims: Vec<Value>, nodes: Vec<Value>) -> MemoryApi {
+    let objects: BTreeMap<String, Vec<Value>> = [
+        (
+            "/apis/karpenter.sh/v1/nodepools",
+            vec![pool("web", "on-demand")],
+        ),
+        ("/apis/karpenter.k8s.aws/v1/ec2nodeclasses", vec![class()]),
+        ("/apis/karpenter.sh/v1/nodeclaims", claims),
+        ("/api/v1/nodes", nodes),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    MemoryApi::new(objects)
+}
+
 fn node(name: &str, instance: &str, extra: Value) -> Value {
     let mut node = json!({"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "uid": format!("uid-{name}"), "creationTimestamp": "2026-11-23T10:00:00Z",
@@ -232,37 +249,22 @@ fn claim(name: &str, instance: &str, node: &str, conditions: &[&str]) -> Value {
 #[tokio::test]
 async fn a_dry_run_of_lifecycle_and_disruption_reports_what_plan_actions_decides() {
     let all = ["Launched", "Registered", "Initialized"];
-    let objects: BTreeMap<String, Vec<Value>> = [
-        (
-            "/apis/karpenter.sh/v1/nodepools",
-            vec![pool("web", "on-demand")],
-        ),
-        ("/apis/karpenter.k8s.aws/v1/ec2nodeclasses", vec![class()]),
-        (
-            "/apis/karpenter.sh/v1/nodeclaims",
-            vec![
-                claim("web-joined", "i-0000000000000000a", "", &["Launched"]),
-                claim("web-empty", "i-0000000000000000b", "node-empty", &all),
-                claim("web-deleted", "i-0000000000000000c", "node-deleted", &all),
-            ],
-        ),
-        (
-            "/api/v1/nodes",
-            vec![
-                node("node-joined", "i-0000000000000000a", json!({})),
-                node("node-empty", "i-0000000000000000b", json!({})),
-                node(
-                    "node-deleted",
-                    "i-0000000000000000c",
-                    json!({"deletionTimestamp": "2026-11-23T11:59:00Z"}),
-                ),
-            ],
-        ),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let api = MemoryApi::new(objects);
+    let api = web_pool_with(
+        vec![
+            claim("web-joined", "i-0000000000000000a", "", &["Launched"]),
+            claim("web-empty", "i-0000000000000000b", "node-empty", &all),
+            claim("web-deleted", "i-0000000000000000c", "node-deleted", &all),
+        ],
+        vec![
+            node("node-joined", "i-0000000000000000a", json!({})),
+            node("node-empty", "i-0000000000000000b", json!({})),
+            node(
+                "node-deleted",
+                "i-0000000000000000c",
+                json!({"deletionTimestamp": "2026-11-23T11:59:00Z"}),
+            ),
+        ],
+    );
     let cloud = Arc::new(SimCloud::new("dry", Arc::new(Catalog::embedded().clone())));
     let now = at("2026-11-23T12:00:00Z");
 
@@ -311,30 +313,15 @@ fn own_lease(write: &str) -> bool {
 #[tokio::test]
 async fn a_shadow_tick_records_what_the_other_autoscaler_did_beside_what_it_would_do() {
     let all = ["Launched", "Registered", "Initialized"];
-    let objects: BTreeMap<String, Vec<Value>> = [
-        (
-            "/apis/karpenter.sh/v1/nodepools",
-            vec![pool("web", "on-demand")],
-        ),
-        ("/apis/karpenter.k8s.aws/v1/ec2nodeclasses", vec![class()]),
-        (
-            "/apis/karpenter.sh/v1/nodeclaims",
-            vec![claim(
-                "web-empty",
-                "i-0000000000000000b",
-                "node-empty",
-                &all,
-            )],
-        ),
-        (
-            "/api/v1/nodes",
-            vec![node("node-empty", "i-0000000000000000b", json!({}))],
-        ),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let api = MemoryApi::new(objects);
+    let api = web_pool_with(
+        vec![claim(
+            "web-empty",
+            "i-0000000000000000b",
+            "node-empty",
+            &all,
+        )],
+        vec![node("node-empty", "i-0000000000000000b", json!({}))],
+    );
     let cloud = Arc::new(SimCloud::new("dry", Arc::new(Catalog::embedded().clone())));
     let dry = Tick::new(cloud.clone(), api.client(), settings(true));
     let now = at("2026-11-23T12:00:00Z");
