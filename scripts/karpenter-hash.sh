@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds tests/karpenter-hash: a Go command that prints the drift hashes Karpenter itself computes
-# (NodePool.Hash and EC2NodeClass.Hash from Karpenter v1.14.3's own packages, fetched from the Go
-# module proxy at the versions its go.mod pins), and prints the absolute path of the binary.
+# (NodePool.Hash, version v3, and EC2NodeClass.Hash, version v6, from Karpenter v1.15.0's own
+# packages, fetched from the Go module proxy at the versions its go.mod pins), and prints the
+# absolute path of the binary.
 #
 #   scripts/karpenter-hash.sh [DIR]    build into DIR (default target/karpenter-hash); a second
 #                                      run with the same sources reuses the binary
@@ -15,6 +16,8 @@
 # Every `cargo test` compares the port with the recorded hashes; building Karpenter's packages
 # (some 10 CPU-minutes cold, with the AWS SDK's EC2 types) is left to this script. The module asks
 # for a newer Go than a machine may have; GOTOOLCHAIN=auto fetches that toolchain from the proxy.
+# The build reads go.sum as it is (-mod=readonly): `go mod tidy` needs -e at v1.15.0, whose AWS
+# provider asks for an SDK module the proxy does not serve, for tests the command never builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v go > /dev/null || { echo "karpenter-hash: go is not on PATH" >&2; exit 1; }

@@ -26,15 +26,19 @@ pub struct ExplainArgs {
     catalog: CatalogArgs,
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     output: Output,
+    /// Evaluate EC2NodeClasses' kubelet CEL expressions per instance type, as for `plan`.
+    #[arg(long)]
+    node_class_cel: bool,
 }
 
 pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
     use std::io::Write;
-    let Some((dump, source)) =
+    let Some((mut dump, source)) =
         crate::plan::read_input(args.kubeconfig.as_deref(), args.cluster.as_deref())?
     else {
         bail!("give --cluster DUMP or --kubeconfig FILE");
     };
+    dump.node_class_cel = args.node_class_cel;
     let snapshot = fleetwright_kube::convert::snapshot_from_dump(&dump)?;
     let catalog = args.catalog.load(Some(&snapshot))?;
     let key = if args.pod.contains('/') {

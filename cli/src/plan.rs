@@ -61,6 +61,12 @@ pub struct PlanArgs {
     /// `FLEETWRIGHT_NODE_REPAIR` (Karpenter's `NodeRepair` feature gate).
     #[arg(long)]
     pub node_repair: bool,
+    /// Evaluate the CEL expressions of EC2NodeClasses' kubelet settings (`maxPods`,
+    /// `kubeReserved`, `systemReserved`) per instance type, as the tick does with
+    /// `FLEETWRIGHT_NODE_CLASS_CEL` (Karpenter's `NodeClassCEL` feature gate, off by default:
+    /// without it such a class is not ready, and its NodePools are not planned).
+    #[arg(long)]
+    pub node_class_cel: bool,
 }
 
 /// `--min-values-policy`.
@@ -83,6 +89,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
             (dump, source)
         }
     };
+    dump.node_class_cel = args.node_class_cel;
     let mut snapshot = readable_snapshot(&mut dump, &source)?;
     let policy = match args.min_values_policy {
         MinValuesArg::Strict => MinValuesPolicy::Strict,
@@ -92,6 +99,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         pool.min_values_policy = policy;
     }
     let loaded = args.catalog.load(Some(&snapshot))?;
+    check_kubelet_expressions(&mut dump, &snapshot, &loaded, &source);
     let catalog = loaded.with_overlays(&snapshot.overlays);
     let instant = instant(args.now.as_deref())?;
     if args.actions {
@@ -255,12 +263,29 @@ where
 
 /// The dump's snapshot. Every object that does not read is named with its field, all of them
 /// at once, and the command fails: a plan without them would not be the cluster's (a live read leaves
-/// them out with a warning, as the tick does).
+/// them out with a warning, as the tick does). An EC2NodeClass that does not read is the
+/// exception: the tick takes it for not ready and plans without its NodePools, and so does the
+/// plan, naming the error.
 pub(crate) fn readable_snapshot(
     dump: &mut fleetwright_kube::dump::ClusterDump,
     source: &str,
 ) -> anyhow::Result<fleetwright_core::Snapshot> {
-    let (snapshot, rejected) = fleetwright_kube::convert::take_snapshot_isolating(dump);
+    let (snapshot, mut rejected) = fleetwright_kube::convert::take_snapshot_isolating(dump);
+    for r in rejected.iter().filter(|r| r.kind == "EC2NodeClass") {
+        set_not_ready(dump, &r.name, &r.error);
+    }
+    if !dump.slim {
+        rejected.retain(|r| {
+            if r.kind != "EC2NodeClass" {
+                return true;
+            }
+            eprintln!(
+                "error: {source}: {}; its NodePools are not planned, as the tick plans without them",
+                r.error
+            );
+            false
+        });
+    }
     if rejected.is_empty() {
         return Ok(snapshot);
     }
@@ -281,6 +306,49 @@ pub(crate) fn readable_snapshot(
         "{source}: {} object(s) could not be read (each named above with its field); a running tick leaves such objects out and reports them",
         rejected.len()
     )
+}
+
+/// Karpenter's validation of the classes' kubelet expressions against every instance type of
+/// the catalog: a class whose expression fails for one is not ready (its NodePools are not
+/// planned), and the error names the class, the field and the type.
+fn check_kubelet_expressions(
+    dump: &mut fleetwright_kube::dump::ClusterDump,
+    snapshot: &fleetwright_core::Snapshot,
+    catalog: &fleetwright_core::Catalog,
+    source: &str,
+) {
+    for (name, settings) in &snapshot.node_classes {
+        if let Err(e) = catalog.check_kubelet(&settings.kubelet) {
+            let error = format!("EC2NodeClass {name}: field {e}");
+            eprintln!(
+                "error: {source}: {error}; its NodePools are not planned, as Karpenter launches nothing from it"
+            );
+            set_not_ready(dump, name, &error);
+        }
+    }
+}
+
+/// Marks an EC2NodeClass of the dump not ready, as the tick marks one it cannot use.
+fn set_not_ready(dump: &mut fleetwright_kube::dump::ClusterDump, name: &str, message: &str) {
+    let Some(class) = dump
+        .nodeclasses
+        .iter_mut()
+        .find(|c| c.metadata.name.as_deref() == Some(name))
+    else {
+        return;
+    };
+    let status = class.status.get_or_insert_with(Default::default);
+    status
+        .conditions
+        .retain(|c| c.type_ != fleetwright_crds::conditions::READY);
+    status.conditions.push(fleetwright_crds::Condition {
+        type_: fleetwright_crds::conditions::READY.into(),
+        status: "False".into(),
+        reason: Some("ValidationFailed".into()),
+        message: Some(message.into()),
+        last_transition_time: None,
+        observed_generation: None,
+    });
 }
 
 /// The next tick's actions for the dump, as JSON (`{"actions": [...]}`) or one line each.

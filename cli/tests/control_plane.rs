@@ -874,7 +874,7 @@ async fn a_whole_tick_and_an_interruption_run_under_the_manifests_rbac() {
     let spec = classes.get("default").await.unwrap().spec;
     assert_eq!(
         annotations["karpenter.k8s.aws/ec2nodeclass-hash-version"],
-        "v5"
+        "v6"
     );
     assert_eq!(
         annotations["karpenter.k8s.aws/ec2nodeclass-hash"],

@@ -95,7 +95,7 @@ fn every_karpenter_example_reads_converts_and_writes_back_unchanged() {
                     fleetwright_kube::convert::nodepool(&p).map(|_| ())
                 }),
                 "EC2NodeClass" => converts(&doc, |c: EC2NodeClass| {
-                    fleetwright_kube::convert::nodeclass_settings(&c).map(|_| ())
+                    fleetwright_kube::convert::nodeclass_settings(&c, true).map(|_| ())
                 }),
                 _ => Ok(()),
             };

@@ -636,8 +636,8 @@ fn a_karpenter_cluster_is_taken_over_replacing_only_what_karpenter_would() {
     assert_eq!(
         restamps[0]["annotations"],
         serde_json::json!({
-            "karpenter.k8s.aws/ec2nodeclass-hash": "11571898981241745890",
-            "karpenter.k8s.aws/ec2nodeclass-hash-version": "v5",
+            "karpenter.k8s.aws/ec2nodeclass-hash": "2167004027976865700",
+            "karpenter.k8s.aws/ec2nodeclass-hash-version": "v6",
         }),
         "Karpenter's own hash of the EC2NodeClass, with the cluster's CA bundle"
     );
@@ -661,8 +661,8 @@ fn a_karpenter_cluster_is_taken_over_replacing_only_what_karpenter_would() {
     // The cluster after that tick: the re-stamp is no drift, and nothing is re-stamped again.
     let text = std::fs::read_to_string(&cluster).unwrap();
     let restamped = text.replacen(
-        "karpenter.k8s.aws/ec2nodeclass-hash: \"15535182697325354914\"\n      karpenter.k8s.aws/ec2nodeclass-hash-version: v4",
         "karpenter.k8s.aws/ec2nodeclass-hash: \"11571898981241745890\"\n      karpenter.k8s.aws/ec2nodeclass-hash-version: v5",
+        "karpenter.k8s.aws/ec2nodeclass-hash: \"2167004027976865700\"\n      karpenter.k8s.aws/ec2nodeclass-hash-version: v6",
         1,
     );
     assert_ne!(restamped, text);

@@ -632,3 +632,36 @@ fn a_scenario_in_ap_northeast_2_runs_on_that_regions_catalog() {
         "{r:#}"
     );
 }
+
+/// Expiration is forceful, as in Karpenter v1: six nodes of a pool whose budget allows one
+/// disruption at a time expire together and all go in the same tick, with no replacement
+/// launched before them; the pods they shed are placed by provisioning afterwards.
+#[test]
+fn expired_nodes_all_go_at_once_whatever_the_budget_and_provisioning_replaces_them() {
+    let r = report(&["--scenario", &repo("examples/simulate/expiration.yaml")]);
+    let events = r["disruptionEvents"].as_array().unwrap();
+    let expired_at: Vec<i64> = events
+        .iter()
+        .filter(|e| e["command"].as_str().unwrap().starts_with("expired/"))
+        .map(|e| e["at"].as_i64().unwrap())
+        .collect();
+    assert_eq!(&expired_at[..6], [600; 6], "{events:?}");
+    let launches: Vec<i64> = r["launches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["at"].as_i64().unwrap())
+        .collect();
+    assert!(
+        !launches.iter().any(|&at| at > 0 && at < 600),
+        "no replacement before the expiry: {launches:?}"
+    );
+    assert_eq!(
+        launches
+            .iter()
+            .filter(|&&at| (600..700).contains(&at))
+            .count(),
+        6,
+        "{launches:?}"
+    );
+}

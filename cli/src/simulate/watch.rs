@@ -50,13 +50,15 @@ impl Watch {
             .repaired
             .iter()
             .map(|c| format!("unhealthy/delete:{c}"));
-        let expired = (summary.reservation_expired.iter())
+        let reservations = (summary.reservation_expired.iter())
             .map(|c| format!("reservation-expiring/delete:{c}"));
+        let expired = (summary.expired.iter()).map(|c| format!("expired/delete:{c}"));
         for command in summary
             .disruptions
             .iter()
             .cloned()
             .chain(repairs)
+            .chain(reservations)
             .chain(expired)
         {
             if self.disruptions.insert(command.clone()) {

@@ -10,7 +10,7 @@ pub use fleetwright_cloud::Cloud;
 use fleetwright_core::labels::{CAPACITY_TYPE, NODEPOOL, TAINT_UNREGISTERED};
 use fleetwright_core::model::{Taint, TaintEffect};
 use fleetwright_core::Catalog;
-use fleetwright_crds::EC2NodeClass;
+use fleetwright_crds::{EC2NodeClass, KubeletConfiguration};
 use tracing::{info, instrument, warn};
 
 use crate::ami::AmiFamily;
@@ -216,11 +216,14 @@ impl Ec2Cloud {
         now: DateTime<Utc>,
     ) -> Result<Vec<(String, Vec<Override>)>, AwsError> {
         let cluster = self.cluster_info().await?;
-        let user_data = user_data(&cluster, req, nodeclass, resolved, capacity_type)?;
-        // One template per image and, for a reserved launch, per reservation it targets.
-        let mut by_image: BTreeMap<(String, Option<String>), Vec<Override>> = BTreeMap::new();
+        let kubelets = self.kubelets(nodeclass, resolved, &overrides, now).await?;
+        // One template per image, per kubelet settings (which differ by instance type where
+        // they hold expressions) and, for a reserved launch, per reservation it targets.
+        let mut by_image: BTreeMap<(String, Option<String>, String), Vec<Override>> =
+            BTreeMap::new();
         for o in overrides {
-            let key = (o.image_id.clone(), o.reservation.clone());
+            let kubelet = kubelet_key(kubelets.get(&o.instance_type));
+            let key = (o.image_id.clone(), o.reservation.clone(), kubelet);
             by_image.entry(key).or_default().push(o);
         }
         let mut tags = nodeclass.spec.tags().clone();
@@ -237,14 +240,14 @@ impl Ec2Cloud {
             resolved.name.clone(),
         );
         let mut out = Vec::new();
-        for ((image, reservation), list) in by_image {
-            let mut spec = launch_template::spec(
-                &nodeclass.spec,
-                resolved,
-                &image,
-                user_data.clone(),
-                tags.clone(),
-            )?;
+        for ((image, reservation, _), list) in by_image {
+            let kubelet = list
+                .first()
+                .and_then(|o| kubelets.get(&o.instance_type))
+                .or(nodeclass.spec.kubelet.as_ref());
+            let user_data = user_data(&cluster, req, nodeclass, kubelet, resolved, capacity_type)?;
+            let mut spec =
+                launch_template::spec(&nodeclass.spec, resolved, &image, user_data, tags.clone())?;
             spec.capacity_reservation = reservation.map(|id| {
                 let block = resolved
                     .reservations
@@ -254,6 +257,50 @@ impl Ec2Cloud {
             });
             spec.partition = partition_of(req, resolved);
             out.push((self.ensure_template(&spec, now).await?, list));
+        }
+        Ok(out)
+    }
+
+    /// Where the class's kubelet settings hold CEL expressions: the settings each instance type
+    /// of the launch gets, evaluated against the catalog's facts of the type. Empty otherwise
+    /// (every type gets the class's settings as written).
+    async fn kubelets(
+        &self,
+        nodeclass: &EC2NodeClass,
+        resolved: &ResolvedNodeClass,
+        overrides: &[Override],
+        now: DateTime<Utc>,
+    ) -> Result<BTreeMap<String, KubeletConfiguration>, AwsError> {
+        let Some(kubelet) = nodeclass.spec.kubelet.as_ref() else {
+            return Ok(BTreeMap::new());
+        };
+        let invalid =
+            |e: userdata::UserDataError| AwsError::nodeclass(&resolved.name, "kubelet", e.0);
+        if !userdata::has_expressions(kubelet).map_err(invalid)? {
+            return Ok(BTreeMap::new());
+        }
+        let catalog = self.base_catalog(now).await?;
+        let mut out = BTreeMap::new();
+        for o in overrides {
+            if out.contains_key(&o.instance_type) {
+                continue;
+            }
+            let raw = catalog
+                .raw
+                .iter()
+                .find(|r| r.instance_type == o.instance_type)
+                .ok_or_else(|| {
+                    AwsError::nodeclass(
+                        &resolved.name,
+                        "kubelet",
+                        format!(
+                            "instance type {} is not in the catalog, so its kubelet expressions cannot be evaluated",
+                            o.instance_type
+                        ),
+                    )
+                })?;
+            let evaluated = userdata::evaluated(kubelet, raw).map_err(invalid)?;
+            out.insert(o.instance_type.clone(), evaluated);
         }
         Ok(out)
     }
@@ -318,11 +365,20 @@ impl Ec2Cloud {
     }
 }
 
-/// The family's user data for a NodeClaim's labels and taints.
+/// What tells one instance type's kubelet settings from another's, for grouping templates.
+fn kubelet_key(kubelet: Option<&KubeletConfiguration>) -> String {
+    kubelet
+        .map(|k| serde_json::to_string(k).unwrap_or_default())
+        .unwrap_or_default()
+}
+
+/// The family's user data for a NodeClaim's labels and taints, with `kubelet` (the class's
+/// settings, evaluated for the template's instance types).
 fn user_data(
     cluster: &ClusterInfo,
     req: &LaunchRequest,
     nodeclass: &EC2NodeClass,
+    kubelet: Option<&KubeletConfiguration>,
     resolved: &ResolvedNodeClass,
     capacity_type: &str,
 ) -> Result<String, AwsError> {
@@ -345,7 +401,7 @@ fn user_data(
         cluster,
         labels: &labels,
         taints: &taints,
-        kubelet: nodeclass.spec.kubelet.as_ref(),
+        kubelet,
         custom: nodeclass.spec.user_data.as_deref(),
     };
     let text = match resolved.family {

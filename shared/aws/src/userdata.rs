@@ -8,8 +8,11 @@
 
 use std::collections::BTreeMap;
 
+use fleetwright_core::catalog::{
+    resolve_kubelet, KubeletExpressions, KubeletSettings, RawInstanceType,
+};
 use fleetwright_core::model::Taint;
-use fleetwright_crds::KubeletConfiguration;
+use fleetwright_crds::{KubeletConfiguration, MaxPods};
 use serde_json::{json, Map, Value};
 
 use crate::cluster::ClusterInfo;
@@ -59,8 +62,65 @@ impl NodeBootstrap<'_> {
             .join(",")
     }
 
+    /// A count: expressions were evaluated for the instance type before (see [`evaluated`]).
     fn max_pods(&self) -> Option<i64> {
-        self.kubelet.and_then(|k| k.max_pods)
+        self.kubelet.and_then(|k| k.max_pods.as_ref()?.count())
+    }
+}
+
+/// Whether the kubelet settings hold a CEL expression (Karpenter v1.15's `NodeClassCEL`): their
+/// values then differ by instance type.
+pub fn has_expressions(kubelet: &KubeletConfiguration) -> Result<bool, UserDataError> {
+    Ok(!expressions(kubelet)?.is_empty())
+}
+
+fn expressions(kubelet: &KubeletConfiguration) -> Result<KubeletExpressions, UserDataError> {
+    KubeletExpressions::read(
+        kubelet.max_pods.as_ref().and_then(MaxPods::expression),
+        kubelet.kube_reserved.as_ref(),
+        kubelet.system_reserved.as_ref(),
+    )
+    .map_err(|e| UserDataError(e.to_string()))
+}
+
+/// The kubelet settings a node of `raw`'s type gets: each CEL expression replaced by its value
+/// for the type, as the plan sized the type (`maxPods` as a count, a reservation as the
+/// quantity Karpenter writes, rounded up); a reservation that does not evaluate is left out, so
+/// the node keeps its default, as Karpenter leaves it out. Never an expression: the kubelet
+/// could not read one.
+pub fn evaluated(
+    kubelet: &KubeletConfiguration,
+    raw: &RawInstanceType,
+) -> Result<KubeletConfiguration, UserDataError> {
+    let expressions = expressions(kubelet)?;
+    if expressions.is_empty() {
+        return Ok(kubelet.clone());
+    }
+    let settings = KubeletSettings {
+        max_pods: kubelet.max_pods.as_ref().and_then(MaxPods::count),
+        pods_per_core: kubelet.pods_per_core,
+        expressions,
+        ..Default::default()
+    };
+    let resolved = resolve_kubelet(raw, &settings, false)
+        .map_err(|e| UserDataError(format!("kubelet: {e}")))?;
+    let mut out = kubelet.clone();
+    if let Some(count) = resolved.max_pods {
+        out.max_pods = Some(MaxPods::Count(count));
+    }
+    replace_expressions(&mut out.kube_reserved, &resolved.kube_reserved);
+    replace_expressions(&mut out.system_reserved, &resolved.system_reserved);
+    Ok(out)
+}
+
+/// A reservation map with its expressions taken out and their values put in.
+fn replace_expressions(
+    map: &mut Option<BTreeMap<String, String>>,
+    values: &BTreeMap<String, String>,
+) {
+    if let Some(m) = map.as_mut() {
+        m.retain(|_, v| fleetwright_core::catalog::is_quantity(v));
+        m.extend(values.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
 }
 

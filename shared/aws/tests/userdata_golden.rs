@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use fleetwright_aws::cluster::ClusterInfo;
 use fleetwright_aws::userdata::{self, NodeBootstrap};
 use fleetwright_core::model::{Taint, TaintEffect};
-use fleetwright_crds::KubeletConfiguration;
+use fleetwright_crds::{KubeletConfiguration, MaxPods};
 
 fn cluster() -> ClusterInfo {
     ClusterInfo {
@@ -48,7 +48,7 @@ fn taints() -> Vec<Taint> {
 
 fn kubelet() -> KubeletConfiguration {
     KubeletConfiguration {
-        max_pods: Some(110),
+        max_pods: Some(MaxPods::Count(110)),
         system_reserved: Some(
             [
                 ("cpu".to_string(), "100m".to_string()),
@@ -158,5 +158,61 @@ fn bottlerocket_rejects_invalid_toml_by_field() {
         err.to_string()
             .starts_with("userData: not valid Bottlerocket TOML"),
         "{err}"
+    );
+}
+
+/// Karpenter v1.15's kubelet expressions reach the node as their values for its instance type,
+/// never as the expressions (the kubelet could not read one); reservations round up as
+/// Karpenter writes them, and quantities stay as written.
+#[test]
+fn kubelet_expressions_reach_user_data_evaluated_per_instance_type() {
+    let catalog = fleetwright_core::Catalog::embedded();
+    let raw = |name: &str| {
+        catalog
+            .raw
+            .iter()
+            .find(|r| r.instance_type == name)
+            .unwrap()
+    };
+    let kubelet = KubeletConfiguration {
+        max_pods: Some(MaxPods::Expression("min(vcpus * 8, 110)".into())),
+        kube_reserved: Some(
+            [
+                ("memory".to_string(), "11 * max_pods + 255".to_string()),
+                ("ephemeral-storage".to_string(), "2Gi".to_string()),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    assert!(userdata::has_expressions(&kubelet).unwrap());
+    let small = userdata::evaluated(&kubelet, raw("m5.large")).unwrap();
+    let large = userdata::evaluated(&kubelet, raw("m5.4xlarge")).unwrap();
+    assert_eq!(small.max_pods, Some(MaxPods::Count(16)));
+    assert_eq!(large.max_pods, Some(MaxPods::Count(110)));
+    // 11 × 16 + 255 = 431, up to 432Mi; 11 × 110 + 255 = 1465, up to 1472Mi.
+    let reserved = |k: &KubeletConfiguration| k.kube_reserved.clone().unwrap();
+    assert_eq!(reserved(&small)["memory"], "432Mi");
+    assert_eq!(reserved(&large)["memory"], "1472Mi");
+    assert_eq!(reserved(&small)["ephemeral-storage"], "2Gi");
+
+    let al2023 = render(userdata::al2023, None, Some(&small));
+    assert!(al2023.contains("maxPods: 16"), "{al2023}");
+    assert!(al2023.contains("memory: 432Mi"), "{al2023}");
+    assert!(!al2023.contains("vcpus"), "{al2023}");
+    let al2 = render(userdata::al2, None, Some(&large));
+    assert!(al2.contains("--max-pods=110"), "{al2}");
+    let bottlerocket = render(userdata::bottlerocket, None, Some(&small));
+    assert!(bottlerocket.contains("max-pods = 16"), "{bottlerocket}");
+
+    let bad = KubeletConfiguration {
+        max_pods: Some(MaxPods::Expression("memory_mib / (vcpus - 2)".into())),
+        ..Default::default()
+    };
+    let err = userdata::evaluated(&bad, raw("m5.large")).unwrap_err();
+    assert!(
+        err.0.contains("spec.kubelet.maxPods") && err.0.contains("m5.large"),
+        "{}",
+        err.0
     );
 }

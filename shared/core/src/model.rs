@@ -353,6 +353,12 @@ pub struct NodeClaim {
     pub deleting: bool,
     pub annotations: BTreeMap<String, String>,
     pub created: i64,
+    /// The NodeClaim's own `expireAfter` in seconds (None: `Never`, or not set). Expiration
+    /// counts from the NodeClaim's creation, with the value it was launched with.
+    pub expire_after: Option<i64>,
+    /// The NodeClaim's `terminationGracePeriod` in seconds: how long its drain may take before
+    /// the pods left are deleted.
+    pub termination_grace_period: Option<i64>,
 }
 
 /// A disruption budget of a NodePool.

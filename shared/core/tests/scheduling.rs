@@ -627,6 +627,29 @@ fn min_values_keeps_enough_families_open() {
     assert!(families.len() >= 5, "{families:?}");
 }
 
+/// Karpenter counts every value a type offers for `minValues`: each type is offered as spot and
+/// on-demand, so `capacity-type In [spot, on-demand]` with `minValues: 2` is met by any of them.
+#[test]
+fn min_values_count_every_value_a_type_offers() {
+    for key in [CAPACITY_TYPE, ZONE] {
+        let values: &[&str] = match key {
+            CAPACITY_TYPE => &["spot", "on-demand"],
+            _ => &["us-east-1a", "us-east-1b"],
+        };
+        let np = pool_with(
+            "default",
+            vec![req(key, Operator::In, values).with_min_values(Some(2))],
+        );
+        let plan = plan(&snapshot(vec![pod("p", 500, 512)], vec![np]));
+        assert!(
+            plan.unschedulable.is_empty(),
+            "{key}: {:?}",
+            plan.unschedulable
+        );
+        assert_eq!(plan.nodeclaims.len(), 1, "{key}");
+    }
+}
+
 #[test]
 fn options_are_cheapest_first_and_capped_at_sixty() {
     let plan = plan(&snapshot(vec![pod("p", 100, 100)], vec![pool("default")]));

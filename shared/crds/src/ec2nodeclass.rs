@@ -237,11 +237,36 @@ pub struct SelectorTerm {
     pub instance_match_criteria: Option<String>,
 }
 
+/// `kubelet.maxPods`: a count, or (Karpenter v1.15, its `NodeClassCEL` feature gate) a CEL
+/// expression evaluated per instance type. Written back as it was read.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(untagged)]
+pub enum MaxPods {
+    Count(i64),
+    Expression(String),
+}
+
+impl MaxPods {
+    pub fn count(&self) -> Option<i64> {
+        match self {
+            MaxPods::Count(n) => Some(*n),
+            MaxPods::Expression(_) => None,
+        }
+    }
+
+    pub fn expression(&self) -> Option<&str> {
+        match self {
+            MaxPods::Count(_) => None,
+            MaxPods::Expression(e) => Some(e),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KubeletConfiguration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_pods: Option<i64>,
+    pub max_pods: Option<MaxPods>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pods_per_core: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

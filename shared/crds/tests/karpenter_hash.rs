@@ -2,7 +2,7 @@
 //!
 //! 4,000 generated NodePools and EC2NodeClasses, every field set, unset or empty in turn, are
 //! hashed by [`nodepool_hash`] and [`ec2nodeclass_hash`] and compared with the hashes Karpenter
-//! v1.14.3's own types and `Hash` methods give them: those the Go command in `tests/karpenter-hash`
+//! v1.15.0's own types and `Hash` methods give them: those the Go command in `tests/karpenter-hash`
 //! printed, recorded in `tests/karpenter-hashes.txt` with a digest of each object (every
 //! `cargo test`), and, with `scripts/karpenter-hash.sh`, that command run again on the spot
 //! (`generated_objects_hash_as_karpenter_hashes_them`, ignored by a plain `cargo test`). The
@@ -203,6 +203,9 @@ fn block_device(g: &mut Gen) -> Value {
 }
 
 fn kubelet(g: &mut Gen) -> Value {
+    if g.chance(8) {
+        return json!({});
+    }
     let mut k = Map::new();
     set(
         &mut k,
@@ -244,7 +247,81 @@ fn kubelet(g: &mut Gen) -> Value {
     set(&mut k, "cpuCFSQuota", opt(g, 20, |g| g.chance(50).into()));
     let dns = g.list(|g| g.pick(&["10.100.0.10", "169.254.20.10", ""]).into());
     set(&mut k, "clusterDNS", dns);
+    for _ in 0..g.below(4) {
+        let (name, value) = upstream_kubelet_field(g);
+        k.insert(name.into(), value);
+    }
     Value::Object(k)
+}
+
+/// A field of the upstream KubeletConfiguration beyond the twelve Karpenter reads (or a field no
+/// kubelet knows), which Karpenter v1.15 keeps as raw JSON: nested objects and lists, strings Go
+/// escapes (`<`, `&`, U+2028, control characters), and numbers Go writes its own way (`1.0` as
+/// `1`, `1e21` as `1e+21`, an integer beyond int64 as a float).
+fn upstream_kubelet_field(g: &mut Gen) -> (&'static str, Value) {
+    match g.below(14) {
+        0 => (
+            "featureGates",
+            json!({"InPlacePodVerticalScaling": g.chance(50), "KubeletTracing": g.chance(50)}),
+        ),
+        1 => ("serializeImagePulls", g.chance(50).into()),
+        2 => ("registryPullQPS", g.below(20).into()),
+        3 => (
+            "containerLogMaxSize",
+            g.pick(&["10Mi", "50Mi", "1Gi"]).into(),
+        ),
+        4 => ("shutdownGracePeriod", g.pick(&["30s", "2m", "0s"]).into()),
+        5 => {
+            // Never a top-level null: the API server drops those from the kubelet settings.
+            let sysctls = g.list(|g| g.pick(&["net.core.somaxconn", "kernel.msg*"]).into());
+            ("allowedUnsafeSysctls", sysctls.unwrap_or_else(|| json!([])))
+        }
+        6 => ("cpuManagerPolicy", g.pick(&["static", "none", ""]).into()),
+        7 => (
+            "logging",
+            json!({"format": g.pick(&["json", "text"]), "verbosity": g.below(5), "options": {"json": {"infoBufferSize": "0"}}}),
+        ),
+        8 => (
+            "memoryThrottlingFactor",
+            [json!(0.9), json!(0.8), json!(1.0), json!(0.5)][g.below(4) as usize].clone(),
+        ),
+        9 => (
+            "example.com/number",
+            [
+                json!(1e21),
+                json!(1.5e-7),
+                json!(18446744073709551615_u64),
+                json!(-0.0),
+                json!(-42),
+                json!(1e20),
+            ][g.below(6) as usize]
+                .clone(),
+        ),
+        10 => (
+            "podLogsDir",
+            g.pick(&[
+                "/var/log/<pods>&more",
+                "/var/log/pods",
+                "a\u{2028}b\tc\u{1}",
+            ])
+            .into(),
+        ),
+        11 => (
+            "staticPodURLHeader",
+            json!({"X-Team": [g.pick(&["a", "b"]), "c"], "X-Empty": [], "X-None": null}),
+        ),
+        12 => (
+            "tlsCipherSuites",
+            json!([
+                "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+                g.pick(&[
+                    "TLS_RSA_WITH_AES_256_GCM_SHA384",
+                    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
+                ])
+            ]),
+        ),
+        _ => ("reservedSystemCPUs", g.pick(&["0-1", "0,2"]).into()),
+    }
 }
 
 fn ec2nodeclass(g: &mut Gen) -> Value {
@@ -364,6 +441,11 @@ fn ec2nodeclass(g: &mut Gen) -> Value {
             |g| json!({"nestedVirtualization": g.pick(&["enabled", "disabled"])}),
         ),
     );
+    set(
+        &mut s,
+        "enclaveOptions",
+        opt(g, 15, |g| json!({"enabled": g.chance(50)})),
+    );
     json!({
         "apiVersion": "karpenter.k8s.aws/v1",
         "kind": "EC2NodeClass",
@@ -385,8 +467,9 @@ fn ours(kind: &str, object: &Value, ca: &str) -> String {
     }
 }
 
-/// Objects and the hashes Karpenter v1.14.3 gives them (`tests/karpenter-hash` printed each for
-/// the same line): unset against empty maps and lists, a duration against `Never`, the CA bundle.
+/// Objects and the hashes Karpenter v1.15.0 gives them (`tests/karpenter-hash` printed each for
+/// the same line): unset against empty maps and lists, a duration against `Never`, the CA bundle,
+/// the kubelet settings as JSON text, `enclaveOptions`.
 #[test]
 fn karpenters_own_hashes_of_known_objects() {
     let cases = [
@@ -408,15 +491,47 @@ fn karpenters_own_hashes_of_known_objects() {
         ),
         (
             r#"{"kind":"EC2NodeClass","object":{"spec":{"role":"KarpenterNodeRole-demo","amiSelectorTerms":[{"alias":"al2023@latest"}],"subnetSelectorTerms":[{"tags":{"karpenter.sh/discovery":"demo"}}],"securityGroupSelectorTerms":[{"tags":{"karpenter.sh/discovery":"demo"}}]}},"caBundle":""}"#,
-            "9993298710318185566",
+            "3758902894185339416",
         ),
         (
             r#"{"kind":"EC2NodeClass","object":{"spec":{"role":"KarpenterNodeRole-demo","amiSelectorTerms":[{"alias":"al2023@latest"}],"subnetSelectorTerms":[{"tags":{"karpenter.sh/discovery":"demo"}}],"securityGroupSelectorTerms":[{"tags":{"karpenter.sh/discovery":"demo"}}]}},"caBundle":"Y2E="}"#,
-            "634379329544322809",
+            "13134993354627373247",
         ),
         (
             r#"{"kind":"EC2NodeClass","object":{"spec":{"role":"R","amiSelectorTerms":[{"id":"ami-1"}],"tags":{},"kubelet":{"maxPods":110,"evictionSoftGracePeriod":{"memory.available":"1m30s"}},"blockDeviceMappings":[{"deviceName":"/dev/xvda","rootVolume":true,"ebs":{"volumeSize":"1024Gi","volumeType":"gp3","encrypted":true}}],"metadataOptions":{"httpEndpoint":"enabled","httpProtocolIPv6":"disabled","httpPutResponseHopLimit":1,"httpTokens":"required"}}},"caBundle":"Y2E="}"#,
-            "10988980572211980086",
+            "12921067035327323563",
+        ),
+        // Empty kubelet settings are no settings: `String()` is `null` for both.
+        (
+            r#"{"kind":"EC2NodeClass","object":{"spec":{"role":"KarpenterNodeRole-demo","amiSelectorTerms":[{"alias":"al2023@latest"}],"kubelet":{},"subnetSelectorTerms":[{"tags":{"karpenter.sh/discovery":"demo"}}],"securityGroupSelectorTerms":[{"tags":{"karpenter.sh/discovery":"demo"}}]}},"caBundle":""}"#,
+            "3758902894185339416",
+        ),
+        // Upstream fields, a float Go writes as `1`, and characters Go escapes.
+        (
+            r#"{"kind":"EC2NodeClass","object":{"spec":{"role":"R","amiSelectorTerms":[{"id":"ami-1"}],"amiFamily":"AL2023","kubelet":{"maxPods":110,"featureGates":{"KubeletTracing":true},"memoryThrottlingFactor":1.0,"podLogsDir":"/var/<log>&x","shutdownGracePeriod":"30s"}}},"caBundle":"Y2E="}"#,
+            "1282483959981691253",
+        ),
+        // Values whose bytes are a permutation of each other's hash apart.
+        (
+            r#"{"kind":"EC2NodeClass","object":{"spec":{"role":"R","amiSelectorTerms":[{"id":"ami-1"}],"amiFamily":"AL2023","kubelet":{"cpuManagerPolicy":"ab"}}},"caBundle":""}"#,
+            "10417558139045006836",
+        ),
+        (
+            r#"{"kind":"EC2NodeClass","object":{"spec":{"role":"R","amiSelectorTerms":[{"id":"ami-1"}],"amiFamily":"AL2023","kubelet":{"cpuManagerPolicy":"ba"}}},"caBundle":""}"#,
+            "10087248353354575654",
+        ),
+        // `enclaveOptions`: disabled is still set.
+        (
+            r#"{"kind":"EC2NodeClass","object":{"spec":{"role":"R","amiSelectorTerms":[{"id":"ami-1"}],"amiFamily":"AL2023","enclaveOptions":{"enabled":false}}},"caBundle":""}"#,
+            "18444757289527183864",
+        ),
+        (
+            r#"{"kind":"EC2NodeClass","object":{"spec":{"role":"R","amiSelectorTerms":[{"id":"ami-1"}],"amiFamily":"AL2023","enclaveOptions":{"enabled":true}}},"caBundle":""}"#,
+            "15796270676674364465",
+        ),
+        (
+            r#"{"kind":"EC2NodeClass","object":{"spec":{"role":"R","amiSelectorTerms":[{"id":"ami-1"}],"amiFamily":"AL2023"}},"caBundle":""}"#,
+            "12334258914840814511",
         ),
     ];
     for (line, theirs) in cases {
@@ -486,7 +601,7 @@ fn compare(cases: &[(&str, Value, String, String)], theirs: &[String], source: &
         distinct.len()
     );
     eprintln!(
-        "{} objects hashed as Karpenter v1.14.3 hashes them ({} distinct hashes; {source})",
+        "{} objects hashed as Karpenter v1.15.0 hashes them ({} distinct hashes; {source})",
         cases.len(),
         distinct.len()
     );

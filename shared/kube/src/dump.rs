@@ -56,6 +56,10 @@ pub struct ClusterDump {
     /// Workloads (Deployments, ReplicaSets, StatefulSets, Jobs) of a file none of whose pods
     /// is in it, each expanded into its replicas as pending pods (added to `pods`).
     pub expanded: Vec<crate::workloads::Expanded>,
+    /// Karpenter's `NodeClassCEL` feature gate, which converting the EC2NodeClasses follows:
+    /// off (Karpenter's default), a class whose kubelet settings hold a CEL expression is
+    /// rejected; on, the expressions are compiled and evaluated per instance type.
+    pub node_class_cel: bool,
 }
 
 /// The ConfigMap Kubernetes publishes into every namespace with the CA pods trust.

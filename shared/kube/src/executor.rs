@@ -348,23 +348,50 @@ where
 }
 
 /// Deletes pods outright (no Eviction API, so no PodDisruptionBudget): what a drain does to the
-/// pods still left when the NodeClaim's `terminationGracePeriod` runs out. Returns the keys of
-/// the pods deleted (or already gone).
-pub async fn delete_pods(client: Client, pods: &[Pod]) -> Result<Vec<String>, KubeError> {
+/// pods a NodeClaim's `terminationGracePeriod` leaves no more time. `grace_seconds` caps each
+/// pod's own grace (None: its own), so that its shutdown ends by the node's deadline; it is
+/// never below 1 s, which would remove the pod from etcd before its containers stop. Only the
+/// pod that was read is deleted (a UID precondition): a pod of the same name created since is
+/// another pod. Returns the keys of the pods deleted (or already gone).
+pub async fn delete_pods(
+    client: Client,
+    pods: &[Pod],
+    grace_seconds: Option<i64>,
+) -> Result<Vec<String>, KubeError> {
     let mut deleted = Vec::new();
+    let mut failed = None;
     for pod in pods {
         let api: Api<Pod> = Api::namespaced(
             client.clone(),
             pod.metadata.namespace.as_deref().unwrap_or("default"),
         );
         let name = pod.metadata.name.clone().unwrap_or_default();
-        match api.delete(&name, &DeleteParams::default()).await {
+        let params = DeleteParams {
+            grace_period_seconds: grace_seconds.map(|s| s.clamp(1, i64::from(u32::MAX)) as u32),
+            preconditions: pod
+                .metadata
+                .uid
+                .clone()
+                .map(|uid| kube::api::Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&name, &params).await {
             Ok(_) => deleted.push(pod_key(pod)),
-            Err(kube::Error::Api(e)) if e.code == 404 => deleted.push(pod_key(pod)),
-            Err(e) => return Err(api_error("deleting Pod", e)),
+            // Gone, or replaced by a pod of the same name (the UID precondition failed).
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {
+                deleted.push(pod_key(pod))
+            }
+            // One pod the API refuses does not keep the others on the node.
+            Err(e) => failed = failed.or(Some(api_error("deleting Pod", e))),
         }
     }
-    Ok(deleted)
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(deleted),
+    }
 }
 
 /// Records an Event, logging (not failing) when the API refuses it: an Event is a courtesy, and

@@ -56,6 +56,7 @@ pub struct SnapshotReader {
     page_size: u32,
     between_pages: Option<PageHook>,
     ca: CaBundle,
+    node_class_cel: bool,
 }
 
 impl Debug for SnapshotReader {
@@ -73,7 +74,15 @@ impl SnapshotReader {
             page_size: DEFAULT_PAGE_SIZE,
             between_pages: None,
             ca: CaBundle::Unread,
+            node_class_cel: false,
         }
+    }
+
+    /// Karpenter's `NodeClassCEL` feature gate for the read's EC2NodeClasses (off unless set):
+    /// see [`ClusterDump::node_class_cel`].
+    pub fn with_node_class_cel(mut self, on: bool) -> Self {
+        self.node_class_cel = on;
+        self
     }
 
     /// Also reads the cluster's CA bundle: `given` when set, else from the `kube-root-ca.crt`
@@ -155,6 +164,7 @@ impl SnapshotReader {
             rejected,
             warnings: Vec::new(),
             expanded: Vec::new(),
+            node_class_cel: self.node_class_cel,
         })
     }
 

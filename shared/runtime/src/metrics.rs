@@ -45,6 +45,9 @@ pub const CONSOLIDATION_SCORE: &str = "karpenter_consolidation_score";
 /// NodeClaims deleted by node repair, by the condition that was unhealthy (`ready`,
 /// `storage_ready`, ...), as Karpenter's node health controller counts them.
 pub const NODECLAIMS_UNHEALTHY_DISRUPTED: &str = "karpenter_nodeclaims_unhealthy_disrupted_total";
+/// NodeClaims a disruption took (a command started on them, or their expiration), by reason
+/// (`underutilized`, `empty`, `drifted`, `expired`), as Karpenter counts them.
+pub const NODECLAIMS_DISRUPTED: &str = "karpenter_nodeclaims_disrupted_total";
 /// The dimension of [`NODECLAIMS_UNHEALTHY_DISRUPTED`].
 pub const CONDITION: &str = "condition";
 /// The dimension of the Balanced consolidation metrics.

@@ -53,6 +53,9 @@ pub struct Settings {
     /// Replace nodes unhealthy past their toleration (Karpenter's `NodeRepair` feature gate;
     /// off unless set).
     pub node_repair: bool,
+    /// Evaluate CEL expressions in EC2NodeClass `kubelet` settings (Karpenter v1.15's
+    /// `NodeClassCEL` feature gate; off unless set, as Karpenter's is).
+    pub node_class_cel: bool,
     /// The cluster CA bundle Karpenter's EC2NodeClass hash takes, when Karpenter was given one
     /// (its `CLUSTER_CA_BUNDLE`); unset, the tick reads `kube-root-ca.crt`, which is what
     /// Karpenter hashes by default.
@@ -76,6 +79,7 @@ impl std::fmt::Debug for Settings {
             ssm_parameter_root,
             min_values_policy,
             node_repair,
+            node_class_cel,
             cluster_ca_bundle,
         } = self;
         f.debug_struct("Settings")
@@ -95,6 +99,7 @@ impl std::fmt::Debug for Settings {
             .field("ssm_parameter_root", ssm_parameter_root)
             .field("min_values_policy", min_values_policy)
             .field("node_repair", node_repair)
+            .field("node_class_cel", node_class_cel)
             .field("cluster_ca_bundle", cluster_ca_bundle)
             .finish()
     }
@@ -219,6 +224,10 @@ impl Settings {
             ssm_parameter_root: non_empty("FLEETWRIGHT_SSM_PARAMETER_ROOT").unwrap_or_default(),
             min_values_policy,
             node_repair: parse_bool("FLEETWRIGHT_NODE_REPAIR", get("FLEETWRIGHT_NODE_REPAIR"))?,
+            node_class_cel: parse_bool(
+                "FLEETWRIGHT_NODE_CLASS_CEL",
+                get("FLEETWRIGHT_NODE_CLASS_CEL"),
+            )?,
             cluster_ca_bundle: non_empty("FLEETWRIGHT_CLUSTER_CA_BUNDLE"),
         })
     }

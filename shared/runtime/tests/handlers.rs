@@ -132,7 +132,7 @@ async fn a_pending_pod_becomes_a_nodeclaim_and_a_tagged_instance_then_registers(
     assert_eq!(annotations["karpenter.sh/nodepool-hash-version"], "v3");
     assert_eq!(
         annotations["karpenter.k8s.aws/ec2nodeclass-hash-version"],
-        "v5"
+        "v6"
     );
     let pool: fleetwright_crds::NodePool =
         serde_json::from_value(stored(&api, NODEPOOLS)[0].clone()).unwrap();

@@ -156,7 +156,7 @@ impl Chaos {
                     .then(|| self.seen.churn(t, nodes, claims, pods, *CHURN_WINDOW))
                     .flatten()
             })
-            .or_else(|| self.budgets(nodes, pools))
+            .or_else(|| self.budgets(nodes, claims, pools))
             .or_else(|| self.limits(&owned, claims, pools))
             .or_else(|| self.zones(claims))
             .or_else(|| self.pending(t, pods, nodes));
@@ -303,8 +303,18 @@ impl Chaos {
     }
 
     /// No pool has more nodes disrupted for voluntary reasons at once than its budgets allow
-    /// (budgets with a schedule leave their pool out).
-    fn budgets(&self, nodes: &[Value], pools: &[Value]) -> Option<String> {
+    /// (budgets with a schedule leave their pool out). Expiration is forceful, as in Karpenter
+    /// v1: no budget holds it, so the nodes of expired NodeClaims are not counted.
+    fn budgets(&self, nodes: &[Value], claims: &[Value], pools: &[Value]) -> Option<String> {
+        let expired: std::collections::BTreeSet<&str> = claims
+            .iter()
+            .filter(|c| {
+                c["metadata"]["annotations"][fleetwright_core::labels::DISRUPTION_COMMAND]
+                    .as_str()
+                    .is_some_and(|a| a.starts_with("expired/"))
+            })
+            .filter_map(|c| c["status"]["nodeName"].as_str())
+            .collect();
         for pool in pools {
             let of_pool: Vec<&Value> = nodes
                 .iter()
@@ -322,6 +332,7 @@ impl Chaos {
             let voluntary = of_pool
                 .iter()
                 .filter(|n| cordoned(n) && !self.seen.by_hand.contains(name(n)))
+                .filter(|n| !expired.contains(name(n)))
                 .filter(|n| instance_of(n).is_some_and(|id| !self.seen.interrupted.contains(id)))
                 .count();
             if voluntary > allowed {

@@ -34,11 +34,17 @@ static EMBEDDED_OFFERINGS: [&[u8]; 4] = [
 ];
 static EMBEDDED_PRICES: &[u8] = include_bytes!("../../data/ondemand-prices-us-east-1.csv.gz");
 
+mod expression;
 mod raw;
 mod resolve;
 #[cfg(test)]
 mod tests;
 
+pub use self::expression::{
+    default_pods, is_quantity, reserved_quantity, reserved_value, resolve_kubelet, Expression,
+    ExpressionError, ExpressionVars, KubeletExpressions, ResolvedKubelet, MAX_PODS_FIELD,
+    RESERVED_RESOURCES,
+};
 pub use self::raw::*;
 pub use self::resolve::{architecture, eni_limited_pods, kube_reserved_cpu};
 use self::resolve::{capacity, overhead, type_requirements};
@@ -106,6 +112,9 @@ pub struct KubeletSettings {
     /// `evictionSoft` entries, where the AMI family honours them (all but Bottlerocket, as
     /// Karpenter reads them): the larger of the two thresholds is held back per signal.
     pub eviction_soft: BTreeMap<String, String>,
+    /// `maxPods` and reservations written as CEL expressions, evaluated per type: `max_pods`
+    /// and the reservations above then hold only what was written as numbers and quantities.
+    pub expressions: KubeletExpressions,
 }
 
 /// The node-class facts that shape every instance type of a NodePool.
@@ -454,24 +463,54 @@ impl Catalog {
             }
             return types;
         }
-        self.raw
-            .iter()
-            .filter_map(|raw| self.resolve(raw, settings))
-            .collect()
+        let mut types = Vec::new();
+        for raw in &self.raw {
+            match self.resolve(raw, settings) {
+                Ok(Some(t)) => types.push(t),
+                Ok(None) => {}
+                // As Karpenter lists a node class's types: a maxPods expression that cannot be
+                // evaluated for one type fails them all, so nothing launches from a class
+                // configured wrong ([`Catalog::check_kubelet`] names the error).
+                Err(_) => return Vec::new(),
+            }
+        }
+        types
     }
 
-    fn resolve(&self, raw: &RawInstanceType, settings: &NodeClassSettings) -> Option<InstanceType> {
-        let arch = architecture(raw)?;
+    /// Karpenter's validation of a node class's kubelet expressions: each evaluated for every
+    /// type of the catalog, in name order; the first failure (an evaluation error, a negative
+    /// reservation, a maxPods outside int32) is the error.
+    pub fn check_kubelet(&self, kubelet: &KubeletSettings) -> Result<(), ExpressionError> {
+        if kubelet.expressions.is_empty() {
+            return Ok(());
+        }
+        let mut raw: Vec<&RawInstanceType> = self.raw.iter().collect();
+        raw.sort_by(|a, b| a.instance_type.cmp(&b.instance_type));
+        for t in raw {
+            resolve_kubelet(t, kubelet, true)?;
+        }
+        Ok(())
+    }
+
+    fn resolve(
+        &self,
+        raw: &RawInstanceType,
+        settings: &NodeClassSettings,
+    ) -> Result<Option<InstanceType>, ExpressionError> {
+        let Some(arch) = architecture(raw) else {
+            return Ok(None);
+        };
+        let kubelet = resolve_kubelet(raw, &settings.kubelet, false)?;
         let mut offerings = self.offerings(raw);
         offerings.extend(self.reserved_offerings(raw, &settings.reservations));
         if let Some(zones) = &settings.zones {
             offerings.retain(|o| zones.contains(&o.zone));
         }
         if offerings.iter().all(|o| !o.available) {
-            return None;
+            return Ok(None);
         }
-        let capacity = capacity(raw, arch, settings);
-        let overhead = overhead(raw, &capacity, settings);
+        let capacity = capacity(raw, arch, settings, kubelet.pods);
+        let overhead = overhead(raw, &capacity, settings, &kubelet);
         let mut allocatable = capacity.minus(&overhead);
         allocatable.cpu = allocatable.cpu.max(0);
         allocatable.memory = allocatable.memory.max(0);
@@ -489,7 +528,7 @@ impl Catalog {
             offerings,
         };
         overlay::apply(&self.overlays, &mut resolved);
-        Some(resolved)
+        Ok(Some(resolved))
     }
 
     /// The labels a node of `instance_type` carries for its type (arch, OS, family, size, CPU,
@@ -545,7 +584,10 @@ impl Catalog {
             self.raw
                 .iter()
                 .map(|raw| {
-                    let resolved = self.resolve(raw, &NodeClassSettings::default());
+                    let resolved = self
+                        .resolve(raw, &NodeClassSettings::default())
+                        .ok()
+                        .flatten();
                     let facts = TypeFacts {
                         labels: resolved.as_ref().map(single).unwrap_or_default(),
                         offered: offered(&self.offerings(raw)),

@@ -9,6 +9,7 @@ use crate::labels::*;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
+use super::expression::{reserved_resources, ResolvedKubelet};
 use super::*;
 
 /// The Kubernetes architecture (`amd64`, `arm64`) of a type, None for others (i386, mac).
@@ -51,14 +52,6 @@ pub fn eni_limited_pods(raw: &RawInstanceType) -> i64 {
     enis * (net.ipv4_addresses_per_interface - 1) + 2
 }
 
-pub(crate) fn max_pods(raw: &RawInstanceType, kubelet: &KubeletSettings) -> i64 {
-    let mut pods = kubelet.max_pods.unwrap_or_else(|| eni_limited_pods(raw));
-    if let Some(per_core) = kubelet.pods_per_core.filter(|p| *p > 0) {
-        pods = pods.min(per_core * raw.v_cpu_info.default_v_cpus);
-    }
-    pods
-}
-
 /// Branch ENIs for security groups for pods. Trunking needs a Nitro type outside the `t` family;
 /// the count follows the VPC resource controller's published limits by size.
 pub(crate) fn pod_eni(raw: &RawInstanceType) -> i64 {
@@ -96,16 +89,18 @@ pub(crate) fn ephemeral_capacity(raw: &RawInstanceType, settings: &NodeClassSett
         .unwrap_or(DEFAULT_ROOT_VOLUME_BYTES)
 }
 
+/// A type's capacity; `pods` is what its kubelet settings resolved to.
 pub(crate) fn capacity(
     raw: &RawInstanceType,
     arch: &str,
     settings: &NodeClassSettings,
+    pods: i64,
 ) -> Resources {
     let mut r = Resources {
         cpu: raw.v_cpu_info.default_v_cpus * 1000,
         memory: memory_capacity(raw, arch),
         ephemeral: ephemeral_capacity(raw, settings),
-        pods: max_pods(raw, &settings.kubelet),
+        pods,
         extended: BTreeMap::new(),
     };
     r.set(RESOURCE_POD_ENI, pod_eni(raw));
@@ -159,10 +154,14 @@ pub fn kube_reserved_cpu(cpu_millis: i64) -> i64 {
         .sum()
 }
 
+/// What the kubelet holds back: kube-reserved, system-reserved and the eviction thresholds.
+/// `resolved` carries the reservations written as expressions, evaluated for this type: each
+/// replaces the default of its resource only.
 pub(crate) fn overhead(
     raw: &RawInstanceType,
     capacity: &Resources,
     settings: &NodeClassSettings,
+    resolved: &ResolvedKubelet,
 ) -> Resources {
     let kubelet = &settings.kubelet;
     let pods = capacity.pods;
@@ -176,6 +175,10 @@ pub(crate) fn overhead(
         for name in custom.names().collect::<Vec<_>>() {
             kube_reserved.set(name, custom.get(name));
         }
+    }
+    let evaluated = reserved_resources(&resolved.kube_reserved);
+    for name in resolved.kube_reserved.keys() {
+        kube_reserved.set(name, evaluated.get(name));
     }
     let mut eviction = Resources {
         memory: 100 * MIB,
@@ -201,6 +204,7 @@ pub(crate) fn overhead(
     if let Some(system) = &kubelet.system_reserved {
         total.add(system);
     }
+    total.add(&reserved_resources(&resolved.system_reserved));
     total.add(&eviction);
     total
 }

@@ -49,10 +49,11 @@ fn disruption(c: &Candidate) -> f64 {
 impl Scoring {
     pub(crate) fn new(candidates: &[Candidate]) -> Scoring {
         let mut totals: BTreeMap<String, (f64, f64)> = BTreeMap::new();
-        for c in candidates
-            .iter()
-            .filter(|c| c.pool.consolidation_policy == ConsolidationPolicy::Balanced)
-        {
+        // A node whose pods cannot be evicted is no candidate of consolidation's, so it is not
+        // counted in its pool's totals either.
+        for c in candidates.iter().filter(|c| {
+            c.held.is_none() && c.pool.consolidation_policy == ConsolidationPolicy::Balanced
+        }) {
             let t = totals.entry(c.pool.name.clone()).or_default();
             t.0 += c.price;
             t.1 += disruption(c);

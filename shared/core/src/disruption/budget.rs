@@ -19,6 +19,8 @@ pub enum Reason {
     Drifted,
     Empty,
     Underutilized,
+    /// Node repair (Karpenter v1.15 paces it by the budgets under this reason).
+    Unhealthy,
 }
 
 impl Reason {
@@ -29,6 +31,7 @@ impl Reason {
             Reason::Drifted => "drifted",
             Reason::Empty => "empty",
             Reason::Underutilized => "underutilized",
+            Reason::Unhealthy => "unhealthy",
         }
     }
 
@@ -39,6 +42,7 @@ impl Reason {
             Reason::Drifted,
             Reason::Empty,
             Reason::Underutilized,
+            Reason::Unhealthy,
         ]
         .into_iter()
         .find(|r| r.as_str() == text)
@@ -50,6 +54,7 @@ impl Reason {
             Reason::Drifted => "Drifted",
             Reason::Empty => "Empty",
             Reason::Underutilized => "Underutilized",
+            Reason::Unhealthy => "Unhealthy",
         }
     }
 }
@@ -258,9 +263,18 @@ impl<'a> Budgets<'a> {
             .iter()
             .filter(|n| n.nodepool() == Some(pool.name.as_str()))
             .collect();
+        // A node whose NodeClaim is being deleted, or expires now (the tick deletes it this
+        // minute), is already going: it takes its place in the budget as a tainted one does.
+        let going: std::collections::BTreeSet<&str> = self
+            .snapshot
+            .nodeclaims
+            .iter()
+            .filter(|c| c.deleting || super::candidates::expires(c, self.now))
+            .filter_map(|c| c.node_name.as_deref())
+            .collect();
         let disrupting = nodes
             .iter()
-            .filter(|n| n.deleting || !n.ready || disrupting(n))
+            .filter(|n| n.deleting || !n.ready || disrupting(n) || going.contains(n.name.as_str()))
             .count();
         allowed(pool, reason, nodes.len(), disrupting, self.now)
     }

@@ -1,7 +1,6 @@
 //! Disruption candidates: every node of a NodePool with a NodeClaim that may be disrupted, with
 //! its pods, price and disruption cost, and the reasons others are left alone (do-not-disrupt,
-//! PodDisruptionBudgets, nodes already being disrupted); and when a candidate is expired or
-//! settled.
+//! PodDisruptionBudgets, nodes already being disrupted); and when a candidate is settled.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -25,6 +24,21 @@ pub(crate) struct Candidate<'a> {
     pub(crate) spot: bool,
     /// Karpenter's disruption cost: one per pod, nudged by deletion cost and priority.
     pub(crate) cost: f64,
+    /// Why its pods cannot be evicted now, if they cannot (a pod marked do-not-disrupt, or a
+    /// PodDisruptionBudget that allows no disruption). Such a node is left alone, except by
+    /// drift when its NodeClaim has a `terminationGracePeriod`: that bounds the drain, which
+    /// waits on the pods until their time before the deadline comes.
+    pub(crate) held: Option<String>,
+}
+
+impl Candidate<'_> {
+    /// Whether a method of this reason may take the candidate: always when nothing holds its
+    /// pods; when something does, only drift, and only with a `terminationGracePeriod`
+    /// (Karpenter's eventual disruption).
+    pub(crate) fn movable_for(&self, reason: super::Reason) -> bool {
+        self.held.is_none()
+            || (reason == super::Reason::Drifted && self.claim.termination_grace_period.is_some())
+    }
 }
 
 /// Whether a method applies to a candidate.
@@ -122,7 +136,9 @@ pub(crate) fn candidates<'a>(
             reason,
         };
         let commanded = claim.annotations.contains_key(DISRUPTION_COMMAND);
-        if node.deleting
+        // An expired NodeClaim is the tick's to delete outright this minute, not a method's.
+        if expires(claim, now)
+            || node.deleting
             || claim.deleting
             || !node.ready
             || !claim.initialized
@@ -137,13 +153,13 @@ pub(crate) fn candidates<'a>(
             blocked.push(block(format!("node has {DO_NOT_DISRUPT}")));
             continue;
         }
-        if let Some(pod) = pods.iter().find(|p| p.do_not_disrupt.holds(now)) {
-            blocked.push(block(format!("pod {} has {DO_NOT_DISRUPT}", pod.key())));
-            continue;
-        }
-        if let Some(reason) = pdb_blocks(snapshot, &pods) {
-            blocked.push(block(reason));
-            continue;
+        let held = pods
+            .iter()
+            .find(|p| p.do_not_disrupt.holds(now))
+            .map(|pod| format!("pod {} has {DO_NOT_DISRUPT}", pod.key()))
+            .or_else(|| pdb_blocks(snapshot, &pods));
+        if let Some(reason) = &held {
+            blocked.push(block(reason.clone()));
         }
         let Some(price) = prices.of(&node.labels) else {
             blocked.push(block("its offering has no known price".into()));
@@ -158,6 +174,7 @@ pub(crate) fn candidates<'a>(
             pods,
             price,
             cost,
+            held,
         });
     }
     out
@@ -170,9 +187,11 @@ pub(crate) fn pod_cost(pod: &Pod) -> f64 {
     cost.clamp(-10.0, 10.0)
 }
 
-/// Why a PodDisruptionBudget stops these pods from being evicted now, if one does. A pod that
-/// more than one PDB covers can never be evicted (the Eviction API answers 500), so its node is
-/// no candidate, as Karpenter decides.
+/// Why a PodDisruptionBudget stops these pods from being evicted now, if one does: a covering
+/// PDB allows no disruption at all. A PDB that allows one lets the drain start, and the
+/// Eviction API paces the rest (it refuses with 429 until the moved pods are ready again), as
+/// Karpenter decides. A pod that more than one PDB covers can never be evicted (the Eviction
+/// API answers 500), so its node is no candidate either.
 pub(crate) fn pdb_blocks(snapshot: &Snapshot, pods: &[&Pod]) -> Option<String> {
     for pod in pods {
         let covering: Vec<&str> = snapshot
@@ -189,27 +208,19 @@ pub(crate) fn pdb_blocks(snapshot: &Snapshot, pods: &[&Pod]) -> Option<String> {
             ));
         }
     }
-    for pdb in &snapshot.pdbs {
-        let covered: Vec<&&Pod> = pods
+    for pdb in snapshot.pdbs.iter().filter(|b| b.disruptions_allowed <= 0) {
+        if let Some(pod) = pods
             .iter()
-            .filter(|p| p.namespace == pdb.namespace && pdb.selector.matches_labels(&p.labels))
-            .collect();
-        if covered.len() as i64 > i64::from(pdb.disruptions_allowed.max(0)) {
+            .find(|p| p.namespace == pdb.namespace && pdb.selector.matches_labels(&p.labels))
+        {
             return Some(format!(
-                "pod {} has PDB {} ({} disruptions allowed)",
-                covered[0].key(),
-                pdb.name,
-                pdb.disruptions_allowed.max(0)
+                "pod {} has PDB {} (0 disruptions allowed)",
+                pod.key(),
+                pdb.name
             ));
         }
     }
     None
-}
-
-/// Whether the node outlived `expireAfter` (a node of unknown age never expires).
-pub(crate) fn expired(c: &Candidate, now: i64) -> bool {
-    let born = c.claim.created.max(c.node.created);
-    born > 0 && c.pool.expire_after.is_some_and(|ttl| now - born >= ttl)
 }
 
 /// Whether `consolidateAfter` has passed since the node's last pod event.
@@ -217,4 +228,11 @@ pub(crate) fn settled(c: &Candidate, now: i64) -> bool {
     c.pool
         .consolidate_after
         .is_some_and(|after| now - c.node.last_pod_event.max(c.node.created) >= after)
+}
+
+/// Whether the NodeClaim has outlived its own `expireAfter` at `now`.
+pub(crate) fn expires(claim: &crate::model::NodeClaim, now: i64) -> bool {
+    claim
+        .expire_after
+        .is_some_and(|ttl| claim.created > 0 && now - claim.created >= ttl)
 }

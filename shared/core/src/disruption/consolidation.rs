@@ -414,7 +414,8 @@ pub(crate) fn split(
 }
 
 /// The replacement's options cut to those strictly cheaper than `ceiling` (the dearest
-/// candidate), with Karpenter's spot-to-spot diversity rule.
+/// candidate) and than every candidate of a type among the options, with Karpenter's
+/// spot-to-spot diversity rule.
 pub(crate) fn cheaper(
     catalog: &Catalog,
     claim: NewNodeClaim,
@@ -454,6 +455,19 @@ pub(crate) fn cheaper(
         .iter()
         .filter_map(|c| c.node.labels.get(INSTANCE_TYPE).map(String::as_str))
         .collect();
+    // Nor by anything as dear as a candidate of a type the replacement could be: keeping that
+    // candidate and deleting the others moves fewer pods for the same saving (Karpenter's
+    // `filterOutSameInstanceType`).
+    let ceiling = candidates
+        .iter()
+        .filter(|c| {
+            c.node
+                .labels
+                .get(INSTANCE_TYPE)
+                .is_some_and(|t| claim.instance_types.contains(t))
+        })
+        .map(|c| c.price)
+        .fold(ceiling, f64::min);
     let options: Vec<(String, f64)> = claim
         .instance_types
         .iter()

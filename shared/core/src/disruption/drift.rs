@@ -4,7 +4,7 @@
 //! instance type no longer offered, then the EC2NodeClass's static hash, AMI, security groups,
 //! subnet, capacity reservation and placement group.
 //!
-//! The static hashes are Karpenter's own (`v3` for the NodePool, `v5` for the EC2NodeClass;
+//! The static hashes are Karpenter's own (`v3` for the NodePool, `v6` for the EC2NodeClass;
 //! computed by the Kubernetes adapter and handed in on the snapshot), so a NodeClaim Karpenter
 //! launched is compared by the same number as one Fleetwright launched: a migration neither
 //! rolls the fleet nor forgets a change Karpenter had not yet acted on.

@@ -1,8 +1,10 @@
 //! Disruption decisions, as data: which nodes to remove or replace now, and why the others are
-//! left alone. One method at a time, in Karpenter's order: expiration, drift, emptiness, then
-//! consolidation (multi-node first, then single nodes). Every command stays within the NodePools'
-//! budgets, never touches a node or pod marked `karpenter.sh/do-not-disrupt`, never evicts past a
-//! PodDisruptionBudget, and is checked by re-running the scheduler over the cluster without the
+//! left alone. One method at a time, in Karpenter's order: drift, emptiness, then consolidation
+//! (multi-node first, then single nodes). Expiration is no method here: as in Karpenter v1 it is
+//! forceful, held by no budget, and the tick deletes an expired NodeClaim outright. Every command
+//! stays within the NodePools' budgets, never touches a node marked `karpenter.sh/do-not-disrupt`
+//! nor, except drift bounded by a `terminationGracePeriod`, a node whose pods a do-not-disrupt
+//! annotation or an exhausted PodDisruptionBudget holds; and every command is checked by re-running the scheduler over the cluster without the
 //! candidates: every pod they hold must fit on the remaining nodes plus the replacements planned
 //! (one strictly cheaper, as Karpenter's; or several, N→M, at least [`MIN_SPLIT_SAVINGS`]
 //! cheaper). Decisions come in sequences ([`plan_sequence`]) and are validated before they are
@@ -14,7 +16,7 @@ use self::balanced::Scoring;
 pub use self::balanced::{Score, BALANCED_K};
 use self::budget::Budgets;
 pub use self::budget::Reason;
-use self::candidates::{candidates, expired, settled, Applies, Candidate, Prices};
+use self::candidates::{candidates, settled, Applies, Candidate, Prices};
 use self::consolidation::{consolidate, delete_all, replace_each};
 use self::drift::drifted;
 pub use self::drift::{drift, INSTANCE_TYPE_CHECK_AFTER};
@@ -35,8 +37,8 @@ pub const NODECLASS_HASH_VERSION: &str = "karpenter.k8s.aws/ec2nodeclass-hash-ve
 /// controllers do when their version changes (keeping the old hash of a NodeClaim already
 /// drifted, so that it stays drifted), and drift is found from then on.
 pub const POOL_HASH_VERSION: &str = "v3";
-/// The EC2NodeClass hash version Fleetwright writes and compares: Karpenter v1.14's.
-pub const CLASS_HASH_VERSION: &str = "v5";
+/// The EC2NodeClass hash version Fleetwright writes and compares: Karpenter v1.15's.
+pub const CLASS_HASH_VERSION: &str = "v6";
 /// The version earlier Fleetwright releases wrote into both annotations (its own hashes).
 pub const LEGACY_HASH_VERSION: &str = "fleetwright-v2";
 /// The subnet a NodeClaim's instance was launched into.
@@ -180,7 +182,11 @@ pub fn validate(
     let mut chosen = Vec::new();
     for node in nodes {
         match all.iter().find(|c| &c.node.name == node) {
-            Some(c) => chosen.push(c),
+            Some(c) if c.movable_for(reason) => chosen.push(c),
+            Some(c) => {
+                let why = c.held.as_deref().unwrap_or("its pods cannot be evicted");
+                return Err(format!("node {node}: {why}"));
+            }
             None => {
                 let why = blocked
                     .iter()
@@ -212,21 +218,9 @@ pub fn validate(
         {
             first(delete_empty(snapshot, catalog, &chosen, now, &mut blocked))
         }
-        Reason::Expired | Reason::Drifted
-            if chosen.iter().all(|c| match reason {
-                Reason::Expired => expired(c, now),
-                _ => drifted(c, snapshot, catalog, now),
-            }) =>
-        {
-            first(replace_each(
-                snapshot,
-                catalog,
-                &chosen,
-                reason,
-                now,
-                &mut blocked,
-            ))
-        }
+        Reason::Drifted if chosen.iter().all(|c| drifted(c, snapshot, catalog, now)) => first(
+            replace_each(snapshot, catalog, &chosen, reason, now, &mut blocked),
+        ),
         Reason::Underutilized
             if chosen
                 .iter()
@@ -315,15 +309,17 @@ pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan 
     let mut out = DisruptionPlan::default();
     let candidates = candidates(snapshot, &prices, now, &mut out.blocked);
     let budgets = Budgets::new(snapshot, now);
-    let methods: [(Reason, &Applies); 3] = [
-        (Reason::Expired, &|c| expired(c, now)),
+    let methods: [(Reason, &Applies); 2] = [
         (Reason::Drifted, &|c| drifted(c, snapshot, catalog, now)),
         (Reason::Empty, &|c| {
             c.pods.is_empty() && settled(c, now) && c.pool.replicas.is_none()
         }),
     ];
     for (reason, applies) in methods {
-        let chosen: Vec<&Candidate> = candidates.iter().filter(|c| applies(c)).collect();
+        let chosen: Vec<&Candidate> = candidates
+            .iter()
+            .filter(|c| c.movable_for(reason) && applies(c))
+            .collect();
         if chosen.is_empty() {
             continue;
         }
@@ -333,12 +329,13 @@ pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan 
             _ => replace_each(snapshot, catalog, &within, reason, now, &mut out.blocked),
         };
         if !out.disruptions.is_empty() {
+            unblock(&mut out);
             return out;
         }
     }
     let movable: Vec<&Candidate> = candidates
         .iter()
-        .filter(|c| underutilized_applies(c))
+        .filter(|c| c.held.is_none() && underutilized_applies(c))
         .filter(|c| settled(c, now))
         .collect();
     let scoring = Scoring::new(&candidates);
@@ -353,6 +350,17 @@ pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan 
     );
     out.scores = scoring.take();
     out
+}
+
+/// Drops the blocked reasons of the nodes a command takes: a drifted node whose pods a PDB
+/// holds is both, and what happens to it is the command.
+fn unblock(out: &mut DisruptionPlan) {
+    let taken: std::collections::BTreeSet<&str> = out
+        .disruptions
+        .iter()
+        .flat_map(|d| d.nodes.iter().map(String::as_str))
+        .collect();
+    out.blocked.retain(|b| !taken.contains(b.node.as_str()));
 }
 
 /// Whether a candidate's pool consolidates underutilized nodes (`WhenEmptyOrUnderutilized` or

@@ -419,20 +419,6 @@ fn a_pod_two_pdbs_cover_blocks_its_node() {
 }
 
 #[test]
-fn an_expired_node_is_replaced_even_when_it_is_well_used() {
-    let mut p = general("100%");
-    p.expire_after = Some(1800);
-    p.consolidate_after = None;
-    let mut c = Cluster::new(p);
-    c.node("old", "m5.large", "on-demand");
-    c.pod("a", "old", 1500);
-    let plan = c.plan();
-    assert_eq!(plan.disruptions.len(), 1, "{plan:?}");
-    let d = &plan.disruptions[0];
-    assert_eq!((d.command, d.reason), (Command::Replace, Reason::Expired));
-}
-
-#[test]
 fn a_new_ami_drifts_nodes_one_budget_at_a_time() {
     let mut c = Cluster::new(general("1"));
     for i in 0..3 {
@@ -509,11 +495,17 @@ fn drift_is_found_for_each_changed_part_and_never_for_unknown_or_foreign_hashes(
             Some("SecurityGroupDrift"),
         ),
         (
-            with(&[(NODECLASS_HASH, "class-1"), (NODECLASS_HASH_VERSION, "v5")]),
+            with(&[
+                (NODECLASS_HASH, "class-1"),
+                (NODECLASS_HASH_VERSION, CLASS_HASH_VERSION),
+            ]),
             Some("NodeClassDrift"),
         ),
         (
-            with(&[(NODECLASS_HASH, "class-2"), (NODECLASS_HASH_VERSION, "v5")]),
+            with(&[
+                (NODECLASS_HASH, "class-2"),
+                (NODECLASS_HASH_VERSION, CLASS_HASH_VERSION),
+            ]),
             None,
         ),
         (
@@ -524,10 +516,10 @@ fn drift_is_found_for_each_changed_part_and_never_for_unknown_or_foreign_hashes(
             with(&[(NODEPOOL_HASH, "pool-2"), (NODEPOOL_HASH_VERSION, "v3")]),
             None,
         ),
-        // Hashes of another version (Karpenter's v4 class hash, Fleetwright's own before): not
+        // Hashes of another version (Karpenter v1.14's v5 class hash, Fleetwright's own before): not
         // compared; the tick re-stamps them.
         (
-            with(&[(NODECLASS_HASH, "123"), (NODECLASS_HASH_VERSION, "v4")]),
+            with(&[(NODECLASS_HASH, "123"), (NODECLASS_HASH_VERSION, "v5")]),
             None,
         ),
         (
@@ -981,3 +973,6 @@ fn a_decided_command_is_validated_against_the_cluster_as_it_is_now() {
     e2.pod("arrived", "idle", 250);
     assert!(validate(&e2.snapshot, Catalog::embedded(), NOW, Reason::Empty, &idle).is_err());
 }
+
+#[path = "v1_semantics_tests.rs"]
+mod v1_semantics;

@@ -125,6 +125,17 @@ fn short_of_reservation(pool: &PoolCtx, bin: &Bin, snap: &Snapshot, left: &Reser
         .is_some_and(|r| left.get(&r.id) == Some(&0))
 }
 
+/// The values an instance type offers for `key` (every one: a type is offered as spot and
+/// on-demand, in several zones), as Karpenter counts them for `minValues`.
+pub(crate) fn type_values<'p>(pool: &'p PoolCtx, t: usize, key: &str) -> Vec<&'p str> {
+    pool.types[t]
+        .requirements
+        .get(key)
+        .filter(|r| r.len() != usize::MAX)
+        .map(|r| r.values().iter().map(String::as_str).collect())
+        .unwrap_or_default()
+}
+
 /// Lowers each `minValues` of the NodeClaim's requirements to the distinct values its options
 /// keep, where they keep fewer (only `BestEffort` places a pod so); true when any was lowered.
 fn relax_min_values(pool: &PoolCtx, chosen: &[usize], reqs: &mut Requirements) -> bool {
@@ -132,7 +143,7 @@ fn relax_min_values(pool: &PoolCtx, chosen: &[usize], reqs: &mut Requirements) -
     for (key, min) in &pool.min_values {
         let kept: BTreeSet<&str> = chosen
             .iter()
-            .filter_map(|&t| pool.types[t].requirements.get(key).and_then(|r| r.any()))
+            .flat_map(|&t| type_values(pool, t, key))
             .collect();
         if kept.len() < *min {
             if let Some(r) = reqs.get(key) {
@@ -191,22 +202,18 @@ pub(crate) fn truncate_with_min_values(
 ) -> Vec<(f64, usize)> {
     let mut keep: Vec<(f64, usize)> = priced.iter().take(max).cloned().collect();
     for (key, min) in &pool.min_values {
-        let value = |t: usize| {
-            pool.types[t]
-                .requirements
-                .get(key)
-                .and_then(|r| r.any())
-                .map(str::to_string)
-        };
-        let mut seen: BTreeSet<String> = keep.iter().filter_map(|(_, t)| value(*t)).collect();
+        let mut seen: BTreeSet<&str> = keep
+            .iter()
+            .flat_map(|(_, t)| type_values(pool, *t, key))
+            .collect();
         for (p, t) in priced.iter().skip(max) {
             if seen.len() >= *min {
                 break;
             }
-            if let Some(v) = value(*t) {
-                if seen.insert(v) {
-                    keep.push((*p, *t));
-                }
+            let before = seen.len();
+            seen.extend(type_values(pool, *t, key));
+            if seen.len() > before {
+                keep.push((*p, *t));
             }
         }
     }

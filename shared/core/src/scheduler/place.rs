@@ -348,12 +348,7 @@ impl<'c, 'a> Run<'c, 'a> {
         for (key, min) in &pool.min_values {
             let distinct: BTreeSet<&str> = options
                 .iter()
-                .filter_map(|&t| {
-                    pool.types[t as usize]
-                        .requirements
-                        .get(key)
-                        .and_then(|r| r.any())
-                })
+                .flat_map(|&t| super::output::type_values(pool, t as usize, key))
                 .collect();
             if distinct.len() < *min && pool.pool.min_values_policy == MinValuesPolicy::Strict {
                 return None;

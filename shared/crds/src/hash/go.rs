@@ -1,7 +1,10 @@
 //! A model of the Go values Karpenter hashes ([`Go`]), and `hashstructure/v2`'s walk over them
 //! with the options Karpenter passes (FormatV2, `SlicesAsSets`, `IgnoreZeroValue`, `ZeroNil`),
-//! with 64-bit FNV-1 (Go's `fnv.New64`). Also the two Go renderings the walk needs from strings:
-//! `resource.Quantity`'s canonical form (a `hash:"string"` field) and `time.ParseDuration`.
+//! with 64-bit FNV-1 (Go's `fnv.New64`). Also the Go renderings the hashes need:
+//! `resource.Quantity`'s canonical form (a `hash:"string"` field), `time.ParseDuration`, and
+//! `encoding/json`'s `Marshal` of untyped JSON ([`go_json`]).
+
+use serde_json::{Number, Value};
 
 use super::HashError;
 
@@ -214,6 +217,98 @@ fn scaled(number: &str, scale: i128) -> Option<i128> {
     Some(value)
 }
 
+/// `json.Marshal` of a JSON value as Go holds one the API server served (integers as `int64`,
+/// other numbers as `float64`): object keys sorted, no spaces, Go's number forms, and strings
+/// escaped as Go escapes them (`<`, `>`, `&`, U+2028 and U+2029 too).
+pub fn go_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_json(value, &mut out);
+    out
+}
+
+fn write_json(value: &Value, out: &mut String) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => out.push_str(&go_number(n)),
+        Value::String(s) => write_string(s, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_json(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            // Go sorts a map's keys by their bytes, whatever order the map kept them in.
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            out.push('{');
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(key, out);
+                out.push(':');
+                write_json(item, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// A number as Go writes the `int64` or `float64` the API server decoded it into: a number
+/// beyond `int64` is a `float64` there.
+fn go_number(n: &Number) -> String {
+    if let Some(i) = n.as_i64() {
+        return i.to_string();
+    }
+    // A u64 beyond i64, or a float: both are float64 in Go.
+    go_float(n.as_f64().unwrap_or_default())
+}
+
+/// `encoding/json`'s float64 form: the shortest digits that read back the same, in plain
+/// decimals, or in exponent form (`1e+21`, `1e-7`) below 1e-6 and from 1e21.
+fn go_float(f: f64) -> String {
+    let abs = f.abs();
+    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
+        let text = format!("{f:e}");
+        return match text.split_once('e') {
+            Some((digits, exp)) if !exp.starts_with('-') => format!("{digits}e+{exp}"),
+            _ => text,
+        };
+    }
+    format!("{f}")
+}
+
+fn write_string(s: &str, out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{0}'..='\u{1f}' | '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                let code = c as u32;
+                out.push_str("\\u");
+                for shift in [12, 8, 4, 0] {
+                    out.push(char::from(HEX[((code >> shift) & 0xf) as usize]));
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
 /// A quantity's value: `mantissa × 10^exponent`, and the format its suffix chose.
 struct Amount {
     mantissa: i128,
@@ -397,6 +492,20 @@ mod tests {
         assert!(go_duration_nanos("5").is_err());
         assert!(go_duration_nanos("1d").is_err());
         assert!(go_duration_nanos("").is_err());
+    }
+
+    #[test]
+    fn json_is_written_as_go_writes_it() {
+        let value: Value = serde_json::from_str(
+            r#"{"b": [1, -2, 0.5, 110.0, 1e21, 1.5e-7, 1e20, -0.0, 18446744073709551615],
+                "a": {"z": null, "y": true}, "<&>": "tab\t\u0001\u2028é\"\\"}"#,
+        )
+        .unwrap();
+        // Go: json.Marshal of the same text read into interface{} with UseNumber's int64 rule.
+        assert_eq!(
+            go_json(&value),
+            r#"{"\u003c\u0026\u003e":"tab\t\u0001\u2028é\"\\","a":{"y":true,"z":null},"b":[1,-2,0.5,110,1e+21,1.5e-7,100000000000000000000,-0,18446744073709552000]}"#
+        );
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! The Rust CRD types as Karpenter's Go types, for hashing: `NodePool.Hash()` (the template,
 //! `sigs.k8s.io/karpenter/pkg/apis/v1`) and `EC2NodeClass.Hash(caBundle)` (the spec, the
-//! resolved AMI family and the cluster's CA bundle, `aws/karpenter-provider-aws/pkg/apis/v1`).
-//! Field order, names, widths and tags follow the Go declarations of Karpenter v1.14.
+//! resolved AMI family, the cluster's CA bundle and the kubelet settings' JSON,
+//! `aws/karpenter-provider-aws/pkg/apis/v1`). Field order, names, widths and tags follow the Go
+//! declarations of Karpenter v1.15.
 
-use std::collections::BTreeMap;
+use serde_json::Value;
 
-use super::go::{hash, quantity_string, Field, Go};
+use super::go::{go_json, hash, quantity_string, Field, Go};
 use super::{go_duration_nanos, HashError};
 use crate::{
     BlockDevice, BlockDeviceMapping, EC2NodeClassSpec, KubeletConfiguration, NodeClaimTemplate,
@@ -15,7 +16,7 @@ use crate::{
 /// `karpenter.sh/nodepool-hash-version` of the hash [`nodepool_hash`] computes.
 pub const NODEPOOL_HASH_VERSION: &str = "v3";
 /// `karpenter.k8s.aws/ec2nodeclass-hash-version` of the hash [`ec2nodeclass_hash`] computes.
-pub const EC2NODECLASS_HASH_VERSION: &str = "v5";
+pub const EC2NODECLASS_HASH_VERSION: &str = "v6";
 
 /// `NodePool.Hash()`: the template's labels, annotations, taints, startup taints,
 /// `nodeClassRef`, `terminationGracePeriod` and `expireAfter` (its requirements are tagged
@@ -25,16 +26,18 @@ pub fn nodepool_hash(template: &NodeClaimTemplate) -> Result<String, HashError> 
     Ok(hash(&node_claim_template(template)?).to_string())
 }
 
-/// `EC2NodeClass.Hash(caBundle)`: the spec but its selector terms, `amiFamily` and
-/// `ipPrefixCount`; the AMI family as Karpenter resolves it (the field, else the alias's
-/// family, else `Custom`); and the cluster's CA bundle as Karpenter holds it (the base64 of
-/// the CA it trusts; `""` when unknown).
+/// `EC2NodeClass.Hash(caBundle)`: the spec but its selector terms, `amiFamily`,
+/// `ipPrefixCount` and `kubelet`; the AMI family as Karpenter resolves it (the field, else the
+/// alias's family, else `Custom`); the cluster's CA bundle as Karpenter holds it (the base64 of
+/// the CA it trusts; `""` when unknown); and the kubelet settings as one JSON string (a map of
+/// raw JSON hashed field by field would let a permutation of a value's bytes collide).
 pub fn ec2nodeclass_hash(spec: &EC2NodeClassSpec, ca_bundle: &str) -> Result<String, HashError> {
     let family = ami_family(spec)?;
     let parts = Go::Slice(Some(vec![
         ec2_node_class_spec(spec)?,
         Go::str(family),
         Go::str(ca_bundle),
+        Go::str(kubelet_string(spec.kubelet.as_ref())?),
     ]));
     Ok(hash(&parts).to_string())
 }
@@ -230,7 +233,6 @@ fn ec2_node_class_spec(s: &EC2NodeClassSpec) -> Result<Go, HashError> {
             ],
         )
     });
-    let kubelet = s.kubelet.as_ref().map(kubelet).transpose()?;
     let devices = s
         .block_device_mappings
         .as_ref()
@@ -262,6 +264,12 @@ fn ec2_node_class_spec(s: &EC2NodeClassSpec) -> Result<Go, HashError> {
                 ),
                 Field::new("HTTPTokens", opt_str(&m.http_tokens)),
             ],
+        )
+    });
+    let enclave = s.enclave_options.as_ref().map(|e| {
+        Go::Struct(
+            "EnclaveOptions",
+            vec![Field::new("Enabled", Go::Bool(e.enabled))],
         )
     });
     let tracking = s.connection_tracking.as_ref().map(|c| {
@@ -314,12 +322,14 @@ fn ec2_node_class_spec(s: &EC2NodeClassSpec) -> Result<Go, HashError> {
             Field::new("Role", Go::str(s.role.clone().unwrap_or_default())),
             Field::new("InstanceProfile", opt_str(&s.instance_profile)),
             Field::new("Tags", Go::string_map(s.tags.as_ref())),
-            Field::new("Kubelet", Go::ptr(kubelet)),
+            // `hash:"ignore"`: hashed as `KubeletConfiguration.String()` beside the spec.
+            Field::ignored("Kubelet", present(s.kubelet.is_some())),
             Field::new("BlockDeviceMappings", Go::Slice(devices)),
             Field::new("InstanceStorePolicy", opt_str(&s.instance_store_policy)),
             Field::new("NetworkInterfaces", Go::Slice(interfaces)),
             Field::new("DetailedMonitoring", opt_bool(s.detailed_monitoring)),
             Field::new("MetadataOptions", Go::ptr(metadata)),
+            Field::new("EnclaveOptions", Go::ptr(enclave)),
             Field::new("ConnectionTracking", Go::ptr(tracking)),
             Field::new("Context", opt_str(&s.context)),
             Field::new("CPUOptions", Go::ptr(cpu)),
@@ -327,64 +337,22 @@ fn ec2_node_class_spec(s: &EC2NodeClassSpec) -> Result<Go, HashError> {
     ))
 }
 
-fn kubelet(k: &KubeletConfiguration) -> Result<Go, HashError> {
-    let field = |name: &str| format!("spec.kubelet.{name}");
-    let maps = |m: &Option<BTreeMap<String, String>>| Go::string_map(m.as_ref());
-    let grace = k
-        .eviction_soft_grace_period
-        .as_ref()
-        .map(|m| {
-            m.iter()
-                .map(|(signal, period)| {
-                    let nanos =
-                        duration(period, &field(&format!("evictionSoftGracePeriod.{signal}")))?;
-                    Ok((Go::str(signal.as_str()), metav1_duration(nanos)))
-                })
-                .collect::<Result<Vec<_>, HashError>>()
-        })
-        .transpose()?;
-    let dns = k
-        .cluster_dns
-        .as_ref()
-        .map(|list| list.iter().map(|s| Go::str(s.as_str())).collect());
-    Ok(Go::Struct(
-        "KubeletConfiguration",
-        vec![
-            Field::new("ClusterDNS", Go::Slice(dns)),
-            Field::new("MaxPods", opt_i32(k.max_pods, &field("maxPods"))?),
-            Field::new(
-                "PodsPerCore",
-                opt_i32(k.pods_per_core, &field("podsPerCore"))?,
-            ),
-            Field::new("SystemReserved", maps(&k.system_reserved)),
-            Field::new("KubeReserved", maps(&k.kube_reserved)),
-            Field::new("EvictionHard", maps(&k.eviction_hard)),
-            Field::new("EvictionSoft", maps(&k.eviction_soft)),
-            Field::new("EvictionSoftGracePeriod", Go::Map(grace)),
-            Field::new(
-                "EvictionMaxPodGracePeriod",
-                opt_i32(
-                    k.eviction_max_pod_grace_period,
-                    &field("evictionMaxPodGracePeriod"),
-                )?,
-            ),
-            Field::new(
-                "ImageGCHighThresholdPercent",
-                opt_i32(
-                    k.image_gc_high_threshold_percent,
-                    &field("imageGCHighThresholdPercent"),
-                )?,
-            ),
-            Field::new(
-                "ImageGCLowThresholdPercent",
-                opt_i32(
-                    k.image_gc_low_threshold_percent,
-                    &field("imageGCLowThresholdPercent"),
-                )?,
-            ),
-            Field::new("CPUCFSQuota", opt_bool(k.cpu_cfs_quota)),
-        ],
-    ))
+/// `KubeletConfiguration.String()`: `null` for no settings (unset or `{}`), else the settings as
+/// `json.Marshal` writes Karpenter's map of raw JSON, keys sorted. The typed fields and the
+/// others are written back alike: the API server drops a top-level `null` here (the map's
+/// values are not nullable), so every key present holds a value that reads back unchanged.
+fn kubelet_string(k: Option<&KubeletConfiguration>) -> Result<String, HashError> {
+    let Some(k) = k else {
+        return Ok("null".into());
+    };
+    let value = serde_json::to_value(k).map_err(|e| HashError {
+        field: "spec.kubelet".into(),
+        reason: e.to_string(),
+    })?;
+    Ok(match value {
+        Value::Object(map) if map.is_empty() => "null".into(),
+        other => go_json(&other),
+    })
 }
 
 fn block_device_mapping(m: &BlockDeviceMapping) -> Result<Go, HashError> {

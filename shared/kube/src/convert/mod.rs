@@ -22,7 +22,7 @@ mod pod;
 pub use self::objects::{
     daemonset, duration_seconds, legacy_node_class_hash, legacy_template_hash, node,
     node_class_hash, nodeclaim, nodeclass_settings, nodepool, overlay, pdb, reservation,
-    template_hash,
+    template_hash, NODE_CLASS_CEL_SETTING,
 };
 pub use self::pod::{pod, pod_from_spec, pod_requests, volume_zones, VolumeZones};
 
@@ -191,7 +191,7 @@ fn convert_all(
             .as_deref()
             .map(|ca| node_class_hash(c, ca))
             .transpose();
-        match nodeclass_settings(c).and_then(|s| Ok((s, hash?))) {
+        match nodeclass_settings(c, dump.node_class_cel).and_then(|s| Ok((s, hash?))) {
             Ok((settings, hash)) => {
                 snapshot.node_classes.insert(name.clone(), settings);
                 snapshot.node_class_state.entry(name).or_default().hash = hash;

@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use fleetwright_core::catalog::{CapacityReservation, KubeletSettings, NodeClassSettings};
+use fleetwright_core::catalog::{
+    is_quantity, CapacityReservation, KubeletExpressions, KubeletSettings, NodeClassSettings,
+    MAX_PODS_FIELD,
+};
 use fleetwright_core::labels::NODEPOOL;
 use fleetwright_core::model::{self as core};
 use fleetwright_core::quantity::parse_units;
@@ -13,7 +16,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
-use crate::crds::{self, EC2NodeClass, NodeClaim, NodePool};
+use crate::crds::{self, EC2NodeClass, KubeletConfiguration, MaxPods, NodeClaim, NodePool};
 use crate::error::KubeError;
 
 use super::pod::pod_from_spec;
@@ -82,10 +85,11 @@ pub fn template_hash(p: &NodePool) -> Result<String, KubeError> {
 }
 
 /// The EC2NodeClass static hash NodeClaims record in `karpenter.k8s.aws/ec2nodeclass-hash`
-/// (version `v5`): Karpenter's own (`EC2NodeClass.Hash(caBundle)`), over the spec but its
+/// (version `v6`): Karpenter's own (`EC2NodeClass.Hash(caBundle)`), over the spec but its
 /// selector terms (whose changes show up as AMI, subnet, security-group and reservation drift),
-/// the resolved AMI family, and the cluster's CA bundle as Karpenter holds it (`ca_bundle`: the
-/// base64 of `kube-root-ca.crt`, see [`crate::dump::ClusterDump::ca_bundle`]).
+/// the resolved AMI family, the cluster's CA bundle as Karpenter holds it (`ca_bundle`: the
+/// base64 of `kube-root-ca.crt`, see [`crate::dump::ClusterDump::ca_bundle`]), and the kubelet
+/// settings as their JSON text.
 pub fn node_class_hash(c: &EC2NodeClass, ca_bundle: &str) -> Result<String, KubeError> {
     crate::crds::hash::ec2nodeclass_hash(&c.spec, ca_bundle)
         .map_err(|e| KubeError::field(object("EC2NodeClass", &c.metadata), e.field, e.reason))
@@ -329,8 +333,13 @@ fn static_checks(spec: &crate::crds::NodePoolSpec, obj: &str) -> Result<(), Kube
     Ok(())
 }
 
-/// The node-class settings that shape allocatable resources.
-pub fn nodeclass_settings(c: &EC2NodeClass) -> Result<NodeClassSettings, KubeError> {
+/// The node-class settings that shape allocatable resources. `node_class_cel` is Karpenter's
+/// `NodeClassCEL` feature gate: without it, a class whose kubelet settings hold a CEL
+/// expression is refused, as Karpenter marks it not ready.
+pub fn nodeclass_settings(
+    c: &EC2NodeClass,
+    node_class_cel: bool,
+) -> Result<NodeClassSettings, KubeError> {
     let obj = object("EC2NodeClass", &c.metadata);
     for (i, term) in c.spec.ami_selector_terms.iter().enumerate() {
         if let Some(alias) = &term.alias {
@@ -341,20 +350,26 @@ pub fn nodeclass_settings(c: &EC2NodeClass) -> Result<NodeClassSettings, KubeErr
     }
     let mut out = NodeClassSettings::default();
     if let Some(k) = &c.spec.kubelet {
+        // Reservations written as expressions are evaluated per type; the quantities are read
+        // here. A map of expressions only leaves the defaults of the other resources alone.
         let list = |m: &Option<BTreeMap<String, String>>,
                     field: &str|
          -> Result<Option<Resources>, KubeError> {
+            let quantities: Vec<(&String, &str)> = m
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k, v.as_str()))
+                .filter(|(_, v)| is_quantity(v))
+                .collect();
             match m {
-                Some(m) => Ok(Some(resource_list(
-                    m.iter().map(|(k, v)| (k, v.as_str())),
-                    &obj,
-                    field,
-                )?)),
+                Some(m) if quantities.is_empty() && !m.is_empty() => Ok(None),
+                Some(_) => Ok(Some(resource_list(quantities, &obj, field)?)),
                 None => Ok(None),
             }
         };
         out.kubelet = KubeletSettings {
-            max_pods: k.max_pods,
+            max_pods: k.max_pods.as_ref().and_then(MaxPods::count),
+            expressions: kubelet_expressions(k, &obj, node_class_cel)?,
             pods_per_core: k.pods_per_core,
             kube_reserved: list(&k.kube_reserved, "spec.kubelet.kubeReserved")?,
             system_reserved: list(&k.system_reserved, "spec.kubelet.systemReserved")?,
@@ -388,6 +403,51 @@ pub fn nodeclass_settings(c: &EC2NodeClass) -> Result<NodeClassSettings, KubeErr
     out.reservations = reservations(c);
     Ok(out)
 }
+
+/// The kubelet settings' CEL expressions, compiled. Refused without the `NodeClassCEL` gate
+/// (before they are compiled, as Karpenter checks the gate first), and where one does not
+/// compile.
+fn kubelet_expressions(
+    k: &KubeletConfiguration,
+    obj: &str,
+    node_class_cel: bool,
+) -> Result<KubeletExpressions, KubeError> {
+    let written = |m: &Option<BTreeMap<String, String>>| {
+        m.iter()
+            .flatten()
+            .find(|(_, v)| !is_quantity(v))
+            .map(|(r, _)| r.clone())
+    };
+    let first = match (
+        k.max_pods.as_ref().and_then(MaxPods::expression),
+        written(&k.kube_reserved),
+        written(&k.system_reserved),
+    ) {
+        (Some(_), _, _) => Some(MAX_PODS_FIELD.to_string()),
+        (None, Some(r), _) => Some(format!("spec.kubelet.kubeReserved.{r}")),
+        (None, None, Some(r)) => Some(format!("spec.kubelet.systemReserved.{r}")),
+        (None, None, None) => None,
+    };
+    let Some(field) = first else {
+        return Ok(KubeletExpressions::default());
+    };
+    if !node_class_cel {
+        return Err(KubeError::field(
+            obj,
+            field,
+            format!("is a CEL expression, which Karpenter evaluates only with its NodeClassCEL feature gate on (off by default); turn it on with {NODE_CLASS_CEL_SETTING}=true, or `--node-class-cel` on the command line"),
+        ));
+    }
+    KubeletExpressions::read(
+        k.max_pods.as_ref().and_then(MaxPods::expression),
+        k.kube_reserved.as_ref(),
+        k.system_reserved.as_ref(),
+    )
+    .map_err(|e| KubeError::field(obj, e.field, e.reason))
+}
+
+/// The setting that turns Karpenter's `NodeClassCEL` feature gate on for the functions.
+pub const NODE_CLASS_CEL_SETTING: &str = "FLEETWRIGHT_NODE_CLASS_CEL";
 
 /// The capacity reservations the class's status lists.
 fn reservations(c: &EC2NodeClass) -> Vec<CapacityReservation> {
@@ -455,7 +515,17 @@ pub fn nodeclaim(c: &NodeClaim) -> Result<core::NodeClaim, KubeError> {
         deleting: c.metadata.deletion_timestamp.is_some(),
         annotations: c.metadata.annotations.clone().unwrap_or_default(),
         created: seconds(&c.metadata),
+        // Absent is the CRD's default, as on the NodePool's template.
+        expire_after: lenient_duration(Some(c.spec.expire_after.as_deref().unwrap_or("720h"))),
+        termination_grace_period: lenient_duration(c.spec.termination_grace_period.as_deref()),
     })
+}
+
+/// A NodeClaim's duration field: None when absent, `Never`, or unreadable. A NodeClaim is the
+/// record of a running instance, so a value that cannot be read leaves it be (it never expires,
+/// its drain waits for evictions) rather than setting the NodeClaim aside.
+fn lenient_duration(text: Option<&str>) -> Option<i64> {
+    text.and_then(|d| duration_seconds(d).ok().flatten())
 }
 
 /// Converts a DaemonSet into the pod it would run.

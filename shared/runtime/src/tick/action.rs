@@ -80,6 +80,13 @@ pub enum Action {
         condition: String,
         forceful: bool,
     },
+    /// Delete a NodeClaim that outlived its `expireAfter` (forceful: no budget, no replacement
+    /// first).
+    Expire {
+        nodeclaim: String,
+        node: Option<String>,
+        expired_at: DateTime<Utc>,
+    },
     /// Delete a NodeClaim whose capacity block is expiring (40 minutes before its end), so its
     /// node is drained before AWS reclaims the instance.
     ReservationExpiring {
@@ -121,11 +128,16 @@ pub enum Action {
         #[serde(serialize_with = "pod_keys")]
         pods: Vec<Pod>,
     },
-    /// Delete the pods still on a node whose `terminationGracePeriod` is over.
+    /// Delete pods on a draining node without the Eviction API: those still there when its
+    /// `terminationGracePeriod` is over (`grace_seconds` None: each with its own grace), or,
+    /// before then, those whose own grace would run past the node's deadline (`grace_seconds`
+    /// the time left).
+    #[serde(rename_all = "camelCase")]
     DeletePods {
         node: String,
         #[serde(serialize_with = "pod_keys")]
         pods: Vec<Pod>,
+        grace_seconds: Option<i64>,
     },
     /// Terminate a deleting NodeClaim's instance, then let the NodeClaim and its node go.
     #[serde(rename_all = "camelCase")]
@@ -271,6 +283,11 @@ pub enum Action {
         /// Set when the drain starts now: the time to record on the NodeClaim.
         mark_started: Option<DateTime<Utc>>,
         grace_over: bool,
+        /// Pods whose own grace would run past the drain's deadline: deleted now, with the
+        /// time left (`due_grace` seconds), instead of evicted.
+        #[serde(serialize_with = "pod_keys")]
+        due: Vec<Pod>,
+        due_grace: Option<i64>,
         /// Set when the pods left changed since the last pass: the progress mark to record
         /// (`<pods left>@<RFC 3339>`), from which a stalled drain is told.
         progress: Option<String>,
@@ -362,6 +379,9 @@ pub fn objects_of(action: &Action) -> Vec<String> {
             nodeclaim, node: n, ..
         } => vec![claim(nodeclaim), node(n)],
         Action::FinishDeletion {
+            nodeclaim, node: n, ..
+        }
+        | Action::Expire {
             nodeclaim, node: n, ..
         }
         | Action::ForgetNodeClaim {

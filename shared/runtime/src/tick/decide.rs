@@ -391,7 +391,7 @@ mod tests {
                     (NODEPOOL_HASH, &pool_hash),
                     (NODEPOOL_HASH_VERSION, "v3"),
                     (NODECLASS_HASH, &class_hash),
-                    (NODECLASS_HASH_VERSION, "v5"),
+                    (NODECLASS_HASH_VERSION, CLASS_HASH_VERSION),
                 ],
                 false,
             ),
@@ -413,8 +413,8 @@ mod tests {
                 false,
             ),
             claim(
-                "karpenter-v4-drifted",
-                &[(NODECLASS_HASH, "42"), (NODECLASS_HASH_VERSION, "v4")],
+                "karpenter-v1-14-drifted",
+                &[(NODECLASS_HASH, "42"), (NODECLASS_HASH_VERSION, "v5")],
                 true,
             ),
         ];
@@ -424,7 +424,7 @@ mod tests {
             (NODEPOOL_HASH, pool_hash.as_str()),
             (NODEPOOL_HASH_VERSION, "v3"),
             (NODECLASS_HASH, class_hash.as_str()),
-            (NODECLASS_HASH_VERSION, "v5"),
+            (NODECLASS_HASH_VERSION, CLASS_HASH_VERSION),
         ]
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -434,8 +434,8 @@ mod tests {
         let only_pool_version = stamped(&actions, "legacy-drifted");
         assert_eq!(only_pool_version[NODEPOOL_HASH_VERSION], "v3");
         assert!(!only_pool_version.contains_key(NODEPOOL_HASH));
-        let karpenter = stamped(&actions, "karpenter-v4-drifted");
-        assert_eq!(karpenter[NODECLASS_HASH_VERSION], "v5");
+        let karpenter = stamped(&actions, "karpenter-v1-14-drifted");
+        assert_eq!(karpenter[NODECLASS_HASH_VERSION], CLASS_HASH_VERSION);
         assert!(!karpenter.contains_key(NODECLASS_HASH));
         assert_eq!(karpenter[NODEPOOL_HASH_VERSION], "v3");
         assert!(!karpenter.contains_key(NODEPOOL_HASH));

@@ -318,11 +318,20 @@ pub(crate) fn drain_and_delete(
                 .count();
             let last = drain_progress(claim);
             let changed = last.is_none_or(|(left, _)| left != staying);
+            let grace_over = deadline.is_some_and(|d| now >= d);
+            let (due, pods) = match grace_over {
+                true => (None, pods),
+                false => super::shutdown::due_before(pods, deadline, now),
+            };
+            let (due, due_grace) =
+                due.map_or((Vec::new(), None), |d| (d.pods, Some(d.grace_seconds)));
             Action::DrainDisrupted {
                 nodeclaim: name(claim),
                 node: node_name,
                 mark_started: recorded.is_none().then_some(now),
-                grace_over: deadline.is_some_and(|d| now >= d),
+                grace_over,
+                due,
+                due_grace,
                 progress: changed.then(|| progress_mark(staying, now)),
                 stalled_since: match (changed, deadline) {
                     (false, None) => last.map(|(_, at)| now - at),

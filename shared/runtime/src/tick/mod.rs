@@ -17,6 +17,7 @@ pub mod disruption;
 mod drive;
 mod dry_run;
 mod execute;
+pub mod expiration;
 pub mod finish;
 pub mod in_progress;
 pub mod isolation;
@@ -25,6 +26,7 @@ pub mod provision;
 pub mod repair;
 pub mod reservations;
 mod say;
+mod shutdown;
 pub mod status;
 
 use std::collections::BTreeMap;
@@ -97,6 +99,9 @@ pub struct TickSummary {
     /// NodeClaims deleted by node repair (their node unhealthy past its toleration).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub repaired: Vec<String>,
+    /// NodeClaims deleted because they outlived their `expireAfter`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub expired: Vec<String>,
     /// NodeClaims deleted because their capacity block is expiring.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reservation_expired: Vec<String>,
@@ -257,6 +262,7 @@ impl<C: Cloud> Tick<C> {
                 self.settings.cluster_ca_bundle.clone(),
                 &self.settings.namespace,
             )
+            .with_node_class_cel(self.settings.node_class_cel)
             .read_dump()
             .await?;
         let (mut snapshot, rejected) = convert::take_snapshot_isolating(&mut dump);

@@ -3,10 +3,12 @@
 //! a node whose `Ready` condition has been `False` or `Unknown` for 30 minutes, or whose
 //! node-monitoring-agent condition (`AcceleratedHardwareReady` 10 minutes, `StorageReady`,
 //! `NetworkingReady`, `KernelReady`, `ContainerRuntimeReady` 30 minutes) has been `False` that
-//! long, has its NodeClaim deleted. Disruption budgets do not hold a repair back (a broken node
-//! is not a voluntary disruption); the guard is the pool's health: no repair while more than
-//! 20 % of a NodePool's nodes (rounded up, at least one) are unhealthy, since a fault that wide
-//! is the cluster's, not the node's.
+//! long, has its NodeClaim deleted. As in Karpenter v1.15, repair is paced by the NodePool's
+//! disruption budgets under the reason `Unhealthy` (the nodes it may take at once, with those
+//! already being disrupted counted), the nodes unhealthy longest first; `karpenter.sh/do-not-repair`
+//! on the Node or NodeClaim vetoes it. The pool's health is a guard as well: no repair while
+//! more than 20 % of a NodePool's nodes (rounded up, at least one) are unhealthy, since a fault
+//! that wide is the cluster's, not the node's.
 //!
 //! A node that is not Ready (its kubelet is gone or broken) is repaired forcefully, as Karpenter
 //! does: its NodeClaim's termination timestamp is set to now, so the deletion deletes its pods
@@ -15,8 +17,12 @@
 //! (PodDisruptionBudgets and `do-not-disrupt` hold until its `terminationGracePeriod`): its pods
 //! still run, so they get their graceful shutdown. Pure: the dump and `now` in, actions out.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Duration, Timelike, Utc};
-use fleetwright_core::labels::NODEPOOL;
+use fleetwright_core::disruption::budget::{self, Reason};
+use fleetwright_core::labels::{NODEPOOL, TAINT_DISRUPTED};
+use fleetwright_core::model::NodePool;
 use fleetwright_crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
@@ -28,6 +34,8 @@ use fleetwright_crds::conditions;
 /// On a NodeClaim: when its drain's grace is over (RFC 3339), as Karpenter writes it. The
 /// deletion deletes the pods left on the node from then on.
 pub const TERMINATION_TIMESTAMP: &str = "karpenter.sh/nodeclaim-termination-timestamp";
+/// On a Node or NodeClaim: never repair it (Karpenter v1.15).
+pub const DO_NOT_REPAIR: &str = "karpenter.sh/do-not-repair";
 /// The share of a NodePool's nodes that may be unhealthy with repair still going on.
 pub const ALLOWED_UNHEALTHY_PERCENT: u32 = 20;
 
@@ -61,22 +69,128 @@ pub const POLICIES: [RepairPolicy; 7] = [
 ];
 
 /// The repairs due at `now`: a [`Action::Repair`] for each managed node unhealthy past its
-/// toleration in a pool healthy enough, a [`Action::RepairBlocked`] for each held back.
-pub fn repairs(dump: &ClusterDump, claims: &[NodeClaim], now: DateTime<Utc>) -> Vec<Action> {
-    claims
+/// toleration in a pool healthy enough, within its pool's `Unhealthy` budget (the longest due
+/// first); a [`Action::RepairBlocked`] for each held back by the pool's health, and an
+/// [`Action::Blocked`] for each held back by the budget or `do-not-repair`. `pools` are the
+/// NodePools as read (their budgets).
+pub fn repairs(
+    dump: &ClusterDump,
+    claims: &[NodeClaim],
+    pools: &[NodePool],
+    now: DateTime<Utc>,
+) -> Vec<Action> {
+    let mut due: Vec<(DateTime<Utc>, Action)> = claims
         .iter()
         .filter(|c| c.metadata.deletion_timestamp.is_none())
         .filter_map(|claim| repair(dump, claim, now))
+        .collect();
+    due.sort_by_key(|(at, _)| *at);
+    let mut left: BTreeMap<String, usize> = BTreeMap::new();
+    let said = now.minute().is_multiple_of(5);
+    due.into_iter()
+        .map(|(_, action)| {
+            let Action::Repair { node, nodepool, .. } = &action else {
+                return action;
+            };
+            let n = left
+                .entry(nodepool.clone())
+                .or_insert_with(|| allowance(dump, claims, pools, nodepool, now));
+            if *n == 0 {
+                return Action::Blocked {
+                    node: node.clone(),
+                    reason: format!(
+                        "unhealthy disruption budget of NodePool {nodepool} allows no more nodes now"
+                    ),
+                    changed: said,
+                };
+            }
+            *n -= 1;
+            action
+        })
         .collect()
 }
 
-fn repair(dump: &ClusterDump, claim: &NodeClaim, now: DateTime<Utc>) -> Option<Action> {
+/// How many more of the pool's nodes repair may take now: its budgets for `Unhealthy`, less
+/// the nodes already going (see [`going`]). A pool not read (gone) allows none.
+fn allowance(
+    dump: &ClusterDump,
+    claims: &[NodeClaim],
+    pools: &[NodePool],
+    pool: &str,
+    now: DateTime<Utc>,
+) -> usize {
+    let Some(pool_spec) = pools.iter().find(|p| p.name == pool) else {
+        return 0;
+    };
+    let nodes = pool_nodes(dump, pool);
+    let going = going(claims, now);
+    let disrupting = nodes
+        .iter()
+        .filter(|n| leaving(n) || n.metadata.name.as_ref().is_some_and(|m| going.contains(m)))
+        .count();
+    budget::allowed(
+        pool_spec,
+        Reason::Unhealthy,
+        nodes.len(),
+        disrupting,
+        now.timestamp(),
+    )
+}
+
+/// The nodes of NodeClaims already going though their node may not show it yet: deleted,
+/// carrying a disruption command, or expiring now (the tick deletes it this minute).
+fn going(claims: &[NodeClaim], now: DateTime<Utc>) -> std::collections::BTreeSet<String> {
+    claims
+        .iter()
+        .filter(|c| {
+            c.metadata.deletion_timestamp.is_some()
+                || super::in_progress::annotation(c).is_some()
+                || super::expiration::expires_at(c).is_some_and(|at| now >= at)
+        })
+        .filter_map(|c| c.status.as_ref().and_then(|s| s.node_name.clone()))
+        .collect()
+}
+
+/// Whether the node is already going: deleted, or tainted by a disruption or a deletion.
+fn leaving(node: &Node) -> bool {
+    node.metadata.deletion_timestamp.is_some()
+        || node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|t| t.iter().any(|t| t.key == TAINT_DISRUPTED))
+}
+
+/// Whether `karpenter.sh/do-not-repair: "true"` is on these annotations.
+fn vetoed(annotations: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+    annotations
+        .and_then(|a| a.get(DO_NOT_REPAIR))
+        .is_some_and(|v| v == "true")
+}
+
+fn repair(
+    dump: &ClusterDump,
+    claim: &NodeClaim,
+    now: DateTime<Utc>,
+) -> Option<(DateTime<Utc>, Action)> {
     let node = dump.node_of(claim)?;
     let (condition, due) = unhealthy_since(node)?;
     if now < due {
         return None;
     }
     let node_name = node.metadata.name.clone().unwrap_or_default();
+    if vetoed(node.metadata.annotations.as_ref()) || vetoed(claim.metadata.annotations.as_ref()) {
+        let reason = format!("node has {DO_NOT_REPAIR}");
+        let changed = now.minute().is_multiple_of(5);
+        return Some((
+            due,
+            Action::Blocked {
+                node: node_name,
+                reason,
+                changed,
+            },
+        ));
+    }
     let pool = claim
         .metadata
         .labels
@@ -86,21 +200,23 @@ fn repair(dump: &ClusterDump, claim: &NodeClaim, now: DateTime<Utc>) -> Option<A
         .unwrap_or_default();
     let (unhealthy, total) = pool_health(dump, &pool);
     if unhealthy > allowed_unhealthy(total) {
-        return Some(Action::RepairBlocked {
+        let blocked = Action::RepairBlocked {
             node: node_name,
             nodepool: pool,
             unhealthy,
             nodes: total,
             said: now.minute().is_multiple_of(5),
-        });
+        };
+        return Some((due, blocked));
     }
-    Some(Action::Repair {
+    let action = Action::Repair {
         nodeclaim: name_of(claim),
         node: node_name,
         nodepool: pool,
         condition: format!("{}={}", condition.type_, condition.status),
         forceful: !ready(node),
-    })
+    };
+    Some((due, action))
 }
 
 /// The node's unhealthy condition that is due first, and when it is due (its last transition
@@ -150,8 +266,14 @@ pub fn unhealthy(node: &Node) -> bool {
 
 /// The pool's unhealthy nodes and all its nodes (the nodes labelled with it).
 fn pool_health(dump: &ClusterDump, pool: &str) -> (usize, usize) {
-    let nodes: Vec<&Node> = dump
-        .nodes
+    let nodes = pool_nodes(dump, pool);
+    let sick = nodes.iter().filter(|n| unhealthy(n)).count();
+    (sick, nodes.len())
+}
+
+/// The nodes labelled with the pool.
+fn pool_nodes<'a>(dump: &'a ClusterDump, pool: &str) -> Vec<&'a Node> {
+    dump.nodes
         .iter()
         .filter(|n| {
             n.metadata
@@ -160,9 +282,7 @@ fn pool_health(dump: &ClusterDump, pool: &str) -> (usize, usize) {
                 .and_then(|l| l.get(NODEPOOL))
                 .is_some_and(|p| p == pool)
         })
-        .collect();
-    let sick = nodes.iter().filter(|n| unhealthy(n)).count();
-    (sick, nodes.len())
+        .collect()
 }
 
 /// How many of `total` nodes may be unhealthy with repair going on: 20 %, rounded up, as a
@@ -230,8 +350,97 @@ mod tests {
         }
     }
 
+    /// The pools `default`, `web` and `batch` with one budget of `nodes` for `reasons`.
+    fn pools(nodes: &str, reasons: &[&str]) -> Vec<NodePool> {
+        ["default", "web", "batch"]
+            .into_iter()
+            .map(|name| NodePool {
+                name: name.into(),
+                budgets: vec![fleetwright_core::model::Budget {
+                    nodes: nodes.into(),
+                    reasons: reasons.iter().map(|r| r.to_string()).collect(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    /// Decided with budgets that allow every node, so that only the pool's health holds repair.
     fn decided(dump: &ClusterDump) -> Vec<Action> {
-        repairs(dump, &dump.nodeclaims, now())
+        repairs(dump, &dump.nodeclaims, &pools("100%", &[]), now())
+    }
+
+    fn repaired(actions: &[Action]) -> Vec<&str> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Repair { nodeclaim, .. } => Some(nodeclaim.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn sick(i: usize, minutes: i64) -> (Node, NodeClaim) {
+        member("web", i, &[(conditions::READY, "False", minutes)])
+    }
+
+    /// Karpenter v1.15: repair is paced by the pool's budgets under `Unhealthy`, the nodes
+    /// unhealthy longest going first, and the nodes already being disrupted counted.
+    #[test]
+    fn repair_is_paced_by_the_unhealthy_budget_longest_unhealthy_first() {
+        let mut members: Vec<_> = (0..10).map(|i| member("web", i, HEALTHY)).collect();
+        members[3] = sick(3, 40);
+        members[7] = sick(7, 90);
+        let dump = cluster(members.clone());
+        let one = pools("1", &["Unhealthy"]);
+        let actions = repairs(&dump, &dump.nodeclaims, &one, now());
+        assert_eq!(repaired(&actions), ["c7"], "{actions:?}");
+        assert!(actions
+            .iter()
+            .any(|a| matches!(a, Action::Blocked { node, reason, .. }
+            if node == "n3" && reason.contains("unhealthy disruption budget of NodePool web"))));
+        // A budget for other reasons does not hold repair back.
+        let other = pools("0", &["Drifted"]);
+        assert_eq!(
+            repaired(&repairs(&dump, &dump.nodeclaims, &other, now())).len(),
+            2
+        );
+        // A pool without budgets has Karpenter's default, 10 %: one of ten.
+        let mut unset = one.clone();
+        unset.iter_mut().for_each(|p| p.budgets.clear());
+        assert_eq!(
+            repaired(&repairs(&dump, &dump.nodeclaims, &unset, now())),
+            ["c7"]
+        );
+        // A node already being disrupted takes the only slot.
+        let mut busy = members;
+        busy[0].0.spec.as_mut().unwrap().taints = Some(vec![k8s_openapi::api::core::v1::Taint {
+            key: TAINT_DISRUPTED.into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }]);
+        let dump = cluster(busy);
+        assert!(repaired(&repairs(&dump, &dump.nodeclaims, &one, now())).is_empty());
+    }
+
+    #[test]
+    fn do_not_repair_on_the_node_or_its_nodeclaim_vetoes_repair() {
+        for on_node in [true, false] {
+            let mut members: Vec<_> = (0..5).map(|i| member("web", i, HEALTHY)).collect();
+            members[1] = sick(1, 60);
+            let veto = [(DO_NOT_REPAIR.to_string(), "true".to_string())].into();
+            match on_node {
+                true => members[1].0.metadata.annotations = Some(veto),
+                false => members[1].1.metadata.annotations = Some(veto),
+            }
+            let actions = decided(&cluster(members));
+            assert!(repaired(&actions).is_empty(), "{actions:?}");
+            assert!(actions
+                .iter()
+                .any(|a| matches!(a, Action::Blocked { reason, .. }
+                if reason.contains(DO_NOT_REPAIR))));
+        }
     }
 
     const HEALTHY: &[(&str, &str, i64)] = &[(conditions::READY, "True", 600)];

@@ -40,6 +40,7 @@ impl Action {
             | MarkDrifted { .. }
             | ScaleDown { .. }
             | Repair { .. }
+            | Expire { .. }
             | ReservationExpiring { .. }
             | NodeClassStatus { .. }
             | Initialize { .. }
@@ -133,6 +134,13 @@ impl Action {
             } => {
                 warn!(target: TICK, nodeclaim = %nodeclaim, %node, %condition, forceful, "deleted the nodeclaim of an unhealthy node")
             }
+            Action::Expire {
+                nodeclaim,
+                node,
+                expired_at,
+            } => {
+                info!(target: TICK, NodeClaim = %nodeclaim, Node = node.as_deref().unwrap_or(""), expired_at = %expired_at.to_rfc3339(), "deleting expired nodeclaim")
+            }
             Action::ReservationExpiring {
                 nodeclaim,
                 reservation,
@@ -164,8 +172,20 @@ impl Action {
                 let pods = pod_list(pods);
                 info!(target: TICK, %node, pods = %pods, "evicting the pods on the node before terminating it")
             }
-            Action::DeletePods { node, pods } => {
+            Action::DeletePods {
+                node,
+                pods,
+                grace_seconds: None,
+            } => {
                 warn!(target: TICK, %node, pods = pods.len(), "the drain's grace is over (terminationGracePeriod, or a forceful repair); deleting the pods still on the node")
+            }
+            Action::DeletePods {
+                node,
+                pods,
+                grace_seconds: Some(grace),
+            } => {
+                let pods = pod_list(pods);
+                warn!(target: TICK, %node, pods = %pods, grace_seconds = grace, "deleting pods whose own grace would run past the node's terminationGracePeriod")
             }
             Action::FinishDeletion {
                 nodeclaim,
@@ -289,8 +309,14 @@ impl Action {
                 node,
                 pods,
                 grace_over,
+                due,
+                due_grace,
                 ..
             } => {
+                if !due.is_empty() {
+                    let due = pod_list(due);
+                    warn!(target: DISRUPT, node = %node, pods = %due, grace_seconds = due_grace.unwrap_or_default(), "deleting pods whose own grace would run past the node's terminationGracePeriod")
+                }
                 let pods = pod_list(pods);
                 info!(target: DISRUPT, node = %node, pods = %pods, grace_over, "draining node")
             }

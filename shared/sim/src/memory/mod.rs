@@ -313,7 +313,7 @@ fn write(state: &mut State, method: &str, uri: &str, body: &[u8]) -> Option<Repl
             .and_then(|r| r.split_once("/pods/"))
             .filter(|(_, name)| !name.contains('/'))
         {
-            return Some(pods::delete(state, namespace, name, query));
+            return Some(pods::delete(state, namespace, name, query, &object));
         }
     }
     let collection = [

@@ -55,7 +55,7 @@ pub(super) fn evict(state: &mut State, namespace: &str, name: &str) -> Reply {
         };
         if can_ignore_budgets(&state.objects[PODS][index]) {
             state.evicted.push(key);
-            terminate(state, index);
+            terminate(state, index, None);
             return accepted();
         }
     }
@@ -70,7 +70,7 @@ pub(super) fn evict(state: &mut State, namespace: &str, name: &str) -> Reply {
     }
     state.evicted.push(key);
     if let Some(index) = found.filter(|_| state.graceful_pods) {
-        terminate(state, index);
+        terminate(state, index, None);
         budget::refresh_statuses(state);
     }
     accepted()
@@ -84,13 +84,32 @@ fn too_many_requests() -> Reply {
     )
 }
 
-/// `DELETE …/pods/{name}[?gracePeriodSeconds=N]`.
-pub(super) fn delete(state: &mut State, namespace: &str, name: &str, query: &str) -> Reply {
+/// `DELETE …/pods/{name}[?gracePeriodSeconds=N]`, with `options` the request's DeleteOptions
+/// (its `gracePeriodSeconds` and `preconditions.uid` are honoured, as the API server does).
+pub(super) fn delete(
+    state: &mut State,
+    namespace: &str,
+    name: &str,
+    query: &str,
+    options: &Value,
+) -> Reply {
     let Some(index) = position(state, namespace, name) else {
         return status(404, "NotFound", format!("pod {namespace}/{name} not found"));
     };
-    let force = super::query_param(query, "gracePeriodSeconds") == Some("0");
     let pod = &state.objects[PODS][index];
+    if let Some(uid) = options["preconditions"]["uid"].as_str() {
+        if pod["metadata"]["uid"].as_str().is_some_and(|u| u != uid) {
+            let message = format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                pod["metadata"]["uid"]
+            );
+            return status(409, "Conflict", message);
+        }
+    }
+    let grace = super::query_param(query, "gracePeriodSeconds")
+        .and_then(|g| g.parse::<i64>().ok())
+        .or_else(|| options["gracePeriodSeconds"].as_i64());
+    let force = grace == Some(0);
     let running = pod["spec"]["nodeName"]
         .as_str()
         .is_some_and(|n| !n.is_empty())
@@ -102,7 +121,7 @@ pub(super) fn delete(state: &mut State, namespace: &str, name: &str, query: &str
         let removed = remove(state, index);
         return reply(200, removed);
     }
-    terminate(state, index);
+    terminate(state, index, grace);
     budget::refresh_statuses(state);
     reply(200, state.objects[PODS][index].clone())
 }
@@ -112,8 +131,9 @@ fn remove(state: &mut State, index: usize) -> Value {
     pods.remove(index)
 }
 
-/// Starts a pod's graceful deletion, unless it has started already.
-fn terminate(state: &mut State, index: usize) {
+/// Starts a pod's graceful deletion (with `grace` seconds, else its own), unless it has
+/// started already.
+fn terminate(state: &mut State, index: usize, grace: Option<i64>) {
     let now = state
         .now
         .as_deref()
@@ -126,7 +146,7 @@ fn terminate(state: &mut State, index: usize) {
     if !pod["metadata"]["deletionTimestamp"].is_null() {
         return;
     }
-    let grace = grace_seconds(pod);
+    let grace = grace.unwrap_or_else(|| grace_seconds(pod));
     let at = now
         .checked_add(SignedDuration::from_secs(grace))
         .unwrap_or(now);
@@ -202,7 +222,7 @@ mod tests {
         assert_eq!(evict(&mut s, "shop", "a").status, 201);
         // The kubelet's final delete removes it.
         assert_eq!(
-            delete(&mut s, "shop", "a", "gracePeriodSeconds=0").status,
+            delete(&mut s, "shop", "a", "gracePeriodSeconds=0", &Value::Null).status,
             200
         );
         assert_eq!(s.objects[PODS].len(), 1);
@@ -216,16 +236,31 @@ mod tests {
             Vec::new(),
             true,
         );
-        assert_eq!(delete(&mut s, "shop", "a", "").status, 200);
+        assert_eq!(delete(&mut s, "shop", "a", "", &Value::Null).status, 200);
         assert_eq!(s.objects[PODS].len(), 2);
         assert!(!s.objects[PODS][0]["metadata"]["deletionTimestamp"].is_null());
-        assert_eq!(delete(&mut s, "shop", "p", "").status, 200);
+        assert_eq!(delete(&mut s, "shop", "p", "", &Value::Null).status, 200);
         assert_eq!(s.objects[PODS].len(), 1);
         let mut old = state(vec![pod("a", "api", "n1")], Vec::new(), false);
-        assert_eq!(delete(&mut old, "shop", "a", "").status, 200);
+        assert_eq!(delete(&mut old, "shop", "a", "", &Value::Null).status, 200);
         assert!(
             old.objects[PODS].is_empty(),
             "without graceful pods, at once"
+        );
+    }
+
+    #[test]
+    fn a_delete_honours_its_grace_and_its_uid_precondition() {
+        let mut s = state(vec![pod("a", "api", "n1")], Vec::new(), true);
+        s.objects.get_mut(PODS).unwrap()[0]["metadata"]["uid"] = json!("uid-a");
+        let other = json!({"preconditions": {"uid": "uid-earlier-a"}});
+        assert_eq!(delete(&mut s, "shop", "a", "", &other).status, 409);
+        assert!(s.objects[PODS][0]["metadata"]["deletionTimestamp"].is_null());
+        let options = json!({"gracePeriodSeconds": 7, "preconditions": {"uid": "uid-a"}});
+        assert_eq!(delete(&mut s, "shop", "a", "", &options).status, 200);
+        assert_eq!(
+            s.objects[PODS][0]["metadata"]["deletionGracePeriodSeconds"],
+            7
         );
     }
 }

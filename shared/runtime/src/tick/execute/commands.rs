@@ -61,6 +61,13 @@ impl<C: Cloud> Tick<C> {
             self.roll_back(&names, ctx).await;
             return Err(e);
         }
+        let reason = command.split('/').next().unwrap_or_default();
+        ctx.summary.metrics.add_by(
+            metrics::NODECLAIMS_DISRUPTED,
+            metrics::REASON,
+            reason,
+            candidates.len() as f64,
+        );
         Ok(())
     }
 
@@ -197,7 +204,7 @@ impl<C: Cloud> Tick<C> {
                 .cloned()
                 .collect();
             warn!(target: DISRUPT, node = %node, pods = left.len(), "terminationGracePeriod is over; deleting the pods still on the node");
-            executor::delete_pods(self.kube.clone(), &left).await?;
+            executor::delete_pods(self.kube.clone(), &left, None).await?;
             done = true;
         }
         if done {

@@ -186,6 +186,16 @@ impl<C: Cloud> Tick<C> {
                 );
                 ctx.summary.repaired.push(nodeclaim.clone());
             }
+            Action::Expire { nodeclaim, .. } => {
+                self.delete_for(nodeclaim, "expired", false, now).await?;
+                ctx.summary.expired.push(nodeclaim.clone());
+                ctx.summary.metrics.add_by(
+                    metrics::NODECLAIMS_DISRUPTED,
+                    metrics::REASON,
+                    "expired",
+                    1.0,
+                );
+            }
             Action::ReservationExpiring { nodeclaim, .. } => {
                 self.delete_for(nodeclaim, "reservation-expiring", false, now)
                     .await?;
@@ -219,8 +229,12 @@ impl<C: Cloud> Tick<C> {
                     .await?;
                 info!(target: TICK, %node, left = pods.len(), evicted = drained.evicted.len(), failed = drained.failed.len(), "waiting for pods to leave before terminating");
             }
-            Action::DeletePods { pods, .. } => {
-                executor::delete_pods(self.kube.clone(), pods).await?;
+            Action::DeletePods {
+                pods,
+                grace_seconds,
+                ..
+            } => {
+                executor::delete_pods(self.kube.clone(), pods, *grace_seconds).await?;
             }
             Action::FinishDeletion {
                 nodeclaim,
@@ -320,12 +334,20 @@ impl<C: Cloud> Tick<C> {
                 mark_started,
                 grace_over,
                 progress,
+                due,
+                due_grace,
                 ..
             } => {
                 self.mark_drain(nodeclaim, *mark_started, progress.clone())
                     .await?;
+                // A pod the API refuses to delete does not hold the evictions of the others up.
+                let early = match due.is_empty() {
+                    true => Ok(Vec::new()),
+                    false => executor::delete_pods(self.kube.clone(), due, *due_grace).await,
+                };
                 self.drain_disrupted(nodeclaim, node, pods, *grace_over, ctx.summary)
                     .await?;
+                early?;
             }
             // What these say is all they do.
             Action::ShortOfReplicas { .. }

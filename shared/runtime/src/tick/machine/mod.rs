@@ -36,6 +36,7 @@ pub const PHASES: &[Phase] = &[
     Phase::Liveness,
     Phase::DeletedNodes,
     Phase::OrphanedNodes,
+    Phase::Expire,
     Phase::Expiring,
     Phase::Repair,
     Phase::ContinueCommands,
@@ -72,6 +73,8 @@ pub enum Phase {
     DeletedNodes,
     /// Deleting nodes no NodeClaim accounts for, let go.
     OrphanedNodes,
+    /// NodeClaims past their `expireAfter`, deleted.
+    Expire,
     /// NodeClaims of expiring capacity blocks, deleted.
     Expiring,
     /// Nodes unhealthy past their toleration, repaired.
@@ -115,7 +118,7 @@ impl Phase {
         use Phase::*;
         match self {
             Plan | Replicas | Launch => Group::Provisioning,
-            Register | Initialize | Restamp | Liveness | DeletedNodes | OrphanedNodes
+            Register | Initialize | Restamp | Liveness | DeletedNodes | OrphanedNodes | Expire
             | Expiring | Repair => Group::Lifecycle,
             ContinueCommands | DriftMarks | Disrupt | LaunchReplacements => Group::Disruption,
             Deletions | Statuses | Garbage | PartitionLabels | Stranded | SaveUnavailable => {

@@ -13,7 +13,8 @@ use crate::metrics;
 use crate::tick::action::Action;
 use crate::tick::say::TICK;
 use crate::tick::{
-    decide, disruption, finish, in_progress, isolation, provision, repair, reservations, status,
+    decide, disruption, expiration, finish, in_progress, isolation, provision, repair,
+    reservations, status,
 };
 
 impl TickState<'_> {
@@ -44,14 +45,18 @@ impl TickState<'_> {
                 Decision::Actions(finish::deleted_nodes(self.dump, &self.claims))
             }
             Phase::OrphanedNodes => self.orphaned_nodes(),
+            Phase::Expire => Decision::Actions(expiration::expired(&self.claims, self.now)),
             Phase::Expiring => Decision::Actions(reservations::expiring(
                 &self.claims,
                 &self.reservations,
                 self.now,
             )),
-            Phase::Repair if self.node_repair => {
-                Decision::Actions(repair::repairs(self.dump, &self.claims, self.now))
-            }
+            Phase::Repair if self.node_repair => Decision::Actions(repair::repairs(
+                self.dump,
+                &self.claims,
+                &self.snapshot.nodepools,
+                self.now,
+            )),
             Phase::Repair => Decision::Nothing,
             Phase::ContinueCommands => Decision::Actions(in_progress::continue_commands(
                 self.dump,

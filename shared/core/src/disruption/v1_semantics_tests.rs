@@ -1,0 +1,172 @@
+//! Karpenter v1's semantics where they differ from a plain reading of the budgets: expiration
+//! is not a method here (the tick deletes expired NodeClaims outright), a PDB holds a node only
+//! when it allows no disruption, drift bounded by a `terminationGracePeriod` takes nodes whose
+//! pods are held, and a multi-node replacement is never as dear as a candidate of its own type.
+
+use super::*;
+
+fn exhausted_pdb() -> Pdb {
+    Pdb {
+        namespace: "shop".into(),
+        name: "checkout".into(),
+        selector: Requirements::from_labels(
+            &[("app".to_string(), "shop".to_string())]
+                .into_iter()
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        disruptions_allowed: 0,
+    }
+}
+
+fn new_ami(c: &mut Cluster) {
+    c.snapshot.node_class_state.insert(
+        "default".into(),
+        NodeClassState {
+            images: ["ami-new".to_string()].into(),
+            ..Default::default()
+        },
+    );
+}
+
+#[test]
+fn an_expired_node_is_no_command_of_the_plan() {
+    let mut p = general("100%");
+    p.expire_after = Some(1800);
+    p.consolidate_after = None;
+    let mut c = Cluster::new(p);
+    c.node("old", "m5.large", "on-demand");
+    c.snapshot.nodeclaims[0].expire_after = Some(1800);
+    c.pod("a", "old", 1500);
+    let plan = c.plan();
+    assert!(plan.disruptions.is_empty(), "{plan:?}");
+    // Nor is it taken by another method: an empty expired node is the tick's to delete.
+    c.snapshot.pods.clear();
+    let plan = c.plan();
+    assert!(plan.disruptions.is_empty(), "{plan:?}");
+    c.snapshot.nodepools[0].consolidate_after = Some(0);
+    assert!(c.plan().disruptions.is_empty());
+    c.snapshot.nodeclaims[0].expire_after = None;
+    assert_eq!(c.plan().disruptions.len(), 1);
+}
+
+#[test]
+fn a_pdb_that_allows_one_disruption_lets_a_node_with_two_of_its_pods_go() {
+    let mut c = Cluster::new(general("100%"));
+    c.node("big", "m5.2xlarge", "on-demand");
+    c.pod("checkout-1", "big", 200);
+    c.pod("checkout-2", "big", 200);
+    let mut pdb = exhausted_pdb();
+    pdb.disruptions_allowed = 1;
+    c.snapshot.pdbs.push(pdb);
+    let plan = c.plan();
+    assert_eq!(plan.disruptions.len(), 1, "{plan:?}");
+    assert_eq!(plan.disruptions[0].nodes, ["big"]);
+    assert_eq!(plan.disruptions[0].reason, Reason::Underutilized);
+
+    c.snapshot.pdbs[0].disruptions_allowed = 0;
+    let plan = c.plan();
+    assert!(plan.disruptions.is_empty(), "{plan:?}");
+    assert_eq!(
+        plan.blocked[0].reason,
+        "pod shop/checkout-1 has PDB checkout (0 disruptions allowed)"
+    );
+}
+
+#[test]
+fn drift_takes_a_node_whose_pods_are_held_only_with_a_termination_grace_period() {
+    for held_by in ["pdb", "pod annotation"] {
+        let mut c = Cluster::new(general("100%"));
+        c.node("n", "m5.large", "on-demand");
+        let pod = c.pod("checkout-1", "n", 1500);
+        match held_by {
+            "pdb" => c.snapshot.pdbs.push(exhausted_pdb()),
+            _ => pod.do_not_disrupt = Protection::Always,
+        }
+        new_ami(&mut c);
+        let plan = c.plan();
+        assert!(plan.disruptions.is_empty(), "{held_by}: {plan:?}");
+        assert_eq!(plan.blocked.len(), 1, "{held_by}: {plan:?}");
+
+        c.snapshot.nodeclaims[0].termination_grace_period = Some(600);
+        let plan = c.plan();
+        assert_eq!(plan.disruptions.len(), 1, "{held_by}: {plan:?}");
+        assert_eq!(plan.disruptions[0].reason, Reason::Drifted);
+        assert!(plan.blocked.is_empty(), "{held_by}: {:?}", plan.blocked);
+        let valid = validate(
+            &c.snapshot,
+            Catalog::embedded(),
+            NOW,
+            Reason::Drifted,
+            &["n".to_string()],
+        );
+        assert!(valid.is_ok(), "{held_by}: {valid:?}");
+        let refused = validate(
+            &c.snapshot,
+            Catalog::embedded(),
+            NOW,
+            Reason::Underutilized,
+            &["n".to_string()],
+        );
+        assert!(refused.is_err(), "{held_by}: {refused:?}");
+    }
+}
+
+#[test]
+fn a_node_marked_do_not_disrupt_is_not_drifted_even_with_a_termination_grace_period() {
+    let mut c = Cluster::new(general("100%"));
+    c.node("n", "m5.large", "on-demand");
+    c.pod("a", "n", 1500);
+    c.snapshot.nodes[0]
+        .annotations
+        .insert(DO_NOT_DISRUPT.into(), "true".into());
+    c.snapshot.nodeclaims[0].termination_grace_period = Some(600);
+    new_ami(&mut c);
+    let plan = c.plan();
+    assert!(plan.disruptions.is_empty(), "{plan:?}");
+}
+
+/// Two lightly used nodes, an m5.2xlarge and an m5.large, whose pods fit on one m5.large. A
+/// replacement of both by an m5.xlarge saves less than deleting the m5.2xlarge alone and
+/// keeping the m5.large, which also moves half the pods.
+#[test]
+fn a_multi_node_replacement_is_never_as_dear_as_a_candidate_of_its_type() {
+    let mut c = Cluster::new(pool(
+        &["m5.large", "m5.xlarge", "m5.2xlarge"],
+        "on-demand",
+        "100%",
+    ));
+    c.node("big", "m5.2xlarge", "on-demand");
+    c.node("small", "m5.large", "on-demand");
+    c.pod("a", "big", 500);
+    c.pod("b", "small", 500);
+    let plan = c.plan();
+    assert_eq!(plan.disruptions.len(), 1, "{plan:?}");
+    let d = &plan.disruptions[0];
+    assert_eq!(
+        (d.command, d.nodes.as_slice()),
+        (Command::Delete, &["big".to_string()][..])
+    );
+}
+
+/// A node expiring now is deleted by the tick this minute: it takes its place in the budget,
+/// so a drift under a one-node budget waits for it.
+#[test]
+fn a_node_expiring_now_takes_its_place_in_the_budget() {
+    let mut c = Cluster::new(general("1"));
+    c.node("old", "m5.large", "on-demand");
+    c.node("n", "m5.large", "on-demand");
+    c.pod("a", "old", 1500);
+    c.pod("b", "n", 1500);
+    new_ami(&mut c);
+    assert_eq!(c.plan().disruptions.len(), 1);
+    c.snapshot.nodeclaims[0].expire_after = Some(1800);
+    let plan = c.plan();
+    assert!(plan.disruptions.is_empty(), "{plan:?}");
+    assert!(
+        plan.blocked
+            .iter()
+            .any(|b| b.node == "n" && b.reason.contains("budget")),
+        "{:?}",
+        plan.blocked
+    );
+}
