@@ -52,7 +52,8 @@ pub fn deletions(
         if let (Some(node), false) = (&node, pods.is_empty()) {
             if !grace_over(claim, now) {
                 // Evictions first: a pod the API refuses to delete early does not hold them up.
-                let (due, rest) = super::shutdown::due_before(pods, termination_time(claim), now);
+                let (due, rest) =
+                    super::shutdown::due_before(pods, termination_time(claim, now), now);
                 if !rest.is_empty() {
                     out.push(Action::EvictForDeletion {
                         node: node.clone(),
@@ -93,10 +94,15 @@ pub(crate) fn pods_to_move(dump: &ClusterDump, node: &str, now: DateTime<Utc>) -
 }
 
 /// When a deleting NodeClaim's node must be gone: its `terminationGracePeriod` after its
-/// deletion, or the termination timestamp a repair wrote on it, whichever comes first.
-pub(crate) fn termination_time(claim: &NodeClaim) -> Option<DateTime<Utc>> {
+/// deletion (counted from now when the read has no deletion time), or the termination
+/// timestamp a repair wrote on it, whichever comes first.
+pub(crate) fn termination_time(claim: &NodeClaim, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let repair = super::repair::termination_timestamp(claim);
-    let deleted_at = claim.metadata.deletion_timestamp.as_ref()?.0.as_second();
+    let deleted_at = claim
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .map_or(now.timestamp(), |t| t.0.as_second());
     let grace = claim
         .spec
         .termination_grace_period
@@ -116,32 +122,12 @@ pub(crate) fn termination_time(claim: &NodeClaim) -> Option<DateTime<Utc>> {
 /// Whether a deleting NodeClaim's `terminationGracePeriod` since its deletion is over, or the
 /// termination timestamp a repair wrote on it has come.
 pub(crate) fn grace_over(claim: &NodeClaim, now: DateTime<Utc>) -> bool {
-    if super::repair::termination_timestamp(claim).is_some_and(|t| now >= t) {
-        return true;
-    }
     // Evictions the API server has refused with an error (not a PDB's 429: a pod two PDBs
     // cover, a webhook that denies evictions) for this long will not start working: the node
     // is going away, so the pods are deleted with their own grace period instead of holding it
     // up for good.
-    if eviction_failing_since(claim).is_some_and(|t| now - t >= EVICTION_FAILING) {
-        return true;
-    }
-    let deleted_at = claim
-        .metadata
-        .deletion_timestamp
-        .as_ref()
-        .map(|t| t.0.as_second())
-        .unwrap_or(now.timestamp());
-    let grace = claim
-        .spec
-        .termination_grace_period
-        .as_deref()
-        .and_then(|g| {
-            fleetwright_kube::convert::duration_seconds(g)
-                .ok()
-                .flatten()
-        });
-    grace.is_some_and(|g| now.timestamp() >= deleted_at + g)
+    eviction_failing_since(claim).is_some_and(|t| now - t >= EVICTION_FAILING)
+        || termination_time(claim, now).is_some_and(|t| now >= t)
 }
 
 /// On a deleting NodeClaim: since when (RFC 3339) the evictions of its node's pods have been
