@@ -126,6 +126,20 @@ impl Cluster {
     }
 }
 
+/// A PodDisruptionBudget over the `shop` pods (`app: shop`), allowing `allowed` disruptions.
+fn shop_pdb(name: &str, allowed: i32) -> Pdb {
+    Pdb {
+        namespace: "shop".into(),
+        name: name.into(),
+        selector: Requirements::from_labels(
+            &[("app".to_string(), "shop".to_string())]
+                .into_iter()
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        disruptions_allowed: allowed,
+    }
+}
+
 fn deleted(plan: &DisruptionPlan) -> usize {
     plan.disruptions.iter().map(|d| d.nodes.len()).sum()
 }
@@ -369,16 +383,7 @@ fn do_not_disrupt_pods_and_exhausted_pdbs_block_their_nodes() {
     let mut p = Cluster::new(general("100%"));
     p.node("guarded", "m5.8xlarge", "on-demand");
     p.pod("checkout-1", "guarded", 100);
-    p.snapshot.pdbs.push(Pdb {
-        namespace: "shop".into(),
-        name: "checkout".into(),
-        selector: Requirements::from_labels(
-            &[("app".to_string(), "shop".to_string())]
-                .into_iter()
-                .collect::<BTreeMap<_, _>>(),
-        ),
-        disruptions_allowed: 0,
-    });
+    p.snapshot.pdbs.push(shop_pdb("checkout", 0));
     let plan = p.plan();
     assert!(plan.disruptions.is_empty());
     assert_eq!(

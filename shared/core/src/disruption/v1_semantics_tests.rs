@@ -6,16 +6,7 @@
 use super::*;
 
 fn exhausted_pdb() -> Pdb {
-    Pdb {
-        namespace: "shop".into(),
-        name: "checkout".into(),
-        selector: Requirements::from_labels(
-            &[("app".to_string(), "shop".to_string())]
-                .into_iter()
-                .collect::<BTreeMap<_, _>>(),
-        ),
-        disruptions_allowed: 0,
-    }
+    shop_pdb("checkout", 0)
 }
 
 fn new_ami(c: &mut Cluster) {
