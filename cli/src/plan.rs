@@ -113,7 +113,11 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         .filter(|p| p.node_name.is_none() && !p.terminal && !p.is_daemonset())
         .count();
     tracing::info!(pods = pending, "found provisionable pod(s)");
-    if pending == 0 && crate::verbosity::get() != crate::verbosity::Level::Quiet {
+    let moving = fleetwright_core::scheduler::moving::moving_pods(&snapshot, now).len();
+    if moving > 0 {
+        tracing::info!(pods = moving, "planning for the pod(s) of deleting node(s)");
+    }
+    if pending + moving == 0 && crate::verbosity::get() != crate::verbosity::Level::Quiet {
         for line in pool_summary(&snapshot, &catalog) {
             eprintln!("note: {line}");
         }
@@ -127,6 +131,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         &catalog,
         &ScheduleOptions {
             now,
+            plan_moving_pods: true,
             ..Default::default()
         },
     );

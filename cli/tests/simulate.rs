@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::process::Command;
 
 use common::{fleetwright, repo, write_temp};
@@ -664,4 +665,44 @@ fn expired_nodes_all_go_at_once_whatever_the_budget_and_provisioning_replaces_th
         6,
         "{launches:?}"
     );
+}
+
+/// The pods of an expired node that PDBs let out one at a time get their new capacity in one
+/// batch, the tick after the node goes, as Karpenter's provisioner plans the pods of deleting
+/// nodes: no node per eviction step, and nothing for consolidation to undo.
+#[test]
+fn an_expired_nodes_pods_get_their_capacity_in_one_batch_while_pdbs_pace_the_drain() {
+    let r = report(&["--scenario", &repo("examples/simulate/expiry-drain.yaml")]);
+    let events = r["disruptionEvents"].as_array().unwrap();
+    let reasons: BTreeSet<&str> = events
+        .iter()
+        .map(|e| e["command"].as_str().unwrap().split('/').next().unwrap())
+        .collect();
+    assert_eq!(reasons, BTreeSet::from(["expired"]), "{events:?}");
+    let expired = events.len();
+    let after: Vec<i64> = r["launches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["at"].as_i64().unwrap())
+        .filter(|&at| at >= 600)
+        .collect();
+    assert!(
+        !after.is_empty() && after.len() <= expired,
+        "no more nodes than expired: {after:?}"
+    );
+    assert!(
+        after.iter().all(|&at| at == after[0]),
+        "one batch: {after:?}"
+    );
+    let samples = r["samples"].as_array().unwrap();
+    let cost_at = |t: i64| {
+        samples
+            .iter()
+            .find(|s| s["t"].as_i64() == Some(t))
+            .map(|s| s["hourlyCost"].as_f64().unwrap())
+            .unwrap()
+    };
+    assert!((cost_at(540) - r["finalHourlyCost"].as_f64().unwrap()).abs() < 1e-9);
+    assert_eq!(samples.last().unwrap()["pendingPods"], 0);
 }

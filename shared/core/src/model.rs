@@ -225,6 +225,8 @@ pub struct Pod {
     /// `controller.kubernetes.io/pod-deletion-cost`.
     pub deletion_cost: i64,
     pub terminal: bool,
+    /// Being deleted (a deletion timestamp): its replacement, if any, is already a pod of its own.
+    pub deleting: bool,
 }
 
 /// Per-container requests, used to compute a pod's effective requests.
@@ -524,6 +526,9 @@ pub struct Pdb {
     pub name: String,
     pub selector: Requirements,
     pub disruptions_allowed: i32,
+    /// The spec allows no eviction at all, whatever the pods' health: `maxUnavailable: 0` or
+    /// `"0%"`, or `minAvailable: "100%"`.
+    pub fully_blocking: bool,
 }
 
 /// Everything the core reads about a cluster at one instant.

@@ -137,6 +137,7 @@ fn shop_pdb(name: &str, allowed: i32) -> Pdb {
                 .collect::<BTreeMap<_, _>>(),
         ),
         disruptions_allowed: allowed,
+        fully_blocking: false,
     }
 }
 
@@ -399,18 +400,8 @@ fn a_pod_two_pdbs_cover_blocks_its_node() {
     let mut p = Cluster::new(general("100%"));
     p.node("guarded", "m5.8xlarge", "on-demand");
     p.pod("checkout-1", "guarded", 100);
-    let selector = Requirements::from_labels(
-        &[("app".to_string(), "shop".to_string())]
-            .into_iter()
-            .collect::<BTreeMap<_, _>>(),
-    );
     for name in ["checkout", "shop-wide"] {
-        p.snapshot.pdbs.push(Pdb {
-            namespace: "shop".into(),
-            name: name.into(),
-            selector: selector.clone(),
-            disruptions_allowed: 5,
-        });
+        p.snapshot.pdbs.push(shop_pdb(name, 5));
     }
     let plan = p.plan();
     assert!(plan.disruptions.is_empty(), "{plan:?}");

@@ -268,6 +268,7 @@ impl<'a> Ctx<'a> {
         let mut names: BTreeSet<&str> = BTreeSet::new();
         let starting = uninitialized_nodes(snap, self.now);
         let overdue = overdue_nodes(snap, self.now);
+        let leaving = super::moving::leaving_nodes(snap);
         for node in &snap.nodes {
             names.insert(&node.name);
             if let Some(provider) = node.provider_id.as_deref() {
@@ -279,11 +280,7 @@ impl<'a> Ctx<'a> {
                         .provider_id
                         .as_deref()
                         .is_some_and(|p| overdue.contains(p)));
-            if node.unschedulable
-                || node.deleting
-                || stalled
-                || node.taints.iter().any(|t| t.key == TAINT_DISRUPTED)
-            {
+            if node.unschedulable || stalled || leaving.contains(node.name.as_str()) {
                 continue;
             }
             let mut labels = node.labels.clone();

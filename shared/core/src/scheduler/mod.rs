@@ -7,6 +7,7 @@
 
 mod classes;
 mod fixed;
+pub mod moving;
 mod output;
 mod place;
 mod pools;
@@ -41,6 +42,8 @@ pub struct ScheduleOptions {
     pub improve_above: f64,
     /// ...and there are at most this many pending pods (also the limit for re-packing nodes).
     pub improve_max_pods: usize,
+    /// Plan the pods of nodes being deleted too ([`moving`]), as provisioning does.
+    pub plan_moving_pods: bool,
 }
 
 impl Default for ScheduleOptions {
@@ -50,15 +53,41 @@ impl Default for ScheduleOptions {
             max_options: 60,
             improve_above: 1.02,
             improve_max_pods: 3000,
+            plan_moving_pods: false,
         }
     }
 }
 
 /// Schedules every pending pod of the snapshot and returns the plan.
 pub fn schedule(snapshot: &Snapshot, catalog: &Catalog, opts: &ScheduleOptions) -> Plan {
+    if opts.plan_moving_pods {
+        return schedule_with_moving_pods(snapshot, catalog, opts);
+    }
     let once = |snapshot: &Snapshot| plan_within_limits(snapshot, catalog, opts);
     let settled = reserve::settle(snapshot, once(snapshot), once);
     reserve::best(snapshot, settled, once)
+}
+
+/// The plan with the pods of leaving nodes placed as pending pods. One that finds no place is
+/// still running where it is, so it is not reported as unschedulable: its eviction waits, and
+/// once it is pending it is planned (and reported) as any other.
+fn schedule_with_moving_pods(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    opts: &ScheduleOptions,
+) -> Plan {
+    let unbound = moving::unbound(snapshot, opts.now);
+    let opts = ScheduleOptions {
+        plan_moving_pods: false,
+        ..opts.clone()
+    };
+    let mut plan = schedule(&unbound, catalog, &opts);
+    let moving: BTreeSet<String> = moving::moving_pods(snapshot, opts.now)
+        .into_iter()
+        .map(|i| snapshot.pods[i].key())
+        .collect();
+    plan.unschedulable.retain(|u| !moving.contains(&u.pod));
+    plan
 }
 
 /// One plan, as if no pool had limits, kept when it stays within them (each new NodeClaim

@@ -16,13 +16,14 @@ use serde_json::Value;
 use crate::dump::ClusterDump;
 use crate::error::KubeError;
 
+mod nodeclass;
 mod objects;
 mod pod;
 
+pub use self::nodeclass::{nodeclass_settings, reservation, NODE_CLASS_CEL_SETTING};
 pub use self::objects::{
     daemonset, duration_seconds, legacy_node_class_hash, legacy_template_hash, node,
-    node_class_hash, nodeclaim, nodeclass_settings, nodepool, overlay, pdb, reservation,
-    template_hash, NODE_CLASS_CEL_SETTING,
+    node_class_hash, nodeclaim, nodepool, overlay, pdb, template_hash,
 };
 pub use self::pod::{pod, pod_from_spec, pod_requests, volume_zones, VolumeZones};
 

@@ -1,22 +1,17 @@
 //! Nodes and Karpenter's objects into the core model: Nodes, NodePools (with their template hash),
-//! EC2NodeClasses (settings and static hash), NodeClaims, DaemonSets and PodDisruptionBudgets.
+//! EC2NodeClasses' static hash, NodeClaims, DaemonSets and PodDisruptionBudgets.
 
 use std::collections::BTreeMap;
 
-use fleetwright_core::catalog::{
-    is_quantity, CapacityReservation, KubeletExpressions, KubeletSettings, NodeClassSettings,
-    MAX_PODS_FIELD,
-};
 use fleetwright_core::labels::NODEPOOL;
 use fleetwright_core::model::{self as core};
-use fleetwright_core::quantity::parse_units;
 use fleetwright_core::requirements::Requirements;
 use fleetwright_core::resources::Resources;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
-use crate::crds::{self, EC2NodeClass, KubeletConfiguration, MaxPods, NodeClaim, NodePool};
+use crate::crds::{self, EC2NodeClass, NodeClaim, NodePool};
 use crate::error::KubeError;
 
 use super::pod::pod_from_spec;
@@ -333,152 +328,6 @@ fn static_checks(spec: &crate::crds::NodePoolSpec, obj: &str) -> Result<(), Kube
     Ok(())
 }
 
-/// The node-class settings that shape allocatable resources. `node_class_cel` is Karpenter's
-/// `NodeClassCEL` feature gate: without it, a class whose kubelet settings hold a CEL
-/// expression is refused, as Karpenter marks it not ready.
-pub fn nodeclass_settings(
-    c: &EC2NodeClass,
-    node_class_cel: bool,
-) -> Result<NodeClassSettings, KubeError> {
-    let obj = object("EC2NodeClass", &c.metadata);
-    for (i, term) in c.spec.ami_selector_terms.iter().enumerate() {
-        if let Some(alias) = &term.alias {
-            check_alias(alias).map_err(|e| {
-                KubeError::field(&obj, format!("spec.amiSelectorTerms[{i}].alias"), e)
-            })?;
-        }
-    }
-    let mut out = NodeClassSettings::default();
-    if let Some(k) = &c.spec.kubelet {
-        // Reservations written as expressions are evaluated per type; the quantities are read
-        // here. A map of expressions only leaves the defaults of the other resources alone.
-        let list = |m: &Option<BTreeMap<String, String>>,
-                    field: &str|
-         -> Result<Option<Resources>, KubeError> {
-            let quantities: Vec<(&String, &str)> = m
-                .iter()
-                .flatten()
-                .map(|(k, v)| (k, v.as_str()))
-                .filter(|(_, v)| is_quantity(v))
-                .collect();
-            match m {
-                Some(m) if quantities.is_empty() && !m.is_empty() => Ok(None),
-                Some(_) => Ok(Some(resource_list(quantities, &obj, field)?)),
-                None => Ok(None),
-            }
-        };
-        out.kubelet = KubeletSettings {
-            max_pods: k.max_pods.as_ref().and_then(MaxPods::count),
-            expressions: kubelet_expressions(k, &obj, node_class_cel)?,
-            pods_per_core: k.pods_per_core,
-            kube_reserved: list(&k.kube_reserved, "spec.kubelet.kubeReserved")?,
-            system_reserved: list(&k.system_reserved, "spec.kubelet.systemReserved")?,
-            eviction_hard: k.eviction_hard.clone().unwrap_or_default(),
-            eviction_soft: if bottlerocket(&c.spec) {
-                Default::default()
-            } else {
-                k.eviction_soft.clone().unwrap_or_default()
-            },
-        };
-    }
-    let devices = c.spec.block_device_mappings();
-    let root = devices
-        .iter()
-        .enumerate()
-        .find(|(_, b)| b.root_volume == Some(true))
-        .or_else(|| devices.iter().enumerate().next());
-    if let Some((i, b)) = root {
-        if let Some(size) = b.ebs.as_ref().and_then(|e| e.volume_size.as_ref()) {
-            let bytes = parse_units(size).map_err(|e| {
-                KubeError::field(
-                    &obj,
-                    format!("spec.blockDeviceMappings[{i}].ebs.volumeSize"),
-                    e,
-                )
-            })?;
-            out.root_volume_bytes = Some(bytes);
-        }
-    }
-    out.instance_store_raid0 = c.spec.instance_store_policy.as_deref() == Some("RAID0");
-    out.reservations = reservations(c);
-    Ok(out)
-}
-
-/// The kubelet settings' CEL expressions, compiled. Refused without the `NodeClassCEL` gate
-/// (before they are compiled, as Karpenter checks the gate first), and where one does not
-/// compile.
-fn kubelet_expressions(
-    k: &KubeletConfiguration,
-    obj: &str,
-    node_class_cel: bool,
-) -> Result<KubeletExpressions, KubeError> {
-    let written = |m: &Option<BTreeMap<String, String>>| {
-        m.iter()
-            .flatten()
-            .find(|(_, v)| !is_quantity(v))
-            .map(|(r, _)| r.clone())
-    };
-    let first = match (
-        k.max_pods.as_ref().and_then(MaxPods::expression),
-        written(&k.kube_reserved),
-        written(&k.system_reserved),
-    ) {
-        (Some(_), _, _) => Some(MAX_PODS_FIELD.to_string()),
-        (None, Some(r), _) => Some(format!("spec.kubelet.kubeReserved.{r}")),
-        (None, None, Some(r)) => Some(format!("spec.kubelet.systemReserved.{r}")),
-        (None, None, None) => None,
-    };
-    let Some(field) = first else {
-        return Ok(KubeletExpressions::default());
-    };
-    if !node_class_cel {
-        return Err(KubeError::field(
-            obj,
-            field,
-            format!("is a CEL expression, which Karpenter evaluates only with its NodeClassCEL feature gate on (off by default); turn it on with {NODE_CLASS_CEL_SETTING}=true, or `--node-class-cel` on the command line"),
-        ));
-    }
-    KubeletExpressions::read(
-        k.max_pods.as_ref().and_then(MaxPods::expression),
-        k.kube_reserved.as_ref(),
-        k.system_reserved.as_ref(),
-    )
-    .map_err(|e| KubeError::field(obj, e.field, e.reason))
-}
-
-/// The setting that turns Karpenter's `NodeClassCEL` feature gate on for the functions.
-pub const NODE_CLASS_CEL_SETTING: &str = "FLEETWRIGHT_NODE_CLASS_CEL";
-
-/// The capacity reservations the class's status lists.
-fn reservations(c: &EC2NodeClass) -> Vec<CapacityReservation> {
-    let Some(status) = &c.status else {
-        return Vec::new();
-    };
-    status
-        .capacity_reservations
-        .iter()
-        .filter_map(reservation)
-        .collect()
-}
-
-/// One reservation of an EC2NodeClass's status, with its type, zone and count (the type
-/// `default`, the state `active` and the count 0 when unset); one without an instance type or
-/// a zone is no offering, and None.
-pub fn reservation(r: &fleetwright_crds::CapacityReservation) -> Option<CapacityReservation> {
-    Some(CapacityReservation {
-        id: r.id.clone(),
-        instance_type: r.instance_type.clone()?,
-        zone: r.availability_zone.clone()?,
-        kind: r
-            .reservation_type
-            .clone()
-            .unwrap_or_else(|| "default".into()),
-        interruptible: r.interruptible.unwrap_or(false),
-        state: r.state.clone().unwrap_or_else(|| "active".into()),
-        available: r.available_instance_count.unwrap_or(0) as usize,
-    })
-}
-
 /// Converts a NodeClaim.
 pub fn nodeclaim(c: &NodeClaim) -> Result<core::NodeClaim, KubeError> {
     let obj = object("NodeClaim", &c.metadata);
@@ -569,7 +418,17 @@ pub fn pdb(p: &PodDisruptionBudget) -> Result<core::Pdb, KubeError> {
             .as_ref()
             .map(|s| s.disruptions_allowed)
             .unwrap_or(0),
+        fully_blocking: p.spec.as_ref().is_some_and(blocks_every_eviction),
     })
+}
+
+/// Whether a PodDisruptionBudget's spec allows no eviction ever, as Karpenter reads it: such a
+/// PDB's pods are not planned ahead of their eviction, which may never come.
+fn blocks_every_eviction(spec: &k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec) -> bool {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    matches!(&spec.max_unavailable, Some(IntOrString::Int(0)))
+        || matches!(&spec.max_unavailable, Some(IntOrString::String(s)) if s == "0%")
+        || matches!(&spec.min_available, Some(IntOrString::String(s)) if s == "100%")
 }
 
 /// Converts a NodeOverlay; a bad price, adjustment or capacity is an error naming the field.
@@ -620,45 +479,6 @@ pub fn overlay(o: &crate::crds::NodeOverlay) -> Result<core::NodeOverlay, KubeEr
         price,
         capacity: capacity.extended,
     })
-}
-
-/// Whether the class's nodes run Bottlerocket, whose kubelet Karpenter gives no soft
-/// eviction thresholds: by `amiFamily`, else by the family of its first AMI alias.
-fn bottlerocket(spec: &fleetwright_crds::EC2NodeClassSpec) -> bool {
-    match &spec.ami_family {
-        Some(family) => family.eq_ignore_ascii_case("bottlerocket"),
-        None => spec
-            .ami_selector_terms
-            .iter()
-            .filter_map(|t| t.alias.as_deref())
-            .next()
-            .is_some_and(|a| a.to_ascii_lowercase().starts_with("bottlerocket@")),
-    }
-}
-
-/// An AMI alias as Karpenter accepts it: `family@version`, the family one of Karpenter's
-/// (`al2023`, `al2`, `bottlerocket`, `windows2019`, `windows2022`, `windows2025`), the version
-/// `latest` or a release.
-fn check_alias(alias: &str) -> Result<(), String> {
-    let Some((family, version)) = alias.split_once('@') else {
-        return Err(format!(
-            "{alias:?} is not of the form family@version (al2023@latest, bottlerocket@v1.20.3)"
-        ));
-    };
-    if version.is_empty() {
-        return Err(format!("{alias:?} names no version (al2023@latest)"));
-    }
-    let family = family.to_ascii_lowercase();
-    let windows = family
-        .strip_prefix("windows")
-        .is_some_and(|year| !year.is_empty() && year.chars().all(|c| c.is_ascii_digit()));
-    match family.as_str() {
-        "al2023" | "al2" | "bottlerocket" => Ok(()),
-        _ if windows => Ok(()),
-        _ => Err(format!(
-            "{alias:?}: the family must be al2023, al2, bottlerocket or windows<year>"
-        )),
-    }
 }
 
 /// Limits with their zeros kept: `cpu: 0` is how a NodePool is paused, and a resource amount of

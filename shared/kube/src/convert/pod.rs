@@ -395,6 +395,7 @@ pub fn pod(p: &Pod, volume_zones: &VolumeZones) -> Result<core::Pod, KubeError> 
     }
     let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
     out.terminal = matches!(phase, Some("Succeeded") | Some("Failed"));
+    out.deleting = p.metadata.deletion_timestamp.is_some();
     for v in spec.volumes.iter().flatten() {
         if let Some(claim) = &v.persistent_volume_claim {
             if let Some(z) = volume_zones.get(&(out.namespace.clone(), claim.claim_name.clone())) {

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Timelike, Utc};
+use fleetwright_core::scheduler::moving::moving_pods;
 use fleetwright_core::{schedule, Catalog, Plan, ScheduleOptions, Snapshot};
 use tracing::{debug, info, warn};
 
@@ -96,8 +97,12 @@ impl TickState<'_> {
                 info!(target: TICK, pods = pending, "found provisionable pod(s)");
             }
         }
-        if pending == 0 {
+        let moving = moving_pods(&self.snapshot, self.now.timestamp()).len();
+        if pending + moving == 0 {
             return Decision::Nothing;
+        }
+        if moving > 0 && self.input.is_none() {
+            info!(target: TICK, pods = moving, "planning for the pod(s) of deleting node(s)");
         }
         let catalog = match self.fresh_catalog() {
             Ok(c) => c,
@@ -351,6 +356,7 @@ fn plan_pods(snapshot: &Snapshot, catalog: &Catalog, now: DateTime<Utc>) -> Plan
         catalog,
         &ScheduleOptions {
             now: now.timestamp(),
+            plan_moving_pods: true,
             ..Default::default()
         },
     )
