@@ -19,16 +19,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p target
-# CI builds a fresh clone once: incremental compilation would only add time and some 15 GB of
-# target/debug/incremental.
-if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
+# The suite builds everything once: incremental compilation would only add time and some 15 GB
+# of target/debug/incremental, and the line tables of the workspace's crates (Cargo.toml's dev
+# profile keeps them for a developer's backtraces) some 2 GB over the test executables. A test
+# failure still names its file and line: that comes from the panic, not from debug info.
+export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=false
 
-# The suite needs some 10 GB of disk (target/ about 8 GB, the Go and pip caches the rest). A full
-# disk fails deep in the build ("No space left on device"), so say what is free at the start.
-free_kb=$(df -Pk target | awk 'NR == 2 { print $4 }')
-echo "== disk: $((free_kb / 1024 / 1024)) GB free where target/ is; the suite needs about 10 GB"
-if [ "${free_kb:-0}" -lt $((10 * 1024 * 1024)) ]; then
-    echo "warning: less than 10 GB free; the build may fail with 'No space left on device'" >&2
+# The suite needs some 12 GB of disk (target/ about 6 GB, the Go toolchains, modules and build
+# cache and the venvs the rest). A full disk fails deep in the build ("No space left on
+# device"), so say what is free at the start, and what is used after each heavy stage.
+disk() { df -Pk target | awk 'NR == 2 { printf "%d", $4 / 1024 / 1024 }'; }
+echo "== disk: $(disk) GB free where target/ is; the suite needs about 12 GB"
+if [ "$(disk)" -lt 12 ]; then
+    echo "warning: less than 12 GB free; the build may fail with 'No space left on device'" >&2
 fi
 
 suite_start=$(date +%s)
@@ -43,6 +46,7 @@ stage() {
         stage_times+=("$(printf '%6ss  %s' $((now - stage_start)) "$stage_name")")
         printf '== stage done in %ss: %s\n' $((now - stage_start)) "$stage_name"
     fi
+    [ -n "$stage_name" ] && printf '== disk: %s GB free, target/ %s\n' "$(disk)" "$(du -sh target 2>/dev/null | cut -f1)"
     stage_name="$1"
     stage_start=$now
     [ -n "$stage_name" ] && printf '\n== [%ss] %s\n' $((now - suite_start)) "$stage_name"
