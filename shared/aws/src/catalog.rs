@@ -82,6 +82,9 @@ pub fn raw_instance_type(info: &InstanceTypeInfo) -> Option<RawInstanceType> {
         instance_type: name,
         bare_metal: info.bare_metal().unwrap_or(false),
         hypervisor: info.hypervisor().map(|h| h.as_str().to_string()),
+        nitro_enclaves_support: info
+            .nitro_enclaves_support()
+            .map(|n| n.as_str().to_string()),
         supported_usage_classes: info
             .supported_usage_classes()
             .iter()

@@ -8,7 +8,8 @@ use aws_sdk_ec2::types::{
     CapacityReservationTarget, ConnectionTrackingSpecificationRequest,
     LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateCapacityReservationSpecificationRequest,
     LaunchTemplateCpuOptionsRequest, LaunchTemplateEbsBlockDeviceRequest,
-    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
+    LaunchTemplateEnclaveOptionsRequest, LaunchTemplateHttpTokensState,
+    LaunchTemplateIamInstanceProfileSpecificationRequest,
     LaunchTemplateInstanceMarketOptionsRequest, LaunchTemplateInstanceMetadataEndpointState,
     LaunchTemplateInstanceMetadataOptionsRequest, LaunchTemplateInstanceMetadataProtocolIpv6,
     LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatePlacementRequest,
@@ -75,6 +76,10 @@ pub struct LaunchTemplateSpec {
     pub connection_tracking: Option<ConnectionTracking>,
     /// `cpuOptions.nestedVirtualization` (`enabled` or `disabled`).
     pub nested_virtualization: Option<String>,
+    /// `enclaveOptions.enabled`: Nitro Enclaves on (left out of the name's hash when off, so
+    /// templates named before it keep their names).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub enclaves: bool,
     /// Tags on the template itself.
     pub tags: BTreeMap<String, String>,
 }
@@ -125,6 +130,7 @@ pub fn spec(
             .cpu_options
             .as_ref()
             .and_then(|c| c.nested_virtualization.clone()),
+        enclaves: class.enclave_options.as_ref().is_some_and(|e| e.enabled),
         tags,
     })
 }
@@ -245,6 +251,13 @@ pub fn request_data(spec: &LaunchTemplateSpec) -> RequestLaunchTemplateData {
                 .set_group_name(pg.name.clone())
                 .set_group_id(pg.id.clone())
                 .set_partition_number(spec.partition)
+                .build(),
+        );
+    }
+    if spec.enclaves {
+        data = data.enclave_options(
+            LaunchTemplateEnclaveOptionsRequest::builder()
+                .enabled(true)
                 .build(),
         );
     }
@@ -407,8 +420,28 @@ mod tests {
             ip_prefix_count: None,
             connection_tracking: None,
             nested_virtualization: None,
+            enclaves: false,
             tags: BTreeMap::new(),
         }
+    }
+
+    /// `enclaveOptions.enabled` turns Nitro Enclaves on in the template; off, the template and
+    /// its name are what they were before the field existed.
+    #[test]
+    fn enclave_options_reach_the_template() {
+        let plain = spec();
+        assert!(request_data(&plain).enclave_options().is_none());
+        let mut on = spec();
+        on.enclaves = true;
+        assert_eq!(
+            request_data(&on)
+                .enclave_options()
+                .and_then(|e| e.enabled()),
+            Some(true)
+        );
+        assert_ne!(on.name("c"), plain.name("c"));
+        let json = serde_json::to_string(&plain).unwrap();
+        assert!(!json.contains("enclaves"), "{json}");
     }
 
     /// The EC2NodeClass's network and placement fields reach the template as Karpenter writes

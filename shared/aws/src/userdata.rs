@@ -211,6 +211,11 @@ fn kubelet_extras(k: &KubeletConfiguration, out: &mut Map<String, Value>) {
     if let Some(quota) = k.cpu_cfs_quota {
         out.insert("cpuCFSQuota".into(), json!(quota));
     }
+    // Any other upstream KubeletConfiguration field reaches nodeadm as written (Karpenter v1.15's
+    // schemaless `spec.kubelet`); what Fleetwright sets itself (taints, DNS, maxPods) stays its own.
+    for (name, value) in &k.extra {
+        out.entry(name.clone()).or_insert_with(|| value.clone());
+    }
 }
 
 // ---- AL2 ----

@@ -101,6 +101,23 @@ fn al2023_nodeconfig() {
     );
 }
 
+/// Karpenter v1.15's schemaless `spec.kubelet`: a field it does not map reaches AL2023's
+/// NodeConfig as written, and never displaces what Fleetwright sets (the taints).
+#[test]
+fn al2023_passes_other_kubelet_fields_through() {
+    let mut k = kubelet();
+    k.extra
+        .insert("cpuManagerPolicy".into(), serde_json::json!("static"));
+    k.extra
+        .insert("registryPullQPS".into(), serde_json::json!(10));
+    k.extra
+        .insert("registerWithTaints".into(), serde_json::json!([]));
+    let text = render(userdata::al2023, None, Some(&k));
+    assert!(text.contains("cpuManagerPolicy: static"), "{text}");
+    assert!(text.contains("registryPullQPS: 10"), "{text}");
+    assert!(text.contains("key: dedicated"), "the taints stay: {text}");
+}
+
 #[test]
 fn al2023_user_parts_come_first() {
     let custom = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"BOUNDARY\"\n\n--BOUNDARY\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\necho \"custom setup\"\n\n--BOUNDARY--\n";

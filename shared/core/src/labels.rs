@@ -44,6 +44,10 @@ pub const PLACEMENT_GROUP_ID: &str = "karpenter.k8s.aws/placement-group-id";
 pub const PLACEMENT_GROUP_PARTITION: &str = "karpenter.k8s.aws/placement-group-partition";
 
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// On a pod: the cost of evicting it, an int32 weighed into a candidate's disruption cost
+/// (Karpenter v1.15); without it, `controller.kubernetes.io/pod-deletion-cost` is read.
+pub const DISRUPTION_COST: &str = "karpenter.sh/disruption-cost";
+pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 /// On a NodeClaim a disruption command has chosen: `<reason>/<command>[/<replacements>]`. The
 /// command is recorded here before the node is tainted, so a NodeClaim carrying it is being
 /// disrupted already, tainted or not.

@@ -222,7 +222,7 @@ pub struct Pod {
     pub owner_name: Option<String>,
     /// `karpenter.sh/do-not-disrupt`, with its duration counted from the pod's start.
     pub do_not_disrupt: Protection,
-    /// `controller.kubernetes.io/pod-deletion-cost`.
+    /// `karpenter.sh/disruption-cost`, else `controller.kubernetes.io/pod-deletion-cost`.
     pub deletion_cost: i64,
     pub terminal: bool,
     /// Being deleted (a deletion timestamp): its replacement, if any, is already a pod of its own.

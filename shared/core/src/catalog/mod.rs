@@ -136,6 +136,8 @@ pub struct NodeClassSettings {
     /// they are left out (and a spread over zones has only these as domains). None when not
     /// known: every zone.
     pub zones: Option<BTreeSet<String>>,
+    /// `enclaveOptions.enabled`: only types that support Nitro Enclaves can launch.
+    pub enclaves: bool,
 }
 
 /// A placement group as the catalog needs it.
@@ -500,6 +502,9 @@ impl Catalog {
         let Some(arch) = architecture(raw) else {
             return Ok(None);
         };
+        if settings.enclaves && raw.nitro_enclaves_support.as_deref() != Some("supported") {
+            return Ok(None);
+        }
         let kubelet = resolve_kubelet(raw, &settings.kubelet, false)?;
         let mut offerings = self.offerings(raw);
         offerings.extend(self.reserved_offerings(raw, &settings.reservations));

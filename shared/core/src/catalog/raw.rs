@@ -29,6 +29,8 @@ pub struct RawInstanceType {
     pub neuron_info: Option<RawNeuronInfo>,
     pub instance_storage_info: Option<RawStorage>,
     pub ebs_info: Option<RawEbs>,
+    /// `supported` or `unsupported`.
+    pub nitro_enclaves_support: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

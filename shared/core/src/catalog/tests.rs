@@ -255,3 +255,19 @@ fn resolved_types_are_shared_and_a_changed_catalog_resolves_again() {
         &catalog.instance_types_shared(&settings)
     ));
 }
+
+/// `enclaveOptions.enabled`: only the types that support Nitro Enclaves are left, as
+/// Karpenter's compatibility check keeps them (the t3 family does not; m5 does).
+#[test]
+fn enclaves_keep_only_the_types_that_support_them() {
+    let all = Catalog::embedded().instance_types(&NodeClassSettings::default());
+    let settings = NodeClassSettings {
+        enclaves: true,
+        ..Default::default()
+    };
+    let enclaves = Catalog::embedded().instance_types(&settings);
+    let names: std::collections::BTreeSet<&str> =
+        enclaves.iter().map(|t| t.name.as_str()).collect();
+    assert!(names.contains("m5.xlarge") && !names.contains("t3.large"));
+    assert!(enclaves.len() < all.len() && !enclaves.is_empty());
+}

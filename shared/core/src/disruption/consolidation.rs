@@ -7,10 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::Catalog;
 use crate::labels::{CAPACITY_SPOT, CAPACITY_TYPE, INSTANCE_TYPE, ZONE};
-use crate::model::{NodeClaim, Snapshot};
+use crate::model::Snapshot;
 use crate::plan::NewNodeClaim;
-use crate::requirements::{Operator, Requirement, Requirements};
-use crate::scheduler::{schedule, static_claim, ScheduleOptions};
+use crate::scheduler::{schedule, ScheduleOptions};
 
 use super::balanced::Scoring;
 use super::budget::{Budgets, Reason};
@@ -202,9 +201,18 @@ pub(crate) fn replace_each(
     blocked: &mut Vec<Blocked>,
 ) -> Vec<Disruption> {
     let mut out = Vec::new();
+    let mut staged: BTreeMap<&str, i64> = BTreeMap::new();
     for c in candidates {
         let moved = match c.pool.replicas {
-            Some(_) => replace_static(snapshot, catalog, c, now),
+            Some(replicas) => {
+                let staged = staged.entry(c.pool.name.as_str()).or_insert(0);
+                super::static_drift::static_room(snapshot, c.pool, replicas, *staged).and_then(
+                    |()| {
+                        *staged += 1;
+                        replace_static(snapshot, catalog, c, now)
+                    },
+                )
+            }
             None => simulate(snapshot, catalog, &[c], now),
         };
         match moved {
@@ -238,44 +246,18 @@ pub(crate) fn replace_each(
 /// A static pool's node is replaced by the node its template launches (the pool keeps its
 /// replicas), whatever its pods need: they move onto that node, planned as in flight, or
 /// elsewhere.
+/// A static pool's drifted node replaced by its template's node, the candidate's pods placed
+/// with that node in flight.
 fn replace_static(
     snapshot: &Snapshot,
     catalog: &Catalog,
     c: &Candidate,
     now: i64,
 ) -> Result<Moved, String> {
-    let claim = static_claim(snapshot, catalog, c.pool)
-        .ok_or_else(|| format!("no instance type of nodepool {:?} is left", c.pool.name))?;
-    let mut with = snapshot.clone();
-    with.nodeclaims.push(in_flight(
-        &claim,
-        &format!("{}-replacement", c.claim.name),
-        now,
-    ));
+    let (claim, with) = super::static_drift::staged(snapshot, catalog, c, now)?;
     let mut moved = simulate(&with, catalog, &[c], now)?;
     moved.claims.insert(0, claim);
     Ok(moved)
-}
-
-/// A planned NodeClaim as the scheduler sees one that is launching.
-fn in_flight(planned: &NewNodeClaim, name: &str, now: i64) -> NodeClaim {
-    let mut requirements = Requirements::new();
-    for r in &planned.requirements {
-        if let Some(req) =
-            Operator::parse(&r.operator).and_then(|op| Requirement::new(&r.key, op, &r.values).ok())
-        {
-            requirements.add(req);
-        }
-    }
-    NodeClaim {
-        name: name.to_string(),
-        nodepool: planned.nodepool.clone(),
-        requirements,
-        labels: planned.labels.clone(),
-        taints: planned.taints.clone(),
-        created: now,
-        ..Default::default()
-    }
 }
 
 pub(crate) fn replacement_of(claim: NewNodeClaim) -> Replacement {

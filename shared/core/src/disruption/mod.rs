@@ -130,6 +130,7 @@ mod candidates;
 mod consolidation;
 mod drift;
 mod fleet;
+mod static_drift;
 pub use fleet::{fleet_cost, FleetCost};
 #[cfg(test)]
 mod tests;

@@ -161,3 +161,35 @@ fn a_node_expiring_now_takes_its_place_in_the_budget() {
         plan.blocked
     );
 }
+
+/// A static pool at its `limits.nodes` cannot stage a drifted node's replacement: the node is
+/// kept and reported blocked, never replaced by one node over the limit (Karpenter's static
+/// drift without its alpha terminate-first gate). Room for one more stages one command, however
+/// many the budget allows.
+#[test]
+fn a_static_pool_at_its_node_limit_keeps_its_drifted_nodes_blocked() {
+    let mut pool = general("100%");
+    pool.replicas = Some(2);
+    let mut limits = crate::resources::Resources::default();
+    limits.extended.insert("nodes".into(), 2);
+    pool.limits = Some(limits);
+    let mut c = Cluster::new(pool);
+    c.node("n1", "m5.2xlarge", "on-demand")
+        .node("n2", "m5.2xlarge", "on-demand");
+    c.snapshot.nodepools[0].requirements.add(
+        Requirement::new(crate::labels::INSTANCE_FAMILY, Operator::In, &["c5"]).expect("valid"),
+    );
+    let plan = c.plan();
+    assert!(plan.disruptions.is_empty(), "{plan:?}");
+    let blocked: Vec<&str> = plan.blocked.iter().map(|b| b.reason.as_str()).collect();
+    assert!(
+        blocked.len() == 2 && blocked.iter().all(|r| r.contains("limits.nodes 2")),
+        "{blocked:?}"
+    );
+    if let Some(l) = c.snapshot.nodepools[0].limits.as_mut() {
+        l.extended.insert("nodes".into(), 3);
+    }
+    let plan = c.plan();
+    assert_eq!(plan.disruptions.len(), 1, "{plan:?}");
+    assert_eq!(plan.disruptions[0].replacements.len(), 1);
+}

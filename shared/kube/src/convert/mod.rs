@@ -431,4 +431,34 @@ mod tests {
         let r = pod::pod_requests(&spec(serde_json::json!({})), "Pod p").unwrap();
         assert_eq!(r.cpu, 700);
     }
+
+    #[test]
+    fn disruption_cost_comes_before_pod_deletion_cost_and_is_an_int32() {
+        let cost = |annotations: serde_json::Value| {
+            let p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "n", "annotations": annotations},
+                "spec": {"containers": [{"name": "c"}]}
+            }))
+            .unwrap();
+            pod(&p, &Default::default()).unwrap().deletion_cost
+        };
+        let both = serde_json::json!({
+            "karpenter.sh/disruption-cost": "-5",
+            "controller.kubernetes.io/pod-deletion-cost": "7"
+        });
+        assert_eq!(cost(both), -5);
+        let deletion = serde_json::json!({"controller.kubernetes.io/pod-deletion-cost": "7"});
+        assert_eq!(cost(deletion), 7);
+        let unreadable = serde_json::json!({
+            "karpenter.sh/disruption-cost": "a lot",
+            "controller.kubernetes.io/pod-deletion-cost": "7"
+        });
+        assert_eq!(
+            cost(unreadable),
+            0,
+            "an unreadable disruption-cost hides the other"
+        );
+        let too_large = serde_json::json!({"karpenter.sh/disruption-cost": "4294967296"});
+        assert_eq!(cost(too_large), 0);
+    }
 }

@@ -33,6 +33,8 @@ pub fn nodeclass_settings(
     }
     let mut out = NodeClassSettings::default();
     if let Some(k) = &c.spec.kubelet {
+        supported_kubelet_fields(&c.spec, k)
+            .map_err(|e| KubeError::field(&obj, "spec.kubelet", e))?;
         // Reservations written as expressions are evaluated per type; the quantities are read
         // here. A map of expressions only leaves the defaults of the other resources alone.
         let list = |m: &Option<BTreeMap<String, String>>,
@@ -83,6 +85,7 @@ pub fn nodeclass_settings(
         }
     }
     out.instance_store_raid0 = c.spec.instance_store_policy.as_deref() == Some("RAID0");
+    out.enclaves = c.spec.enclave_options.as_ref().is_some_and(|e| e.enabled);
     out.reservations = reservations(c);
     Ok(out)
 }
@@ -162,6 +165,91 @@ pub fn reservation(r: &fleetwright_crds::CapacityReservation) -> Option<Capacity
     })
 }
 
+/// The kubelet fields Karpenter maps itself; AL2023 nodes also take any other upstream field
+/// (through nodeadm's inline configuration), the other families only these.
+const MAPPED_KUBELET_FIELDS: [&str; 12] = [
+    "clusterDNS",
+    "maxPods",
+    "podsPerCore",
+    "systemReserved",
+    "kubeReserved",
+    "evictionHard",
+    "evictionSoft",
+    "evictionSoftGracePeriod",
+    "evictionMaxPodGracePeriod",
+    "imageGCHighThresholdPercent",
+    "imageGCLowThresholdPercent",
+    "cpuCFSQuota",
+];
+
+/// Refuses kubelet settings the class's AMI family would drop silently at bootstrap, as
+/// Karpenter v1.15 marks such a class `ValidationSucceeded=False` with reason
+/// `UnsupportedKubeletConfiguration`: on AL2, Bottlerocket and Windows, a field outside the
+/// twelve Karpenter maps, `podsPerCore` on Bottlerocket, and more than one `clusterDNS` entry.
+fn supported_kubelet_fields(
+    spec: &fleetwright_crds::EC2NodeClassSpec,
+    k: &KubeletConfiguration,
+) -> Result<(), String> {
+    let family = ami_family(spec);
+    if family == "AL2023" || family == "Custom" {
+        return Ok(());
+    }
+    let mut unsupported: Vec<&str> = k
+        .extra
+        .keys()
+        .map(String::as_str)
+        .filter(|f| !MAPPED_KUBELET_FIELDS.contains(f))
+        .collect();
+    if family == "Bottlerocket" && k.pods_per_core.is_some() {
+        unsupported.push("podsPerCore");
+    }
+    unsupported.sort_unstable();
+    let mut messages = Vec::new();
+    if !unsupported.is_empty() {
+        messages.push(format!(
+            "UnsupportedKubeletConfiguration: spec.kubelet has fields not applied by the {family} AMI family that would be silently dropped: {}",
+            unsupported.join(", ")
+        ));
+    }
+    let dns = k.cluster_dns.as_ref().map_or(0, Vec::len);
+    if dns > 1 {
+        messages.push(format!(
+            "UnsupportedKubeletConfiguration: spec.kubelet.clusterDNS: the {family} AMI family doesn't accept multiple entries, only one, but {dns} were set"
+        ));
+    }
+    match messages.is_empty() {
+        true => Ok(()),
+        false => Err(messages.join("; ")),
+    }
+}
+
+/// The class's AMI family as Karpenter names it: `amiFamily`, else the family of its first AMI
+/// alias (`al2023@latest` is `AL2023`), else `Custom`.
+fn ami_family(spec: &fleetwright_crds::EC2NodeClassSpec) -> String {
+    const FAMILIES: [&str; 6] = [
+        "AL2",
+        "AL2023",
+        "Bottlerocket",
+        "Windows2019",
+        "Windows2022",
+        "Windows2025",
+    ];
+    if let Some(family) = &spec.ami_family {
+        return family.clone();
+    }
+    let alias = spec
+        .ami_selector_terms
+        .iter()
+        .find_map(|t| t.alias.as_deref());
+    let Some(family) = alias.and_then(|a| a.split_once('@')).map(|(f, _)| f) else {
+        return "Custom".into();
+    };
+    FAMILIES
+        .iter()
+        .find(|f| f.to_ascii_lowercase() == family)
+        .map_or_else(|| family.to_string(), |f| f.to_string())
+}
+
 /// Whether the class's nodes run Bottlerocket, whose kubelet Karpenter gives no soft
 /// eviction thresholds: by `amiFamily`, else by the family of its first AMI alias.
 fn bottlerocket(spec: &fleetwright_crds::EC2NodeClassSpec) -> bool {
@@ -198,5 +286,61 @@ fn check_alias(alias: &str) -> Result<(), String> {
         _ => Err(format!(
             "{alias:?}: the family must be al2023, al2, bottlerocket or windows<year>"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn class(family: &str, kubelet: serde_json::Value) -> EC2NodeClass {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.k8s.aws/v1",
+            "kind": "EC2NodeClass",
+            "metadata": {"name": "nodes"},
+            "spec": {
+                "amiSelectorTerms": [{"alias": format!("{family}@latest")}],
+                "role": "r",
+                "subnetSelectorTerms": [{"tags": {"a": "b"}}],
+                "securityGroupSelectorTerms": [{"tags": {"a": "b"}}],
+                "kubelet": kubelet
+            }
+        }))
+        .unwrap()
+    }
+
+    fn error(family: &str, kubelet: serde_json::Value) -> Option<String> {
+        nodeclass_settings(&class(family, kubelet), false)
+            .err()
+            .map(|e| e.to_string())
+    }
+
+    #[test]
+    fn only_al2023_takes_kubelet_fields_karpenter_does_not_map() {
+        let upstream =
+            serde_json::json!({"maxPods": 50, "registryPullQPS": 10, "cpuManagerPolicy": "static"});
+        assert_eq!(error("al2023", upstream.clone()), None);
+        for family in ["al2", "bottlerocket", "windows2022"] {
+            let e = error(family, upstream.clone()).expect(family);
+            assert!(
+                e.contains("EC2NodeClass nodes")
+                    && e.contains("spec.kubelet")
+                    && e.contains("UnsupportedKubeletConfiguration")
+                    && e.contains("cpuManagerPolicy, registryPullQPS"),
+                "{e}"
+            );
+        }
+        let mapped = serde_json::json!({"maxPods": 50, "imageGCHighThresholdPercent": 80, "cpuCFSQuota": true});
+        assert_eq!(error("al2", mapped), None);
+    }
+
+    #[test]
+    fn bottlerocket_takes_no_pods_per_core_and_no_family_but_al2023_two_dns_entries() {
+        let per_core = serde_json::json!({"podsPerCore": 4});
+        assert!(error("bottlerocket", per_core.clone()).is_some_and(|e| e.contains("podsPerCore")));
+        assert_eq!(error("al2", per_core), None);
+        let dns = serde_json::json!({"clusterDNS": ["10.100.0.10", "169.254.20.10"]});
+        assert!(error("al2", dns.clone()).is_some_and(|e| e.contains("clusterDNS")));
+        assert_eq!(error("al2023", dns), None);
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fleetwright_core::labels::{DO_NOT_DISRUPT, ZONE};
+use fleetwright_core::labels::{DISRUPTION_COST, DO_NOT_DISRUPT, POD_DELETION_COST, ZONE};
 use fleetwright_core::model::{self as core, ContainerRequests, HostPort, Namespaces, Toleration};
 use fleetwright_core::requirements::Requirement;
 use fleetwright_core::resources::Resources;
@@ -172,10 +172,7 @@ pub fn pod_from_spec(meta: &ObjectMeta, spec: &PodSpec, obj: &str) -> Result<cor
             annotations.get(DO_NOT_DISRUPT).map(String::as_str),
             super::seconds(meta),
         ),
-        deletion_cost: annotations
-            .get("controller.kubernetes.io/pod-deletion-cost")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0),
+        deletion_cost: eviction_cost(&annotations),
         ..Default::default()
     };
     if let Some(owner) = meta
@@ -408,4 +405,17 @@ pub fn pod(p: &Pod, volume_zones: &VolumeZones) -> Result<core::Pod, KubeError> 
         }
     }
     Ok(out)
+}
+
+/// The cost a pod's annotations put on evicting it, as Karpenter v1.15 reads them:
+/// `karpenter.sh/disruption-cost` when present, else `controller.kubernetes.io/pod-deletion-cost`
+/// (each an int32; one that does not parse counts as 0, and a `disruption-cost` that does not
+/// parse still hides the other, as in Karpenter's `EvictionCost`).
+fn eviction_cost(annotations: &BTreeMap<String, String>) -> i64 {
+    let value = annotations
+        .get(DISRUPTION_COST)
+        .or_else(|| annotations.get(POD_DELETION_COST));
+    value
+        .and_then(|v| v.parse::<i32>().ok())
+        .map_or(0, i64::from)
 }
