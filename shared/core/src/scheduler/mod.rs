@@ -281,6 +281,10 @@ enum Mode {
     ShapeMatch,
     /// No targets and no size cap: plain first-fit-decreasing.
     NoTargets,
+    /// No targets and no size cap, and a pod tries the new NodeClaims with the fewest pods
+    /// first (Karpenter's order): pods that must stand apart (hostname anti-affinity) open
+    /// their own nodes, and the others spread over those before one node takes them all.
+    FewestPods,
 }
 
 /// What the LP says about one pool's new capacity.
@@ -387,7 +391,7 @@ impl<'a> Ctx<'a> {
         let small = self.pending.len() <= opts.improve_max_pods;
         let mut best = self.run(guide, Mode::ShapeMatch);
         // Other packings, when they are cheap to try and may help; the cheapest one wins.
-        for mode in [Mode::MostLeft, Mode::NoTargets] {
+        for mode in [Mode::MostLeft, Mode::NoTargets, Mode::FewestPods] {
             if !small || best.ratio() <= opts.improve_above {
                 break;
             }
@@ -540,7 +544,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn run(&self, guide: &[Guide], mode: Mode) -> Run<'_, 'a> {
-        let use_targets = mode != Mode::NoTargets;
+        let use_targets = !matches!(mode, Mode::NoTargets | Mode::FewestPods);
         let mut run = Run {
             ctx: self,
             bins: self.base_bins.clone(),

@@ -44,8 +44,10 @@ impl<'c, 'a> Run<'c, 'a> {
         let ctx = self.ctx;
         let class_id = ctx.class_of[&pod_index];
         let class = &ctx.classes[class_id];
+        let order = (self.mode == Mode::FewestPods).then(|| self.fewest_pods_first());
         for variant in &class.variants {
-            for b in 0..self.bins.len() {
+            for k in 0..self.bins.len() {
+                let b = order.as_ref().map_or(k, |o| o[k]);
                 if let Some(commit) = self.evaluate(&self.bins[b], b, pod_index, class, variant) {
                     self.commit(b, pod_index, class, variant, commit);
                     return true;
@@ -72,6 +74,17 @@ impl<'c, 'a> Run<'c, 'a> {
             }
         }
         false
+    }
+
+    /// The order a pod tries the bins in under [`Mode::FewestPods`]: the nodes and in-flight
+    /// NodeClaims as they are, then the new NodeClaims by how few pods they hold.
+    fn fewest_pods_first(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.bins.len()).collect();
+        order.sort_by_key(|&b| {
+            let bin = &self.bins[b];
+            (bin.pool.is_some(), bin.pool.map_or(0, |_| bin.pods.len()))
+        });
+        order
     }
 
     /// An empty NodeClaim of pool `p` whose options fit the pod, the limits and the size cap.
@@ -157,7 +170,7 @@ impl<'c, 'a> Run<'c, 'a> {
                     })
                     .map(|(t, _)| *t)
             }
-            Mode::NoTargets => None,
+            Mode::NoTargets | Mode::FewestPods => None,
         }
     }
 
