@@ -52,9 +52,18 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
     };
     let out = match args.output {
         Output::Json | Output::Yaml => {
-            crate::plan::structured(&serde_json::to_value(&explanation)?, args.output)? + "\n"
+            let mut value = serde_json::to_value(&explanation)?;
+            value["prices"] = serde_json::json!(catalog.price_notes());
+            crate::plan::structured(&value, args.output)? + "\n"
         }
-        Output::Table => table(&explanation),
+        Output::Table => {
+            let notes: String = catalog
+                .price_notes()
+                .iter()
+                .map(|n| format!("note: {n}\n"))
+                .collect();
+            table(&explanation) + &notes
+        }
     };
     write!(std::io::stdout(), "{out}")?;
     Ok(())

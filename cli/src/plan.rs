@@ -146,9 +146,15 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
             "note: {waiting} schedulable pod(s) are pending: a tick decides no disruption until they run, so the disruptions listed are what it would decide after (`--actions` shows the tick's own order)"
         );
     }
+    if !quiet {
+        for note in catalog.price_notes() {
+            eprintln!("note: {note}");
+        }
+    }
     let text = match args.output {
         Output::Json | Output::Yaml => {
             let mut value = serde_json::to_value(&plan)?;
+            value["prices"] = serde_json::json!(catalog.price_notes());
             value["disruptions"] = serde_json::to_value(&disruption.disruptions)?;
             value["blocked"] = serde_json::to_value(&disruption.blocked)?;
             if !disruption.scores.is_empty() {

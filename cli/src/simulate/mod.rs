@@ -245,12 +245,12 @@ fn catalog(seed: u64, base: &Catalog) -> Catalog {
     let mut rng = Rng::new(seed);
     for (name, price) in Catalog::embedded_prices() {
         for zone in &zones {
-            let fraction = rng.between(SPOT_RANGE.0, SPOT_RANGE.1);
-            catalog
-                .spot
-                .insert((name.clone(), zone.to_string()), price * fraction);
+            let spot = price * rng.between(SPOT_RANGE.0, SPOT_RANGE.1);
+            catalog.spot.insert((name.clone(), zone.to_string()), spot);
         }
     }
+    // The simulated spot market is this run's spot price history.
+    catalog.spot_prices_read = true;
     catalog
 }
 
@@ -476,7 +476,7 @@ impl Simulation {
         waits.extend(pending.iter().map(|c| (*c, (now - *c).num_seconds())));
         self.watch.report(
             &self.scenario,
-            &self.catalog.region,
+            &self.catalog,
             self.start,
             &waits,
             self.cloud.counts(),

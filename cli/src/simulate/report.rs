@@ -122,6 +122,9 @@ pub struct Report {
     pub scenario: String,
     /// The region whose catalog the simulation ran on.
     pub region: String,
+    /// Where the prices came from, estimates marked.
+    #[serde(default)]
+    pub prices: Vec<String>,
     pub description: String,
     pub seed: u64,
     pub duration_seconds: i64,
@@ -167,6 +170,9 @@ impl Report {
         );
         if !self.description.is_empty() {
             let _ = writeln!(out, "{}", self.description);
+        }
+        for note in &self.prices {
+            let _ = writeln!(out, "{note}");
         }
         let _ = writeln!(
             out,

@@ -77,10 +77,11 @@ pub struct Reservation {
 }
 
 /// The settings a scenario may set.
-pub const SETTINGS: [&str; 3] = [
+pub const SETTINGS: [&str; 4] = [
     "FLEETWRIGHT_NODE_REPAIR",
     "FLEETWRIGHT_MIN_VALUES_POLICY",
     "FLEETWRIGHT_REBALANCE",
+    "FLEETWRIGHT_NODE_CLASS_CEL",
 ];
 
 fn default_seed() -> u64 {

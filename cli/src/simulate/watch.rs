@@ -119,7 +119,7 @@ impl Watch {
     pub fn report(
         &mut self,
         scenario: &Scenario,
-        region: &str,
+        catalog: &fleetwright_core::Catalog,
         start: DateTime<Utc>,
         waits: &[(DateTime<Utc>, i64)],
         counts: (usize, usize, usize),
@@ -136,7 +136,8 @@ impl Watch {
         let (final_nodes, final_cost) = self.series.last().copied().unwrap_or_default();
         Report {
             scenario: scenario.name.clone(),
-            region: region.to_string(),
+            region: catalog.region.clone(),
+            prices: catalog.price_notes(),
             description: scenario.description.clone(),
             seed: scenario.seed,
             duration_seconds: end,

@@ -31,6 +31,8 @@ pub async fn discover(
         "discovered instance types"
     );
     let mut catalog = Catalog::from_raw(region, raw, offerings, on_demand);
+    // The functions price on-demand from the embedded table (`Catalog::embedded_prices`).
+    catalog.on_demand_prices = OnDemandPrices::Table(EMBEDDED_PRICE_REGION.into());
     // Until the first spot-price refresh, spot is priced as on-demand.
     catalog.spot_fraction = 1.0;
     Ok(catalog)

@@ -62,4 +62,5 @@ pub async fn spot_prices(
 /// Applies spot prices to a catalog. Offerings without a price keep the catalog's fallback.
 pub fn apply_spot_prices(catalog: &mut Catalog, prices: &SpotPrices) {
     catalog.spot = prices.clone();
+    catalog.spot_prices_read = true;
 }

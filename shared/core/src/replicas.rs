@@ -45,15 +45,14 @@ pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> ReplicaPlan {
             .filter(|c| !leaving(snapshot, c))
             .collect();
         let count = active.len() as i64;
+        // `limits.nodes` counts the deleting NodeClaims too: their instances still run.
+        let total = snapshot
+            .nodeclaims
+            .iter()
+            .filter(|c| c.nodepool == pool.name)
+            .count() as i64;
         if count < replicas {
-            scale_up(
-                snapshot,
-                catalog,
-                pool,
-                replicas - count,
-                claims.len() as i64,
-                &mut out,
-            );
+            scale_up(snapshot, catalog, pool, replicas - count, total, &mut out);
         } else if count > replicas {
             out.delete.extend(scale_down(
                 snapshot,

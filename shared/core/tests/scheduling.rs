@@ -122,9 +122,10 @@ fn cpu_limit_three_admits_one_of_two_anti_affine_pods() {
     assert_eq!(placed_count(&plan), 1);
     assert_eq!(plan.unschedulable.len(), 1);
     assert!(
-        plan.unschedulable[0].reason.contains("limit")
-            || plan.unschedulable[0].reason.contains("anti-affinity"),
-        "{}",
+        plan.unschedulable[0]
+            .reason
+            .contains("would exceed its limits (cpu=3) with the NodeClaims this plan makes"),
+        "the limit stops it, not the anti-affinity: {}",
         plan.unschedulable[0].reason
     );
 }

@@ -267,7 +267,7 @@ impl Live {
             .collect();
         Ok(self.watch.report(
             &self.scenario,
-            &self.catalog.region,
+            &self.catalog,
             self.start,
             &waits,
             self.cloud.counts(),

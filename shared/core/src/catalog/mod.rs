@@ -221,6 +221,20 @@ fn reservation_allowed(reservation: Option<&Reservation>, reqs: &Requirements) -
     })
 }
 
+/// The region of the embedded on-demand price table.
+pub const EMBEDDED_PRICE_REGION: &str = "us-east-1";
+
+/// Where a catalog's on-demand prices come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OnDemandPrices {
+    /// The embedded table of a region's public on-demand prices (Linux, shared tenancy).
+    Table(String),
+    /// The AWS Price List API, for the catalog's own region.
+    PriceList,
+    /// Given with the catalog (a price file, or a synthetic catalog's own prices).
+    Given,
+}
+
 /// The raw catalog: instance facts, zones and prices for one region.
 #[derive(Clone, Debug)]
 pub struct Catalog {
@@ -237,6 +251,11 @@ pub struct Catalog {
     /// Spot price as a fraction of on-demand where no spot price is known: 0.35 for the embedded
     /// catalog, 1.0 for a live catalog before its first spot-price refresh.
     pub spot_fraction: f64,
+    /// Where the on-demand prices come from.
+    pub on_demand_prices: OnDemandPrices,
+    /// Whether spot prices were read (DescribeSpotPriceHistory); without them each is
+    /// `spot_fraction` × on-demand, an estimate.
+    pub spot_prices_read: bool,
     /// NodeOverlays applied to every type this catalog resolves, highest weight first.
     pub overlays: Vec<NodeOverlay>,
     /// Each type's labels and where it is offered, built on first use (drift reads them for
@@ -335,6 +354,8 @@ impl Catalog {
             unavailable: BTreeSet::new(),
             fixed: None,
             spot_fraction: DEFAULT_SPOT_PRICE_FRACTION,
+            on_demand_prices: OnDemandPrices::Given,
+            spot_prices_read: false,
             overlays: Vec::new(),
             facts: Facts::default(),
             resolved: Resolved::default(),
@@ -359,6 +380,8 @@ impl Catalog {
             unavailable: BTreeSet::new(),
             fixed: Some(types),
             spot_fraction: DEFAULT_SPOT_PRICE_FRACTION,
+            on_demand_prices: OnDemandPrices::Given,
+            spot_prices_read: false,
             overlays: Vec::new(),
             facts: Facts::default(),
             resolved: Resolved::default(),
@@ -379,9 +402,37 @@ impl Catalog {
             let types = gunzip(EMBEDDED_TYPES);
             let offerings = gunzip(EMBEDDED_OFFERINGS[index]);
             let prices = gunzip(EMBEDDED_PRICES);
-            Catalog::from_documents(region, &types, &offerings, &prices)
-                .expect("the embedded catalog is valid")
+            let mut catalog = Catalog::from_documents(region, &types, &offerings, &prices)
+                .expect("the embedded catalog is valid");
+            catalog.on_demand_prices = OnDemandPrices::Table(EMBEDDED_PRICE_REGION.into());
+            catalog
         }))
+    }
+
+    /// Where this catalog's prices come from, one line each, estimates marked as such: what
+    /// `plan`, `explain` and the simulation report say about the prices they show.
+    pub fn price_notes(&self) -> Vec<String> {
+        let on_demand = match &self.on_demand_prices {
+            OnDemandPrices::Table(region) if *region == self.region => {
+                format!("on-demand prices: the embedded {region} price table")
+            }
+            OnDemandPrices::Table(region) => format!(
+                "on-demand prices are estimates: the embedded {region} price table stands in for {}",
+                self.region
+            ),
+            OnDemandPrices::PriceList => {
+                format!("on-demand prices: the AWS Price List API for {}", self.region)
+            }
+            OnDemandPrices::Given => "on-demand prices: as given with the catalog".to_string(),
+        };
+        let mut out = vec![on_demand];
+        if !self.spot_prices_read && self.fixed.is_none() {
+            out.push(format!(
+                "spot prices are estimates: {} × on-demand (no spot price history was read)",
+                self.spot_fraction
+            ));
+        }
+        out
     }
 
     /// The zones this catalog offers any type in.

@@ -271,3 +271,23 @@ fn enclaves_keep_only_the_types_that_support_them() {
     assert!(names.contains("m5.xlarge") && !names.contains("t3.large"));
     assert!(enclaves.len() < all.len() && !enclaves.is_empty());
 }
+
+/// Where prices come from is said, and estimates are marked: another region's table stands in
+/// for a region's on-demand prices, and spot without a price history is a fraction of them.
+#[test]
+fn price_notes_mark_the_estimates() {
+    let home = Catalog::embedded().price_notes();
+    assert_eq!(
+        home[0],
+        "on-demand prices: the embedded us-east-1 price table"
+    );
+    assert!(home[1].starts_with("spot prices are estimates: 0.35 × on-demand"));
+    let away = Catalog::embedded_region("eu-west-1").unwrap().price_notes();
+    assert!(
+        away[0].starts_with("on-demand prices are estimates") && away[0].contains("eu-west-1"),
+        "{away:?}"
+    );
+    let mut read = Catalog::embedded().clone();
+    read.spot_prices_read = true;
+    assert_eq!(read.price_notes().len(), 1);
+}

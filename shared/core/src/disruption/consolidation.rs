@@ -474,7 +474,40 @@ pub(crate) fn cheaper(
     nodeclaim.instance_types = options.into_iter().map(|(t, _)| t).collect();
     nodeclaim.capacity_types = vec![capacity.to_string()];
     nodeclaim.price = price;
+    narrow_types(&mut nodeclaim)?;
     Ok(replacement_of(nodeclaim))
+}
+
+/// The replacement's own instance-type requirement narrowed to its cheaper types, as Karpenter
+/// narrows it: a launch that finds them short of capacity must fail, not fall back to a type as
+/// dear as the candidate (whose node consolidation would only replace again). Fewer types than
+/// the requirement's `minValues` is no replacement.
+fn narrow_types(claim: &mut NewNodeClaim) -> Result<(), String> {
+    let types = claim.instance_types.clone();
+    let existing = claim
+        .requirements
+        .iter_mut()
+        .find(|r| r.key == INSTANCE_TYPE && r.operator == "In");
+    match existing {
+        Some(r) if r.min_values.is_some_and(|m| types.len() < m) => Err(format!(
+            "{} cheaper instance type(s) are fewer than the minValues of {}",
+            types.len(),
+            r.min_values.unwrap_or_default()
+        )),
+        Some(r) => {
+            r.values = types;
+            Ok(())
+        }
+        None => {
+            claim.requirements.push(crate::plan::RequirementOut {
+                key: INSTANCE_TYPE.into(),
+                operator: "In".into(),
+                values: types,
+                min_values: None,
+            });
+            Ok(())
+        }
+    }
 }
 
 /// Consolidation: the largest multi-node command among the best-ranked candidates, else the

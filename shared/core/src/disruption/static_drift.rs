@@ -2,6 +2,7 @@
 //! pool's template, and only while the pool is at its replicas and below its `limits.nodes`.
 
 use crate::catalog::Catalog;
+use crate::labels::DISRUPTION_COMMAND;
 use crate::model::{NodeClaim, NodePool, Snapshot};
 use crate::plan::NewNodeClaim;
 use crate::requirements::{Operator, Requirement, Requirements};
@@ -11,35 +12,32 @@ use super::candidates::Candidate;
 
 /// Whether a static pool may stage one more replacement, `staged` being staged already by this
 /// plan: not while it is above its replicas (a scale-down goes first), and not past its
-/// `limits.nodes`, counting every NodeClaim it has (in flight and leaving ones too), as
-/// Karpenter's static drift counts them. A pool at its limit keeps its drifted nodes, each
-/// reported blocked, rather than run one node over the limit.
+/// `limits.nodes`, counting every NodeClaim it has (in flight, leaving and deleting ones too:
+/// their instances still run), as Karpenter's static drift counts them. A pool at its limit
+/// keeps its drifted nodes, each reported blocked, rather than run one node over the limit.
 pub(super) fn static_room(
     snapshot: &Snapshot,
     pool: &NodePool,
     replicas: i64,
     staged: i64,
 ) -> Result<(), String> {
-    let claims: Vec<&NodeClaim> = snapshot
+    let all: Vec<&NodeClaim> = snapshot
         .nodeclaims
         .iter()
-        .filter(|c| c.nodepool == pool.name && !c.deleting)
+        .filter(|c| c.nodepool == pool.name)
         .collect();
-    let leaving = claims
+    let staying = all
         .iter()
-        .filter(|c| {
-            c.annotations
-                .contains_key(crate::labels::DISRUPTION_COMMAND)
-        })
+        .filter(|c| !c.deleting && !c.annotations.contains_key(DISRUPTION_COMMAND))
         .count() as i64;
-    if claims.len() as i64 - leaving > replicas {
+    if staying > replicas {
         return Err(format!(
             "static NodePool is above its {replicas} replica(s); its scale-down goes first"
         ));
     }
     let limit = pool.limits.as_ref().and_then(|l| l.extended.get("nodes"));
     match limit {
-        Some(&limit) if claims.len() as i64 + staged >= limit => Err(format!(
+        Some(&limit) if all.len() as i64 + staged >= limit => Err(format!(
             "static NodePool is at its node limit (limits.nodes {limit}) and cannot stage a replacement"
         )),
         _ => Ok(()),

@@ -193,3 +193,58 @@ fn a_static_pool_at_its_node_limit_keeps_its_drifted_nodes_blocked() {
     assert_eq!(plan.disruptions.len(), 1, "{plan:?}");
     assert_eq!(plan.disruptions[0].replacements.len(), 1);
 }
+
+/// A deleting NodeClaim's instance still runs, so it counts against `limits.nodes`: neither a
+/// drifted node's replacement nor a refill may be staged over the limit while it drains.
+#[test]
+fn a_deleting_nodeclaim_counts_against_a_static_pools_node_limit() {
+    let mut pool = general("100%");
+    pool.replicas = Some(2);
+    let mut limits = crate::resources::Resources::default();
+    limits.extended.insert("nodes".into(), 3);
+    pool.limits = Some(limits);
+    let mut c = Cluster::new(pool);
+    c.node("n1", "m5.2xlarge", "on-demand")
+        .node("n2", "m5.2xlarge", "on-demand")
+        .node("n3", "m5.2xlarge", "on-demand");
+    c.snapshot.nodeclaims[2].deleting = true;
+    c.snapshot.nodepools[0].requirements.add(
+        Requirement::new(crate::labels::INSTANCE_FAMILY, Operator::In, &["c5"]).expect("valid"),
+    );
+    let plan = c.plan();
+    assert!(plan.disruptions.is_empty(), "{plan:?}");
+    c.snapshot.nodeclaims[0].deleting = true;
+    let refill = crate::replicas::plan(&c.snapshot, Catalog::embedded(), NOW);
+    assert!(refill.create.is_empty(), "{refill:?}");
+    assert!(!refill.short.is_empty());
+}
+
+/// A consolidation replacement's own instance-type requirement allows only its cheaper types:
+/// a launch that finds them short of capacity fails instead of falling back to a type as dear
+/// as the candidate, which consolidation would only replace again and again.
+#[test]
+fn a_replacements_requirement_allows_only_its_cheaper_types() {
+    let mut c = Cluster::new(general("100%"));
+    c.node("big", "m5.xlarge", "on-demand");
+    c.pod("small", "big", 250);
+    let plan = c.plan();
+    let r = plan.disruptions[0]
+        .replacement
+        .as_ref()
+        .expect("a replacement");
+    let allowed: Vec<&String> = r
+        .nodeclaim
+        .requirements
+        .iter()
+        .filter(|q| q.key == crate::labels::INSTANCE_TYPE && q.operator == "In")
+        .flat_map(|q| q.values.iter())
+        .collect();
+    assert!(!allowed.is_empty());
+    assert!(
+        allowed.iter().all(|t| r.instance_types.contains(t)),
+        "{allowed:?}"
+    );
+    assert!(!allowed
+        .iter()
+        .any(|t| *t == "m5.8xlarge" || *t == "m5.16xlarge"));
+}

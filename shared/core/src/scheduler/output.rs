@@ -295,7 +295,7 @@ impl<'c, 'a> Run<'c, 'a> {
         for &i in &self.failed {
             plan.unschedulable.push(Unschedulable {
                 pod: snap.pods[i].key(),
-                reason: super::verdict::reason(ctx, i),
+                reason: super::verdict::reason(ctx, i, (&self.remaining, &self.nodes_left)),
             });
         }
         let hourly: f64 = plan.nodeclaims.iter().map(|n| n.price).sum();

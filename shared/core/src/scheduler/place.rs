@@ -79,11 +79,10 @@ impl<'c, 'a> Run<'c, 'a> {
     /// The order a pod tries the bins in under [`Mode::FewestPods`]: the nodes and in-flight
     /// NodeClaims as they are, then the new NodeClaims by how few pods they hold.
     fn fewest_pods_first(&self) -> Vec<usize> {
+        // Bins are opened after the nodes and in-flight NodeClaims: only that tail is sorted.
+        let base = self.ctx.base_bins.len();
         let mut order: Vec<usize> = (0..self.bins.len()).collect();
-        order.sort_by_key(|&b| {
-            let bin = &self.bins[b];
-            (bin.pool.is_some(), bin.pool.map_or(0, |_| bin.pods.len()))
-        });
+        order[base..].sort_by_key(|&b| self.bins[b].pods.len());
         order
     }
 

@@ -18,8 +18,11 @@ pub(crate) struct Attempt {
     pub(crate) reason: String,
 }
 
-/// The reason line for pending pod `pod_index`.
-pub(crate) fn reason(ctx: &Ctx<'_>, pod_index: usize) -> String {
+/// What a plan's own NodeClaims left of each pool's limits: resources and nodes.
+pub(crate) type LimitsLeft<'r> = (&'r [Option<Resources>], &'r [Option<i64>]);
+
+/// The reason line for pending pod `pod_index`, given what the plan left of the limits.
+pub(crate) fn reason(ctx: &Ctx<'_>, pod_index: usize, left: LimitsLeft<'_>) -> String {
     let pod = &ctx.snapshot.pods[pod_index];
     if ctx.pools.is_empty() {
         return "no nodepool can launch nodes (none exist or all are being deleted)".to_string();
@@ -28,7 +31,16 @@ pub(crate) fn reason(ctx: &Ctx<'_>, pod_index: usize) -> String {
     let best = ctx
         .pools
         .iter()
-        .map(|pool| attempt(pool, pod, &reqs))
+        .enumerate()
+        .map(|(p, pool)| {
+            let a = attempt(pool, pod, &reqs);
+            match (a.stage, left.0.get(p), left.1.get(p)) {
+                (6, Some(remaining), Some(nodes)) => {
+                    limited(pool, pod, &reqs, remaining, *nodes).unwrap_or(a)
+                }
+                _ => a,
+            }
+        })
         .enumerate()
         .max_by(|(ia, a), (ib, b)| a.stage.cmp(&b.stage).then(ib.cmp(ia)))
         .map(|(_, a)| a);
@@ -131,6 +143,38 @@ pub(crate) fn attempt(pool: &PoolCtx, pod: &Pod, reqs: &Requirements) -> Attempt
             "{constraint} cannot be satisfied by existing nodes or new nodes of nodepool {name:?}"
         ),
     }
+}
+
+/// The limits as the plan's own NodeClaims left them, when they stop the pod: each NodeClaim
+/// counts as the largest type it may launch as, so a plan can use a pool's limits up well
+/// before its nodes are full.
+fn limited(
+    pool: &PoolCtx,
+    pod: &Pod,
+    reqs: &Requirements,
+    remaining: &Option<Resources>,
+    nodes_left: Option<i64>,
+) -> Option<Attempt> {
+    let joint = pool.base.intersection(reqs);
+    let fits = (0..pool.types.len()).any(|t| {
+        pool.types[t].requirements.intersects(reqs).is_ok()
+            && pool.types[t].cheapest_offering(&joint).is_some()
+            && pod.requests.fits_in(&pool.usable[t])
+            && remaining
+                .as_ref()
+                .is_none_or(|r| within_limits(&pool.types[t].capacity, r))
+    });
+    if fits && nodes_left.is_none_or(|n| n > 0) {
+        return None;
+    }
+    let limits = pool.pool.limits.clone().unwrap_or_default();
+    Some(Attempt {
+        stage: 6,
+        reason: format!(
+            "nodepool {:?} would exceed its limits ({limits}) with the NodeClaims this plan makes (each counted as the largest instance type it may launch as)",
+            pool.pool.name
+        ),
+    })
 }
 
 /// Names the first requested resource that no allowed type provides enough of.

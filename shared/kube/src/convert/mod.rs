@@ -461,4 +461,52 @@ mod tests {
         let too_large = serde_json::json!({"karpenter.sh/disruption-cost": "4294967296"});
         assert_eq!(cost(too_large), 0);
     }
+
+    #[test]
+    fn a_budget_karpenter_would_refuse_is_an_error_naming_its_field() {
+        let pool = |budget: serde_json::Value| -> crate::crds::NodePool {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+                "metadata": {"name": "general"},
+                "spec": {
+                    "template": {"spec": {
+                        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                        "requirements": []
+                    }},
+                    "disruption": {"budgets": [{"nodes": "10%"}, budget]}
+                }
+            }))
+            .unwrap()
+        };
+        let error = |budget| nodepool(&pool(budget)).err().map(|e| e.to_string());
+        let cases = [
+            (serde_json::json!({"nodes": "abc"}), "budgets[1].nodes"),
+            (serde_json::json!({"nodes": "150%"}), "budgets[1].nodes"),
+            (
+                serde_json::json!({"nodes": "0", "reasons": ["Underutilised"]}),
+                "budgets[1].reasons",
+            ),
+            (
+                serde_json::json!({"nodes": "0", "schedule": "0 9 * * *"}),
+                "budgets[1].duration",
+            ),
+            (
+                serde_json::json!({"nodes": "0", "duration": "8h"}),
+                "budgets[1].schedule",
+            ),
+            (
+                serde_json::json!({"nodes": "0", "schedule": "at nine", "duration": "8h"}),
+                "budgets[1].schedule",
+            ),
+        ];
+        for (budget, field) in cases {
+            let e = error(budget.clone()).unwrap_or_else(|| panic!("{budget} was accepted"));
+            assert!(
+                e.contains("NodePool general") && e.contains(field),
+                "{budget}: {e}"
+            );
+        }
+        let fine = serde_json::json!({"nodes": "0", "schedule": "@daily", "duration": "8h", "reasons": ["Underutilized", "Unhealthy"]});
+        assert_eq!(error(fine), None);
+    }
 }

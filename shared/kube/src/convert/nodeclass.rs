@@ -121,7 +121,7 @@ fn kubelet_expressions(
         return Err(KubeError::field(
             obj,
             field,
-            format!("is a CEL expression, which Karpenter evaluates only with its NodeClassCEL feature gate on (off by default); turn it on with {NODE_CLASS_CEL_SETTING}=true, or `--node-class-cel` on the command line"),
+            format!("is a CEL expression, which Karpenter evaluates only with its NodeClassCEL feature gate on (off by default); turn it on with {NODE_CLASS_CEL_SETTING}: \"true\" (the functions' setting, or a simulate scenario's `settings:`), or `--node-class-cel` on `plan` and `explain`"),
         ));
     }
     KubeletExpressions::read(

@@ -244,12 +244,14 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
     };
     let mut budgets = Vec::new();
     for (i, b) in disruption.budgets.iter().enumerate() {
+        let field = |f: &str| format!("spec.disruption.budgets[{i}].{f}");
         let duration = match &b.duration {
-            Some(d) => duration_seconds(d).map_err(|e| {
-                KubeError::field(&obj, format!("spec.disruption.budgets[{i}].duration"), e)
-            })?,
+            Some(d) => {
+                duration_seconds(d).map_err(|e| KubeError::field(&obj, field("duration"), e))?
+            }
             None => None,
         };
+        check_budget(b).map_err(|(f, e)| KubeError::field(&obj, field(f), e))?;
         budgets.push(core::Budget {
             nodes: b.nodes.clone(),
             schedule: b.schedule.clone(),
@@ -294,6 +296,44 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
 /// What Karpenter's CRD validates of a static NodePool (`spec.replicas`), for objects that did
 /// not pass an API server (dumps, scenarios): replicas not negative, only `limits.nodes`, no
 /// weight.
+/// A disruption budget as Karpenter's CRD admits it: `nodes` a count or a percentage, each
+/// reason one of Karpenter's, a `schedule` that parses and comes with a `duration` (and the
+/// other way round). A budget read any other way would freeze a pool's disruption, or let a
+/// maintenance freeze with a misspelt reason apply to nothing.
+fn check_budget(b: &crds::BudgetSpec) -> Result<(), (&'static str, String)> {
+    use fleetwright_core::budget::{parse_nodes, Cron};
+    let nodes = b.nodes.trim();
+    let count = nodes.strip_suffix('%').unwrap_or(nodes);
+    if count.is_empty()
+        || !count.chars().all(|c| c.is_ascii_digit())
+        || parse_nodes(nodes, 100).is_none()
+    {
+        return Err((
+            "nodes",
+            format!(
+                "{:?} is not a node count (\"3\") or a percentage up to 100% (\"10%\")",
+                b.nodes
+            ),
+        ));
+    }
+    const REASONS: [&str; 4] = ["Underutilized", "Empty", "Drifted", "Unhealthy"];
+    if let Some(r) = b.reasons.iter().find(|r| !REASONS.contains(&r.as_str())) {
+        return Err((
+            "reasons",
+            format!("{r:?} is not one of {}", REASONS.join(", ")),
+        ));
+    }
+    match (&b.schedule, &b.duration) {
+        (Some(s), Some(_)) if Cron::parse(s).is_none() => Err((
+            "schedule",
+            format!("{s:?} is not a cron schedule (five fields, or @daily, @weekly, ...)"),
+        )),
+        (Some(_), None) => Err(("duration", "is required with a schedule".into())),
+        (None, Some(_)) => Err(("schedule", "is required with a duration".into())),
+        _ => Ok(()),
+    }
+}
+
 fn static_checks(spec: &crate::crds::NodePoolSpec, obj: &str) -> Result<(), KubeError> {
     let Some(replicas) = spec.replicas else {
         return Ok(());
