@@ -23,6 +23,7 @@ use serde_json::Value;
 
 pub mod export;
 pub mod price;
+mod summary;
 
 /// One case: a cluster and the catalog both schedulers plan on.
 pub struct Case {
@@ -75,8 +76,36 @@ pub fn cases(which: &str, seed: u64) -> anyhow::Result<Vec<Case>> {
             }
             Ok(out)
         }
-        other => anyhow::bail!("--cases: {other} is not one of smoke, full"),
+        generated if generated.starts_with("generated") => generated_cases(generated, seed),
+        other => anyhow::bail!("--cases: {other} is not one of smoke, full, generated[:N]"),
     }
+}
+
+/// `generated[:N]`: N generated clusters (200 by default) from seed `seed` on, each also with a
+/// limit on every pool that does not bind.
+fn generated_cases(which: &str, seed: u64) -> anyhow::Result<Vec<Case>> {
+    let count: u64 = match which.strip_prefix("generated:") {
+        Some(n) => n.parse().context("--cases generated:N: N is a count")?,
+        None => 200,
+    };
+    let embedded = Catalog::embedded();
+    let mut out = Vec::new();
+    for s in seed..seed + count {
+        for limited in [false, true] {
+            let (name, snapshot) = synthetic::generated_case(s, limited);
+            let name = if limited {
+                format!("{name}+limit")
+            } else {
+                name
+            };
+            out.push(Case {
+                name,
+                snapshot,
+                catalog: embedded.clone(),
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// What Karpenter's harness prints.
@@ -136,6 +165,9 @@ pub fn run(peer: &Path, which: &str, seed: u64, repeat: usize) -> anyhow::Result
     }
     print_table(&mut out, &rows, &version)?;
     print_differences(&mut out, &rows)?;
+    if which.starts_with("generated") {
+        summary::print_distribution(&mut out, &rows)?;
+    }
     let broken: usize = rows
         .iter()
         .map(|r| r.fleetwright.violations.len() + r.karpenter.violations.len())

@@ -16,7 +16,9 @@ const MIB: i64 = 1 << 20;
 pub use crate::rng::Rng;
 
 mod clusters;
+mod generated;
 pub use clusters::{cluster_mix, CLUSTER_MIXES};
+pub use generated::generated_case;
 
 /// Zones of the synthetic catalog.
 pub const ZONES: [&str; 3] = ["test-zone-a", "test-zone-b", "test-zone-c"];
