@@ -6,6 +6,11 @@
 #                                    Karpenter's own BenchmarkScheduling suite as published,
 #                                    beside Fleetwright's karpenter-shape figures from this run
 #   scripts/peer-bench.sh smoke      a few hundred pods (what CI runs, so the harness cannot rot)
+#   scripts/peer-bench.sh generated  200 generated clusters (six pool shapes × pod shapes ×
+#                                    constraint kinds, 20–2,000 pods), each also under a limit that
+#                                    does not bind: the distribution of Fleetwright/Karpenter and
+#                                    the five cases furthest behind (`generated:N` for N of them;
+#                                    about 9 minutes per 30 on this machine)
 #
 # The harness (peers/karpenter, its own Go module) calls Karpenter's provisioner as a dependency,
 # pinned in peers/karpenter/go.mod and fetched from the Go module proxy. Extra arguments go to

@@ -9,7 +9,8 @@ use super::Row;
 
 pub fn print_distribution(out: &mut impl Write, rows: &[Row]) -> anyhow::Result<()> {
     let (comparable, apart): (Vec<&Row>, Vec<&Row>) = rows.iter().partition(|r| {
-        r.fleetwright.scheduled == r.karpenter.scheduled && r.karpenter.hourly > 0.0
+        let pending = |s: &super::Side| s.unschedulable.keys().cloned().collect::<Vec<_>>();
+        pending(&r.fleetwright) == pending(&r.karpenter) && r.karpenter.hourly > 0.0
     });
     let mut ratios: Vec<(f64, &Row)> = comparable
         .iter()
