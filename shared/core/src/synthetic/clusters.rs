@@ -15,8 +15,6 @@ use crate::resources::Resources;
 /// The names of the mixes [`cluster_mix`] builds.
 pub const CLUSTER_MIXES: [&str; 4] = ["pools", "selectors", "spread", "shapes"];
 
-const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
-
 /// One named mix of about `count` pods, with its NodePools and DaemonSets.
 pub fn cluster_mix(mix: &str, count: usize, seed: u64) -> Option<Snapshot> {
     let mut rng = Rng::new(seed ^ 0x5eed_c105);
@@ -74,19 +72,9 @@ const SMALL_CPU: [i64; 5] = [100, 250, 500, 1000, 1500];
 const SMALL_MEM: [i64; 6] = [128, 256, 512, 1024, 2048, 4096];
 
 fn pool(name: &str, weight: i32, reqs: &[(&str, Operator, &[&str])]) -> NodePool {
-    let mut requirements = Requirements::new();
-    requirements.add(Requirement::in_values(ZONE, ZONES.map(String::from)));
-    requirements.add(Requirement::single(ARCH, "amd64"));
-    for (key, op, values) in reqs {
-        requirements.add(Requirement::new(key, *op, values).expect("a valid requirement"));
-    }
-    NodePool {
-        name: name.into(),
-        weight,
-        requirements,
-        node_class: "default".into(),
-        ..Default::default()
-    }
+    let mut pool = super::zonal_pool(name, weight, reqs);
+    pool.requirements.add(Requirement::single(ARCH, "amd64"));
+    pool
 }
 
 fn taint(key: &str, value: &str) -> Taint {

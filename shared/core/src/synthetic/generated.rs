@@ -4,13 +4,12 @@
 //! hostname spread, hostname anti-affinity, a preferred zone), 20 to 2,000 pods in Deployments
 //! of 1 to 20 replicas. Deterministic for a seed, and drawn without looking at any result.
 
-use super::{selector, Rng, MIB};
+use super::{selector, zonal_pool as pool, Rng, MIB};
 use crate::labels::*;
 use crate::model::*;
 use crate::requirements::{Operator, Requirement, Requirements};
 use crate::resources::Resources;
 
-const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 const POOLS: [&str; 6] = ["docs", "open", "burstable", "spot", "on-demand", "weighted"];
 const PODS: [&str; 4] = ["small", "cpu", "memory", "mixed"];
 const CONSTRAINTS: [&str; 6] = [
@@ -45,21 +44,6 @@ pub fn generated_case(seed: u64, limited: bool) -> (String, Snapshot) {
     };
     let name = format!("{pool}/{pods}/{constraint}/{count}/s{seed}");
     (name, snapshot)
-}
-
-fn pool(name: &str, weight: i32, reqs: &[(&str, Operator, &[&str])]) -> NodePool {
-    let mut requirements = Requirements::new();
-    requirements.add(Requirement::in_values(ZONE, ZONES.map(String::from)));
-    for (key, op, values) in reqs {
-        requirements.add(Requirement::new(key, *op, values).expect("a valid requirement"));
-    }
-    NodePool {
-        name: name.into(),
-        weight,
-        requirements,
-        node_class: "default".into(),
-        ..Default::default()
-    }
 }
 
 fn pools(shape: &str) -> Vec<NodePool> {

@@ -23,6 +23,25 @@ pub use generated::generated_case;
 /// Zones of the synthetic catalog.
 pub const ZONES: [&str; 3] = ["test-zone-a", "test-zone-b", "test-zone-c"];
 
+/// The first three zones of us-east-1, as an EC2NodeClass's subnets usually give them.
+const REAL_ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
+
+/// A NodePool of the real catalog over [`REAL_ZONES`], with these requirements and weight.
+fn zonal_pool(name: &str, weight: i32, reqs: &[(&str, Operator, &[&str])]) -> NodePool {
+    let mut requirements = Requirements::new();
+    requirements.add(Requirement::in_values(ZONE, REAL_ZONES.map(String::from)));
+    for (key, op, values) in reqs {
+        requirements.add(Requirement::new(key, *op, values).expect("a valid requirement"));
+    }
+    NodePool {
+        name: name.into(),
+        weight,
+        requirements,
+        node_class: "default".into(),
+        ..Default::default()
+    }
+}
+
 /// Karpenter's benchmark catalog: type i has i+1 vCPU, 2(i+1) GiB, 10(i+1) pods, priced
 /// 0.1 per vCPU + 0.1 per GiB, offered spot and on-demand in three zones.
 pub fn benchmark_catalog(count: usize) -> Catalog {
