@@ -9,17 +9,25 @@ criteria, end date, tags) and DescribeCapacityReservations (by id, and the `stat
 XML. An EC2NodeClass's `placementGroupSelector` is resolved with DescribePlacementGroups, which
 moto lacks too: CreatePlacementGroup (name, strategy, partition count) and
 DescribePlacementGroups (by name or id; an unknown one is EC2's `InvalidPlacementGroup.Unknown`).
-Everything else is moto's. Run it as moto_server is run:
+moto has no AWS Price List API either: GetProducts answers from the embedded us-east-1 on-demand
+table (`shared/core/data/ondemand-prices-us-east-1.csv.gz`) in the API's shape (JSON 1.1, product
+documents as strings, 100 a page with a `NextToken`), honouring the `regionCode` and `tenancy`
+filters (bare metal is `Dedicated`); any other region has no products. Everything else is moto's. Run it as moto_server is run:
 
     .venv-moto/bin/python scripts/moto-server.py -H 127.0.0.1 -p 5000
 """
 
+import csv
 import datetime
+import gzip
+import json
+import os
 import sys
 import uuid
 from xml.sax.saxutils import escape
 
 from moto.ec2.responses import EC2Response
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.server import main
 
 NAMESPACE = "http://ec2.amazonaws.com/doc/2016-11-15/"
@@ -171,6 +179,109 @@ EC2Response.create_placement_group = create_placement_group
 EC2Response.describe_placement_groups = describe_placement_groups
 EC2Response.create_capacity_reservation = create_capacity_reservation
 EC2Response.describe_capacity_reservations = describe_capacity_reservations
+
+PRICE_TABLE = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)),
+    "..",
+    "shared",
+    "core",
+    "data",
+    "ondemand-prices-us-east-1.csv.gz",
+)
+PAGE = 100
+
+
+def _price_table():
+    with gzip.open(PRICE_TABLE, "rt") as f:
+        return [(row[0], row[1]) for row in csv.reader(f) if len(row) == 2 and "." in row[0]]
+
+
+def _product(instance_type, price, tenancy):
+    sku = uuid.uuid5(uuid.NAMESPACE_OID, instance_type).hex[:16].upper()
+    term = f"{sku}.JRTCKXETXF"
+    return json.dumps(
+        {
+            "product": {
+                "productFamily": "Compute Instance (bare metal)"
+                if tenancy == "Dedicated"
+                else "Compute Instance",
+                "attributes": {
+                    "instanceType": instance_type,
+                    "regionCode": "us-east-1",
+                    "location": "US East (N. Virginia)",
+                    "operatingSystem": "Linux",
+                    "tenancy": tenancy,
+                    "preInstalledSw": "NA",
+                    "capacitystatus": "Used",
+                    "marketoption": "OnDemand",
+                    "servicecode": "AmazonEC2",
+                },
+                "sku": sku,
+            },
+            "serviceCode": "AmazonEC2",
+            "terms": {
+                "OnDemand": {
+                    term: {
+                        "priceDimensions": {
+                            f"{term}.6YS6EN2CT7": {
+                                "unit": "Hrs",
+                                "pricePerUnit": {"USD": price},
+                            }
+                        },
+                        "sku": sku,
+                        "offerTermCode": "JRTCKXETXF",
+                    }
+                }
+            },
+        }
+    )
+
+
+def get_products(body):
+    """GetProducts over the embedded table, filtered by region and tenancy, paginated."""
+    filters = {f["Field"]: f["Value"] for f in body.get("Filters", [])}
+    tenancy = filters.get("tenancy", "Shared")
+    rows = []
+    if filters.get("regionCode", "us-east-1") == "us-east-1":
+        rows = [
+            (t, p)
+            for t, p in _price_table()
+            if (t.endswith(".metal") or "metal-" in t) == (tenancy == "Dedicated")
+        ]
+    start = int(body.get("NextToken") or 0)
+    size = min(int(body.get("MaxResults") or PAGE), PAGE)
+    page = {
+        "FormatVersion": "aws_v1",
+        "PriceList": [_product(t, p, tenancy) for t, p in rows[start : start + size]],
+    }
+    if start + size < len(rows):
+        page["NextToken"] = str(start + size)
+    return page
+
+
+_dispatch = DomainDispatcherApplication.__call__
+
+
+def _call(self, environ, start_response):
+    target = environ.get("HTTP_X_AMZ_TARGET", "")
+    if not target.startswith("AWSPriceListService."):
+        return _dispatch(self, environ, start_response)
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = json.loads(environ["wsgi.input"].read(length) or b"{}")
+    if target.endswith(".GetProducts"):
+        status, answer = "200 OK", get_products(body)
+    else:
+        status = "400 Bad Request"
+        answer = {"__type": "InvalidParameterException", "message": f"{target} is not served"}
+    data = json.dumps(answer).encode()
+    start_response(
+        status,
+        [("Content-Type", "application/x-amz-json-1.1"), ("Content-Length", str(len(data)))],
+    )
+    return [data]
+
+
+DomainDispatcherApplication.__call__ = _call
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -103,6 +103,11 @@ export function controllerStatements(): iam.PolicyStatement[] {
       conditions: { StringEquals: { 'aws:RequestedRegion': '${AWS::Region}' } },
     }),
     new iam.PolicyStatement({
+      sid: 'AllowPricingReadActions',
+      resources: ['*'],
+      actions: ['pricing:GetProducts'],
+    }),
+    new iam.PolicyStatement({
       sid: 'AllowSSMReadActions',
       resources: ['arn:${AWS::Partition}:ssm:${AWS::Region}::parameter/aws/service/*'],
       actions: ['ssm:GetParameter', 'ssm:GetParameters'],

@@ -18,6 +18,8 @@ pub struct AwsClients {
     pub eks: aws_sdk_eks::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub iam: aws_sdk_iam::Client,
+    /// The Price List API client, in the region that serves this one's prices.
+    pub pricing: aws_sdk_pricing::Client,
     pub region: String,
 }
 
@@ -43,16 +45,23 @@ impl AwsClients {
 
     /// Builds every client from one configuration.
     pub fn new(config: &SdkConfig) -> Self {
+        let region = config
+            .region()
+            .map(|r| r.to_string())
+            .unwrap_or_else(|| "us-east-1".to_string());
+        let pricing = aws_sdk_pricing::config::Builder::from(config)
+            .region(aws_config::Region::new(crate::pricing::price_list_region(
+                &region,
+            )))
+            .build();
         AwsClients {
             ec2: aws_sdk_ec2::Client::new(config),
             ssm: aws_sdk_ssm::Client::new(config),
             eks: aws_sdk_eks::Client::new(config),
             sqs: aws_sdk_sqs::Client::new(config),
             iam: aws_sdk_iam::Client::new(config),
-            region: config
-                .region()
-                .map(|r| r.to_string())
-                .unwrap_or_else(|| "us-east-1".to_string()),
+            pricing: aws_sdk_pricing::Client::from_conf(pricing),
+            region,
         }
     }
 }

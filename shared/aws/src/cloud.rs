@@ -1,5 +1,5 @@
 //! The EC2 implementation ([`Ec2Cloud`]) of the cloud port ([`fleetwright_cloud::Cloud`]). The implementation keeps what a warm Lambda container may
-//! reuse: the catalog (TTL), spot prices (12 h), the cluster's facts, resolved node classes,
+//! reuse: the catalog (TTL), spot and on-demand prices (12 h), the cluster's facts, resolved node classes,
 //! ensured launch templates and unavailable offerings.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -22,7 +22,7 @@ use crate::fleet::{self, LaunchRequest, Launched, Override};
 use crate::instances::{self, Instance, Termination};
 use crate::launch_template;
 use crate::nodeclass::{self, ParameterRoot, ResolvedNodeClass};
-use crate::pricing::{self, SpotPrices, SPOT_REFRESH};
+use crate::pricing::{self, OnDemandPriceList, SpotPrices, PRICE_LIST_RETRY, SPOT_REFRESH};
 use crate::template_gc;
 use crate::unavailable::{is_capacity_error, UnavailableOfferings};
 use crate::userdata::{self, NodeBootstrap};
@@ -38,6 +38,10 @@ pub const NODECLASS_TTL: Duration = Duration::minutes(5);
 struct Warm {
     catalog: Cached<Catalog>,
     spot: Option<(Arc<SpotPrices>, DateTime<Utc>)>,
+    /// The last on-demand prices read from the Price List API, and when.
+    on_demand: Option<(Arc<OnDemandPriceList>, DateTime<Utc>)>,
+    /// When the Price List API last failed; it is not asked again for [`PRICE_LIST_RETRY`].
+    on_demand_failed: Option<DateTime<Utc>>,
     cluster: Option<ClusterInfo>,
     nodeclasses: HashMap<String, (String, ResolvedNodeClass, DateTime<Utc>)>,
     /// Launch templates this container ensured, with their last use by a launch.
@@ -52,8 +56,17 @@ struct Warm {
 struct Composed {
     base: Arc<Catalog>,
     spot: Option<Arc<SpotPrices>>,
+    on_demand: Option<Arc<OnDemandPriceList>>,
     unavailable: BTreeSet<crate::unavailable::OfferingKey>,
     catalog: Arc<Catalog>,
+}
+
+fn same<T>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
 }
 
 impl Composed {
@@ -61,14 +74,13 @@ impl Composed {
         &self,
         base: &Arc<Catalog>,
         spot: &Option<Arc<SpotPrices>>,
+        on_demand: &Option<Arc<OnDemandPriceList>>,
         unavailable: &BTreeSet<crate::unavailable::OfferingKey>,
     ) -> bool {
-        let same_spot = match (&self.spot, spot) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
-        };
-        Arc::ptr_eq(&self.base, base) && same_spot && &self.unavailable == unavailable
+        Arc::ptr_eq(&self.base, base)
+            && same(&self.spot, spot)
+            && same(&self.on_demand, on_demand)
+            && &self.unavailable == unavailable
     }
 }
 
@@ -96,6 +108,8 @@ impl Ec2Cloud {
             warm: Mutex::new(Warm {
                 catalog: Cached::new(CATALOG_TTL),
                 spot: None,
+                on_demand: None,
+                on_demand_failed: None,
                 cluster: None,
                 nodeclasses: HashMap::new(),
                 templates: BTreeMap::new(),
@@ -169,6 +183,34 @@ impl Ec2Cloud {
             }
             Err(e) => {
                 warn!(error = %e, "spot price refresh failed; keeping the previous prices");
+                cached.map(|(p, _)| p)
+            }
+        }
+    }
+
+    /// The Price List API's on-demand prices, refreshed every [`SPOT_REFRESH`]; on failure the
+    /// previous ones, or none (the embedded table prices the catalog).
+    async fn on_demand_prices(&self, now: DateTime<Utc>) -> Option<Arc<OnDemandPriceList>> {
+        let (cached, failed) = {
+            let warm = self.warm();
+            (warm.on_demand.clone(), warm.on_demand_failed)
+        };
+        let fresh = cached.as_ref().filter(|(_, at)| now - *at < SPOT_REFRESH);
+        let waiting = failed.is_some_and(|at| now - at < PRICE_LIST_RETRY);
+        if fresh.is_some() || waiting {
+            return cached.map(|(p, _)| p);
+        }
+        match pricing::on_demand_prices(&self.clients.pricing, &self.clients.region).await {
+            Ok(prices) => {
+                let prices = Arc::new(prices);
+                let mut warm = self.warm();
+                warm.on_demand = Some((prices.clone(), now));
+                warm.on_demand_failed = None;
+                Some(prices)
+            }
+            Err(e) => {
+                warn!(error = %e, "Price List API read failed; on-demand prices stay as they were");
+                self.warm().on_demand_failed = Some(now);
                 cached.map(|(p, _)| p)
             }
         }
@@ -421,16 +463,20 @@ impl Cloud for Ec2Cloud {
     async fn catalog(&self, now: DateTime<Utc>) -> Result<Arc<Catalog>, AwsError> {
         let base = self.base_catalog(now).await?;
         let spot = self.spot_prices(now).await;
+        let on_demand = self.on_demand_prices(now).await;
         let mut warm = self.warm();
         let unavailable = warm.unavailable.active(now);
         if let Some(c) = warm
             .composed
             .as_ref()
-            .filter(|c| c.matches(&base, &spot, &unavailable))
+            .filter(|c| c.matches(&base, &spot, &on_demand, &unavailable))
         {
             return Ok(c.catalog.clone());
         }
         let mut catalog = (*base).clone();
+        if let Some(prices) = &on_demand {
+            pricing::apply_on_demand_prices(&mut catalog, prices);
+        }
         if let Some(prices) = &spot {
             pricing::apply_spot_prices(&mut catalog, prices);
             catalog.spot_fraction = 1.0;
@@ -440,6 +486,7 @@ impl Cloud for Ec2Cloud {
         warm.composed = Some(Composed {
             base,
             spot,
+            on_demand,
             unavailable,
             catalog: catalog.clone(),
         });

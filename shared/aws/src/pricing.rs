@@ -1,18 +1,27 @@
-//! Prices. On-demand comes from the embedded table (the one the core ships). Spot comes from
-//! DescribeSpotPriceHistory for Linux, per instance type and zone, refreshed every 12 hours in a
-//! warm container; until the first refresh, spot is priced as on-demand.
+//! Prices, read as Karpenter reads them and refreshed every 12 hours in a warm container.
+//! On-demand comes from the AWS Price List API (GetProducts: Linux, shared tenancy and bare metal,
+//! no pre-installed software, for the cluster's region), with the embedded table as the fallback
+//! for any type the list does not price or when the API cannot be reached. Spot comes from
+//! DescribeSpotPriceHistory for Linux, per instance type and zone; until the first refresh, spot
+//! is priced as on-demand.
 
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::primitives::DateTime as SmithyDateTime;
+use aws_sdk_pricing::types::{Filter, FilterType};
 use chrono::{DateTime, Duration, Utc};
+use fleetwright_core::catalog::OnDemandPrices;
 use fleetwright_core::Catalog;
+use serde::Deserialize;
 use tracing::{debug, instrument};
 
 use crate::error::AwsError;
 
-/// How often a warm container refreshes spot prices.
+/// How often a warm container refreshes spot and on-demand prices.
 pub const SPOT_REFRESH: Duration = Duration::hours(12);
+/// How long a container waits to ask the Price List API again after it failed (an isolated VPC
+/// has no route to it; each tick should not pay for that).
+pub const PRICE_LIST_RETRY: Duration = Duration::hours(1);
 /// The product descriptions Linux nodes are priced under (classic and VPC).
 pub const PRODUCT_DESCRIPTIONS: [&str; 2] = ["Linux/UNIX", "Linux/UNIX (Amazon VPC)"];
 
@@ -63,4 +72,196 @@ pub async fn spot_prices(
 pub fn apply_spot_prices(catalog: &mut Catalog, prices: &SpotPrices) {
     catalog.spot = prices.clone();
     catalog.spot_prices_read = true;
+}
+
+/// On-demand prices by instance type, from the Price List API.
+pub type OnDemandPriceList = BTreeMap<String, f64>;
+
+/// The region whose Price List API endpoint serves `region`: the API runs in a few regions only.
+pub fn price_list_region(region: &str) -> &'static str {
+    if region.starts_with("ap-") {
+        "ap-south-1"
+    } else if region.starts_with("cn-") {
+        "cn-northwest-1"
+    } else if region.starts_with("eu-") {
+        "eu-central-1"
+    } else {
+        "us-east-1"
+    }
+}
+
+/// The currency a region is priced in.
+fn currency(region: &str) -> &'static str {
+    if region.starts_with("cn-") {
+        "CNY"
+    } else {
+        "USD"
+    }
+}
+
+/// The on-demand price of every Linux instance type in `region`: shared-tenancy compute instances
+/// and bare-metal ones, each a paginated GetProducts. An empty answer is an error: a region the
+/// list knows always has prices, so an empty one means the filters or the endpoint are wrong.
+#[instrument(skip_all, fields(region = %region))]
+pub async fn on_demand_prices(
+    client: &aws_sdk_pricing::Client,
+    region: &str,
+) -> Result<OnDemandPriceList, AwsError> {
+    let mut prices = products(client, region, "Shared", "Compute Instance").await?;
+    let metal = products(client, region, "Dedicated", "Compute Instance (bare metal)").await?;
+    if prices.is_empty() || metal.is_empty() {
+        return Err(AwsError::Api {
+            operation: "GetProducts",
+            code: "NoPrices".into(),
+            message: format!("the Price List API returned no on-demand prices for {region}"),
+        });
+    }
+    prices.extend(metal);
+    debug!(types = prices.len(), "on-demand prices read");
+    Ok(prices)
+}
+
+fn term(field: &str, value: &str) -> Filter {
+    Filter::builder()
+        .r#type(FilterType::TermMatch)
+        .field(field)
+        .value(value)
+        .build()
+        .expect("field, type and value are set")
+}
+
+async fn products(
+    client: &aws_sdk_pricing::Client,
+    region: &str,
+    tenancy: &str,
+    family: &str,
+) -> Result<OnDemandPriceList, AwsError> {
+    let filters = [
+        ("regionCode", region),
+        ("serviceCode", "AmazonEC2"),
+        ("preInstalledSw", "NA"),
+        ("operatingSystem", "Linux"),
+        ("capacitystatus", "Used"),
+        ("marketoption", "OnDemand"),
+        ("tenancy", tenancy),
+        ("productFamily", family),
+    ];
+    let mut pages = client
+        .get_products()
+        .service_code("AmazonEC2")
+        .set_filters(Some(filters.iter().map(|(f, v)| term(f, v)).collect()))
+        .max_results(100)
+        .into_paginator()
+        .send();
+    let mut out = OnDemandPriceList::new();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| crate::error::api("GetProducts", e))?;
+        for item in page.price_list() {
+            if let Some((instance_type, price)) = price_item(item, currency(region)) {
+                out.insert(instance_type, price);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The parts of a Price List product document that price an instance type.
+#[derive(Deserialize)]
+struct PriceItem {
+    product: Product,
+    #[serde(default)]
+    terms: Terms,
+}
+
+#[derive(Deserialize)]
+struct Product {
+    #[serde(default)]
+    attributes: BTreeMap<String, String>,
+}
+
+#[derive(Default, Deserialize)]
+struct Terms {
+    #[serde(default, rename = "OnDemand")]
+    on_demand: BTreeMap<String, Term>,
+}
+
+#[derive(Deserialize)]
+struct Term {
+    #[serde(default, rename = "priceDimensions")]
+    price_dimensions: BTreeMap<String, Dimension>,
+}
+
+#[derive(Deserialize)]
+struct Dimension {
+    #[serde(default, rename = "pricePerUnit")]
+    price_per_unit: BTreeMap<String, String>,
+}
+
+/// One product document's instance type and hourly price in `currency`. Documents that do not
+/// parse, name no instance type or carry no non-zero price are skipped, one at a time.
+pub fn price_item(document: &str, currency: &str) -> Option<(String, f64)> {
+    let item: PriceItem = serde_json::from_str(document).ok()?;
+    let instance_type = item.product.attributes.get("instanceType")?.clone();
+    if instance_type.is_empty() {
+        return None;
+    }
+    let price = item
+        .terms
+        .on_demand
+        .values()
+        .flat_map(|t| t.price_dimensions.values())
+        .filter_map(|d| d.price_per_unit.get(currency)?.parse::<f64>().ok())
+        .rfind(|p| *p > 0.0)?;
+    Some((instance_type, price))
+}
+
+/// Applies Price List prices to a catalog: a listed type takes the list's price, any other
+/// keeps the embedded one.
+pub fn apply_on_demand_prices(catalog: &mut Catalog, prices: &OnDemandPriceList) {
+    for (instance_type, price) in prices {
+        catalog.on_demand.insert(instance_type.clone(), *price);
+    }
+    catalog.on_demand_prices = OnDemandPrices::PriceList;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn document(instance_type: &str, currency: &str, price: &str) -> String {
+        serde_json::json!({
+            "product": {"productFamily": "Compute Instance", "attributes": {"instanceType": instance_type, "operatingSystem": "Linux"}},
+            "terms": {"OnDemand": {"SKU.TERM": {"priceDimensions": {"SKU.TERM.DIM": {"unit": "Hrs", "pricePerUnit": {currency: price}}}}}}
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_product_document_gives_its_type_and_hourly_price() {
+        assert_eq!(
+            price_item(&document("m5.large", "USD", "0.1070000000"), "USD"),
+            Some(("m5.large".into(), 0.107))
+        );
+        assert_eq!(
+            price_item(&document("m5.large", "CNY", "0.7"), "CNY"),
+            Some(("m5.large".into(), 0.7))
+        );
+        assert_eq!(price_item(&document("m5.large", "CNY", "0.7"), "USD"), None);
+        assert_eq!(
+            price_item(&document("m5.large", "USD", "0.0000000000"), "USD"),
+            None
+        );
+        assert_eq!(price_item(&document("", "USD", "1"), "USD"), None);
+        assert_eq!(price_item("{not json", "USD"), None);
+    }
+
+    #[test]
+    fn each_region_is_priced_by_an_endpoint_that_serves_it() {
+        assert_eq!(price_list_region("us-west-2"), "us-east-1");
+        assert_eq!(price_list_region("eu-west-1"), "eu-central-1");
+        assert_eq!(price_list_region("ap-northeast-2"), "ap-south-1");
+        assert_eq!(price_list_region("cn-north-1"), "cn-northwest-1");
+        assert_eq!(currency("cn-north-1"), "CNY");
+        assert_eq!(currency("sa-east-1"), "USD");
+    }
 }

@@ -399,3 +399,131 @@ async fn launches_of_one_tick_share_one_catalog_until_something_changes() {
         .unavailable
         .contains(&("spot".into(), "m5.large".into(), "us-east-1a".into())));
 }
+
+fn price_list_page(name: &str) -> String {
+    let path = format!(
+        "{}/tests/golden/price-list/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// A cloud in eu-west-1, whose prices the embedded us-east-1 table only estimates.
+fn eu_west_cloud(faults: &FaultInjector, cluster: &str) -> Ec2Cloud {
+    let config = sdk_config(Some(faults.client()))
+        .to_builder()
+        .region(aws_config::Region::new("eu-west-1"))
+        .build();
+    Ec2Cloud::new(AwsClients::new(&config), cluster)
+}
+
+#[tokio::test]
+async fn on_demand_prices_come_from_the_price_list_api_for_the_clusters_region() {
+    let faults = FaultInjector::default();
+    let cloud = eu_west_cloud(&faults, "price-list");
+    let pricing_region = cloud.clients().pricing.config().region().cloned();
+    assert_eq!(
+        pricing_region.as_ref().map(|r| r.as_ref()),
+        Some("eu-central-1")
+    );
+    for page in ["shared-1", "shared-2", "metal-1"] {
+        faults.inject("GetProducts", 200, &price_list_page(page), 1);
+    }
+    let now = Utc::now();
+    let catalog = cloud.catalog(now).await.unwrap();
+
+    let price = |t: &str| catalog.on_demand.get(t).copied();
+    assert_eq!(price("m5.large"), Some(0.107), "the list's first page");
+    assert_eq!(price("r5.large"), Some(0.141), "its second page");
+    assert_eq!(price("m5.metal"), Some(5.136), "bare metal, read apart");
+    let table = fleetwright_core::Catalog::embedded_prices();
+    assert_eq!(
+        price("m7i.large"),
+        table.get("m7i.large").copied(),
+        "a type listed at zero keeps the table's price"
+    );
+    assert_eq!(
+        price("t3.micro"),
+        table.get("t3.micro").copied(),
+        "a type the list leaves out keeps the table's price"
+    );
+    assert!(
+        catalog.price_notes()[0].contains("AWS Price List API for eu-west-1"),
+        "{:?}",
+        catalog.price_notes()
+    );
+
+    let requests = faults.requests("GetProducts");
+    assert_eq!(requests.len(), 3, "two pages of instances, one of metal");
+    let filter = |f: &str, v: &str| format!(r#""Field":"{f}","Value":"{v}""#);
+    for request in &requests {
+        for (f, v) in [
+            ("regionCode", "eu-west-1"),
+            ("operatingSystem", "Linux"),
+            ("preInstalledSw", "NA"),
+            ("capacitystatus", "Used"),
+            ("marketoption", "OnDemand"),
+        ] {
+            assert!(request.contains(&filter(f, v)), "{f} in {request}");
+        }
+    }
+    assert!(
+        requests[1].contains("eyJwYWdlIjoyfQ=="),
+        "the next page is asked for by its token"
+    );
+    assert!(requests[2].contains(&filter("productFamily", "Compute Instance (bare metal)")));
+
+    // A warm container reuses them for 12 hours.
+    cloud
+        .catalog(now + chrono::Duration::hours(11))
+        .await
+        .unwrap();
+    assert_eq!(faults.requests("GetProducts").len(), 3);
+}
+
+#[tokio::test]
+async fn a_price_list_that_cannot_be_read_leaves_the_table_and_is_not_asked_every_tick() {
+    let faults = FaultInjector::default();
+    let cloud = eu_west_cloud(&faults, "price-list-down");
+    faults.inject("GetProducts", 403, r#"{"__type":"AccessDeniedException","message":"not authorized to perform: pricing:GetProducts"}"#, 1);
+    let now = Utc::now();
+    let catalog = cloud.catalog(now).await.unwrap();
+    let table = fleetwright_core::Catalog::embedded_prices();
+    assert_eq!(catalog.on_demand.get("m5.large"), table.get("m5.large"));
+    assert!(
+        catalog.price_notes()[0]
+            .contains("estimates: the embedded us-east-1 price table stands in for eu-west-1"),
+        "{:?}",
+        catalog.price_notes()
+    );
+    cloud
+        .catalog(now + chrono::Duration::minutes(59))
+        .await
+        .unwrap();
+    assert_eq!(
+        faults.requests("GetProducts").len(),
+        1,
+        "not asked again within the hour"
+    );
+
+    // An hour on it is asked again, and its prices replace the table's.
+    for page in ["shared-1", "shared-2", "metal-1"] {
+        faults.inject("GetProducts", 200, &price_list_page(page), 1);
+    }
+    let later = now + chrono::Duration::minutes(61);
+    let catalog = cloud.catalog(later).await.unwrap();
+    assert_eq!(catalog.on_demand.get("m5.large"), Some(&0.107));
+
+    // A refresh that fails keeps the prices last read.
+    faults.inject(
+        "GetProducts",
+        500,
+        r#"{"__type":"InternalErrorException","message":"internal"}"#,
+        9,
+    );
+    let catalog = cloud
+        .catalog(later + chrono::Duration::hours(13))
+        .await
+        .unwrap();
+    assert_eq!(catalog.on_demand.get("m5.large"), Some(&0.107));
+}

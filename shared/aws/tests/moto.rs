@@ -114,6 +114,35 @@ async fn catalog_discovery_reads_the_apis_instance_types_and_zones() {
 }
 
 #[tokio::test]
+async fn on_demand_prices_are_read_page_by_page_from_the_price_list_api() {
+    // scripts/moto-server.py serves GetProducts from the embedded us-east-1 table.
+    let clients = clients();
+    let prices = fleetwright_aws::pricing::on_demand_prices(&clients.pricing, REGION)
+        .await
+        .unwrap();
+    let table = fleetwright_core::Catalog::embedded_prices();
+    assert_eq!(prices.len(), table.len(), "every page read, metal included");
+    assert_eq!(prices.get("m5.large"), table.get("m5.large"));
+    assert_eq!(prices.get("m5.metal"), table.get("m5.metal"));
+
+    let err = fleetwright_aws::pricing::on_demand_prices(&clients.pricing, "eu-west-1")
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no on-demand prices for eu-west-1"),
+        "{err}"
+    );
+
+    let cloud = fleetwright_aws::Ec2Cloud::new(clients, "priced");
+    let catalog = cloud.catalog(Utc::now()).await.unwrap();
+    assert_eq!(
+        catalog.on_demand_prices,
+        fleetwright_core::catalog::OnDemandPrices::PriceList
+    );
+}
+
+#[tokio::test]
 async fn subnets_and_security_groups_are_found_by_tag_and_by_id() {
     let (cloud, fx) = cloud_for("disco").await;
     let resolved = cloud

@@ -420,9 +420,10 @@ impl Catalog {
                 "on-demand prices are estimates: the embedded {region} price table stands in for {}",
                 self.region
             ),
-            OnDemandPrices::PriceList => {
-                format!("on-demand prices: the AWS Price List API for {}", self.region)
-            }
+            OnDemandPrices::PriceList => format!(
+                "on-demand prices: the AWS Price List API for {} (a type it does not list keeps the embedded {EMBEDDED_PRICE_REGION} price, an estimate)",
+                self.region
+            ),
             OnDemandPrices::Given => "on-demand prices: as given with the catalog".to_string(),
         };
         let mut out = vec![on_demand];
