@@ -29,12 +29,18 @@ pub struct ExplainArgs {
     /// Evaluate EC2NodeClasses' kubelet CEL expressions per instance type, as for `plan`.
     #[arg(long)]
     node_class_cel: bool,
+    /// Karpenter's scheduler config document: default topology spread, as for `plan`.
+    #[arg(long, value_name = "FILE")]
+    scheduler_config: Option<PathBuf>,
 }
 
 pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
     use std::io::Write;
-    let Some((mut dump, source)) =
-        crate::plan::read_input(args.kubeconfig.as_deref(), args.cluster.as_deref())?
+    let Some((mut dump, source)) = crate::plan::read_input(
+        args.kubeconfig.as_deref(),
+        args.cluster.as_deref(),
+        &crate::plan::scheduler_config(args.scheduler_config.as_deref())?,
+    )?
     else {
         bail!("give --cluster DUMP or --kubeconfig FILE");
     };

@@ -121,6 +121,9 @@ fn rbac(group: &str, namespace: &str) -> Vec<Value> {
         ),
         rule(&[""], &["events"], &["create"]),
         rule(&["apps"], &["daemonsets"], &["list"]),
+        // What default topology spread deduces each pod's selector from, as kube-scheduler.
+        rule(&[""], &["services", "replicationcontrollers"], &["list"]),
+        rule(&["apps"], &["replicasets", "statefulsets"], &["list"]),
         rule(&["policy"], &["poddisruptionbudgets"], &["list"]),
         rule(&["karpenter.sh"], &["nodeoverlays"], &["list"]),
         // `get` for the status writes, which read the object they update.

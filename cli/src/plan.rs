@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use fleetwright_core::default_spread::DefaultSpread;
 use fleetwright_core::disruption::DisruptionPlan;
 use fleetwright_core::model::MinValuesPolicy;
 use fleetwright_core::{schedule, Plan, ScheduleOptions};
@@ -67,6 +68,12 @@ pub struct PlanArgs {
     /// without it such a class is not ready, and its NodePools are not planned).
     #[arg(long)]
     pub node_class_cel: bool,
+    /// Karpenter's scheduler config document (YAML or JSON): its
+    /// `podTopologySpread.defaultConstraints` are given to pods without spread constraints of
+    /// their own, as kube-scheduler and Karpenter v1.15 do, and as the tick does with
+    /// `FLEETWRIGHT_SCHEDULER_CONFIG`.
+    #[arg(long, value_name = "FILE")]
+    pub scheduler_config: Option<PathBuf>,
 }
 
 /// `--min-values-policy`.
@@ -79,12 +86,18 @@ pub enum MinValuesArg {
 }
 
 pub fn run(args: PlanArgs) -> anyhow::Result<()> {
-    let (mut dump, source) = match read_input(args.kubeconfig.as_deref(), args.cluster.as_deref())?
-    {
+    let defaults = scheduler_config(args.scheduler_config.as_deref())?;
+    let input = read_input(
+        args.kubeconfig.as_deref(),
+        args.cluster.as_deref(),
+        &defaults,
+    )?;
+    let (mut dump, source) = match input {
         Some(read) => read,
         None => {
             let source = "embedded example cluster".to_string();
-            let dump = fleetwright_kube::dump::parse(EXAMPLE_CLUSTER, &source)?;
+            let mut dump = fleetwright_kube::dump::parse(EXAMPLE_CLUSTER, &source)?;
+            dump.default_spread = defaults;
             crate::input::check_dump(&dump)?;
             (dump, source)
         }
@@ -223,10 +236,11 @@ pub fn instant(now: Option<&str>) -> anyhow::Result<chrono::DateTime<chrono::Utc
 pub fn read_input(
     kubeconfig: Option<&std::path::Path>,
     cluster: Option<&std::path::Path>,
+    default_spread: &[DefaultSpread],
 ) -> anyhow::Result<Option<(ClusterDump, String)>> {
-    let read = match (kubeconfig, cluster) {
+    let mut read = match (kubeconfig, cluster) {
         (Some(kubeconfig), _) => (
-            read_cluster(kubeconfig)?,
+            read_cluster(kubeconfig, default_spread)?,
             format!("the cluster of {}", kubeconfig.display()),
         ),
         (None, Some(path)) => {
@@ -237,17 +251,35 @@ pub fn read_input(
         }
         (None, None) => return Ok(None),
     };
+    read.0.default_spread = default_spread.to_vec();
     crate::input::check_dump(&read.0)?;
     Ok(Some(read))
+}
+
+/// `--scheduler-config FILE`: the default topology spread of Karpenter's scheduler config
+/// document (the tick's `FLEETWRIGHT_SCHEDULER_CONFIG`); none without the flag.
+pub fn scheduler_config(path: Option<&std::path::Path>) -> anyhow::Result<Vec<DefaultSpread>> {
+    let Some(path) = path else {
+        return Ok(Vec::new());
+    };
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    fleetwright_kube::scheduler_config::parse(&text)
+        .with_context(|| format!("--scheduler-config {}", path.display()))
 }
 
 /// The cluster as the tick reads it, through the kubeconfig's API server: every list it makes
 /// (pods slim and converted page by page, the CA bundle for EC2NodeClass hashes from
 /// `kube-root-ca.crt`), and nothing written.
-pub fn read_cluster(kubeconfig: &std::path::Path) -> anyhow::Result<ClusterDump> {
+pub fn read_cluster(
+    kubeconfig: &std::path::Path,
+    default_spread: &[DefaultSpread],
+) -> anyhow::Result<ClusterDump> {
+    let defaults = default_spread.to_vec();
     with_client(kubeconfig, |client| async move {
         let reader = fleetwright_kube::snapshot::SnapshotReader::new(client)
-            .with_ca_bundle(None, "karpenter");
+            .with_ca_bundle(None, "karpenter")
+            .with_default_spread(defaults);
         reader
             .read_dump()
             .await

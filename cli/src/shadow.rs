@@ -37,7 +37,8 @@ pub struct ShadowArgs {
 }
 
 pub fn run(args: &ShadowArgs) -> anyhow::Result<()> {
-    let Some((mut dump, source)) = read_input(args.kubeconfig.as_deref(), args.cluster.as_deref())?
+    let Some((mut dump, source)) =
+        read_input(args.kubeconfig.as_deref(), args.cluster.as_deref(), &[])?
     else {
         anyhow::bail!("shadow compares a cluster: give --kubeconfig FILE or --cluster DUMP");
     };

@@ -78,6 +78,16 @@ export interface FleetwrightProps {
    * one (its `settings.clusterCABundle`). Default: none, and the tick reads `kube-root-ca.crt`.
    */
   readonly clusterCaBundle?: string;
+  /**
+   * Evaluate CEL expressions in EC2NodeClass kubelet settings per instance type, as Karpenter
+   * v1.15's `NodeClassCEL` feature gate. Default false.
+   */
+  readonly nodeClassCel?: boolean;
+  /**
+   * Karpenter v1.15's scheduler config document (its `SCHEDULER_CONFIG`): the cluster's
+   * kube-scheduler `podTopologySpread.defaultConstraints`. Default: none.
+   */
+  readonly schedulerConfig?: string;
   /** Active X-Ray tracing. Default false. */
   readonly tracing?: boolean;
   /** Default two weeks. */
@@ -186,6 +196,8 @@ export class Fleetwright extends Construct {
       FLEETWRIGHT_DRY_RUN: props.dryRun ? 'true' : 'false',
       FLEETWRIGHT_NODE_REPAIR: props.nodeRepair ? 'true' : 'false',
       FLEETWRIGHT_CLUSTER_CA_BUNDLE: props.clusterCaBundle ?? '',
+      FLEETWRIGHT_NODE_CLASS_CEL: props.nodeClassCel ? 'true' : 'false',
+      FLEETWRIGHT_SCHEDULER_CONFIG: props.schedulerConfig ?? '',
     };
     const common = (fn: string, logGroupId: string) => ({
       functionName: name(`-${fn}`),

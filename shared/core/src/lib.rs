@@ -6,6 +6,7 @@
 
 pub mod catalog;
 pub mod check;
+pub mod default_spread;
 pub mod disruption;
 pub use disruption::budget;
 pub mod error;

@@ -2,12 +2,13 @@
 //! ec2nodeclasses,nodeclaims -A -o yaml` prints (a `kind: List`), or a multi-document YAML/JSON
 //! stream of the same objects, parsed into typed objects.
 
+use fleetwright_core::default_spread::Selectors;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
-    Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, PodStatus,
+    Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, PodStatus, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -60,6 +61,11 @@ pub struct ClusterDump {
     /// off (Karpenter's default), a class whose kubelet settings hold a CEL expression is
     /// rejected; on, the expressions are compiled and evaluated per instance type.
     pub node_class_cel: bool,
+    /// kube-scheduler's default topology spread (Karpenter's scheduler config), given to each
+    /// pod without spread constraints of its own when the dump is converted.
+    pub default_spread: Vec<fleetwright_core::default_spread::DefaultSpread>,
+    /// The Services' and controllers' selectors those defaults' selectors are deduced from.
+    pub selectors: fleetwright_core::default_spread::Selectors,
 }
 
 /// The ConfigMap Kubernetes publishes into every namespace with the CA pods trust.
@@ -205,10 +211,36 @@ pub fn parse(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
         add_object(&mut dump, &mut legacy, &mut workloads, value, source)?;
     }
     add_legacy(&mut dump, &legacy)?;
+    add_workload_selectors(&mut dump.selectors, &workloads);
     let (pods, expanded) = crate::workloads::expand(&workloads, &dump.pods, &mut dump.warnings)?;
     dump.pods.extend(pods);
     dump.expanded = expanded;
     Ok(dump)
+}
+
+/// The selectors of a file's ReplicaSets and StatefulSets, and of its Deployments under the
+/// name their expanded pods' ReplicaSet takes ([`crate::workloads`]).
+fn add_workload_selectors(selectors: &mut Selectors, workloads: &[Value]) {
+    for w in workloads {
+        let kind = w["kind"].as_str().unwrap_or_default();
+        let namespace = w["metadata"]["namespace"].as_str().unwrap_or("default");
+        let name = w["metadata"]["name"].as_str().unwrap_or_default();
+        let (owner_kind, owner) = match kind {
+            "Deployment" => ("ReplicaSet", crate::workloads::replica_set_name(name)),
+            "ReplicaSet" | "StatefulSet" => (kind, name.to_string()),
+            _ => continue,
+        };
+        let Ok(selector) = serde_json::from_value::<LabelSelector>(w["spec"]["selector"].clone())
+        else {
+            continue;
+        };
+        let object = format!("{kind} {namespace}/{name}");
+        if let Ok(reqs) = crate::convert::label_selector(&selector, &object, "spec.selector") {
+            selectors
+                .sets
+                .insert((namespace.into(), owner_kind.into(), owner), reqs);
+        }
+    }
 }
 
 /// Converts the legacy objects to v1 and adds them, unless a v1 object of the same kind and
@@ -274,6 +306,12 @@ fn add_object(
         "PodDisruptionBudget" => dump.pdbs.push(noted(value, &kind, warnings)?),
         "PersistentVolumeClaim" => dump.pvcs.push(noted(value, &kind, warnings)?),
         "PersistentVolume" => dump.pvs.push(noted(value, &kind, warnings)?),
+        "Service" => {
+            let service: Service = noted(value, &kind, warnings)?;
+            let services = std::slice::from_ref(&service);
+            let found = crate::scheduler_config::selectors(services, &[], &[], &[]);
+            dump.selectors.services.extend(found.services);
+        }
         "NodePool" => {
             let pool: NodePool = noted(value, &kind, warnings)?;
             let spec = &pool.spec;

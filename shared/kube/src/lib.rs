@@ -16,6 +16,7 @@ pub mod legacy;
 pub mod objects;
 pub mod peers;
 pub mod retry;
+pub mod scheduler_config;
 pub mod snapshot;
 pub mod state;
 pub mod strict;

@@ -9,9 +9,12 @@
 
 use std::fmt::Debug;
 
+use fleetwright_core::default_spread::{DefaultSpread, Selectors};
 use fleetwright_core::Snapshot;
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
@@ -57,6 +60,7 @@ pub struct SnapshotReader {
     between_pages: Option<PageHook>,
     ca: CaBundle,
     node_class_cel: bool,
+    default_spread: Vec<DefaultSpread>,
 }
 
 impl Debug for SnapshotReader {
@@ -75,6 +79,7 @@ impl SnapshotReader {
             between_pages: None,
             ca: CaBundle::Unread,
             node_class_cel: false,
+            default_spread: Vec::new(),
         }
     }
 
@@ -83,6 +88,42 @@ impl SnapshotReader {
     pub fn with_node_class_cel(mut self, on: bool) -> Self {
         self.node_class_cel = on;
         self
+    }
+
+    /// kube-scheduler's default topology spread (Karpenter's scheduler config). With any, the
+    /// read also lists Services, ReplicationControllers, ReplicaSets and StatefulSets, which
+    /// each pod's default selector is deduced from.
+    pub fn with_default_spread(mut self, defaults: Vec<DefaultSpread>) -> Self {
+        self.default_spread = defaults;
+        self
+    }
+
+    /// The selectors default spread is deduced from; none without default spread. A list that
+    /// fails leaves its kind out with a warning, as kube-scheduler goes on without it.
+    async fn selectors(&self) -> Selectors {
+        if self.default_spread.is_empty() {
+            return Selectors::default();
+        }
+        let (services, controllers, replica_sets, stateful_sets) = futures::join!(
+            self.list_or_none::<Service>(),
+            self.list_or_none::<ReplicationController>(),
+            self.list_or_none::<ReplicaSet>(),
+            self.list_or_none::<StatefulSet>(),
+        );
+        crate::scheduler_config::selectors(&services, &controllers, &replica_sets, &stateful_sets)
+    }
+
+    async fn list_or_none<K>(&self) -> Vec<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    {
+        match self.list::<K>(Read::Cached).await {
+            Ok(items) => items,
+            Err(e) => {
+                tracing::warn!(error = %e, "default topology spread goes on without this kind");
+                Vec::new()
+            }
+        }
     }
 
     /// Also reads the cluster's CA bundle: `given` when set, else from the `kube-root-ca.crt`
@@ -138,6 +179,7 @@ impl SnapshotReader {
         )?;
         rejected.extend(bad_pools.into_iter().chain(bad_classes).chain(bad_claims));
         let ca_bundle = self.ca_bundle().await?;
+        let selectors = self.selectors().await;
         tracing::debug!(
             kept = pods.len(),
             nodes = nodes.len(),
@@ -165,6 +207,8 @@ impl SnapshotReader {
             warnings: Vec::new(),
             expanded: Vec::new(),
             node_class_cel: self.node_class_cel,
+            default_spread: self.default_spread.clone(),
+            selectors,
         })
     }
 

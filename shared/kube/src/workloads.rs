@@ -204,13 +204,18 @@ fn unknown_keys(w: &Value) -> Vec<InputWarning> {
         .collect()
 }
 
+/// The ReplicaSet a file's Deployment's expanded pods are owned by.
+pub fn replica_set_name(deployment: &str) -> String {
+    format!("{deployment}-deployment")
+}
+
 /// The `i`th pending pod of the workload, named and owned as its controller would name and own
 /// it (a Deployment's through a ReplicaSet).
 fn pod(w: &Value, kind: &str, template: &PodTemplateSpec, i: usize) -> Pod {
     let kind_name = kind.to_ascii_lowercase();
     let (owner_kind, owner, pod_name) = match kind {
         "Deployment" => {
-            let rs = format!("{}-{kind_name}", name(w));
+            let rs = replica_set_name(name(w));
             ("ReplicaSet", rs.clone(), format!("{rs}-{i}"))
         }
         "StatefulSet" => (

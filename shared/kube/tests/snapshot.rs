@@ -181,3 +181,58 @@ async fn a_listing_whose_continue_token_expired_starts_again() {
         "page 1, the expired page 2, then pages 1 to 3 again"
     );
 }
+
+/// With a default topology spread, the read also lists Services and controllers (from the watch
+/// cache), and each pod without spread constraints gets the default with the selector
+/// kube-scheduler deduces. Without one, none of those kinds is read.
+#[tokio::test]
+async fn default_spread_reads_the_selectors_it_deduces_from_and_only_then() {
+    let owned = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d8f", "uid": "rs1", "controller": true}]);
+    let mut objects = BTreeMap::new();
+    objects.insert(
+        "/api/v1/pods".to_string(),
+        vec![json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web-1", "namespace": "shop", "labels": {"app": "web", "pod-template-hash": "5d8f"}, "ownerReferences": owned},
+            "spec": {"containers": [{"name": "app", "image": "nginx"}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+        })],
+    );
+    objects.insert(
+        "/api/v1/services".to_string(),
+        vec![json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "shop"},
+                    "spec": {"selector": {"app": "web"}}})],
+    );
+    objects.insert(
+        "/apis/apps/v1/replicasets".to_string(),
+        vec![json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web-5d8f", "namespace": "shop"},
+                    "spec": {"selector": {"matchLabels": {"app": "web", "pod-template-hash": "5d8f"}}}})],
+    );
+    let api = FakeApi::start(objects).await;
+    let plain = SnapshotReader::new(api.client()).read().await.unwrap();
+    assert!(plain.pods[0].spread.is_empty());
+    assert!(api.requests_to("/api/v1/services").is_empty());
+
+    let zone = fleetwright_core::default_spread::DefaultSpread::new(
+        1,
+        "topology.kubernetes.io/zone",
+        true,
+    );
+    let snapshot = SnapshotReader::new(api.client())
+        .with_default_spread(vec![zone])
+        .read()
+        .await
+        .unwrap();
+    let spread = &snapshot.pods[0].spread;
+    assert_eq!(spread.len(), 1);
+    assert_eq!(spread[0].topology_key, "topology.kubernetes.io/zone");
+    let keys: Vec<&str> = spread[0].selector.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(keys, ["app", "pod-template-hash"]);
+    assert_eq!(api.requests_to("/api/v1/services").len(), 1);
+    let statefulsets = api.requests_to("/apis/apps/v1/statefulsets");
+    assert_eq!(statefulsets.len(), 1);
+    assert!(
+        statefulsets[0].contains("resourceVersion=0"),
+        "{statefulsets:?}"
+    );
+}

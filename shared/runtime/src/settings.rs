@@ -60,6 +60,9 @@ pub struct Settings {
     /// (its `CLUSTER_CA_BUNDLE`); unset, the tick reads `kube-root-ca.crt`, which is what
     /// Karpenter hashes by default.
     pub cluster_ca_bundle: Option<String>,
+    /// kube-scheduler's default topology spread, from Karpenter's scheduler config document
+    /// (`FLEETWRIGHT_SCHEDULER_CONFIG`, as Karpenter's `SCHEDULER_CONFIG`); none unless set.
+    pub default_spread: Vec<fleetwright_core::default_spread::DefaultSpread>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -81,6 +84,7 @@ impl std::fmt::Debug for Settings {
             node_repair,
             node_class_cel,
             cluster_ca_bundle,
+            default_spread,
         } = self;
         f.debug_struct("Settings")
             .field("cluster_name", cluster_name)
@@ -101,6 +105,7 @@ impl std::fmt::Debug for Settings {
             .field("node_repair", node_repair)
             .field("node_class_cel", node_class_cel)
             .field("cluster_ca_bundle", cluster_ca_bundle)
+            .field("default_spread", default_spread)
             .finish()
     }
 }
@@ -229,6 +234,10 @@ impl Settings {
                 get("FLEETWRIGHT_NODE_CLASS_CEL"),
             )?,
             cluster_ca_bundle: non_empty("FLEETWRIGHT_CLUSTER_CA_BUNDLE"),
+            default_spread: fleetwright_kube::scheduler_config::parse(
+                &get("FLEETWRIGHT_SCHEDULER_CONFIG").unwrap_or_default(),
+            )
+            .map_err(|e| RuntimeError::setting("FLEETWRIGHT_SCHEDULER_CONFIG", e.to_string()))?,
         })
     }
 }

@@ -161,6 +161,11 @@ fn convert_all(
         pods,
         ..Default::default()
     };
+    fleetwright_core::default_spread::apply(
+        &mut snapshot.pods,
+        &dump.default_spread,
+        &dump.selectors,
+    );
     let mut errors = Vec::new();
     let mut keep = |kind: &str, meta: &ObjectMeta, e: KubeError| {
         errors.push((Rejected::new(kind, meta, &e), e));

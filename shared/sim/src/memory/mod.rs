@@ -42,7 +42,7 @@ use serde_json::{json, Value};
 const PODS: &str = "/api/v1/pods";
 
 /// The list path, list kind and API version of each kind the snapshot reader lists.
-pub const COLLECTIONS: [(&str, &str, &str); 10] = [
+pub const COLLECTIONS: [(&str, &str, &str); 14] = [
     ("/api/v1/pods", "PodList", "v1"),
     ("/api/v1/nodes", "NodeList", "v1"),
     ("/apis/apps/v1/daemonsets", "DaemonSetList", "apps/v1"),
@@ -77,6 +77,15 @@ pub const COLLECTIONS: [(&str, &str, &str); 10] = [
         "NodeOverlayList",
         "karpenter.sh/v1alpha1",
     ),
+    // What default topology spread deduces selectors from.
+    ("/api/v1/services", "ServiceList", "v1"),
+    (
+        "/api/v1/replicationcontrollers",
+        "ReplicationControllerList",
+        "v1",
+    ),
+    ("/apis/apps/v1/replicasets", "ReplicaSetList", "apps/v1"),
+    ("/apis/apps/v1/statefulsets", "StatefulSetList", "apps/v1"),
 ];
 
 /// The fake's objects (by list path) and the request log.
