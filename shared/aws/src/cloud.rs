@@ -11,7 +11,7 @@ use fleetwright_core::labels::{CAPACITY_TYPE, NODEPOOL, TAINT_UNREGISTERED};
 use fleetwright_core::model::{Taint, TaintEffect};
 use fleetwright_core::Catalog;
 use fleetwright_crds::{EC2NodeClass, KubeletConfiguration};
-use tracing::{info, instrument, warn};
+use tracing::{info, instrument};
 
 use crate::ami::AmiFamily;
 use crate::catalog::{Cached, CATALOG_TTL};
@@ -22,7 +22,7 @@ use crate::fleet::{self, LaunchRequest, Launched, Override};
 use crate::instances::{self, Instance, Termination};
 use crate::launch_template;
 use crate::nodeclass::{self, ParameterRoot, ResolvedNodeClass};
-use crate::pricing::{self, OnDemandPriceList, SpotPrices, PRICE_LIST_RETRY, SPOT_REFRESH};
+use crate::pricing::{self, OnDemandPriceList, SpotPrices, WarmPrices};
 use crate::template_gc;
 use crate::unavailable::{is_capacity_error, UnavailableOfferings};
 use crate::userdata::{self, NodeBootstrap};
@@ -37,11 +37,6 @@ pub const NODECLASS_TTL: Duration = Duration::minutes(5);
 #[derive(Debug)]
 struct Warm {
     catalog: Cached<Catalog>,
-    spot: Option<(Arc<SpotPrices>, DateTime<Utc>)>,
-    /// The last on-demand prices read from the Price List API, and when.
-    on_demand: Option<(Arc<OnDemandPriceList>, DateTime<Utc>)>,
-    /// When the Price List API last failed; it is not asked again for [`PRICE_LIST_RETRY`].
-    on_demand_failed: Option<DateTime<Utc>>,
     cluster: Option<ClusterInfo>,
     nodeclasses: HashMap<String, (String, ResolvedNodeClass, DateTime<Utc>)>,
     /// Launch templates this container ensured, with their last use by a launch.
@@ -94,6 +89,7 @@ pub struct Ec2Cloud {
     /// A dry run's cloud: it reads, and creates or changes nothing (no instance profile).
     read_only: bool,
     warm: Mutex<Warm>,
+    prices: WarmPrices,
 }
 
 impl Ec2Cloud {
@@ -107,15 +103,13 @@ impl Ec2Cloud {
             read_only: false,
             warm: Mutex::new(Warm {
                 catalog: Cached::new(CATALOG_TTL),
-                spot: None,
-                on_demand: None,
-                on_demand_failed: None,
                 cluster: None,
                 nodeclasses: HashMap::new(),
                 templates: BTreeMap::new(),
                 unavailable: UnavailableOfferings::default(),
                 composed: None,
             }),
+            prices: WarmPrices::default(),
         }
     }
 
@@ -166,54 +160,6 @@ impl Ec2Cloud {
         )
         .await?;
         Ok(self.warm().catalog.store(catalog, now))
-    }
-
-    async fn spot_prices(&self, now: DateTime<Utc>) -> Option<Arc<SpotPrices>> {
-        let cached = self.warm().spot.clone();
-        if let Some((prices, at)) = &cached {
-            if now - *at < SPOT_REFRESH {
-                return Some(prices.clone());
-            }
-        }
-        match pricing::spot_prices(&self.clients.ec2, now).await {
-            Ok(prices) => {
-                let prices = Arc::new(prices);
-                self.warm().spot = Some((prices.clone(), now));
-                Some(prices)
-            }
-            Err(e) => {
-                warn!(error = %e, "spot price refresh failed; keeping the previous prices");
-                cached.map(|(p, _)| p)
-            }
-        }
-    }
-
-    /// The Price List API's on-demand prices, refreshed every [`SPOT_REFRESH`]; on failure the
-    /// previous ones, or none (the embedded table prices the catalog).
-    async fn on_demand_prices(&self, now: DateTime<Utc>) -> Option<Arc<OnDemandPriceList>> {
-        let (cached, failed) = {
-            let warm = self.warm();
-            (warm.on_demand.clone(), warm.on_demand_failed)
-        };
-        let fresh = cached.as_ref().filter(|(_, at)| now - *at < SPOT_REFRESH);
-        let waiting = failed.is_some_and(|at| now - at < PRICE_LIST_RETRY);
-        if fresh.is_some() || waiting {
-            return cached.map(|(p, _)| p);
-        }
-        match pricing::on_demand_prices(&self.clients.pricing, &self.clients.region).await {
-            Ok(prices) => {
-                let prices = Arc::new(prices);
-                let mut warm = self.warm();
-                warm.on_demand = Some((prices.clone(), now));
-                warm.on_demand_failed = None;
-                Some(prices)
-            }
-            Err(e) => {
-                warn!(error = %e, "Price List API read failed; on-demand prices stay as they were");
-                self.warm().on_demand_failed = Some(now);
-                cached.map(|(p, _)| p)
-            }
-        }
     }
 
     async fn ensure_template(
@@ -462,8 +408,11 @@ fn spec_key(nodeclass: &EC2NodeClass) -> String {
 impl Cloud for Ec2Cloud {
     async fn catalog(&self, now: DateTime<Utc>) -> Result<Arc<Catalog>, AwsError> {
         let base = self.base_catalog(now).await?;
-        let spot = self.spot_prices(now).await;
-        let on_demand = self.on_demand_prices(now).await;
+        let spot = self.prices.spot(&self.clients.ec2, now).await;
+        let on_demand = self
+            .prices
+            .on_demand(&self.clients.pricing, &self.clients.region, now)
+            .await;
         let mut warm = self.warm();
         let unavailable = warm.unavailable.active(now);
         if let Some(c) = warm

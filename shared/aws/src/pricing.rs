@@ -6,6 +6,7 @@
 //! is priced as on-demand.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use aws_sdk_ec2::primitives::DateTime as SmithyDateTime;
 use aws_sdk_pricing::types::{Filter, FilterType};
@@ -13,7 +14,7 @@ use chrono::{DateTime, Duration, Utc};
 use fleetwright_core::catalog::OnDemandPrices;
 use fleetwright_core::Catalog;
 use serde::Deserialize;
-use tracing::{debug, instrument};
+use tracing::{debug, instrument, warn};
 
 use crate::error::AwsError;
 
@@ -27,6 +28,83 @@ pub const PRODUCT_DESCRIPTIONS: [&str; 2] = ["Linux/UNIX", "Linux/UNIX (Amazon V
 
 /// Spot prices by (instance type, zone).
 pub type SpotPrices = BTreeMap<(String, String), f64>;
+
+/// The prices a warm container keeps between invocations, each with when it was read.
+#[derive(Debug, Default)]
+pub struct WarmPrices(Mutex<Kept>);
+
+#[derive(Debug, Default)]
+struct Kept {
+    spot: Option<(Arc<SpotPrices>, DateTime<Utc>)>,
+    on_demand: Option<(Arc<OnDemandPriceList>, DateTime<Utc>)>,
+    /// When the Price List API last failed; it is not asked again for [`PRICE_LIST_RETRY`].
+    on_demand_failed: Option<DateTime<Utc>>,
+}
+
+impl WarmPrices {
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Spot prices, refreshed every [`SPOT_REFRESH`]; on failure the previous ones, or none
+    /// (spot is then priced as on-demand).
+    pub async fn spot(
+        &self,
+        ec2: &aws_sdk_ec2::Client,
+        now: DateTime<Utc>,
+    ) -> Option<Arc<SpotPrices>> {
+        let cached = self.kept().spot.clone();
+        if let Some((prices, at)) = &cached {
+            if now - *at < SPOT_REFRESH {
+                return Some(prices.clone());
+            }
+        }
+        match spot_prices(ec2, now).await {
+            Ok(prices) => {
+                let prices = Arc::new(prices);
+                self.kept().spot = Some((prices.clone(), now));
+                Some(prices)
+            }
+            Err(e) => {
+                warn!(error = %e, "spot price refresh failed; keeping the previous prices");
+                cached.map(|(p, _)| p)
+            }
+        }
+    }
+
+    /// The Price List API's on-demand prices, refreshed every [`SPOT_REFRESH`]; on failure the
+    /// previous ones, or none (the embedded table prices the catalog).
+    pub async fn on_demand(
+        &self,
+        client: &aws_sdk_pricing::Client,
+        region: &str,
+        now: DateTime<Utc>,
+    ) -> Option<Arc<OnDemandPriceList>> {
+        let (cached, failed) = {
+            let kept = self.kept();
+            (kept.on_demand.clone(), kept.on_demand_failed)
+        };
+        let fresh = cached.as_ref().filter(|(_, at)| now - *at < SPOT_REFRESH);
+        let waiting = failed.is_some_and(|at| now - at < PRICE_LIST_RETRY);
+        if fresh.is_some() || waiting {
+            return cached.map(|(p, _)| p);
+        }
+        match on_demand_prices(client, region).await {
+            Ok(prices) => {
+                let prices = Arc::new(prices);
+                let mut kept = self.kept();
+                kept.on_demand = Some((prices.clone(), now));
+                kept.on_demand_failed = None;
+                Some(prices)
+            }
+            Err(e) => {
+                warn!(error = %e, "Price List API read failed; on-demand prices stay as they were");
+                self.kept().on_demand_failed = Some(now);
+                cached.map(|(p, _)| p)
+            }
+        }
+    }
+}
 
 /// The current spot price of every Linux offering: the newest history entry per type and zone.
 #[instrument(skip_all)]

@@ -308,9 +308,15 @@ fn add_object(
         "PersistentVolume" => dump.pvs.push(noted(value, &kind, warnings)?),
         "Service" => {
             let service: Service = noted(value, &kind, warnings)?;
-            let services = std::slice::from_ref(&service);
-            let found = crate::scheduler_config::selectors(services, &[], &[], &[]);
-            dump.selectors.services.extend(found.services);
+            let selector = service.spec.and_then(|spec| spec.selector);
+            if let Some(selector) = selector {
+                let namespace = service
+                    .metadata
+                    .namespace
+                    .unwrap_or_else(|| "default".into());
+                let selector = selector.into_iter().collect();
+                dump.selectors.services.push((namespace, selector));
+            }
         }
         "NodePool" => {
             let pool: NodePool = noted(value, &kind, warnings)?;
