@@ -3,12 +3,27 @@
 //! object and the path, or with `--strict` an error and a non-zero exit; and the workloads of a
 //! dump that stand for their pods.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use fleetwright_kube::dump::ClusterDump;
 use fleetwright_kube::strict::InputWarning;
 
 static STRICT: OnceLock<bool> = OnceLock::new();
+/// Objects of a file's input that could not be used but did not stop the verb (an EC2NodeClass
+/// set aside while the other NodePools plan): the verb's output is printed, and the process
+/// still exits non-zero, as for any bad input.
+static SET_ASIDE: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts an object of the input that was named as an error and set aside.
+pub fn set_aside() {
+    SET_ASIDE.fetch_add(1, Ordering::Relaxed);
+}
+
+/// How many objects were set aside.
+pub fn set_aside_count() -> usize {
+    SET_ASIDE.load(Ordering::Relaxed)
+}
 
 /// Sets `--strict` for this process (the first call wins).
 pub fn set_strict(strict: bool) {

@@ -121,7 +121,12 @@ fn run(command: Command) -> anyhow::Result<()> {
 }
 
 fn exit(result: anyhow::Result<()>) -> std::process::ExitCode {
+    let set_aside = input::set_aside_count();
     match result {
+        Ok(()) if set_aside > 0 => {
+            eprintln!("error: {set_aside} object(s) of the input could not be used (each named above with its field); the rest was planned without them");
+            std::process::ExitCode::FAILURE
+        }
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

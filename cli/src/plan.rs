@@ -326,6 +326,7 @@ pub(crate) fn readable_snapshot(
                 "error: {source}: {}; its NodePools are not planned, as the tick plans without them",
                 r.error
             );
+            crate::input::set_aside();
             false
         });
     }
@@ -366,6 +367,9 @@ fn check_kubelet_expressions(
             eprintln!(
                 "error: {source}: {error}; its NodePools are not planned, as Karpenter launches nothing from it"
             );
+            if !dump.slim {
+                crate::input::set_aside();
+            }
             set_not_ready(dump, name, &error);
         }
     }

@@ -60,14 +60,17 @@ fn dump(items: &[String]) -> String {
     format!("apiVersion: v1\nkind: List\nitems:\n{}", items.concat())
 }
 
-/// The plan of a dump, and what was said on stderr.
+/// The plan of a dump, and what was said on stderr. A dump whose every object can be used
+/// exits 0; one with an EC2NodeClass set aside still prints the plan of the others, and exits
+/// non-zero.
 fn plan(name: &str, text: &str, extra: &[&str]) -> (Value, String) {
     let path = write_temp(name, text);
     let mut args = vec!["plan", "--cluster", &path, "--now", "2026-11-22T09:00:00Z"];
     args.extend_from_slice(extra);
     let out = fleetwright(&args);
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(out.status.success(), "stderr: {stderr}");
+    let set_aside = stderr.contains("could not be used");
+    assert_eq!(out.status.success(), !set_aside, "stderr: {stderr}");
     (serde_json::from_slice(&out.stdout).expect("JSON"), stderr)
 }
 
@@ -123,6 +126,10 @@ fn without_the_gate_a_class_with_an_expression_is_not_ready_and_says_how_to_turn
     ]);
     let (plan, stderr) = plan("gate-off.yaml", &text, &[]);
     assert!(
+        stderr.contains("1 object(s) of the input could not be used"),
+        "a class set aside makes the exit non-zero: {stderr}"
+    );
+    assert!(
         stderr.contains("EC2NodeClass cel: field spec.kubelet.maxPods")
             && stderr.contains("NodeClassCEL")
             && stderr.contains("--node-class-cel"),
@@ -145,6 +152,10 @@ fn an_invalid_expression_is_named_and_the_other_pool_still_plans() {
         tiny_pods(),
     ]);
     let (plan, stderr) = plan("invalid-cel.yaml", &text, &["--node-class-cel"]);
+    assert!(
+        stderr.contains("1 object(s) of the input could not be used"),
+        "a class set aside makes the exit non-zero: {stderr}"
+    );
     assert!(
         stderr.contains(
             "EC2NodeClass web: field spec.kubelet.maxPods: invalid CEL expression \"vcpus * 1.5\""
@@ -172,6 +183,10 @@ fn an_expression_that_fails_for_an_instance_type_names_it_and_the_other_pool_sti
         tiny_pods(),
     ]);
     let (plan, stderr) = plan("failing-cel.yaml", &text, &["--node-class-cel"]);
+    assert!(
+        stderr.contains("1 object(s) of the input could not be used"),
+        "a class set aside makes the exit non-zero: {stderr}"
+    );
     assert!(
         stderr.contains(
             "EC2NodeClass web: field spec.kubelet.kubeReserved.memory: for instance type"
