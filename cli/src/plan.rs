@@ -68,10 +68,12 @@ pub struct PlanArgs {
     /// without it such a class is not ready, and its NodePools are not planned).
     #[arg(long)]
     pub node_class_cel: bool,
-    /// Karpenter's scheduler config document (YAML or JSON): its
-    /// `podTopologySpread.defaultConstraints` are given to pods without spread constraints of
-    /// their own, as kube-scheduler and Karpenter v1.15 do, and as the tick does with
-    /// `FLEETWRIGHT_SCHEDULER_CONFIG`.
+    /// Karpenter v1.15's scheduler config document (YAML or JSON; Karpenter's own format, not a
+    /// KubeSchedulerConfiguration): its `podTopologySpread.defaultConstraints` are given to pods
+    /// without spread constraints of their own, with the selector kube-scheduler deduces from
+    /// the Services and ReplicaSets/StatefulSets in the input (add `services,replicasets,
+    /// statefulsets,replicationcontrollers` to the dump). The tick's counterpart is its
+    /// `FLEETWRIGHT_SCHEDULER_CONFIG` setting; this command reads only the file.
     #[arg(long, value_name = "FILE")]
     pub scheduler_config: Option<PathBuf>,
 }

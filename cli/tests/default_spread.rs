@@ -136,3 +136,80 @@ fn a_config_kube_scheduler_would_refuse_is_refused_naming_the_field() {
         "{stderr}"
     );
 }
+
+/// Pending pods of a Deployment as `kubectl get pods,deployments` dumps them: owned by a
+/// ReplicaSet the file lacks, with no Service. The Deployment's selector and the pods'
+/// `pod-template-hash` stand for the ReplicaSet's, as the Deployment controller makes it; with
+/// the Deployment missing too, nothing can be deduced and the pods are not spread.
+#[test]
+fn pods_of_a_deployment_whose_replicaset_is_not_in_the_dump_are_spread_by_the_deployment() {
+    let pools = CLUSTER
+        .split("- apiVersion: v1\n  kind: Service")
+        .next()
+        .unwrap();
+    let pods: String = (0..6)
+        .map(|i| {
+            format!(
+                r#"- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: web-7d4b9c6f5-{i}
+    namespace: shop
+    labels: {{app: web, pod-template-hash: 7d4b9c6f5}}
+    ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: web-7d4b9c6f5, uid: u1, controller: true}}]
+  spec:
+    containers: [{{name: web, image: nginx, resources: {{requests: {{cpu: 500m, memory: 512Mi}}}}}}]
+  status:
+    phase: Pending
+    conditions: [{{type: PodScheduled, status: "False", reason: Unschedulable}}]
+"#
+            )
+        })
+        .collect();
+    let deployment = r#"- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: web, namespace: shop}
+  spec:
+    replicas: 6
+    selector: {matchLabels: {app: web}}
+    template:
+      metadata: {labels: {app: web}}
+      spec:
+        containers: [{name: web, image: nginx, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
+"#;
+    let config = write_temp("scheduler-config-rs.yaml", ZONE_DEFAULT);
+    let run = |name: &str, text: String| -> Value {
+        let cluster = write_temp(name, &text);
+        let out = fleetwright(&[
+            "plan",
+            "--cluster",
+            &cluster,
+            "-o",
+            "json",
+            "--scheduler-config",
+            &config,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let with_deployment = run(
+        "pods-and-deployment.yaml",
+        format!("{pools}{pods}{deployment}"),
+    );
+    assert_eq!(zones(&with_deployment).len(), 3, "{with_deployment}");
+    assert_eq!(
+        with_deployment["nodeclaims"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["pods"].as_array().unwrap().len())
+            .sum::<usize>(),
+        6
+    );
+    let pods_only = run("pods-only.yaml", format!("{pools}{pods}"));
+    assert!(zones(&pods_only).len() <= 1, "{pods_only}");
+}

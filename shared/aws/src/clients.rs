@@ -32,6 +32,17 @@ pub fn retry_config(initial_backoff: Duration) -> RetryConfig {
         .with_max_backoff(Duration::from_secs(5))
 }
 
+/// The Price List API is read on the tick's way to its catalog, from an endpoint that may be
+/// out of reach (an isolated VPC): short timeouts and two attempts keep an unreachable one from
+/// holding the tick.
+fn price_list_timeouts() -> aws_config::timeout::TimeoutConfig {
+    aws_config::timeout::TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(2))
+        .operation_attempt_timeout(Duration::from_secs(3))
+        .operation_timeout(Duration::from_secs(5))
+        .build()
+}
+
 impl AwsClients {
     /// Loads region, credentials and endpoint the SDK's usual way (env, profile, container and
     /// instance credentials; `AWS_ENDPOINT_URL` for local stacks).
@@ -53,6 +64,8 @@ impl AwsClients {
             .region(aws_config::Region::new(crate::pricing::price_list_region(
                 &region,
             )))
+            .timeout_config(price_list_timeouts())
+            .retry_config(retry_config(Duration::from_millis(200)).with_max_attempts(2))
             .build();
         AwsClients {
             ec2: aws_sdk_ec2::Client::new(config),

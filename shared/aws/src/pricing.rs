@@ -155,6 +155,15 @@ pub fn apply_spot_prices(catalog: &mut Catalog, prices: &SpotPrices) {
 /// On-demand prices by instance type, from the Price List API.
 pub type OnDemandPriceList = BTreeMap<String, f64>;
 
+/// More pages than any region has (about ten of 100 products each): a listing that runs on is
+/// cut off rather than read forever.
+const MAX_PAGES: usize = 100;
+/// How long the first listing may take before the second is not started.
+const PRICE_LIST_BUDGET: std::time::Duration = std::time::Duration::from_secs(8);
+/// How far a listed price may stray from the embedded us-east-1 one (either way) and still be
+/// believed: regions and currencies differ by far less, a broken document by far more.
+const PLAUSIBLE_FACTOR: f64 = 50.0;
+
 /// The region whose Price List API endpoint serves `region`: the API runs in a few regions only.
 pub fn price_list_region(region: &str) -> &'static str {
     if region.starts_with("ap-") {
@@ -185,27 +194,44 @@ pub async fn on_demand_prices(
     client: &aws_sdk_pricing::Client,
     region: &str,
 ) -> Result<OnDemandPriceList, AwsError> {
+    if region.starts_with("us-gov-") || region.starts_with("us-iso") {
+        return Err(no_prices(format!(
+            "the Price List API does not serve {region}"
+        )));
+    }
+    let started = std::time::Instant::now();
     let mut prices = products(client, region, "Shared", "Compute Instance").await?;
+    if started.elapsed() > PRICE_LIST_BUDGET {
+        return Err(no_prices(
+            "the Price List API is too slow to read in a tick".into(),
+        ));
+    }
     let metal = products(client, region, "Dedicated", "Compute Instance (bare metal)").await?;
     if prices.is_empty() || metal.is_empty() {
-        return Err(AwsError::Api {
-            operation: "GetProducts",
-            code: "NoPrices".into(),
-            message: format!("the Price List API returned no on-demand prices for {region}"),
-        });
+        return Err(no_prices(format!(
+            "the Price List API returned no on-demand prices for {region}"
+        )));
     }
     prices.extend(metal);
     debug!(types = prices.len(), "on-demand prices read");
     Ok(prices)
 }
 
-fn term(field: &str, value: &str) -> Filter {
+fn no_prices(message: String) -> AwsError {
+    AwsError::Api {
+        operation: "GetProducts",
+        code: "NoPrices".into(),
+        message,
+    }
+}
+
+fn term(field: &str, value: &str) -> Option<Filter> {
     Filter::builder()
         .r#type(FilterType::TermMatch)
         .field(field)
         .value(value)
         .build()
-        .expect("field, type and value are set")
+        .ok()
 }
 
 async fn products(
@@ -227,12 +253,21 @@ async fn products(
     let mut pages = client
         .get_products()
         .service_code("AmazonEC2")
-        .set_filters(Some(filters.iter().map(|(f, v)| term(f, v)).collect()))
+        .set_filters(Some(
+            filters.iter().filter_map(|(f, v)| term(f, v)).collect(),
+        ))
         .max_results(100)
         .into_paginator()
         .send();
     let mut out = OnDemandPriceList::new();
+    let mut read = 0;
     while let Some(page) = pages.next().await {
+        read += 1;
+        if read > MAX_PAGES {
+            return Err(no_prices(format!(
+                "the Price List API gave more than {MAX_PAGES} pages for {region}"
+            )));
+        }
         let page = page.map_err(|e| crate::error::api("GetProducts", e))?;
         for item in page.price_list() {
             if let Some((instance_type, price)) = price_item(item, currency(region)) {
@@ -293,13 +328,35 @@ pub fn price_item(document: &str, currency: &str) -> Option<(String, f64)> {
     Some((instance_type, price))
 }
 
-/// Applies Price List prices to a catalog: a listed type takes the list's price, any other
-/// keeps the embedded one.
+/// Applies Price List prices to a catalog priced by the embedded us-east-1 table. A listed
+/// type takes the list's price when it is plausible (finite, positive, within
+/// [`PLAUSIBLE_FACTOR`] of the table's); any other type takes the table's price scaled by the
+/// median ratio of the region's prices to the table's, so that an unlisted type is neither
+/// cheaper nor dearer than its neighbours for being unlisted (and is in the region's currency).
 pub fn apply_on_demand_prices(catalog: &mut Catalog, prices: &OnDemandPriceList) {
-    for (instance_type, price) in prices {
-        catalog.on_demand.insert(instance_type.clone(), *price);
-    }
+    let table = std::mem::take(&mut catalog.on_demand);
+    let believed: BTreeMap<&String, f64> = prices
+        .iter()
+        .filter(|(t, p)| plausible(**p, table.get(*t).copied()))
+        .map(|(t, p)| (t, *p))
+        .collect();
+    let mut ratios: Vec<f64> = believed
+        .iter()
+        .filter_map(|(t, p)| Some(p / table.get(*t).filter(|v| **v > 0.0)?))
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let scale = ratios.get(ratios.len() / 2).copied().unwrap_or(1.0);
+    let mut priced: BTreeMap<String, f64> =
+        table.iter().map(|(t, p)| (t.clone(), p * scale)).collect();
+    priced.extend(believed.into_iter().map(|(t, p)| (t.clone(), p)));
+    catalog.on_demand = priced;
     catalog.on_demand_prices = OnDemandPrices::PriceList;
+}
+
+fn plausible(price: f64, table: Option<f64>) -> bool {
+    price.is_finite()
+        && price > 0.0
+        && table.is_none_or(|t| price >= t / PLAUSIBLE_FACTOR && price <= t * PLAUSIBLE_FACTOR)
 }
 
 #[cfg(test)]
@@ -331,6 +388,38 @@ mod tests {
         );
         assert_eq!(price_item(&document("", "USD", "1"), "USD"), None);
         assert_eq!(price_item("{not json", "USD"), None);
+    }
+
+    #[test]
+    fn unlisted_types_follow_the_regions_prices_and_implausible_ones_are_not_believed() {
+        let mut catalog = Catalog::embedded().clone();
+        let table = catalog.on_demand.clone();
+        // A region 20 % dearer than us-east-1, whose list prices every type but two, one at
+        // an impossible price, one at infinity.
+        let mut list: OnDemandPriceList = table
+            .iter()
+            .filter(|(t, _)| !["m5.large", "c5.large"].contains(&t.as_str()))
+            .map(|(t, p)| (t.clone(), p * 1.2))
+            .collect();
+        list.insert("r5.large".into(), 1e-9);
+        list.insert("r5.xlarge".into(), f64::INFINITY);
+        apply_on_demand_prices(&mut catalog, &list);
+        let price = |t: &str| catalog.on_demand[t];
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(
+            close(price("m5.large"), table["m5.large"] * 1.2),
+            "unlisted, scaled"
+        );
+        assert!(
+            close(price("r5.large"), table["r5.large"] * 1.2),
+            "not believed, scaled"
+        );
+        assert!(close(price("r5.xlarge"), table["r5.xlarge"] * 1.2));
+        assert!(
+            close(price("m6i.large"), table["m6i.large"] * 1.2),
+            "listed"
+        );
+        assert_eq!(catalog.on_demand_prices, OnDemandPrices::PriceList);
     }
 
     #[test]

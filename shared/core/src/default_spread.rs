@@ -39,13 +39,36 @@ impl DefaultSpread {
 /// What kube-scheduler deduces a pod's selector from, read from the cluster.
 #[derive(Clone, Debug, Default)]
 pub struct Selectors {
-    /// Each Service's namespace and selector, in the order they were read. A Service without a
+    /// The Services' selectors by namespace, in the order they were read. A Service without a
     /// selector selects nothing and is not listed.
-    pub services: Vec<(String, BTreeMap<String, String>)>,
+    pub services: BTreeMap<String, Vec<BTreeMap<String, String>>>,
     /// ReplicationControllers' selectors by (namespace, name): equality only.
     pub replication_controllers: BTreeMap<(String, String), BTreeMap<String, String>>,
     /// ReplicaSets' and StatefulSets' selectors by (namespace, kind, name).
     pub sets: BTreeMap<(String, String, String), Requirements>,
+}
+
+impl Selectors {
+    /// Takes in more selectors (another page, or another kind).
+    pub fn merge(&mut self, more: Selectors) {
+        for (namespace, selectors) in more.services {
+            self.services
+                .entry(namespace)
+                .or_default()
+                .extend(selectors);
+        }
+        self.replication_controllers
+            .extend(more.replication_controllers);
+        self.sets.extend(more.sets);
+    }
+
+    /// Adds a Service's selector.
+    pub fn add_service(&mut self, namespace: &str, selector: BTreeMap<String, String>) {
+        self.services
+            .entry(namespace.to_string())
+            .or_default()
+            .push(selector);
+    }
 }
 
 /// Gives every pod without spread constraints the defaults, with its deduced selector.
@@ -81,9 +104,8 @@ fn constraint(default: &DefaultSpread, selector: Requirements) -> SpreadConstrai
 /// is empty: an empty selector would count every pod of the namespace.
 pub fn deduce(pod: &Pod, selectors: &Selectors) -> Option<Requirements> {
     let mut labels: BTreeMap<String, String> = BTreeMap::new();
-    for (namespace, selector) in &selectors.services {
-        let selects = selector.iter().all(|(k, v)| pod.labels.get(k) == Some(v));
-        if *namespace == pod.namespace && selects {
+    for selector in selectors.services.get(&pod.namespace).into_iter().flatten() {
+        if selector.iter().all(|(k, v)| pod.labels.get(k) == Some(v)) {
             labels.extend(selector.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
     }
@@ -144,8 +166,8 @@ mod tests {
 
     fn selectors() -> Selectors {
         let mut s = Selectors::default();
-        s.services.push(("web".into(), map(&[("app", "web")])));
-        s.services.push(("other".into(), map(&[("tier", "x")])));
+        s.add_service("web", map(&[("app", "web")]));
+        s.add_service("other", map(&[("tier", "x")]));
         let mut rs = Requirements::new();
         rs.add(Requirement::single("pod-template-hash", "abc"));
         s.sets

@@ -2,7 +2,7 @@
 //! ec2nodeclasses,nodeclaims -A -o yaml` prints (a `kind: List`), or a multi-document YAML/JSON
 //! stream of the same objects, parsed into typed objects.
 
-use fleetwright_core::default_spread::Selectors;
+use fleetwright_core::requirements::{Requirement, Requirements};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
     Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, PodStatus, Service,
@@ -211,16 +211,18 @@ pub fn parse(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
         add_object(&mut dump, &mut legacy, &mut workloads, value, source)?;
     }
     add_legacy(&mut dump, &legacy)?;
-    add_workload_selectors(&mut dump.selectors, &workloads);
+    add_workload_selectors(&mut dump, &workloads);
     let (pods, expanded) = crate::workloads::expand(&workloads, &dump.pods, &mut dump.warnings)?;
     dump.pods.extend(pods);
     dump.expanded = expanded;
     Ok(dump)
 }
 
-/// The selectors of a file's ReplicaSets and StatefulSets, and of its Deployments under the
-/// name their expanded pods' ReplicaSet takes ([`crate::workloads`]).
-fn add_workload_selectors(selectors: &mut Selectors, workloads: &[Value]) {
+/// The selectors of a file's ReplicaSets and StatefulSets, and of its Deployments: under the
+/// name their expanded pods' ReplicaSet takes ([`crate::workloads`]), and under the ReplicaSet
+/// each of their pods names when the file lacks it (the Deployment's selector and the pod's
+/// `pod-template-hash`, as the Deployment controller makes a ReplicaSet's).
+fn add_workload_selectors(dump: &mut ClusterDump, workloads: &[Value]) {
     for w in workloads {
         let kind = w["kind"].as_str().unwrap_or_default();
         let namespace = w["metadata"]["namespace"].as_str().unwrap_or("default");
@@ -235,11 +237,52 @@ fn add_workload_selectors(selectors: &mut Selectors, workloads: &[Value]) {
             continue;
         };
         let object = format!("{kind} {namespace}/{name}");
-        if let Ok(reqs) = crate::convert::label_selector(&selector, &object, "spec.selector") {
-            selectors
-                .sets
-                .insert((namespace.into(), owner_kind.into(), owner), reqs);
+        let Ok(reqs) = crate::convert::label_selector(&selector, &object, "spec.selector") else {
+            continue;
+        };
+        if kind == "Deployment" {
+            add_replica_sets_of(dump, namespace, name, &reqs);
         }
+        dump.selectors
+            .sets
+            .entry((namespace.into(), owner_kind.into(), owner))
+            .or_insert(reqs);
+    }
+}
+
+/// The ReplicaSets a Deployment's pods of the file name but the file lacks.
+fn add_replica_sets_of(
+    dump: &mut ClusterDump,
+    namespace: &str,
+    deployment: &str,
+    reqs: &Requirements,
+) {
+    let prefix = format!("{deployment}-");
+    for pod in &dump.pods {
+        let meta = &pod.metadata;
+        let labels = meta.labels.clone().unwrap_or_default();
+        let owner = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true) && o.kind == "ReplicaSet");
+        let Some(owner) = owner else { continue };
+        let key = (
+            namespace.to_string(),
+            "ReplicaSet".to_string(),
+            owner.name.clone(),
+        );
+        let ours = meta.namespace.as_deref().unwrap_or("default") == namespace
+            && owner.name.starts_with(&prefix)
+            && reqs.matches_labels(&labels);
+        if !ours || dump.selectors.sets.contains_key(&key) {
+            continue;
+        }
+        let mut set = reqs.clone();
+        if let Some(hash) = labels.get("pod-template-hash") {
+            set.add(Requirement::single("pod-template-hash", hash));
+        }
+        dump.selectors.sets.insert(key, set);
     }
 }
 
@@ -315,7 +358,7 @@ fn add_object(
                     .namespace
                     .unwrap_or_else(|| "default".into());
                 let selector = selector.into_iter().collect();
-                dump.selectors.services.push((namespace, selector));
+                dump.selectors.add_service(&namespace, selector);
             }
         }
         "NodePool" => {

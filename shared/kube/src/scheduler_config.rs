@@ -121,12 +121,6 @@ fn constraint(c: &Constraint, field: &str) -> Result<DefaultSpread, KubeError> {
     if c.min_domains.is_some_and(|m| m <= 0) {
         return Err(bad("minDomains", "must be greater than 0".into()));
     }
-    if c.min_domains.is_some() && !hard {
-        return Err(bad(
-            "minDomains",
-            "may only be set with whenUnsatisfiable DoNotSchedule".into(),
-        ));
-    }
     let mut spread = DefaultSpread::new(c.max_skew, &c.topology_key, hard);
     spread.min_domains = c.min_domains;
     spread.node_affinity_policy = policy(c.node_affinity_policy.as_deref(), InclusionPolicy::Honor)
@@ -188,8 +182,7 @@ pub fn selectors(
     let mut out = Selectors::default();
     for s in services {
         if let Some(selector) = s.spec.as_ref().and_then(|spec| spec.selector.clone()) {
-            out.services
-                .push((namespace(&s.metadata), selector.into_iter().collect()));
+            out.add_service(&namespace(&s.metadata), selector.into_iter().collect());
         }
     }
     for rc in controllers {

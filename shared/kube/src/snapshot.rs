@@ -98,30 +98,46 @@ impl SnapshotReader {
         self
     }
 
-    /// The selectors default spread is deduced from; none without default spread. A list that
-    /// fails leaves its kind out with a warning, as kube-scheduler goes on without it.
+    /// The selectors default spread is deduced from; none without default spread. Each kind is
+    /// read page by page and only its selectors are kept (a cluster's ReplicaSets, templates
+    /// and all, would be held at once otherwise). A list that fails leaves its kind out with a
+    /// warning, as kube-scheduler goes on without it.
     async fn selectors(&self) -> Selectors {
         if self.default_spread.is_empty() {
             return Selectors::default();
         }
-        let (services, controllers, replica_sets, stateful_sets) = futures::join!(
-            self.list_or_none::<Service>(),
-            self.list_or_none::<ReplicationController>(),
-            self.list_or_none::<ReplicaSet>(),
-            self.list_or_none::<StatefulSet>(),
+        use crate::scheduler_config::selectors as of;
+        let (mut out, controllers, replica_sets, stateful_sets) = futures::join!(
+            self.selectors_of::<Service>(|p| of(p, &[], &[], &[])),
+            self.selectors_of::<ReplicationController>(|p| of(&[], p, &[], &[])),
+            self.selectors_of::<ReplicaSet>(|p| of(&[], &[], p, &[])),
+            self.selectors_of::<StatefulSet>(|p| of(&[], &[], &[], p)),
         );
-        crate::scheduler_config::selectors(&services, &controllers, &replica_sets, &stateful_sets)
+        for more in [controllers, replica_sets, stateful_sets] {
+            out.merge(more);
+        }
+        out
     }
 
-    async fn list_or_none<K>(&self) -> Vec<K>
+    async fn selectors_of<K>(&self, pick: fn(&[K]) -> Selectors) -> Selectors
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     {
-        match self.list::<K>(Read::Cached).await {
-            Ok(items) => items,
+        let mut out = Selectors::default();
+        let read = self
+            .list_pages::<K>(Read::Consistent, |page, _, first| {
+                if first {
+                    out = Selectors::default();
+                }
+                out.merge(pick(&page));
+                Ok(())
+            })
+            .await;
+        match read {
+            Ok(()) => out,
             Err(e) => {
                 tracing::warn!(error = %e, "default topology spread goes on without this kind");
-                Vec::new()
+                Selectors::default()
             }
         }
     }

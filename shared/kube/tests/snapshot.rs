@@ -182,8 +182,8 @@ async fn a_listing_whose_continue_token_expired_starts_again() {
     );
 }
 
-/// With a default topology spread, the read also lists Services and controllers (from the watch
-/// cache), and each pod without spread constraints gets the default with the selector
+/// With a default topology spread, the read also lists Services and controllers (page by page),
+/// and each pod without spread constraints gets the default with the selector
 /// kube-scheduler deduces. Without one, none of those kinds is read.
 #[tokio::test]
 async fn default_spread_reads_the_selectors_it_deduces_from_and_only_then() {
@@ -206,7 +206,7 @@ async fn default_spread_reads_the_selectors_it_deduces_from_and_only_then() {
     objects.insert(
         "/apis/apps/v1/replicasets".to_string(),
         vec![json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web-5d8f", "namespace": "shop"},
-                    "spec": {"selector": {"matchLabels": {"app": "web", "pod-template-hash": "5d8f"}}}})],
+                    "spec": {"selector": {"matchLabels": {"pod-template-hash": "5d8f"}}}})],
     );
     let api = FakeApi::start(objects).await;
     let plain = SnapshotReader::new(api.client()).read().await.unwrap();
@@ -227,12 +227,16 @@ async fn default_spread_reads_the_selectors_it_deduces_from_and_only_then() {
     assert_eq!(spread.len(), 1);
     assert_eq!(spread[0].topology_key, "topology.kubernetes.io/zone");
     let keys: Vec<&str> = spread[0].selector.iter().map(|r| r.key.as_str()).collect();
-    assert_eq!(keys, ["app", "pod-template-hash"]);
+    assert_eq!(
+        keys,
+        ["app", "pod-template-hash"],
+        "the Service's selector and the ReplicaSet's, both"
+    );
     assert_eq!(api.requests_to("/api/v1/services").len(), 1);
     let statefulsets = api.requests_to("/apis/apps/v1/statefulsets");
     assert_eq!(statefulsets.len(), 1);
     assert!(
-        statefulsets[0].contains("resourceVersion=0"),
-        "{statefulsets:?}"
+        statefulsets[0].contains("limit=500"),
+        "read page by page, keeping only selectors: {statefulsets:?}"
     );
 }

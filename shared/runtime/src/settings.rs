@@ -60,9 +60,10 @@ pub struct Settings {
     /// (its `CLUSTER_CA_BUNDLE`); unset, the tick reads `kube-root-ca.crt`, which is what
     /// Karpenter hashes by default.
     pub cluster_ca_bundle: Option<String>,
-    /// kube-scheduler's default topology spread, from Karpenter's scheduler config document
-    /// (`FLEETWRIGHT_SCHEDULER_CONFIG`, as Karpenter's `SCHEDULER_CONFIG`); none unless set.
-    pub default_spread: Vec<fleetwright_core::default_spread::DefaultSpread>,
+    /// Karpenter's scheduler config document (`FLEETWRIGHT_SCHEDULER_CONFIG`, as Karpenter's
+    /// `SCHEDULER_CONFIG`), as written: only the tick reads it ([`Settings::default_spread`]), so
+    /// a mistake in it never stops the interruption or webhook function.
+    pub scheduler_config: Option<String>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -84,7 +85,7 @@ impl std::fmt::Debug for Settings {
             node_repair,
             node_class_cel,
             cluster_ca_bundle,
-            default_spread,
+            scheduler_config,
         } = self;
         f.debug_struct("Settings")
             .field("cluster_name", cluster_name)
@@ -105,7 +106,7 @@ impl std::fmt::Debug for Settings {
             .field("node_repair", node_repair)
             .field("node_class_cel", node_class_cel)
             .field("cluster_ca_bundle", cluster_ca_bundle)
-            .field("default_spread", default_spread)
+            .field("scheduler_config", scheduler_config)
             .finish()
     }
 }
@@ -234,11 +235,20 @@ impl Settings {
                 get("FLEETWRIGHT_NODE_CLASS_CEL"),
             )?,
             cluster_ca_bundle: non_empty("FLEETWRIGHT_CLUSTER_CA_BUNDLE"),
-            default_spread: fleetwright_kube::scheduler_config::parse(
-                &get("FLEETWRIGHT_SCHEDULER_CONFIG").unwrap_or_default(),
-            )
-            .map_err(|e| RuntimeError::setting("FLEETWRIGHT_SCHEDULER_CONFIG", e.to_string()))?,
+            scheduler_config: non_empty("FLEETWRIGHT_SCHEDULER_CONFIG"),
         })
+    }
+}
+
+impl Settings {
+    /// kube-scheduler's default topology spread, from the scheduler config document; none
+    /// unless it is set. A document kube-scheduler would refuse is an error naming the field.
+    pub fn default_spread(
+        &self,
+    ) -> Result<Vec<fleetwright_core::default_spread::DefaultSpread>, RuntimeError> {
+        let text = self.scheduler_config.as_deref().unwrap_or_default();
+        fleetwright_kube::scheduler_config::parse(text)
+            .map_err(|e| RuntimeError::setting("FLEETWRIGHT_SCHEDULER_CONFIG", e.to_string()))
     }
 }
 
@@ -303,6 +313,33 @@ mod tests {
         let printed = format!("{s:?} {s:#?}");
         assert!(!printed.contains(token), "{printed}");
         assert!(printed.contains("dev") && printed.contains(crate::webhook::REDACTED));
+    }
+
+    #[test]
+    fn a_bad_scheduler_config_stops_only_what_reads_it() {
+        let base = ("FLEETWRIGHT_CLUSTER_NAME", "dev");
+        let bad = ("FLEETWRIGHT_SCHEDULER_CONFIG", "podTopologySpread: {defaultConstraints: [{maxSkew: 0, topologyKey: a, whenUnsatisfiable: DoNotSchedule}]}");
+        let read = settings(&[base, bad]).expect("the other functions still start");
+        let err = read.default_spread().unwrap_err().to_string();
+        assert!(
+            err.starts_with("setting FLEETWRIGHT_SCHEDULER_CONFIG"),
+            "{err}"
+        );
+        assert!(err.contains("defaultConstraints[0].maxSkew"), "{err}");
+        let good = ("FLEETWRIGHT_SCHEDULER_CONFIG", "podTopologySpread: {defaultConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}]}");
+        assert_eq!(
+            settings(&[base, good])
+                .unwrap()
+                .default_spread()
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(settings(&[base])
+            .unwrap()
+            .default_spread()
+            .unwrap()
+            .is_empty());
     }
 
     #[test]

@@ -421,7 +421,7 @@ impl Catalog {
                 self.region
             ),
             OnDemandPrices::PriceList => format!(
-                "on-demand prices: the AWS Price List API for {} (a type it does not list keeps the embedded {EMBEDDED_PRICE_REGION} price, an estimate)",
+                "on-demand prices: the AWS Price List API for {} (a type it does not list is priced from the embedded {EMBEDDED_PRICE_REGION} table scaled to the region's prices, an estimate)",
                 self.region
             ),
             OnDemandPrices::Given => "on-demand prices: as given with the catalog".to_string(),

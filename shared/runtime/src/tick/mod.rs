@@ -263,7 +263,7 @@ impl<C: Cloud> Tick<C> {
                 &self.settings.namespace,
             )
             .with_node_class_cel(self.settings.node_class_cel)
-            .with_default_spread(self.settings.default_spread.clone())
+            .with_default_spread(self.settings.default_spread()?)
             .read_dump()
             .await?;
         let (mut snapshot, rejected) = convert::take_snapshot_isolating(&mut dump);
