@@ -54,6 +54,26 @@ impl CatalogArgs {
         }
     }
 
+    /// Given offerings name their region in their zones: with neither `--region` nor a region
+    /// in the dump, the catalog is that region's; when they disagree with the region chosen,
+    /// a warning says so.
+    fn region_of_offerings(&self, catalog: &mut Catalog, snapshot: Option<&Snapshot>) {
+        let Some(offered) = zones_region(&catalog.all_zones()) else {
+            return;
+        };
+        if offered == catalog.region {
+            return;
+        }
+        let chosen =
+            self.region.is_some() || snapshot.and_then(fleetwright_core::region::infer).is_some();
+        if chosen {
+            tracing::warn!(region = %catalog.region, offerings = %offered, "the offerings are of another region than the one planned in");
+        } else {
+            tracing::info!(region = %offered, source = "the zones of --offerings", "catalog region");
+            catalog.region = offered;
+        }
+    }
+
     /// The catalog for the dump: embedded, or built from the given documents (all three).
     pub fn load(&self, snapshot: Option<&Snapshot>) -> anyhow::Result<Cow<'static, Catalog>> {
         let (region, why) = self.region(snapshot);
@@ -75,12 +95,43 @@ impl CatalogArgs {
                 let read = |p: &PathBuf| {
                     std::fs::read(p).with_context(|| format!("reading {}", p.display()))
                 };
-                let catalog = Catalog::from_documents(&region, &read(t)?, &read(o)?, &read(p)?)?;
+                let mut catalog =
+                    Catalog::from_documents(&region, &read(t)?, &read(o)?, &read(p)?)?;
+                self.region_of_offerings(&mut catalog, snapshot);
                 Ok(Cow::Owned(catalog))
             }
             _ => bail!(
                 "--instance-types, --offerings and --prices go together: give all three or none"
             ),
         }
+    }
+}
+
+/// The region most of these availability zones are in (a zone is its region and a letter).
+fn zones_region(zones: &std::collections::BTreeSet<String>) -> Option<String> {
+    let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for zone in zones {
+        let region = zone.trim_end_matches(|c: char| c.is_ascii_lowercase());
+        if region.len() < zone.len() && region.ends_with(|c: char| c.is_ascii_digit()) {
+            *counts.entry(region).or_default() += 1;
+        }
+    }
+    let most = counts.iter().max_by_key(|(_, n)| **n)?;
+    Some(most.0.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offerings_name_their_region_in_their_zones() {
+        let zones = |z: &[&str]| z.iter().map(|s| s.to_string()).collect();
+        assert_eq!(
+            zones_region(&zones(&["eu-central-1a", "eu-central-1b", "eu-central-1c"])).as_deref(),
+            Some("eu-central-1")
+        );
+        assert_eq!(zones_region(&zones(&[])), None);
+        assert_eq!(zones_region(&zones(&["weird"])), None);
     }
 }

@@ -28,7 +28,7 @@ pub enum Action {
     #[serde(rename_all = "camelCase")]
     Launch {
         nodeclaim: String,
-        /// What its requirements allow it to launch as (cheapest type first); empty: any.
+        /// What its requirements allow it to launch as, as they list it; empty: any.
         instance_types: Vec<String>,
         zones: Vec<String>,
         capacity_types: Vec<String>,
