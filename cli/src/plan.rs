@@ -106,6 +106,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     };
     dump.node_class_cel = args.node_class_cel;
     let mut snapshot = readable_snapshot(&mut dump, &source)?;
+    note_unspread(&dump, &snapshot);
     let policy = match args.min_values_policy {
         MinValuesArg::Strict => MinValuesPolicy::Strict,
         MinValuesArg::BestEffort => MinValuesPolicy::BestEffort,
@@ -256,6 +257,24 @@ pub fn read_input(
     read.0.default_spread = default_spread.to_vec();
     crate::input::check_dump(&read.0)?;
     Ok(Some(read))
+}
+
+/// With default spread, says how many pending pods got none: no Service or controller in the
+/// input selects them, so kube-scheduler would deduce nothing for them either.
+fn note_unspread(dump: &ClusterDump, snapshot: &fleetwright_core::Snapshot) {
+    if dump.default_spread.is_empty() || crate::verbosity::get() == crate::verbosity::Level::Quiet {
+        return;
+    }
+    let unspread = snapshot
+        .pods
+        .iter()
+        .filter(|p| p.node_name.is_none() && !p.is_daemonset() && p.spread.is_empty())
+        .count();
+    if unspread > 0 {
+        eprintln!(
+            "note: {unspread} pending pod(s) get no default topology spread: no Service, ReplicaSet, StatefulSet, ReplicationController or Deployment in the input selects them (add `services,replicasets,statefulsets,replicationcontrollers` to the dump)"
+        );
+    }
 }
 
 /// `--scheduler-config FILE`: the default topology spread of Karpenter's scheduler config

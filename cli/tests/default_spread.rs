@@ -212,4 +212,11 @@ fn pods_of_a_deployment_whose_replicaset_is_not_in_the_dump_are_spread_by_the_de
     );
     let pods_only = run("pods-only.yaml", format!("{pools}{pods}"));
     assert!(zones(&pods_only).len() <= 1, "{pods_only}");
+    let cluster = write_temp("pods-only-note.yaml", &format!("{pools}{pods}"));
+    let out = fleetwright(&["plan", "--cluster", &cluster, "--scheduler-config", &config]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("6 pending pod(s) get no default topology spread"),
+        "the user is told why: {stderr}"
+    );
 }
