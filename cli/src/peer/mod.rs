@@ -185,6 +185,29 @@ pub fn run(peer: &Path, which: &str, seed: u64, repeat: usize) -> anyhow::Result
     Ok(())
 }
 
+/// What Karpenter left pending: the pods it reported, and those its result does not mention
+/// at all. Its provisioner's `Schedule` stops after one minute (`provisioner.go`,
+/// `context.WithTimeout(ctx, time.Minute)`) and returns what it placed so far; the pods it never
+/// reached would be scheduled in its next loop, and are not placed by this plan.
+fn unplaced(out: &PeerOutput, snapshot: &Snapshot) -> BTreeMap<String, String> {
+    let mut pending = out.unschedulable.clone();
+    let placed: BTreeSet<&str> = out
+        .node_claims
+        .iter()
+        .flat_map(|n| n.pods.iter().map(String::as_str))
+        .collect();
+    for pod in snapshot.pods.iter().filter(|p| p.node_name.is_none()) {
+        let key = pod.key();
+        if !placed.contains(key.as_str()) && !pending.contains_key(&key) {
+            pending.insert(
+                key,
+                "not in Karpenter's result: its scheduling stops after one minute".into(),
+            );
+        }
+    }
+    pending
+}
+
 /// Whether the two plans of a row leave different pods pending.
 pub fn pending_differs(row: &Row) -> bool {
     let pending = |s: &Side| s.unschedulable.keys().cloned().collect::<Vec<_>>();
@@ -315,7 +338,7 @@ fn peer_side(
             .map(|n| price::lowest(types, &n.instance_types, &n.capacity_types, &n.zones))
             .sum(),
         nodes: out.node_claims.len(),
-        unschedulable: out.unschedulable.clone(),
+        unschedulable: unplaced(out, snapshot),
         scheduled: out
             .node_claims
             .iter()
