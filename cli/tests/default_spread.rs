@@ -63,6 +63,23 @@ fn plan(extra: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).expect("JSON")
 }
 
+/// The JSON plan of `text` under the scheduler config at `config`; it must succeed.
+fn plan_with(name: &str, text: &str, config: &str) -> Value {
+    let cluster = write_temp(name, text);
+    let out = fleetwright(&[
+        "plan",
+        "--cluster",
+        &cluster,
+        "-o",
+        "json",
+        "--scheduler-config",
+        config,
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stderr: {stderr}");
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
 /// The zones the plan's NodeClaims are pinned to.
 fn zones(plan: &Value) -> BTreeSet<String> {
     plan["nodeclaims"]
@@ -98,23 +115,8 @@ fn a_pod_that_declares_its_own_spread_keeps_it() {
         "containers: [{name: web",
         "topologySpreadConstraints: [{maxSkew: 6, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: web}}}]\n        containers: [{name: web",
     );
-    let cluster = write_temp("own-spread.yaml", &own);
     let config = write_temp("scheduler-config-own.yaml", ZONE_DEFAULT);
-    let out = fleetwright(&[
-        "plan",
-        "--cluster",
-        &cluster,
-        "-o",
-        "json",
-        "--scheduler-config",
-        &config,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let plan = plan_with("own-spread.yaml", &own, &config);
     assert!(
         zones(&plan).len() <= 1,
         "its own spread, not the default: {plan}"
@@ -178,24 +180,7 @@ fn pods_of_a_deployment_whose_replicaset_is_not_in_the_dump_are_spread_by_the_de
         containers: [{name: web, image: nginx, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
 "#;
     let config = write_temp("scheduler-config-rs.yaml", ZONE_DEFAULT);
-    let run = |name: &str, text: String| -> Value {
-        let cluster = write_temp(name, &text);
-        let out = fleetwright(&[
-            "plan",
-            "--cluster",
-            &cluster,
-            "-o",
-            "json",
-            "--scheduler-config",
-            &config,
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
+    let run = |name: &str, text: String| plan_with(name, &text, &config);
     let with_deployment = run(
         "pods-and-deployment.yaml",
         format!("{pools}{pods}{deployment}"),
