@@ -11,6 +11,9 @@
 #   scripts/control-plane.sh start DIR      start them and leave them running (DIR/pids)
 #   scripts/control-plane.sh stop DIR       stop what `start` started
 #
+# FLEETWRIGHT_CONTROL_PLANE_PARTS=api starts etcd and kube-apiserver alone (the scale benchmark,
+# whose nodes have no kubelets for the controllers to act on).
+#
 # The binaries come from the Go module proxy at the versions tests/control-plane/go.mod pins
 # (k8s.io/kubernetes with its staging modules replaced, etcd, kwok) and are cached outside the
 # clone, keyed by go.mod, go.sum and the Go version, so a second run on the machine starts in
@@ -160,8 +163,19 @@ POLICY
         --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
         --initial-cluster "local=http://127.0.0.1:$peer_port" \
         --unsafe-no-fsync --quota-backend-bytes 4294967296
+    # Without controllers nothing would take the not-ready taint the TaintNodesByCondition
+    # admission plugin puts on every new Node (the node lifecycle controller does, once the
+    # node is Ready): leave it out then.
+    # The tests compact every 10 s, so a continue token expires within a test; the scale bench
+    # keeps the API server's default (5 minutes), as a real cluster's, since listing 200,000 pods
+    # takes longer than 10 s.
+    local plugins=ServiceAccount compaction=10s
+    if [ "${FLEETWRIGHT_CONTROL_PLANE_PARTS:-all}" = api ]; then
+        plugins=ServiceAccount,TaintNodesByCondition
+        compaction=5m
+    fi
     launch "$dir" kube-apiserver "$bin/kube-apiserver" \
-        --etcd-servers "http://127.0.0.1:$etcd_port" --etcd-compaction-interval 10s \
+        --etcd-servers "http://127.0.0.1:$etcd_port" --etcd-compaction-interval "$compaction" \
         --bind-address 127.0.0.1 --secure-port "$api_port" \
         --tls-cert-file "$dir/apiserver.crt" --tls-private-key-file "$dir/apiserver.key" \
         --client-ca-file "$dir/ca.crt" --token-auth-file "$dir/tokens.csv" \
@@ -171,10 +185,14 @@ POLICY
         --service-account-issuer https://kubernetes.default.svc \
         --service-cluster-ip-range 10.96.0.0/16 \
         --enable-priority-and-fairness=false \
-        --disable-admission-plugins ServiceAccount \
+        --disable-admission-plugins "$plugins" \
         --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
         --audit-log-mode blocking
     wait_ready "$server/readyz" "$admin" "$dir/ca.crt" kube-apiserver
+    if [ "${FLEETWRIGHT_CONTROL_PLANE_PARTS:-all}" = api ]; then
+        echo "control-plane: ready at $server ($dir; etcd and kube-apiserver only)" >&2
+        return
+    fi
     launch "$dir" kube-controller-manager "$bin/kube-controller-manager" \
         --kubeconfig "$dir/admin.kubeconfig" --leader-elect=false \
         --bind-address 127.0.0.1 --secure-port "$(free_port)" \

@@ -5,9 +5,10 @@
 #   verdicts on a corpus of objects compared under Karpenter's CRDs and Fleetwright's; the
 #   deployment checks (SAM, and the CDK construct with its equivalence test); the simulation
 #   report in a headless browser; 50 chaos seeds (in the background beside the control-plane
-#   stages); and Karpenter's scheduler beside Fleetwright's on a few hundred pods. Heavier checks
-#   are scripts of their own, run outside CI: the full chaos and peer benchmarks
-#   (scripts/chaos-bench.sh, scripts/peer-bench.sh), Karpenter's drift-hash code run again
+#   stages); the scale benchmark on a real API server at 500 nodes; and Karpenter's scheduler
+#   beside Fleetwright's on a few hundred pods. Heavier checks are scripts of their own, run
+#   outside CI: the full chaos, peer and scale benchmarks (scripts/chaos-bench.sh,
+#   scripts/peer-bench.sh, scripts/scale-bench.sh 5k), Karpenter's drift-hash code run again
 #   (scripts/karpenter-hash.sh --check), and the arm64 build of the functions
 #   (scripts/build-functions.sh --check, or the full build for a deploy).
 #
@@ -153,6 +154,13 @@ scripts/control-plane.sh run target/control-plane -- \
 stage "the README's story on a second real control plane: simulate --kubeconfig (4 min of wall clock)"
 scripts/control-plane.sh run target/control-plane-story -- \
     cargo test --workspace --all-features --test control_plane -- --ignored --exact "$story"
+
+# The scale benchmark on a real kube-apiserver and etcd, small: 500 nodes and 5,000 pods
+# written through the API, then the provisioning, consolidation and confirmation ticks with their
+# phases and peak RSS, on the debug build above (a check that the benchmark works; the figures
+# are scripts/scale-bench.sh 5k's).
+stage "the scale benchmark on a real API server, smoke: scripts/scale-bench.sh smoke"
+scripts/scale-bench.sh smoke
 
 # Karpenter's own v1.15 CRDs and example manifests, fetched from its Go module on the proxy at
 # a pinned version (nothing committed): every example and an object with every field of

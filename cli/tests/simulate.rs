@@ -706,3 +706,37 @@ fn an_expired_nodes_pods_get_their_capacity_in_one_batch_while_pdbs_pace_the_dra
     assert!((cost_at(540) - r["finalHourlyCost"].as_f64().unwrap()).abs() < 1e-9);
     assert_eq!(samples.last().unwrap()["pendingPods"], 0);
 }
+
+/// Teardown under a one-node budget (`examples/simulate/teardown.yaml`): the tick follows up on
+/// its own decisions (confirmed 15 s later, a removal in flight looked at every 10 s) instead of
+/// waiting for the minute, so each of the four empty nodes goes within 90 simulated seconds,
+/// at least twice as fast as with the follow-ups off, and one command at a time.
+#[test]
+fn a_teardown_under_a_one_node_budget_takes_at_most_90_seconds_a_node() {
+    let path = repo("examples/simulate/teardown.yaml");
+    let r = report(&["--scenario", &path]);
+    let delete = step(&r, "delete deployment workers");
+    assert_eq!(delete["nodesBefore"], 4, "{delete:#}");
+    let gone = delete["noNodesAfter"].as_i64().expect("every node removed");
+    assert!(gone <= 4 * 90, "four nodes removed in {gone} s: {delete:#}");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "seed: 5\n",
+        "seed: 5\nsettings: {FLEETWRIGHT_FOLLOW_UP: \"false\"}\n",
+    );
+    let scheduled = report(&["--scenario", &write_temp("teardown-scheduled.yaml", &text)]);
+    let delete = step(&scheduled, "delete deployment workers");
+    let on_schedule = delete["noNodesAfter"].as_i64().expect("every node removed");
+    assert!(
+        2 * gone <= on_schedule,
+        "{gone} s with follow-ups, {on_schedule} s on the schedule alone"
+    );
+    let empty: Vec<i64> = r["disruptionEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["command"].as_str().unwrap().starts_with("empty/"))
+        .map(|e| e["at"].as_i64().unwrap())
+        .collect();
+    assert_eq!(empty.len(), 4, "one command a node: {empty:?}");
+    assert_eq!(r["finalNodes"], 0);
+}

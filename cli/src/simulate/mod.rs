@@ -13,11 +13,12 @@ mod live;
 mod log;
 mod report;
 mod scenario;
+mod triggers;
 mod watch;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use anyhow::Context;
 use aws_lambda_events::event::sqs::SqsEvent;
@@ -38,6 +39,7 @@ use fleetwright_core::rng::Rng;
 use fleetwright_sim::{Cluster, SimCloud};
 use report::{InterruptionOutcome, Report, Sample};
 use scenario::{Action, Scenario, Step};
+use triggers::QueuedNudges;
 
 const CLUSTER: &str = "simulated";
 const ACCOUNT: &str = "123456789012";
@@ -171,30 +173,6 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Nudges are queued and start a tick a second later, as EventBridge delivers them.
-#[derive(Clone, Debug, Default)]
-struct QueuedNudges(Arc<Mutex<Vec<String>>>);
-
-impl QueuedNudges {
-    fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-}
-
-impl Nudge for QueuedNudges {
-    async fn nudge(
-        &self,
-        detail_type: &str,
-        _detail: Value,
-    ) -> Result<(), fleetwright_cloud::CloudError> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(detail_type.to_string());
-        Ok(())
-    }
-}
-
 /// Fails at once when the report could not be written at the end of the run: its directory
 /// is missing, or the file cannot be created there.
 fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
@@ -266,6 +244,7 @@ struct Simulation {
     interruption: Interruption<Arc<SimCloud>, QueuedNudges>,
     webhook: Webhook<QueuedNudges>,
     nudges: QueuedNudges,
+    follow_ups: triggers::FollowUps,
     rng: Rng,
     watch: watch::Watch,
 }
@@ -307,6 +286,7 @@ impl Simulation {
             interruption: Interruption::new(cloud.clone(), client, nudges.clone(), settings),
             webhook: Webhook::new(nudges.clone(), None),
             nudges,
+            follow_ups: Default::default(),
             cloud,
             cluster,
             watch: watch::Watch::default(),
@@ -334,7 +314,8 @@ impl Simulation {
             if !self.nudges.take().is_empty() {
                 nudged_for.get_or_insert(t + 1);
             }
-            if t % self.scenario.schedule == 0 || nudged_for == Some(t) {
+            let followed_up = self.follow_ups.due(t);
+            if t % self.scenario.schedule == 0 || nudged_for == Some(t) || followed_up {
                 nudged_for = nudged_for.filter(|&n| n > t);
                 self.run_tick(now, t).await;
                 // A nudge sent during the tick (none today) waits for the next second.
@@ -430,7 +411,9 @@ impl Simulation {
     }
 
     async fn run_tick(&mut self, now: DateTime<Utc>, t: i64) {
-        run_tick(&self.tick, &mut self.watch, now, t).await;
+        if let Some(summary) = run_tick(&self.tick, &mut self.watch, now, t).await {
+            self.follow_ups.note(&summary, t);
+        }
     }
 
     fn observe(&mut self, t: i64) {
@@ -533,11 +516,17 @@ async fn run_tick(
     watch: &mut watch::Watch,
     now: DateTime<Utc>,
     t: i64,
-) {
+) -> Option<fleetwright_runtime::tick::TickSummary> {
     watch.ticks += 1;
     match tick.run(now, &format!("simulate-{t}")).await {
-        Ok(summary) => watch.note_tick(&summary, t),
-        Err(e) => warn!(target: "simulate::tick", error = %e, "tick failed; the next one retries"),
+        Ok(summary) => {
+            watch.note_tick(&summary, t);
+            Some(summary)
+        }
+        Err(e) => {
+            warn!(target: "simulate::tick", error = %e, "tick failed; the next one retries");
+            None
+        }
     }
 }
 

@@ -40,6 +40,10 @@ pub struct StepOutcome {
     /// Seconds until no node was left, when that happened within the window.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub no_nodes_after: Option<i64>,
+    /// Seconds until the fleet's cost last changed within the window: when it settled (None:
+    /// it did not change).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settled_after: Option<i64>,
 }
 
 /// One spot interruption, from the warning to its replacement.

@@ -77,11 +77,12 @@ pub struct Reservation {
 }
 
 /// The settings a scenario may set.
-pub const SETTINGS: [&str; 4] = [
+pub const SETTINGS: [&str; 5] = [
     "FLEETWRIGHT_NODE_REPAIR",
     "FLEETWRIGHT_MIN_VALUES_POLICY",
     "FLEETWRIGHT_REBALANCE",
     "FLEETWRIGHT_NODE_CLASS_CEL",
+    "FLEETWRIGHT_FOLLOW_UP",
 ];
 
 fn default_seed() -> u64 {

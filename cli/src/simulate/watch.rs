@@ -179,6 +179,7 @@ impl Watch {
                 .flatten()
                 .find(|&t| series.get(t as usize).is_some_and(|(n, _)| *n == 0))
                 .map(|t| t - step.at);
+            step.settled_after = last_cost_change(series, step.at, closing).map(|t| t - step.at);
         }
     }
 
@@ -205,4 +206,20 @@ impl Watch {
             }
         }
     }
+}
+
+/// The last second in `from..=to` at which the fleet's cost differs from the second before.
+fn last_cost_change(series: &[(usize, f64)], from: i64, to: i64) -> Option<i64> {
+    let cost = |t: i64| {
+        usize::try_from(t)
+            .ok()
+            .and_then(|i| series.get(i))
+            .map(|s| s.1)
+    };
+    (from.max(1)..=to)
+        .rev()
+        .find(|&t| match (cost(t - 1), cost(t)) {
+            (Some(before), Some(now)) => (now - before).abs() > 1e-9,
+            _ => false,
+        })
 }

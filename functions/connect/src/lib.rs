@@ -151,6 +151,16 @@ impl Clients {
         }
     }
 
+    /// Where the tick sends its follow-ups (none when no queue is configured).
+    pub fn follow_up(&self) -> Option<fleetwright_aws::follow_up::SqsFollowUp> {
+        let queue_url = self.settings.follow_up_queue_url.clone()?;
+        Some(fleetwright_aws::follow_up::SqsFollowUp {
+            client: self.aws.sqs.clone(),
+            queue_url,
+            cluster: self.settings.cluster_name.clone(),
+        })
+    }
+
     /// A Kubernetes client for this invocation (EKS tokens last 15 minutes, so a fresh one is
     /// signed per invocation; signing is local and cheap).
     pub async fn kube(&self) -> Result<Client, RuntimeError> {

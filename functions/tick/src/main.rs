@@ -1,9 +1,13 @@
-//! The tick Lambda function: every minute (EventBridge schedule) and on each nudge (`Pending
-//! Pod`, `Capacity Needed`), one reconcile of the cluster. The logic is `fleetwright_runtime::tick`.
+//! The tick Lambda function: every minute (EventBridge schedule), on each nudge (`Pending Pod`,
+//! `Capacity Needed`), and on its own follow-ups (delayed messages from its follow-up queue),
+//! one reconcile of the cluster. The logic is `fleetwright_runtime::tick`.
 
 use std::sync::Arc;
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use aws_lambda_events::event::sqs::SqsEvent;
+use chrono::{DateTime, Utc};
+use fleetwright_aws::follow_up::SqsFollowUp;
 use fleetwright_connect::Clients;
 use fleetwright_runtime::deadline::Deadline;
 use fleetwright_runtime::metrics;
@@ -18,36 +22,80 @@ async fn main() -> Result<(), Error> {
     fleetwright_connect::init_tracing();
     let clients = Arc::new(Clients::from_env().await?);
     let cloud = Arc::new(clients.cloud());
-    lambda_runtime::run(service_fn(
-        move |event: LambdaEvent<EventBridgeEvent<Value>>| {
-            let (clients, cloud) = (clients.clone(), cloud.clone());
-            async move { handle(&clients, cloud, event).await }
-        },
-    ))
+    let follow_up = Arc::new(clients.follow_up());
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
+        let (clients, cloud, follow_up) = (clients.clone(), cloud.clone(), follow_up.clone());
+        async move { handle(&clients, cloud, follow_up.as_ref().as_ref(), event).await }
+    }))
     .await
+}
+
+/// What started this invocation.
+#[derive(Debug, PartialEq)]
+enum Trigger {
+    /// The schedule (or anything else that asks for a plain tick).
+    Scheduled,
+    /// A nudge sent at this time: a tick that started after it has read what it was about.
+    Nudged(DateTime<Utc>),
+    /// A follow-up asked for by the tick that started at this time: a later tick supersedes it.
+    FollowUp(DateTime<Utc>),
+}
+
+/// Reads the event: an SQS batch of follow-ups (the latest requester's counts: an older one's is
+/// superseded by it), or an EventBridge event (a nudge, or the schedule). Anything else is a
+/// plain tick.
+fn trigger(payload: &Value) -> Trigger {
+    if payload.get("Records").is_some() {
+        let Ok(batch) = serde_json::from_value::<SqsEvent>(payload.clone()) else {
+            return Trigger::Scheduled;
+        };
+        let latest = batch
+            .records
+            .iter()
+            .filter_map(|r| r.body.as_deref())
+            .filter_map(fleetwright_aws::follow_up::requested_by)
+            .max();
+        return latest.map_or(Trigger::Scheduled, Trigger::FollowUp);
+    }
+    let Ok(event) = serde_json::from_value::<EventBridgeEvent<Value>>(payload.clone()) else {
+        return Trigger::Scheduled;
+    };
+    let nudge = matches!(
+        event.detail_type.as_str(),
+        fleetwright_runtime::nudge::PENDING_POD | fleetwright_runtime::nudge::CAPACITY_NEEDED
+    );
+    match event.time.filter(|_| nudge) {
+        Some(sent) => Trigger::Nudged(sent),
+        None => Trigger::Scheduled,
+    }
 }
 
 async fn handle(
     clients: &Clients,
     cloud: Arc<fleetwright_aws::Ec2Cloud>,
-    event: LambdaEvent<EventBridgeEvent<Value>>,
+    follow_up: Option<&SqsFollowUp>,
+    event: LambdaEvent<Value>,
 ) -> Result<TickSummary, Error> {
-    tracing::info!(trigger = %event.payload.detail_type, source = %event.payload.source, "tick");
+    let trigger = trigger(&event.payload);
+    tracing::info!(trigger = ?trigger, "tick");
     let kube = clients.kube().await?;
     let deadline =
         Deadline::from_epoch_millis(event.context.deadline, std::time::SystemTime::now());
     let tick = Tick::new(cloud, kube, clients.settings.clone()).with_deadline(deadline);
-    let now = chrono::Utc::now();
+    let now = Utc::now();
     let started = std::time::Instant::now();
     let holder = &event.context.request_id;
-    let nudge = matches!(
-        event.payload.detail_type.as_str(),
-        fleetwright_runtime::nudge::PENDING_POD | fleetwright_runtime::nudge::CAPACITY_NEEDED
-    );
-    let mut summary = match event.payload.time.filter(|_| nudge) {
-        Some(sent) => tick.run_nudged(now, holder, sent).await?,
-        None => tick.run(now, holder).await?,
+    let mut summary = match trigger {
+        Trigger::Nudged(sent) => tick.run_nudged(now, holder, sent).await?,
+        Trigger::FollowUp(requested_by) => tick.run_follow_up(now, holder, requested_by).await?,
+        Trigger::Scheduled => tick.run(now, holder).await?,
     };
+    if let (Some(after), Some(queue)) = (summary.follow_up_seconds, follow_up) {
+        // A lost follow-up only waits for the schedule.
+        if let Err(e) = queue.send(now, Utc::now(), after).await {
+            tracing::warn!(error = %e, "could not send the follow-up; the schedule carries on");
+        }
+    }
     summary.metrics.add(metrics::TICKS, 1.0);
     let elapsed = started.elapsed().as_secs_f64();
     summary
@@ -59,4 +107,32 @@ async fn handle(
         &mut std::io::stdout().lock(),
     )?;
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_follow_up_batch_counts_its_latest_requester_and_a_schedule_is_plain() {
+        let body = |t: &str| {
+            json!({"time": "2026-11-26T10:01:00Z", "detail": {"cluster": "c", "requestedBy": t}})
+                .to_string()
+        };
+        let batch = json!({"Records": [
+            {"messageId": "1", "body": body("2026-11-26T10:00:30Z"), "eventSource": "aws:sqs"},
+            {"messageId": "2", "body": body("2026-11-26T10:00:45Z"), "eventSource": "aws:sqs"}]});
+        let latest: DateTime<Utc> = "2026-11-26T10:00:45Z".parse().unwrap();
+        assert_eq!(trigger(&batch), Trigger::FollowUp(latest));
+        let schedule = json!({"version": "0", "id": "e", "detail-type": "Scheduled Event",
+            "source": "aws.events", "account": "1", "time": "2026-11-26T10:00:00Z",
+            "region": "us-east-1", "resources": [], "detail": {}});
+        assert_eq!(trigger(&schedule), Trigger::Scheduled);
+        let mut nudge = schedule.clone();
+        nudge["detail-type"] = json!("Pending Pod");
+        nudge["source"] = json!("fleetwright");
+        let sent: DateTime<Utc> = "2026-11-26T10:00:00Z".parse().unwrap();
+        assert_eq!(trigger(&nudge), Trigger::Nudged(sent));
+    }
 }

@@ -88,6 +88,12 @@ export interface FleetwrightProps {
    * kube-scheduler `podTopologySpread.defaultConstraints`. Default: none.
    */
   readonly schedulerConfig?: string;
+  /**
+   * Let tick follow up on its own disruption steps through its follow-up queue (a decision
+   * confirmed 15 s after it is made, a step in flight looked at every 10 s) instead of waiting
+   * for the next minute. Default true.
+   */
+  readonly followUps?: boolean;
   /** Active X-Ray tracing. Default false. */
   readonly tracing?: boolean;
   /** Default two weeks. */
@@ -138,6 +144,7 @@ export class Fleetwright extends Construct {
   public readonly interruptionQueue: sqs.Queue;
   public readonly interruptionDeadLetterQueue: sqs.Queue;
   public readonly tickDeadLetterQueue: sqs.Queue;
+  public readonly tickFollowUpQueue: sqs.Queue;
   public readonly controllerRole: iam.Role;
   public readonly interruptionRole: iam.Role;
   public readonly webhookRole: iam.Role;
@@ -159,6 +166,15 @@ export class Fleetwright extends Construct {
 
     this.tickDeadLetterQueue = new sqs.Queue(this, 'TickDeadLetterQueue', {
       retentionPeriod: Duration.days(14),
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+    });
+    // Tick's follow-ups to itself, each sent with the delay the tick asked for (up to 15
+    // minutes). Retention covers the longest delay and a few receives; the visibility timeout is
+    // tick's timeout and a little more, so a follow-up that found tick busy comes back soon.
+    this.tickFollowUpQueue = new sqs.Queue(this, 'TickFollowUpQueue', {
+      queueName: name('-follow-up'),
+      retentionPeriod: Duration.seconds(1200),
+      visibilityTimeout: Duration.seconds(65),
       encryption: sqs.QueueEncryption.SQS_MANAGED,
     });
     this.interruptionDeadLetterQueue = new sqs.Queue(this, 'InterruptionDeadLetterQueue', {
@@ -225,7 +241,12 @@ export class Fleetwright extends Construct {
       timeout: Duration.seconds(60),
       reservedConcurrentExecutions: 1,
       role: this.controllerRole,
-      environment,
+      // Only tick reads these (a mistake in them never stops interruption or the webhook).
+      environment: {
+        ...environment,
+        FLEETWRIGHT_FOLLOW_UP: props.followUps === false ? 'false' : 'true',
+        FLEETWRIGHT_FOLLOW_UP_QUEUE_URL: this.tickFollowUpQueue.queueUrl,
+      },
     });
     this.tick.configureAsyncInvoke({ maxEventAge: Duration.seconds(120), retryAttempts: 1 });
     this.interruption = new lambda.Function(this, 'InterruptionFunction', {
@@ -268,6 +289,15 @@ export class Fleetwright extends Construct {
     this.webhookUrl = this.webhook.addFunctionUrl({
       authType: lambda.FunctionUrlAuthType.NONE,
       invokeMode: lambda.InvokeMode.BUFFERED,
+    });
+    new lambda.EventSourceMapping(this, 'TickFunctionFollowUp', {
+      target: this.tick,
+      eventSourceArn: this.tickFollowUpQueue.queueArn,
+      batchSize: 10,
+      maxBatchingWindow: Duration.seconds(0),
+      // The lowest the event source mapping takes; tick's reserved concurrency of 1 holds the
+      // second back (a throttled follow-up returns after the visibility timeout).
+      maxConcurrency: 2,
     });
     new lambda.EventSourceMapping(this, 'InterruptionFunctionQueue', {
       target: this.interruption,
@@ -378,6 +408,7 @@ export class Fleetwright extends Construct {
         clusterName: cluster,
         nodeRoleArn: this.nodeRole.roleArn,
         tickDeadLetterQueueArn: this.tickDeadLetterQueue.queueArn,
+        tickFollowUpQueueArn: this.tickFollowUpQueue.queueArn,
       }),
     });
     return new iam.Role(this, 'ControllerRole', {

@@ -8,7 +8,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 /**
  * The statements, as the text of an `Fn::Sub`: `${AWS::Partition}`, `${AWS::Region}` and
  * `${AWS::AccountId}` are CloudFormation's, `${ClusterName}`, `${NodeRoleArn}` and
- * `${TickDeadLetterQueueArn}` the variables [controllerDocument] gives.
+ * `${TickDeadLetterQueueArn}`, `${TickFollowUpQueueArn}` the variables [controllerDocument] gives.
  * Written as plain strings so that condition keys may name the cluster too (a key cannot be a
  * CDK token).
  */
@@ -151,6 +151,11 @@ export function controllerStatements(): iam.PolicyStatement[] {
       actions: ['sqs:SendMessage'],
     }),
     new iam.PolicyStatement({
+      sid: 'AllowTickFollowUps',
+      resources: ['${TickFollowUpQueueArn}'],
+      actions: ['sqs:SendMessage', 'sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes'],
+    }),
+    new iam.PolicyStatement({
       sid: 'AllowNudges',
       resources: ['arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default'],
       actions: ['events:PutEvents'],
@@ -163,6 +168,7 @@ export interface ControllerPolicyRefs {
   readonly clusterName: string;
   readonly nodeRoleArn: string;
   readonly tickDeadLetterQueueArn: string;
+  readonly tickFollowUpQueueArn: string;
 }
 
 /** The policy document, as CloudFormation takes it: the JSON text of the statements in an `Fn::Sub`. */
@@ -173,5 +179,6 @@ export function controllerDocument(refs: ControllerPolicyRefs): string {
     ClusterName: refs.clusterName,
     NodeRoleArn: refs.nodeRoleArn,
     TickDeadLetterQueueArn: refs.tickDeadLetterQueueArn,
+    TickFollowUpQueueArn: refs.tickFollowUpQueueArn,
   });
 }

@@ -1,7 +1,7 @@
 //! fleetwright-aws: the only part of Fleetwright that talks to AWS. Live catalog and spot prices,
 //! EC2NodeClass discovery (subnets, security groups, AMIs, instance profiles), launch templates
-//! and user data, CreateFleet, guarded termination, and the EventBridge nudge, implementing the
-//! cloud port ([`fleetwright_cloud::Cloud`]) as [`Ec2Cloud`].
+//! and user data, CreateFleet, guarded termination, the EventBridge nudge and the tick's delayed
+//! follow-ups, implementing the cloud port ([`fleetwright_cloud::Cloud`]) as [`Ec2Cloud`].
 
 pub mod catalog;
 pub mod clients;
@@ -9,6 +9,7 @@ pub mod cloud;
 pub mod cluster;
 pub mod error;
 pub mod fleet;
+pub mod follow_up;
 pub mod instance_profile;
 pub mod instances;
 pub mod launch_template;

@@ -770,3 +770,45 @@ async fn the_webhook_token_is_read_decrypted_from_its_securestring_parameter() {
         "{missing}"
     );
 }
+
+/// A follow-up is a real SQS message, held back by the delay the tick asked for and saying when
+/// it is due.
+#[tokio::test]
+async fn a_follow_up_is_a_delayed_message_that_says_when_it_is_due() {
+    let clients = clients();
+    let queue = clients
+        .sqs
+        .create_queue()
+        .queue_name("fleetwright-follow-up-test")
+        .send()
+        .await
+        .expect("a queue");
+    let queue_url = queue.queue_url().expect("its URL").to_string();
+    let follow_up = fleetwright_aws::follow_up::SqsFollowUp {
+        client: clients.sqs.clone(),
+        queue_url: queue_url.clone(),
+        cluster: "follow-up".into(),
+    };
+    let now = Utc::now();
+    let started = now - Duration::seconds(3);
+    follow_up.send(started, now, 2).await.expect("sent");
+    let receive = || {
+        clients
+            .sqs
+            .receive_message()
+            .queue_url(&queue_url)
+            .max_number_of_messages(10)
+            .send()
+    };
+    let early = receive().await.expect("received");
+    assert!(early.messages().is_empty(), "held back by its delay");
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let later = receive().await.expect("received");
+    let text = later.messages()[0].body().expect("a body");
+    let body: serde_json::Value = serde_json::from_str(text).expect("JSON");
+    assert_eq!(body["detail"]["cluster"], "follow-up");
+    let due: chrono::DateTime<Utc> = body["time"].as_str().unwrap().parse().unwrap();
+    assert_eq!(due.timestamp(), (now + Duration::seconds(2)).timestamp());
+    let requested_by = fleetwright_aws::follow_up::requested_by(text).expect("its requester");
+    assert_eq!(requested_by.timestamp_millis(), started.timestamp_millis());
+}

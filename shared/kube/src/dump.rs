@@ -66,6 +66,17 @@ pub struct ClusterDump {
     pub default_spread: Vec<fleetwright_core::default_spread::DefaultSpread>,
     /// The Services' and controllers' selectors those defaults' selectors are deduced from.
     pub selectors: fleetwright_core::default_spread::Selectors,
+    /// How long a live read took (zero for a file).
+    pub read_time: ReadTime,
+}
+
+/// How long a live read took: listing (the requests and decoding their JSON) and converting
+/// the pods into the core model as their pages arrived. The two run on one thread, so they add
+/// up to the read's wall time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReadTime {
+    pub list: std::time::Duration,
+    pub convert: std::time::Duration,
 }
 
 /// The ConfigMap Kubernetes publishes into every namespace with the CA pods trust.

@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 
 use crate::convert::Rejected;
 use crate::crds::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
-use crate::dump::{ca_bundle_of, ClusterDump, SlimPod, ROOT_CA_CONFIGMAP};
+use crate::dump::{ca_bundle_of, ClusterDump, ReadTime, SlimPod, ROOT_CA_CONFIGMAP};
 use crate::error::KubeError;
 
 /// How fresh a list must be.
@@ -169,13 +169,14 @@ impl SnapshotReader {
     /// converted into the core model page by page and kept slim (see
     /// [`ClusterDump::converted_pods`]), so a large cluster is never held twice in full.
     pub async fn read_dump(&self) -> Result<ClusterDump, KubeError> {
+        let started = std::time::Instant::now();
         let (pvcs, pvs) = futures::try_join!(
             self.list::<PersistentVolumeClaim>(Read::Cached),
             self.list::<PersistentVolume>(Read::Cached),
         )?;
         let zones = crate::convert::volume_zones(&pvcs, &pvs);
         let (
-            (pods, converted, mut rejected),
+            (pods, converted, mut rejected, convert_time),
             nodes,
             daemonsets,
             pdbs,
@@ -225,6 +226,10 @@ impl SnapshotReader {
             node_class_cel: self.node_class_cel,
             default_spread: self.default_spread.clone(),
             selectors,
+            read_time: ReadTime {
+                list: started.elapsed().saturating_sub(convert_time),
+                convert: convert_time,
+            },
         })
     }
 
@@ -285,7 +290,9 @@ impl SnapshotReader {
         let mut slim = Vec::new();
         let mut converted = Vec::new();
         let mut rejected = Vec::new();
+        let mut converting = std::time::Duration::ZERO;
         self.list_pages::<Pod>(Read::Consistent, |page, remaining, first| {
+            let started = std::time::Instant::now();
             if first {
                 slim.clear();
                 converted.clear();
@@ -310,10 +317,11 @@ impl SnapshotReader {
                     }
                 }
             }
+            converting += started.elapsed();
             Ok(())
         })
         .await?;
-        Ok((slim, converted, rejected))
+        Ok((slim, converted, rejected, converting))
     }
 
     /// Every object of a Karpenter kind, each deserialized on its own: one that does not fit the
@@ -466,11 +474,13 @@ impl SnapshotReader {
     }
 }
 
-/// The pods of a read: slim, converted, and those that did not convert.
+/// The pods of a read: slim, converted, those that did not convert, and the time converting
+/// took.
 type ReadPods = (
     Vec<SlimPod>,
     Vec<fleetwright_core::model::Pod>,
     Vec<Rejected>,
+    std::time::Duration,
 );
 
 /// One object of kind `K` as the API server sent it, deserialized into `K` later and on its

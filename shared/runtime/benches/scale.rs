@@ -12,9 +12,14 @@
 //! (the target: under 5 s and 512 MB); `SCALE_LOG=fleetwright_runtime=debug` adds the tick's logs
 //! with each phase's time. Under `cargo test` it runs small clusters as a check that
 //! the benchmark works, that the tick plans the pending pods and that it decides to consolidate.
+//!
+//! `--real` runs the same cluster on a real kube-apiserver and etcd instead ([`real`]): only
+//! under `scripts/scale-bench.sh`, which starts them on loopback and passes the sizes.
 
 #[path = "../../kube/tests/fake_api/mod.rs"]
 mod fake_api;
+#[path = "scale/real.rs"]
+mod real;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -352,6 +357,14 @@ fn main() {
         });
         return;
     }
+    if let Some(step) = flag(&args, "--real-step") {
+        real_step(&step, real_size(&args));
+        return;
+    }
+    if args.iter().any(|a| a == "--real") {
+        run_real(real_size(&args));
+        return;
+    }
     let full = args.iter().any(|a| a == "--bench");
     let (nodes, pods) = if full { (5_000, 50_000) } else { (50, 500) };
     let case = |pending| Shape {
@@ -381,5 +394,61 @@ fn main() {
                 assert!(status.success(), "the {c} case failed");
             }
         }
+    }
+}
+
+fn flag(args: &[String], name: &str) -> Option<String> {
+    let at = args.iter().position(|a| a == name)?;
+    args.get(at + 1).cloned()
+}
+
+/// `--nodes N --pods M --pending P` (5,000 nodes, 50,000 pods and 1,000 pending by default).
+fn real_size(args: &[String]) -> real::Size {
+    let number = |name: &str, default: usize| {
+        flag(args, name).map_or(default, |v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name} takes a count, not {v:?}"))
+        })
+    };
+    real::Size {
+        nodes: number("--nodes", 5_000),
+        pods: number("--pods", 50_000),
+        pending: number("--pending", 1_000),
+    }
+}
+
+fn real_step(step: &str, size: real::Size) {
+    match step {
+        "load" => real::load(size),
+        "provisioning" => real::tick(size, real::Case::Provisioning),
+        "unload" => real::unload_pending(),
+        "consolidation" => real::tick(size, real::Case::Consolidation),
+        "confirmation" => real::tick(size, real::Case::Confirmation),
+        "reads" => real::reads(),
+        other => panic!("no step {other:?}"),
+    }
+}
+
+/// The benchmark on a real API server: each step in a process of its own, so each tick's peak
+/// RSS is its own and not the loader's.
+fn run_real(size: real::Size) {
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let steps = [
+        "load",
+        "provisioning",
+        "unload",
+        "consolidation",
+        "confirmation",
+        "reads",
+    ];
+    for step in steps {
+        let status = Command::new(&exe)
+            .args(["--real-step", step])
+            .args(["--nodes", &size.nodes.to_string()])
+            .args(["--pods", &size.pods.to_string()])
+            .args(["--pending", &size.pending.to_string()])
+            .status()
+            .expect("run the step");
+        assert!(status.success(), "the {step} step failed");
     }
 }

@@ -26,6 +26,10 @@ pub const INTERRUPTION_ACTIONS: &str = "karpenter_interruption_actions_performed
 pub const TICKS: &str = "fleetwright_ticks_total";
 /// Wall-clock seconds of one tick invocation.
 pub const TICK_DURATION: &str = "fleetwright_tick_duration_seconds";
+/// Seconds of one tick by phase (`list`, `convert`, `cloud`, `decide`, `write`).
+pub const TICK_PHASE: &str = "fleetwright_tick_phase_seconds";
+/// The dimension of [`TICK_PHASE`].
+pub const PHASE: &str = "phase";
 /// The owned fleet's hourly cost, and the LP lower bound on its workload (every 5 minutes).
 pub const FLEET_HOURLY_COST: &str = "fleetwright_fleet_hourly_cost";
 pub const FLEET_LOWER_BOUND: &str = "fleetwright_fleet_hourly_lower_bound";
@@ -100,6 +104,18 @@ impl Metrics {
             .or_default()
             .entry(name)
             .or_insert(0.0) += value;
+    }
+
+    /// Adds seconds to a time, and to its breakdown by `dimension` = `value`.
+    pub fn time_by(
+        &mut self,
+        name: &'static str,
+        dimension: &'static str,
+        key: &str,
+        seconds: f64,
+    ) {
+        self.add_by(name, dimension, key, seconds);
+        self.units.insert(name, Unit::Seconds);
     }
 
     /// Takes in another invocation part's metrics: its counts added, its gauges set.

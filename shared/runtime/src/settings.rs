@@ -64,6 +64,12 @@ pub struct Settings {
     /// `SCHEDULER_CONFIG`), as written: only the tick reads it ([`Settings::default_spread`]), so
     /// a mistake in it never stops the interruption or webhook function.
     pub scheduler_config: Option<String>,
+    /// Whether the tick asks for a follow-up sooner than its schedule (a disruption to confirm,
+    /// one in flight; on unless `FLEETWRIGHT_FOLLOW_UP=false`).
+    pub follow_up: bool,
+    /// The SQS queue the tick function sends its follow-ups to, delayed (none: it sends none,
+    /// and the schedule carries disruption forward).
+    pub follow_up_queue_url: Option<String>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -86,6 +92,8 @@ impl std::fmt::Debug for Settings {
             node_class_cel,
             cluster_ca_bundle,
             scheduler_config,
+            follow_up,
+            follow_up_queue_url,
         } = self;
         f.debug_struct("Settings")
             .field("cluster_name", cluster_name)
@@ -107,6 +115,8 @@ impl std::fmt::Debug for Settings {
             .field("node_class_cel", node_class_cel)
             .field("cluster_ca_bundle", cluster_ca_bundle)
             .field("scheduler_config", scheduler_config)
+            .field("follow_up", follow_up)
+            .field("follow_up_queue_url", follow_up_queue_url)
             .finish()
     }
 }
@@ -236,6 +246,11 @@ impl Settings {
             )?,
             cluster_ca_bundle: non_empty("FLEETWRIGHT_CLUSTER_CA_BUNDLE"),
             scheduler_config: non_empty("FLEETWRIGHT_SCHEDULER_CONFIG"),
+            follow_up: match non_empty("FLEETWRIGHT_FOLLOW_UP") {
+                None => true,
+                set => parse_bool("FLEETWRIGHT_FOLLOW_UP", set)?,
+            },
+            follow_up_queue_url: non_empty("FLEETWRIGHT_FOLLOW_UP_QUEUE_URL"),
         })
     }
 }

@@ -327,14 +327,31 @@ fn cloud_calls(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The tick's role no longer reads the interruption queue: only the interruption role does.
+/// The tick's role does not read the interruption queue: only the interruption role does (the
+/// tick's role reads its own follow-up queue, and only that).
 #[test]
 fn only_the_interruption_role_reads_the_queue() {
     let t = template();
-    let readers: Vec<Json> = statements(&t)
+    let all_readers: Vec<Json> = statements(&t)
         .into_iter()
         .filter(|s| actions(s).iter().any(|a| a == "sqs:ReceiveMessage"))
         .collect();
+    let (follow_ups, readers): (Vec<Json>, Vec<Json>) = all_readers
+        .into_iter()
+        .partition(|s| s["Sid"] == "AllowTickFollowUps");
+    assert_eq!(follow_ups.len(), 1, "{follow_ups:?}");
+    let policy =
+        serde_json::to_string(&t["Resources"]["ControllerPolicy"]["Properties"]["PolicyDocument"])
+            .unwrap();
+    let statement = policy
+        .split("\\\"Sid\\\": \\\"AllowTickFollowUps\\\"")
+        .nth(1)
+        .and_then(|rest| rest.split("\\\"Action\\\"").next())
+        .expect("the AllowTickFollowUps statement");
+    assert!(
+        statement.contains("\\\"Resource\\\": \\\"${TickFollowUpQueue.Arn}\\\""),
+        "the follow-up statement names the follow-up queue only: {statement}"
+    );
     assert_eq!(readers.len(), 1, "{readers:?}");
     assert_eq!(readers[0]["Sid"], "AllowInterruptionQueueActions");
     assert_eq!(
@@ -478,6 +495,10 @@ fn every_environment_variable_is_a_setting_the_functions_accept() {
                     Some("ClusterName") => CLUSTER.to_string(),
                     Some("WebhookTokenParameter") => "/fleetwright/webhook-token".to_string(),
                     Some("DryRun" | "NodeRepair" | "NodeClassCEL") => "false".to_string(),
+                    Some("FollowUps") => "true".to_string(),
+                    Some("TickFollowUpQueue") => {
+                        "https://sqs.us-east-1.amazonaws.com/123456789012/q".to_string()
+                    }
                     Some("Namespace") => "karpenter".to_string(),
                     Some("ClusterCABundle" | "SchedulerConfig") => String::new(),
                     other => panic!("unexpected parameter {other:?}"),

@@ -443,7 +443,8 @@ impl Chaos {
         } else if nudged {
             self.count("nudges lost");
         }
-        let due = t % self.sim.scenario.schedule == 0 || self.nudged_for == Some(t);
+        let followed_up = self.sim.follow_ups.due(t);
+        let due = t % self.sim.scenario.schedule == 0 || self.nudged_for == Some(t) || followed_up;
         if due {
             self.nudged_for = self.nudged_for.filter(|&n| n > t);
         }

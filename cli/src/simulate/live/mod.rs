@@ -41,7 +41,8 @@ use tracing::{info, warn};
 
 use super::report::{Report, Sample};
 use super::scenario::{Action, Scenario, Step};
-use super::{deliver, QueuedNudges, CLUSTER};
+use super::triggers::{FollowUps, QueuedNudges};
+use super::{deliver, CLUSTER};
 use fleetwright_core::rng::Rng;
 
 /// How long after its launch an instance's kubelet registers its Node (kwok makes it Ready at
@@ -216,6 +217,7 @@ impl Live {
         let timeline = self.scenario.timeline.clone();
         let mut steps = timeline.iter().peekable();
         let mut nudged_for: Option<i64> = None;
+        let mut follow_ups = FollowUps::default();
         let mut last_tick: Option<i64> = None;
         self.start = Utc::now();
         loop {
@@ -245,10 +247,14 @@ impl Live {
             }
             let scheduled =
                 t / self.scenario.schedule != last_tick.unwrap_or(-1) / self.scenario.schedule;
-            if last_tick.is_none() || scheduled || nudged_for.is_some_and(|n| n <= t) {
+            let followed_up = follow_ups.due(t);
+            if last_tick.is_none() || scheduled || nudged_for.is_some_and(|n| n <= t) || followed_up
+            {
                 nudged_for = None;
                 last_tick = Some(t);
-                super::run_tick(&self.tick, &mut self.watch, now, t).await;
+                if let Some(summary) = super::run_tick(&self.tick, &mut self.watch, now, t).await {
+                    follow_ups.note(&summary, t);
+                }
             }
             self.observe(t, &pods).await;
             if let Some(bar) = &self.bar {

@@ -122,6 +122,10 @@ pub struct DisruptionPlan {
     /// Every consolidation move of a `Balanced` pool scored while deciding, approved or not.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub scores: Vec<Score>,
+    /// The soonest time after `now` at which an empty node waits out its pool's
+    /// `consolidateAfter`: when a tick should look again, rather than at its next schedule.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub empty_settles_at: Option<i64>,
 }
 
 mod balanced;
@@ -309,6 +313,7 @@ pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan 
     let prices = Prices::new(catalog);
     let mut out = DisruptionPlan::default();
     let candidates = candidates(snapshot, &prices, now, &mut out.blocked);
+    out.empty_settles_at = empty_settles_at(&candidates, now);
     let budgets = Budgets::new(snapshot, now);
     let methods: [(Reason, &Applies); 2] = [
         (Reason::Drifted, &|c| drifted(c, snapshot, catalog, now)),
@@ -362,6 +367,17 @@ fn unblock(out: &mut DisruptionPlan) {
         .flat_map(|d| d.nodes.iter().map(String::as_str))
         .collect();
     out.blocked.retain(|b| !taken.contains(b.node.as_str()));
+}
+
+/// The soonest time after `now` at which an empty candidate has waited out its pool's
+/// `consolidateAfter` (none: no empty node is waiting for it).
+fn empty_settles_at(candidates: &[Candidate], now: i64) -> Option<i64> {
+    candidates
+        .iter()
+        .filter(|c| c.held.is_none() && c.pods.is_empty() && c.pool.replicas.is_none())
+        .filter_map(|c| Some(c.node.last_pod_event.max(c.node.created) + c.pool.consolidate_after?))
+        .filter(|&at| at > now)
+        .min()
 }
 
 /// Whether a candidate's pool consolidates underutilized nodes (`WhenEmptyOrUnderutilized` or

@@ -85,6 +85,12 @@ fn command_name(c: Command) -> &'static str {
 pub struct Decided {
     pub keys: Vec<String>,
     pub actions: Vec<Action>,
+    /// How soon an empty node waits out its pool's `consolidateAfter`, when one does.
+    pub empty_settles_in: Option<chrono::Duration>,
+    /// How soon a decision made (or first made) less than [`CONFIRM_AFTER`] ago can be
+    /// confirmed; none for decisions whose wait is over (one that failed its validation and was
+    /// decided again waits for the schedule, not for a follow-up).
+    pub confirm_in: Option<chrono::Duration>,
 }
 
 /// The decisions waiting for confirmation, as the state ConfigMap holds them (a list; one
@@ -165,8 +171,21 @@ pub fn decide(
         });
         keys.push(key);
     }
+    let empty_settles_in = plan
+        .empty_settles_at
+        .map(|at| chrono::Duration::seconds(at - now.timestamp()));
+    let confirm_in = waiting
+        .iter()
+        .map(|p| p.decided_at + CONFIRM_AFTER - now)
+        .filter(|wait| *wait > chrono::Duration::zero())
+        .min();
     actions.push(Action::SavePending { pending: waiting });
-    Decided { keys, actions }
+    Decided {
+        keys,
+        actions,
+        empty_settles_in,
+        confirm_in,
+    }
 }
 
 /// The reason and nodes of a command key (`<reason>/<command>:<nodes>`).

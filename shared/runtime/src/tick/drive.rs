@@ -63,6 +63,9 @@ pub(crate) struct Live<'t, 'a, C> {
     tick: &'t Tick<C>,
     ctx: Applied<'a>,
     since: std::time::Instant,
+    /// Time spent answering reads, and applying actions.
+    reading: std::time::Duration,
+    writing: std::time::Duration,
 }
 
 impl<'t, 'a, C: Cloud> Live<'t, 'a, C> {
@@ -85,12 +88,18 @@ impl<'t, 'a, C: Cloud> Live<'t, 'a, C> {
                 dry_names: 0,
             },
             since: std::time::Instant::now(),
+            reading: std::time::Duration::ZERO,
+            writing: std::time::Duration::ZERO,
         }
     }
-}
 
-impl<C: Cloud> Outlet for Live<'_, '_, C> {
-    async fn read(&mut self, need: Need) -> Input {
+    /// Time spent answering reads, and applying actions, so far.
+    pub fn times(&self) -> (std::time::Duration, std::time::Duration) {
+        (self.reading, self.writing)
+    }
+
+    /// Answers one read of the machine's.
+    async fn answer(&self, need: Need) -> Input {
         let tick = self.tick;
         let now = self.ctx.now;
         match need {
@@ -118,9 +127,20 @@ impl<C: Cloud> Outlet for Live<'_, '_, C> {
             Need::Unavailable => Input::Unavailable(tick.cloud.unavailable()),
         }
     }
+}
+
+impl<C: Cloud> Outlet for Live<'_, '_, C> {
+    async fn read(&mut self, need: Need) -> Input {
+        let started = std::time::Instant::now();
+        let input = self.answer(need).await;
+        self.reading += started.elapsed();
+        input
+    }
 
     async fn apply(&mut self, actions: Vec<Action>) -> Vec<Outcome> {
+        let started = std::time::Instant::now();
         self.tick.apply(actions, &mut self.ctx).await;
+        self.writing += started.elapsed();
         std::mem::take(&mut self.ctx.outcomes)
     }
 

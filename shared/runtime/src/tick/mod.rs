@@ -19,6 +19,7 @@ mod dry_run;
 mod execute;
 pub mod expiration;
 pub mod finish;
+pub mod follow_up;
 pub mod in_progress;
 pub mod isolation;
 pub mod machine;
@@ -28,6 +29,8 @@ pub mod reservations;
 mod say;
 mod shutdown;
 pub mod status;
+mod timing;
+mod triggers;
 
 use std::collections::BTreeMap;
 
@@ -49,9 +52,10 @@ pub use self::decide::REGISTRATION_TTL;
 use self::disruption::PendingDisruption;
 pub use self::disruption::DISRUPTION_ANNOTATION;
 use self::machine::{Start, TickState};
+pub use self::timing::PhaseTimes;
 use crate::deadline::Deadline;
 use crate::error::RuntimeError;
-use crate::metrics::Metrics;
+use crate::metrics::{self, Metrics};
 use crate::settings::Settings;
 /// The most actions a dry run lists in its summary (the Lambda's answer and the `tick done` log
 /// line, which CloudWatch cuts at 256 KB); every one is logged on its own line.
@@ -122,6 +126,11 @@ pub struct TickSummary {
     pub unschedulable: Vec<String>,
     /// Disruption commands decided this tick (`<reason>/<command>:<nodes>`).
     pub disruptions: Vec<String>,
+    /// Seconds after which this tick wants the next one, sooner than the schedule: a
+    /// disruption to confirm, or one in flight ([`follow_up`]). The tick function sends itself
+    /// a delayed message for it. Never set in a dry run, whose decisions are not stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follow_up_seconds: Option<i64>,
     /// NodeClaims deleted by disruption this tick, once their nodes were drained.
     pub disrupted: Vec<String>,
     /// In a dry run, every action the tick would have applied, in order, as
@@ -133,6 +142,9 @@ pub struct TickSummary {
     pub actions_left_out: usize,
     #[serde(skip)]
     pub metrics: Metrics,
+    /// Where the tick's time went (logged with the summary, and a metric by phase).
+    #[serde(skip)]
+    pub phases: PhaseTimes,
 }
 
 /// The tick use case, generic over the cloud.
@@ -170,45 +182,6 @@ impl<C: Cloud> Tick<C> {
     pub fn with_deadline(mut self, deadline: Deadline) -> Self {
         self.deadline = deadline;
         self
-    }
-
-    /// Runs one reconcile for a nudge sent at `sent`, unless a tick that started after it
-    /// already read the cluster: that read holds whatever the nudge was about (the Lease is
-    /// taken before the read), so a burst of nudges costs one read, and no pod is missed.
-    pub async fn run_nudged(
-        &self,
-        now: DateTime<Utc>,
-        holder: &str,
-        sent: DateTime<Utc>,
-    ) -> Result<TickSummary, RuntimeError> {
-        // EventBridge's time is in whole seconds, and a nudge is sent at admission, before the
-        // pod is stored: only a tick that started well after it has surely read the pod.
-        let answered_after = sent + chrono::Duration::seconds(NUDGE_MARGIN_SECONDS);
-        if let Some(started) = self.last_started().await {
-            if started >= answered_after {
-                info!(started = %started, sent = %sent, "a tick started after this nudge has read the cluster; skipping");
-                return Ok(TickSummary {
-                    skipped: Some(
-                        "a tick that started after this nudge already read the cluster".into(),
-                    ),
-                    ..Default::default()
-                });
-            }
-        }
-        self.run(now, holder).await
-    }
-
-    /// When the last tick took the Lease (None when unknown).
-    async fn last_started(&self) -> Option<DateTime<Utc>> {
-        let s = &self.settings;
-        let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
-            kube::Api::namespaced(self.kube.clone(), &s.namespace);
-        let lease = api.get_opt(&s.lease_name).await.ok()??;
-        let acquired = lease.spec?.acquire_time?;
-        DateTime::from_timestamp(
-            acquired.0.as_second(),
-            acquired.0.subsec_nanosecond().max(0) as u32,
-        )
     }
 
     /// Runs one reconcile at `now`; `holder` names this invocation in the Lease.
@@ -257,6 +230,7 @@ impl<C: Cloud> Tick<C> {
             ..Default::default()
         };
         self.restore_unavailable().await;
+        let started = std::time::Instant::now();
         let mut dump = SnapshotReader::new(self.kube.clone())
             .with_ca_bundle(
                 self.settings.cluster_ca_bundle.clone(),
@@ -266,9 +240,14 @@ impl<C: Cloud> Tick<C> {
             .with_default_spread(self.settings.default_spread()?)
             .read_dump()
             .await?;
+        let converting = std::time::Instant::now();
         let (mut snapshot, rejected) = convert::take_snapshot_isolating(&mut dump);
         apply_settings(&mut snapshot, &self.settings);
+        summary.phases.list = dump.read_time.list;
+        summary.phases.convert = dump.read_time.convert + converting.elapsed();
+        let resolving = std::time::Instant::now();
         let mut resolved = self.resolve_all(&dump, now).await;
+        summary.phases.cloud = resolving.elapsed();
         for (name, error) in isolation::errors_of(&rejected, "EC2NodeClass") {
             resolved.insert(name, Err(error));
         }
@@ -292,6 +271,9 @@ impl<C: Cloud> Tick<C> {
         // must not keep garbage collection and stranded NodeClaims waiting for a tick in which
         // nothing fails. The first error is the tick's.
         drive::drive(&mut state, &mut outlet).await;
+        let (reading, writing) = outlet.times();
+        summary.phases.cloud += reading;
+        summary.phases.write = writing;
         let (error, found) = state.finish();
         if let Some(e) = error {
             return Err(e);
@@ -299,11 +281,29 @@ impl<C: Cloud> Tick<C> {
         summary.pending_pods = found.pending_pods;
         summary.unschedulable = found.unschedulable;
         summary.disruptions = found.disruptions;
+        // A tick whose writes failed waits for the schedule: following up at once would retry
+        // them every few seconds.
+        let failed = !summary.failures.is_empty() || !summary.termination_failures.is_empty();
+        if self.settings.follow_up && !self.settings.dry_run && !failed {
+            summary.follow_up_seconds = found.follow_up.map(|d| d.num_seconds().max(1));
+        }
         summary.metrics.merge(found.metrics);
         if self.settings.dry_run {
+            let writing = std::time::Instant::now();
             self.shadow(&dump, &mut summary, found.fleet, now).await;
+            summary.phases.write += writing.elapsed();
         }
-        info!(summary = %serde_json::to_string(&summary).unwrap_or_default(), "tick done");
+        summary.phases.decide = timing::rest(started.elapsed(), &summary.phases);
+        for (phase, seconds) in summary.phases.seconds() {
+            summary
+                .metrics
+                .time_by(metrics::TICK_PHASE, metrics::PHASE, phase, seconds);
+        }
+        let phases = summary
+            .phases
+            .seconds()
+            .map(|(p, s)| format!("{p}={s:.3}s"));
+        info!(summary = %serde_json::to_string(&summary).unwrap_or_default(), phases = %phases.join(" "), "tick done");
         Ok(summary)
     }
 
@@ -406,10 +406,6 @@ impl<C: Cloud> Tick<C> {
         (said, pending)
     }
 }
-
-/// How long after a nudge was sent a tick must have started for its read to hold the nudge's
-/// pod.
-const NUDGE_MARGIN_SECONDS: i64 = 2;
 
 /// Merges `ours` into the unavailable offerings stored in the state ConfigMap (keeping each
 /// offering's later deadline, dropping expired ones). The tick and the interruption function both

@@ -21,7 +21,7 @@ use fleetwright_kube::dump::ClusterDump;
 
 use super::action::Action;
 use super::disruption::PendingDisruption;
-use super::{isolation, reservations, status};
+use super::{follow_up, isolation, reservations, status};
 use crate::error::RuntimeError;
 use crate::metrics::Metrics;
 
@@ -218,6 +218,8 @@ pub struct Found {
     pub metrics: Metrics,
     /// The fleet's cost against a plan from scratch, when measured this tick.
     pub fleet: Option<fleetwright_core::disruption::FleetCost>,
+    /// How soon the actions applied want the tick to run again ([`follow_up`]).
+    pub follow_up: Option<chrono::Duration>,
 }
 
 /// How the machine is built: the tick's read, and what it knows of the EC2NodeClasses.
@@ -380,7 +382,7 @@ impl<'a> TickState<'a> {
                 Decision::Actions(actions) => {
                     self.next += 1;
                     if !actions.is_empty() {
-                        return Step::Apply(actions);
+                        return self.apply(actions);
                     }
                 }
                 Decision::Nothing => self.next += 1,
@@ -391,10 +393,16 @@ impl<'a> TickState<'a> {
                 Decision::Last(actions) => {
                     self.next += 1;
                     self.skip_group = true;
-                    return Step::Apply(actions);
+                    return self.apply(actions);
                 }
             }
         }
+    }
+
+    /// Hands actions out to be applied, noting how soon they want the tick again.
+    fn apply(&mut self, actions: Vec<Action>) -> Step {
+        self.found.follow_up = follow_up::soonest(self.found.follow_up, &actions);
+        Step::Apply(actions)
     }
 
     fn start_group(&mut self, group: Group) {

@@ -241,6 +241,11 @@ impl TickState<'_> {
             "disruption decided"
         );
         self.found.disruptions.extend(decided.keys);
+        let waits = decided
+            .empty_settles_in
+            .into_iter()
+            .chain(decided.confirm_in);
+        self.found.follow_up = waits.chain(self.found.follow_up).min();
         Decision::Actions(decided.actions)
     }
 
