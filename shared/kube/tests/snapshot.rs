@@ -236,7 +236,10 @@ async fn default_spread_reads_the_selectors_it_deduces_from_and_only_then() {
     let statefulsets = api.requests_to("/apis/apps/v1/statefulsets");
     assert_eq!(statefulsets.len(), 1);
     assert!(
-        statefulsets[0].contains("limit=500"),
+        statefulsets[0].contains(&format!(
+            "limit={}",
+            fleetwright_kube::snapshot::DEFAULT_PAGE_SIZE
+        )),
         "read page by page, keeping only selectors: {statefulsets:?}"
     );
 }
