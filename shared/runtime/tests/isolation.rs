@@ -825,3 +825,25 @@ async fn a_deleting_node_without_a_nodeclaim_is_let_go() {
 
     assert!(names(&api, NODES).is_empty(), "{:?}", names(&api, NODES));
 }
+
+/// Only the latest tick's follow-up runs: one asked for by a tick that a later tick has
+/// superseded is skipped, and the latest tick's own runs.
+#[tokio::test]
+async fn a_follow_up_superseded_by_a_later_tick_skips() {
+    let api = web_cluster(vec![(PODS, vec![pending_pod("web-1", "1", json!({}))])]);
+    let tick = Tick::new(sim_cloud(), api.client(), settings());
+    let at = |s: i64| noon() + Duration::seconds(s);
+    tick.run(at(20), "scheduled").await.expect("the tick");
+
+    let older = tick
+        .run_follow_up(at(25), "follow-up", at(0))
+        .await
+        .expect("the tick");
+    assert!(older.skipped.is_some(), "{older:?}");
+    // The tick at 20 is the latest (the follow-up above did not run): its own follow-up runs.
+    let latest = tick
+        .run_follow_up(at(35), "follow-up", at(20))
+        .await
+        .expect("the tick");
+    assert!(latest.skipped.is_none(), "{latest:?}");
+}

@@ -233,6 +233,9 @@ impl Live {
             if t - self.checks.tried >= RECHECK {
                 self.still_alone(t).await?;
             }
+            // The pods as this second found them, before its steps: a sample taken at a step's
+            // second is the cluster the step acted on, whatever the controllers do next.
+            let pods = self.pods().await;
             while let Some(step) = steps.next_if(|s| s.at <= t) {
                 self.step(step, t, now).await;
             }
@@ -240,7 +243,6 @@ impl Live {
             if let Err(e) = self.kubelet(now).await {
                 warn!(target: "simulate::kubelet", error = %format!("{e:#}"), "the kubelets' round failed; the next second retries");
             }
-            let pods = self.pods().await;
             self.admit_new(&pods, now).await;
             if !self.nudges.take().is_empty() {
                 nudged_for.get_or_insert(t + 1);
