@@ -83,6 +83,7 @@ fn print_crds() -> anyhow::Result<()> {
 }
 
 fn main() -> std::process::ExitCode {
+    quiet_on_closed_pipe();
     let cli = Cli::parse();
     verbosity::set(verbosity::Level::from_flags(cli.quiet, cli.verbose));
     input::set_strict(cli.strict);
@@ -95,6 +96,25 @@ fn main() -> std::process::ExitCode {
         }
     };
     exit(result)
+}
+
+/// A reader that stops early (`fleetwright plan | head`) closes stdout (or stderr) under the
+/// command; it then ends as a Unix tool killed by SIGPIPE does (status 141, nothing on stderr)
+/// instead of with a panic's message.
+fn quiet_on_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to std") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info)
+    }));
 }
 
 fn init_logging() {
@@ -120,6 +140,15 @@ fn run(command: Command) -> anyhow::Result<()> {
     }
 }
 
+/// Whether an error is a write to a reader that stopped early (see [`quiet_on_closed_pipe`]):
+/// a bare broken pipe, as a `write!` to stdout returns it. A broken pipe anywhere else (a peer
+/// process, a connection) comes wrapped in what was being done, and is an error like any other.
+fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().count() == 1
+        && e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
 fn exit(result: anyhow::Result<()>) -> std::process::ExitCode {
     let set_aside = input::set_aside_count();
     match result {
@@ -128,9 +157,27 @@ fn exit(result: anyhow::Result<()>) -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if closed_pipe(&e) => std::process::ExitCode::from(141),
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::closed_pipe;
+    use std::io::{Error, ErrorKind};
+
+    #[test]
+    fn only_a_bare_broken_pipe_is_a_reader_that_stopped_early() {
+        let bare = || anyhow::Error::from(Error::from(ErrorKind::BrokenPipe));
+        assert!(closed_pipe(&bare()));
+        assert!(!closed_pipe(&bare().context("writing the peer's input")));
+        assert!(!closed_pipe(&anyhow::Error::from(Error::from(
+            ErrorKind::NotFound
+        ))));
+        assert!(!closed_pipe(&anyhow::anyhow!("Broken pipe")));
     }
 }

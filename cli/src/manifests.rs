@@ -131,13 +131,14 @@ fn rbac(group: &str, namespace: &str) -> Vec<Value> {
         rule(
             &["karpenter.sh"],
             &["nodeclaims"],
-            &["get", "list", "create", "update", "delete"],
+            &["get", "list", "create", "update", "patch", "delete"],
         ),
         rule(
             &["karpenter.sh"],
-            &["nodeclaims/status", "nodepools/status"],
-            &["update"],
+            &["nodeclaims/status"],
+            &["update", "patch"],
         ),
+        rule(&["karpenter.sh"], &["nodepools/status"], &["update"]),
         rule(
             &["karpenter.k8s.aws"],
             &["ec2nodeclasses"],

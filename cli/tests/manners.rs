@@ -176,3 +176,39 @@ fn the_version_names_the_commit_built() {
         "{text}"
     );
 }
+
+/// A reader that stops early (`fleetwright simulate | head -1`, with or without `2>&1`) ends
+/// the command as SIGPIPE ends a Unix tool: status 141 and nothing on stderr, neither a panic
+/// nor an error. (A write of a whole answer at once, as `--output json`, is the bare broken pipe
+/// `closed_pipe` in `main.rs` takes; its own test covers it, since an answer that fits in the
+/// pipe's buffer never meets the closed end.)
+#[test]
+fn a_reader_that_stops_early_ends_the_command_quietly() {
+    use std::io::BufRead;
+    for (args, both) in [(&["simulate"][..], false), (&["simulate"][..], true)] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_fleetwright"));
+        command
+            .args(args)
+            .env_remove("FLEETWRIGHT_LOG")
+            .stdout(writer.try_clone().unwrap());
+        if both {
+            command.stderr(writer);
+        } else {
+            drop(writer);
+            command.stderr(std::process::Stdio::piped());
+        }
+        let child = command.spawn().expect("run fleetwright");
+        drop(command);
+        let mut first = String::new();
+        std::io::BufReader::new(reader)
+            .read_line(&mut first)
+            .unwrap();
+        assert!(!first.is_empty(), "{args:?}: a first line");
+        let out = child.wait_with_output().unwrap();
+        let err = stderr(&out);
+        assert!(err.is_empty(), "{args:?} (stderr too: {both}): {err}");
+        let code = out.status.code();
+        assert_eq!(code, Some(141), "{args:?} (stderr too: {both})");
+    }
+}

@@ -31,6 +31,18 @@ fn report(args: &[&str]) -> Value {
     serde_json::from_str(&simulate(&all)).expect("a JSON report")
 }
 
+/// The seconds at which the report's disruption commands of this kind (`empty/`, ...) were
+/// carried out.
+fn disruptions_at(report: &Value, prefix: &str) -> Vec<i64> {
+    report["disruptionEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["command"].as_str().unwrap().starts_with(prefix))
+        .map(|e| e["at"].as_i64().unwrap())
+        .collect()
+}
+
 fn step<'a>(report: &'a Value, prefix: &str) -> &'a Value {
     report["steps"]
         .as_array()
@@ -357,13 +369,7 @@ fn a_do_not_disrupt_duration_holds_consolidation_back_until_it_has_passed() {
 fn unhealthy_nodes_are_repaired_after_their_toleration_unless_their_pool_is_failing() {
     let path = repo("examples/simulate/node-repair.yaml");
     let r = report(&["--scenario", &path]);
-    let repairs: Vec<i64> = r["disruptionEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["command"].as_str().unwrap().starts_with("unhealthy/"))
-        .map(|e| e["at"].as_i64().unwrap())
-        .collect();
+    let repairs: Vec<i64> = disruptions_at(&r, "unhealthy/");
     let failed_at = |prefix: &str| step(&r, prefix)["at"].as_i64().unwrap();
     let kubelet = failed_at("fail a node of nodepool web (Ready=Unknown)");
     let disk = failed_at("fail a node of nodepool web (StorageReady=False)");
@@ -548,6 +554,29 @@ fn bad_scenarios_fail_with_the_field_named() {
 
 /// Chaos mode runs its seeds with faults injected, reports what it injected, and keeps every
 /// invariant (CI runs 50 seeds with the release build; this is the quick check).
+/// Under faults, no node goes before its pool's `consolidateAfter` has passed since its last pod
+/// event (the chaos mode's own record of them). With 3 minutes, longer than a tick's interval, a
+/// pod gone between ticks matters: the product's record of its nodes' pods must see it (seed 1
+/// consolidated a node 117 s after its pods went when it did not).
+#[test]
+fn chaos_keeps_consolidate_after_from_the_last_pod_event() {
+    let text = std::fs::read_to_string(repo("examples/simulate/chaos.yaml"))
+        .unwrap()
+        .replace("consolidateAfter: 30s", "consolidateAfter: 3m");
+    assert!(text.contains("consolidateAfter: 3m"), "chaos.yaml changed");
+    let path = write_temp("chaos-3m.yaml", &text);
+    let out = simulate(&[
+        "--chaos",
+        "--scenario",
+        &path,
+        "--seed",
+        "1",
+        "--seeds",
+        "2",
+    ]);
+    assert!(out.contains("chaos: 2 seed(s), 0 violation(s)"), "{out}");
+}
+
 #[test]
 fn chaos_seeds_inject_faults_and_keep_every_invariant() {
     let out = simulate(&["--chaos", "--seed", "3", "--seeds", "2"]);
@@ -730,13 +759,45 @@ fn a_teardown_under_a_one_node_budget_takes_at_most_90_seconds_a_node() {
         2 * gone <= on_schedule,
         "{gone} s with follow-ups, {on_schedule} s on the schedule alone"
     );
-    let empty: Vec<i64> = r["disruptionEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["command"].as_str().unwrap().starts_with("empty/"))
-        .map(|e| e["at"].as_i64().unwrap())
-        .collect();
+    let empty: Vec<i64> = disruptions_at(&r, "empty/");
     assert_eq!(empty.len(), 4, "one command a node: {empty:?}");
+    assert_eq!(r["finalNodes"], 0);
+}
+
+/// `consolidateAfter` counts from a node's last pod event, and a pod that goes is one (as
+/// Karpenter's `lastPodEventTime`): pods that ran for half an hour, then scaled away, leave
+/// their nodes standing for the whole `consolidateAfter` after they went, not after they came.
+#[test]
+fn consolidate_after_counts_from_the_pods_that_went_not_from_those_that_came() {
+    let text = std::fs::read_to_string(repo("examples/simulate/teardown.yaml"))
+        .unwrap()
+        .replace("consolidateAfter: 0s", "consolidateAfter: 5m")
+        .replace("nodes: \"1\"", "nodes: \"100%\"")
+        .replace("duration: 20m", "duration: 50m")
+        .replace(
+            "- at: 4m\n  delete: {deployment: workers}",
+            "- at: 30m\n  scale: {deployment: workers, replicas: 2}\n- at: 40m\n  delete: {deployment: workers}",
+        );
+    for edited in ["consolidateAfter: 5m", "nodes: \"100%\"", "replicas: 2}"] {
+        assert!(
+            text.contains(edited),
+            "teardown.yaml changed: {edited} not set"
+        );
+    }
+    let r = report(&["--scenario", &write_temp("consolidate-after.yaml", &text)]);
+    let empty: Vec<i64> = disruptions_at(&r, "empty/");
+    assert!(!empty.is_empty(), "the empty nodes go in the end: {r:#}");
+    let scaled = 30 * 60;
+    let deleted = 40 * 60;
+    for at in &empty {
+        assert!(
+            (scaled + 300..deleted).contains(at) || *at >= deleted + 300,
+            "an empty node went at {at} s, within 5m of its pods going: {empty:?}"
+        );
+    }
+    assert!(
+        empty.iter().any(|at| *at < deleted),
+        "the two nodes the scale-down emptied go before the deletion: {empty:?}"
+    );
     assert_eq!(r["finalNodes"], 0);
 }

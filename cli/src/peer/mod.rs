@@ -367,7 +367,13 @@ pub fn run_peer(peer: &Path, input: &Value) -> anyhow::Result<PeerOutput> {
     let output = child.wait_with_output()?;
     writer
         .join()
-        .map_err(|_| anyhow::anyhow!("writing the peer's input panicked"))??;
+        .map_err(|_| anyhow::anyhow!("writing the peer's input panicked"))?
+        .with_context(|| {
+            format!(
+                "writing the peer's input (the peer exited with {})",
+                output.status
+            )
+        })?;
     anyhow::ensure!(
         output.status.success(),
         "the peer exited with {}",

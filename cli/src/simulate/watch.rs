@@ -44,7 +44,8 @@ impl Watch {
         self.steps.len() - 1
     }
 
-    /// The disruption commands a tick decided, each counted once.
+    /// The disruption commands a tick carried out, each counted once (a decision the cluster
+    /// overtook before its confirmation disrupted nothing).
     pub fn note_tick(&mut self, summary: &TickSummary, t: i64) {
         let repairs = summary
             .repaired
@@ -54,7 +55,7 @@ impl Watch {
             .map(|c| format!("reservation-expiring/delete:{c}"));
         let expired = (summary.expired.iter()).map(|c| format!("expired/delete:{c}"));
         for command in summary
-            .disruptions
+            .disruptions_started
             .iter()
             .cloned()
             .chain(repairs)

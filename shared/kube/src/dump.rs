@@ -68,6 +68,50 @@ pub struct ClusterDump {
     pub selectors: fleetwright_core::default_spread::Selectors,
     /// How long a live read took (zero for a file).
     pub read_time: ReadTime,
+    /// When the read was made (seconds), set by whoever knows the time: a pod set that shrank
+    /// since its NodeClaim's record counts as a pod event at this instant. None: no such event
+    /// is deduced.
+    pub observed_at: Option<i64>,
+}
+
+/// When a pod last came to or left its node, in seconds, as the pod tells (Karpenter's pod
+/// events): the start of its deletion when it is terminating, the last change of its
+/// conditions or containers when it has finished, and otherwise when it was bound (its
+/// `PodScheduled` condition; its creation when it has none).
+pub fn pod_event_at(pod: &Pod) -> i64 {
+    let meta = &pod.metadata;
+    if let Some(deleted) = &meta.deletion_timestamp {
+        return deleted.0.as_second() - meta.deletion_grace_period_seconds.unwrap_or(0);
+    }
+    let created = meta
+        .creation_timestamp
+        .as_ref()
+        .map_or(0, |t| t.0.as_second());
+    let Some(status) = &pod.status else {
+        return created;
+    };
+    let conditions = status.conditions.as_deref().unwrap_or_default();
+    let at = |c: &k8s_openapi::api::core::v1::PodCondition| {
+        c.last_transition_time.as_ref().map(|t| t.0.as_second())
+    };
+    let finished = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
+    if finished {
+        let containers = status.container_statuses.iter().flatten().filter_map(|c| {
+            let terminated = c.state.as_ref()?.terminated.as_ref()?;
+            terminated.finished_at.as_ref().map(|t| t.0.as_second())
+        });
+        return conditions
+            .iter()
+            .filter_map(at)
+            .chain(containers)
+            .max()
+            .unwrap_or(created);
+    }
+    conditions
+        .iter()
+        .filter(|c| c.type_ == "PodScheduled" && c.status == "True")
+        .find_map(at)
+        .unwrap_or(created)
 }
 
 /// How long a live read took: listing (the requests and decoding their JSON) and converting
@@ -99,14 +143,18 @@ pub struct SlimPod {
     pub priority_class_name: Option<String>,
     pub priority: Option<i32>,
     pub phase: Option<String>,
+    /// When the pod last came to or left its node, in seconds: see [`pod_event_at`].
+    pub event_at: i64,
 }
 
 impl SlimPod {
     pub fn new(pod: Pod) -> SlimPod {
+        let event_at = pod_event_at(&pod);
         let mut metadata = pod.metadata;
         metadata.managed_fields = None;
         let spec = pod.spec.unwrap_or_default();
         SlimPod {
+            event_at,
             metadata,
             node_name: spec.node_name,
             priority_class_name: spec.priority_class_name,
@@ -150,21 +198,20 @@ impl ClusterDump {
             .collect()
     }
 
-    /// Every pod's node (if bound) and metadata, complete or slim.
-    pub fn pod_placements(&self) -> impl Iterator<Item = (Option<&str>, &ObjectMeta)> {
-        self.pods
-            .iter()
-            .map(|p| {
-                (
-                    p.spec.as_ref().and_then(|s| s.node_name.as_deref()),
-                    &p.metadata,
-                )
-            })
-            .chain(
-                self.slim_pods
-                    .iter()
-                    .map(|p| (p.node_name.as_deref(), &p.metadata)),
-            )
+    /// Every bound pod's node, metadata, last event ([`pod_event_at`]) and whether it has
+    /// finished (`Succeeded` or `Failed`), complete or slim.
+    pub fn pod_events(&self) -> impl Iterator<Item = (&str, &ObjectMeta, i64, bool)> {
+        let done = |phase: Option<&str>| matches!(phase, Some("Succeeded" | "Failed"));
+        let full = self.pods.iter().filter_map(move |p| {
+            let node = p.spec.as_ref()?.node_name.as_deref()?;
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            Some((node, &p.metadata, pod_event_at(p), done(phase)))
+        });
+        let slim = self.slim_pods.iter().filter_map(move |p| {
+            let node = p.node_name.as_deref()?;
+            Some((node, &p.metadata, p.event_at, done(p.phase.as_deref())))
+        });
+        full.chain(slim)
     }
 
     /// The NodePool of this name, and the EC2NodeClass its template refers to (when it exists).

@@ -279,6 +279,108 @@ pub async fn update_nodeclaim_status(
     update_status(client, "NodeClaim status", name, change).await
 }
 
+/// Pod records written at once: each is one or two small patches of its own NodeClaim.
+pub const RECORDS_IN_FLIGHT: usize = 16;
+
+/// One NodeClaim's pod record: its name, the annotation's value, and the
+/// `status.lastPodEventTime` to copy it to (None: leave it).
+pub type PodRecordWrite = (String, String, Option<String>);
+
+/// What writing pod records did: those that failed, with their errors; and whether the API
+/// server forbade them (RBAC without `patch` on NodeClaims), in which case the rest were not
+/// tried.
+#[derive(Debug, Default)]
+pub struct RecordsWritten {
+    pub failed: Vec<(String, KubeError)>,
+    pub forbidden: bool,
+}
+
+/// Writes pod records ([`record_pod_events`]), [`RECORDS_IN_FLIGHT`] at a time: one failure
+/// stops none of the others, but a 403 stops those not yet begun (each would be refused alike),
+/// and so does `stop` saying so (the invocation's deadline near): a record not written is
+/// decided again by the next tick.
+pub async fn record_all_pod_events(
+    client: Client,
+    records: Vec<PodRecordWrite>,
+    stop: impl Fn() -> bool + Clone,
+) -> RecordsWritten {
+    use futures::StreamExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let forbidden = std::sync::Arc::new(AtomicBool::new(false));
+    let writes: Vec<_> = records
+        .into_iter()
+        .map(|(name, record, at)| {
+            let client = client.clone();
+            let forbidden = forbidden.clone();
+            let stop = stop.clone();
+            async move {
+                if forbidden.load(Ordering::Relaxed) || stop() {
+                    return None;
+                }
+                match record_pod_events(client, &name, &record, at.as_deref()).await {
+                    Ok(()) => None,
+                    Err(Written::Forbidden) => {
+                        forbidden.store(true, Ordering::Relaxed);
+                        None
+                    }
+                    Err(Written::Failed(e)) => Some((name, e)),
+                }
+            }
+        })
+        .collect();
+    let failed = futures::stream::iter(writes)
+        .buffer_unordered(RECORDS_IN_FLIGHT)
+        .filter_map(|failed| async move { failed })
+        .collect()
+        .await;
+    RecordsWritten {
+        failed,
+        forbidden: forbidden.load(Ordering::Relaxed),
+    }
+}
+
+/// Why a pod record was not written.
+#[derive(Debug)]
+pub enum Written {
+    Forbidden,
+    Failed(KubeError),
+}
+
+/// Records on NodeClaim `name` its pod record (`record`, the value of
+/// [`crate::convert::pod_events::PODS_ANNOTATION`]) and copies the last pod event to
+/// `status.lastPodEventTime`: merge patches, which touch nothing else. The annotation is the
+/// record (one write keeps it whole); the status copy is for those who read it, and its failure
+/// loses nothing. A NodeClaim gone since the read needs no record.
+pub async fn record_pod_events(
+    client: Client,
+    name: &str,
+    record: &str,
+    last_pod_event: Option<&str>,
+) -> Result<(), Written> {
+    use crate::convert::pod_events::PODS_ANNOTATION;
+    use kube::api::{Patch, PatchParams};
+    let api: Api<NodeClaim> = Api::all(client);
+    let params = PatchParams::default();
+    let annotation = serde_json::json!({"metadata": {"annotations": {PODS_ANNOTATION: record}}});
+    match api.patch(name, &params, &Patch::Merge(&annotation)).await {
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 403 => return Err(Written::Forbidden),
+        Err(e) => return Err(Written::Failed(api_error("patching NodeClaim", e))),
+        Ok(_) => {}
+    }
+    let Some(at) = last_pod_event else {
+        return Ok(());
+    };
+    let status = serde_json::json!({"status": {"lastPodEventTime": at}});
+    if let Err(e) = api
+        .patch_status(name, &params, &Patch::Merge(&status))
+        .await
+    {
+        tracing::debug!(nodeclaim = %name, error = %e, "copying the last pod event to the nodeclaim's status failed; the record holds it");
+    }
+    Ok(())
+}
+
 /// Writes a NodePool's status through its status subresource.
 pub async fn update_nodepool_status(
     client: Client,

@@ -32,6 +32,8 @@ enum Read {
     Consistent,
     /// From the watch cache (`resourceVersion=0`).
     Cached,
+    /// As fresh as [`Read::Consistent`], in one answer: no page, so no continue token to lose.
+    Whole,
 }
 
 /// Items per list page. Measured on a real API server (docs/benchmarks.md): listing 200,000
@@ -232,6 +234,7 @@ impl SnapshotReader {
                 list: started.elapsed().saturating_sub(convert_time),
                 convert: convert_time,
             },
+            observed_at: None,
         })
     }
 
@@ -423,10 +426,13 @@ impl SnapshotReader {
     /// whether the page starts a listing) to `on_page` as it arrives. When the server has dropped
     /// the listing's continue token (410 Gone: the snapshot it paged through was compacted), the
     /// listing starts again from the first page, up to [`RELISTS`] times; `on_page` is told, so
-    /// it drops what it kept of the abandoned listing.
+    /// it drops what it kept of the abandoned listing. After that (a listing that takes longer
+    /// than etcd keeps its snapshots, every time) the list is read whole, in one consistent
+    /// answer: as fresh as the pages, with no continue token to lose, at the cost of holding
+    /// the whole answer at once.
     async fn list_pages<K>(
         &self,
-        read: Read,
+        mut read: Read,
         mut on_page: impl FnMut(Vec<K>, usize, bool) -> Result<(), KubeError>,
     ) -> Result<(), KubeError>
     where
@@ -441,6 +447,7 @@ impl SnapshotReader {
                 Read::Consistent => ListParams::default().limit(self.page_size),
                 // The watch cache serves the whole list at once; `limit` does not apply to it.
                 Read::Cached => ListParams::default().match_any(),
+                Read::Whole => ListParams::default(),
             };
             if let Some(t) = &token {
                 params = params.continue_token(t);
@@ -449,12 +456,15 @@ impl SnapshotReader {
                 }
             }
             let page = match crate::retry::with_retries(&what, || api.list(&params)).await {
-                Err(kube::Error::Api(status))
-                    if status.code == 410 && token.is_some() && relists < RELISTS =>
-                {
-                    tracing::warn!(%what, "the continue token expired; listing again from the start");
-                    relists += 1;
+                Err(kube::Error::Api(status)) if status.code == 410 && token.is_some() => {
                     token = None;
+                    if relists < RELISTS {
+                        tracing::warn!(%what, "the continue token expired; listing again from the start");
+                        relists += 1;
+                    } else {
+                        tracing::warn!(%what, relists, "the continue token expired on every listing; reading the whole list in one answer");
+                        read = Read::Whole;
+                    }
                     continue;
                 }
                 other => other.map_err(|e| KubeError::Api {

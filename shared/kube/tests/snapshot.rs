@@ -145,23 +145,32 @@ async fn api_errors_name_the_kind() {
     assert!(err.starts_with("listing "), "{err}");
 }
 
-/// A listing whose continue token expires between pages (410 Gone, as the API server answers
-/// once the snapshot it paged through is compacted) starts again from the first page, and keeps
-/// no pod twice.
-#[tokio::test]
-async fn a_listing_whose_continue_token_expired_starts_again() {
+/// An in-memory API server with 500 pods and their nodes, whose pod listings lose their continue
+/// token (410 Gone) at the second page, `listings` times in a row.
+fn expiring_tokens(listings: usize) -> fleetwright_sim::memory::MemoryApi {
     use fleetwright_sim::memory::{Fault, MemoryApi};
     let mut objects = BTreeMap::new();
     objects.insert("/api/v1/pods".to_string(), pods());
     objects.insert("/api/v1/nodes".to_string(), nodes());
     let api = MemoryApi::new(objects);
-    api.lock().faults.push(Fault {
-        method: "GET".into(),
-        path: "/api/v1/pods".into(),
-        status: 410,
-        skip: 1,
-        times: 1,
-    });
+    for _ in 0..listings {
+        api.lock().faults.push(Fault {
+            method: "GET".into(),
+            path: "/api/v1/pods".into(),
+            status: 410,
+            skip: 1,
+            times: 1,
+        });
+    }
+    api
+}
+
+/// A listing whose continue token expires between pages (410 Gone, as the API server answers
+/// once the snapshot it paged through is compacted) starts again from the first page, and keeps
+/// no pod twice.
+#[tokio::test]
+async fn a_listing_whose_continue_token_expired_starts_again() {
+    let api = expiring_tokens(1);
     let dump = SnapshotReader::new(api.client())
         .with_page_size(200)
         .read_dump()
@@ -180,6 +189,30 @@ async fn a_listing_whose_continue_token_expired_starts_again() {
         5,
         "page 1, the expired page 2, then pages 1 to 3 again"
     );
+}
+
+/// A listing whose continue token expires on every try (pods listed more slowly than etcd keeps
+/// its snapshots) ends with one consistent read of the whole list, instead of failing the tick
+/// on every invocation.
+#[tokio::test]
+async fn a_listing_that_always_loses_its_continue_token_is_read_whole() {
+    use fleetwright_kube::snapshot::RELISTS;
+    let api = expiring_tokens(RELISTS as usize + 1);
+    let dump = SnapshotReader::new(api.client())
+        .with_page_size(200)
+        .read_dump()
+        .await
+        .expect("the whole list is read");
+    let expected = SnapshotReader::new(expiring_tokens(0).client())
+        .read_dump()
+        .await
+        .unwrap();
+    assert_eq!(dump.slim_pods, expected.slim_pods, "every pod, once");
+    let requests = api.requests_to("/api/v1/pods");
+    let last = requests.last().unwrap();
+    for absent in ["continue=", "limit=", "resourceVersion="] {
+        assert!(!last.contains(absent), "{absent} in {requests:#?}");
+    }
 }
 
 /// With a default topology spread, the read also lists Services and controllers (page by page),

@@ -13,7 +13,8 @@
 //! * no pool disrupts more nodes at once than its budgets allow (a static pool's nodes above its
 //!   replicas aside: scaling down bypasses budgets, as Karpenter's does), nor runs more CPU or memory
 //!   than its limits, counting NodeClaims launched and not yet listed;
-//! * no NodeClaim is planned into a zone where the simulated VPC has no subnet;
+//! * no NodeClaim is planned into a zone where the simulated VPC has no subnet; no node is
+//!   consolidated before `consolidateAfter` has passed since its last pod event ([`super::settled`]);
 //! * pending time is bounded: 10 minutes during the faults, 4 minutes while a malformed object
 //!   is applied (the healthy pools must go on provisioning; a minute more for each tick that
 //!   failed for another reason, a refused launch among them, and for each instance killed), 3 minutes once the faults have
@@ -159,6 +160,7 @@ impl Chaos {
             .or_else(|| self.budgets(nodes, claims, pools))
             .or_else(|| self.limits(&owned, claims, pools))
             .or_else(|| self.zones(claims))
+            .or_else(|| self.seen.settled.check(t, pods, claims, pools))
             .or_else(|| self.pending(t, pods, nodes));
         drop(state);
         if broken.is_some() || !self.base {

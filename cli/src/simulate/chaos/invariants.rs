@@ -79,6 +79,8 @@ pub(super) struct Invariants {
     pub(super) replacements_decided: BTreeSet<String>,
     /// Pod (`namespace/name`) → its node, as last seen bound and not being deleted.
     pub(super) placed: BTreeMap<String, String>,
+    /// The pod events `consolidateAfter` counts from ([`super::settled`]).
+    pub(super) settled: super::settled::Settled,
 
     /// Instances warned, reclaimed or killed: their pods may be evicted whatever they say.
     pub(super) interrupted: BTreeSet<String>,

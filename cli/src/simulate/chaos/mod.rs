@@ -46,6 +46,7 @@ mod checks;
 mod faults;
 mod incidents;
 mod invariants;
+mod settled;
 mod ticks;
 
 use invariants::{Invariants, Queue};

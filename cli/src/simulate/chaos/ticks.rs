@@ -11,6 +11,7 @@ use std::time::Instant;
 use fleetwright_runtime::deadline::{Deadline, MARGIN};
 use fleetwright_runtime::tick::{Tick, TickSummary};
 use fleetwright_runtime::RuntimeError;
+use fleetwright_sim::cluster::PODS;
 use fleetwright_sim::memory::Fault;
 use tracing::warn;
 
@@ -39,6 +40,9 @@ impl Chaos {
             self.count("ticks cut off");
         }
         self.sim.watch.ticks += 1;
+        if let Some(pods) = self.sim.cluster.api.lock().objects.get(PODS) {
+            self.seen.settled.sample(pods);
+        }
         let mut last = Ok(t);
         let finished = if chaos && self.chance(0.1) {
             self.count("concurrent ticks");

@@ -16,14 +16,17 @@ use serde_json::Value;
 use crate::dump::ClusterDump;
 use crate::error::KubeError;
 
+mod durations;
 mod nodeclass;
 mod objects;
 mod pod;
+pub mod pod_events;
 
+pub use self::durations::duration_seconds;
 pub use self::nodeclass::{nodeclass_settings, reservation, NODE_CLASS_CEL_SETTING};
 pub use self::objects::{
-    daemonset, duration_seconds, legacy_node_class_hash, legacy_template_hash, node,
-    node_class_hash, nodeclaim, nodepool, overlay, pdb, template_hash,
+    daemonset, legacy_node_class_hash, legacy_template_hash, node, node_class_hash, nodeclaim,
+    nodepool, overlay, pdb, template_hash,
 };
 pub use self::pod::{pod, pod_from_spec, pod_requests, volume_zones, VolumeZones};
 
@@ -249,20 +252,36 @@ fn taint_commanded(snapshot: &mut core::Snapshot) {
     }
 }
 
-/// A node's last pod event, as far as a read can tell: the newest creation of a pod bound to it
-/// (pod deletions leave no trace to read, so a node emptied by a deletion counts from its last
-/// pod's creation).
+/// Each node's last pod event ([`pod_events::last_pod_event`]), from its pods and its
+/// NodeClaim's record; when nothing is known, when its NodeClaim was initialized (as Karpenter
+/// counts), else the node's creation.
 pub(crate) fn stamp_last_pod_events(dump: &ClusterDump, nodes: &mut [core::Node]) {
-    let mut latest: std::collections::BTreeMap<&str, i64> = std::collections::BTreeMap::new();
-    for (node, metadata) in dump.pod_placements() {
-        if let Some(node) = node {
-            let t = latest.entry(node).or_insert(0);
-            *t = (*t).max(seconds(metadata));
-        }
-    }
+    let pods = pod_events::pods_by_node(dump);
+    let claims: BTreeMap<&str, &crate::crds::NodeClaim> = dump
+        .nodeclaims
+        .iter()
+        .filter_map(|c| Some((c.status.as_ref()?.node_name.as_deref()?, c)))
+        .collect();
     for n in nodes {
-        n.last_pod_event = latest.get(n.name.as_str()).copied().unwrap_or(n.created);
+        let name = n.name.as_str();
+        let claim = claims.get(name).copied();
+        let last = pod_events::last_pod_event(claim, pods.get(name), dump.observed_at);
+        let initialized = claim.and_then(initialized_at);
+        n.last_pod_event = last.or(initialized).unwrap_or(n.created);
     }
+}
+
+/// When a NodeClaim became Initialized, in seconds.
+fn initialized_at(claim: &crate::crds::NodeClaim) -> Option<i64> {
+    let status = claim.status.as_ref()?;
+    let condition = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == fleetwright_crds::conditions::INITIALIZED && c.status == "True")?;
+    let at = condition.last_transition_time.as_deref()?;
+    at.parse::<k8s_openapi::jiff::Timestamp>()
+        .ok()
+        .map(|t| t.as_second())
 }
 
 pub(crate) fn object(kind: &str, meta: &ObjectMeta) -> String {
@@ -409,6 +428,38 @@ mod tests {
         assert_eq!(duration_seconds("Never"), Ok(None));
         assert!(duration_seconds("soon").is_err());
         assert!(duration_seconds("30").is_err());
+    }
+
+    /// A NodePool's durations follow Karpenter's CRD pattern, `^(([0-9]+(s|m|h))+|Never)$`:
+    /// what the API server would refuse is refused here too, with the reason.
+    #[test]
+    fn nodepool_durations_are_whole_hours_minutes_and_seconds() {
+        use super::durations::nodepool_duration;
+        assert_eq!(nodepool_duration("1h30m"), Ok(Some(5400)));
+        assert_eq!(nodepool_duration("90s"), Ok(Some(90)));
+        assert_eq!(nodepool_duration("0s"), Ok(Some(0)));
+        assert_eq!(nodepool_duration("Never"), Ok(None));
+        for bad in ["1.5m", "-1m", "500ms", "30", "", "m", "1h 30m", "1d"] {
+            let e = nodepool_duration(bad).unwrap_err();
+            assert!(e.contains("whole hours, minutes and seconds"), "{bad}: {e}");
+        }
+        let hints = [
+            ("never", "Never"),
+            ("10min", "10m"),
+            ("1d", "24h"),
+            ("300", "300s"),
+            ("5 m", "5m"),
+            ("1H", "1h"),
+        ];
+        for (typed, meant) in hints {
+            let e = nodepool_duration(typed).unwrap_err();
+            assert!(
+                e.ends_with(&format!("did you mean {meant:?}?")),
+                "{typed}: {e}"
+            );
+        }
+        let e = nodepool_duration("9999999999h").unwrap_err();
+        assert!(e.contains("longer than Karpenter can read"), "{e}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Nodes and Karpenter's objects into the core model: Nodes, NodePools (with their template hash),
 //! EC2NodeClasses' static hash, NodeClaims, DaemonSets and PodDisruptionBudgets.
 
+use super::durations::{duration_seconds, nodepool_duration};
 use std::collections::BTreeMap;
 
 use fleetwright_core::labels::NODEPOOL;
@@ -160,45 +161,6 @@ pub(crate) fn requirements(
     Ok(reqs)
 }
 
-/// Parses a Go-style duration (`30s`, `1h30m`, `720h`) or `Never` (None).
-pub fn duration_seconds(text: &str) -> Result<Option<i64>, String> {
-    if text == "Never" {
-        return Ok(None);
-    }
-    let mut total = 0f64;
-    let mut number = String::new();
-    let mut chars = text.chars().peekable();
-    let mut any = false;
-    while let Some(c) = chars.next() {
-        if c.is_ascii_digit() || c == '.' {
-            number.push(c);
-            continue;
-        }
-        let mut unit = c.to_string();
-        if c == 'm' && chars.peek() == Some(&'s') {
-            unit.push(chars.next().unwrap_or('s'));
-        }
-        let n: f64 = number
-            .parse()
-            .map_err(|_| format!("invalid duration {text:?}"))?;
-        number.clear();
-        total += n * match unit.as_str() {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 0.001,
-            _ => return Err(format!("invalid duration {text:?}: unknown unit {unit:?}")),
-        };
-        any = true;
-    }
-    if !number.is_empty() || !any {
-        return Err(format!(
-            "invalid duration {text:?}: expected a number and a unit such as 30s or 720h"
-        ));
-    }
-    Ok(Some(total.round() as i64))
-}
-
 /// Converts a NodePool.
 pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
     let obj = object("NodePool", &p.metadata);
@@ -234,12 +196,12 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
     };
     let consolidate_after = match disruption.consolidate_after.as_deref() {
         None => Some(0),
-        Some(d) => duration_seconds(d)
+        Some(d) => nodepool_duration(d)
             .map_err(|e| KubeError::field(&obj, "spec.disruption.consolidateAfter", e))?,
     };
     let expire_after = match tmpl.expire_after.as_deref() {
         None => Some(720 * 3600),
-        Some(d) => duration_seconds(d)
+        Some(d) => nodepool_duration(d)
             .map_err(|e| KubeError::field(&obj, "spec.template.spec.expireAfter", e))?,
     };
     let mut budgets = Vec::new();

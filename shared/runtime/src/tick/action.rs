@@ -176,6 +176,10 @@ pub enum Action {
         #[serde(skip)]
         conditions: Vec<fleetwright_crds::Condition>,
     },
+    /// Record on NodeClaims the pods their nodes hold now, and their last pod event (what
+    /// `consolidateAfter` counts from): a pod that goes between two reads is then still seen
+    /// to have gone.
+    PodRecords { records: Vec<PodRecord> },
     /// A disruption candidate left alone, and why (logged every tick, at info when it changed).
     Blocked {
         node: String,
@@ -413,6 +417,7 @@ pub fn objects_of(action: &Action) -> Vec<String> {
         | Action::CollectGarbage { .. }
         | Action::SaveUnavailable { .. }
         | Action::PoolStatus { .. }
+        | Action::PodRecords { .. }
         | Action::Blocked { .. }
         | Action::Scored { .. }
         | Action::NodeEvent { .. }
@@ -432,4 +437,17 @@ pub fn action_name(action: &Action) -> String {
         .ok()
         .and_then(|v| v.get("action").and_then(|a| a.as_str()).map(str::to_string))
         .unwrap_or_default()
+}
+
+/// One NodeClaim's record of its node's pods.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodRecord {
+    pub nodeclaim: String,
+    /// The record, as its annotation holds it.
+    pub record: String,
+    /// The last pod event, also written as `status.lastPodEventTime` (what Karpenter's users
+    /// read there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_pod_event: Option<DateTime<Utc>>,
 }

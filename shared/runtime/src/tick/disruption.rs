@@ -84,6 +84,8 @@ fn command_name(c: Command) -> &'static str {
 #[derive(Debug, Default)]
 pub struct Decided {
     pub keys: Vec<String>,
+    /// The commands carried out this tick (among `keys`).
+    pub started: Vec<String>,
     pub actions: Vec<Action>,
     /// How soon an empty node waits out its pool's `consolidateAfter`, when one does.
     pub empty_settles_in: Option<chrono::Duration>,
@@ -128,6 +130,7 @@ pub fn decide(
     let sim = snapshot;
     let mut taken = Vec::new();
     let mut keys = Vec::new();
+    let mut started = Vec::new();
     for p in pending
         .iter()
         .filter(|p| now - p.decided_at >= CONFIRM_AFTER)
@@ -140,6 +143,7 @@ pub fn decide(
                 taken.extend(carry_out(dump, &command, now));
                 disruption::as_started(sim, &command);
                 keys.push(command_key(&command));
+                started.push(command_key(&command));
             }
             Err(why) => taken.push(Action::Invalidated {
                 command: p.key.clone(),
@@ -156,6 +160,22 @@ pub fn decide(
         approved: s.approved,
     }));
     actions.extend(taken);
+    // A decision not yet due that the plan no longer makes is dropped, and said so (Karpenter:
+    // "abandoning ... command is no longer valid").
+    let planned: Vec<String> = plan.disruptions.iter().map(command_key).collect();
+    for p in pending
+        .iter()
+        .filter(|p| now - p.decided_at < CONFIRM_AFTER)
+    {
+        if !planned.contains(&p.key) {
+            actions.push(Action::Invalidated {
+                command: p.key.clone(),
+                reason:
+                    "the cluster changed before its confirmation, and the plan no longer makes it"
+                        .into(),
+            });
+        }
+    }
     let mut waiting = Vec::new();
     for command in &plan.disruptions {
         let key = command_key(command);
@@ -182,6 +202,7 @@ pub fn decide(
     actions.push(Action::SavePending { pending: waiting });
     Decided {
         keys,
+        started,
         actions,
         empty_settles_in,
         confirm_in,

@@ -49,6 +49,7 @@ fn record(action: &Action, summary: &mut TickSummary) {
         | FinishDeletion { .. }
         | SaveUnavailable { .. }
         | PoolStatus { .. }
+        | PodRecords { .. }
         | Blocked { .. }
         | NodeEvent { .. }
         | SaveBlocked { .. }

@@ -1,6 +1,7 @@
 //! When the tick should run again before its schedule, decided purely from the actions it
 //! applied: a command in flight (replacements starting, drains that move, deletions) is looked
-//! at again every [`POLL`], as Karpenter's disruption controller polls. A deletion that
+//! at again every [`POLL`], as Karpenter's disruption controller polls, and so is a node just
+//! initialized, whose pods are about to bind (see [`after`]). A deletion that
 //! completes is such an action too, so the next round starts [`POLL`] after it instead of at the
 //! next scheduled minute. The disruption phase adds two waits of its own: a new decision's
 //! confirmation, [`CONFIRM_AFTER`](super::in_progress::CONFIRM_AFTER) after it was made, and
@@ -34,6 +35,9 @@ pub fn after(action: &Action) -> Option<Duration> {
         | Action::FinishDeletion { .. }
         | Action::ForgetNodeClaim { .. }
         | Action::NodeDeleted { .. } => Some(POLL),
+        // Its pods bind in the seconds after; the next read records them, so that a pod that
+        // leaves before the schedule's next tick is still seen to have gone.
+        Action::Initialize { .. } => Some(POLL),
         _ => None,
     }
 }

@@ -23,6 +23,7 @@ pub mod follow_up;
 pub mod in_progress;
 pub mod isolation;
 pub mod machine;
+pub mod pod_records;
 pub mod provision;
 pub mod repair;
 pub mod reservations;
@@ -116,6 +117,9 @@ pub struct TickSummary {
     /// and a later tick decides them again.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub failures: Vec<String>,
+    /// NodeClaims' pod records that failed to be written (each logged; written by a later tick).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub record_failures: usize,
     /// Set when the invocation's deadline came near and the remaining actions were left for
     /// the next tick.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -126,6 +130,9 @@ pub struct TickSummary {
     pub unschedulable: Vec<String>,
     /// Disruption commands decided this tick (`<reason>/<command>:<nodes>`).
     pub disruptions: Vec<String>,
+    /// Of those, the ones carried out (confirmed and started) this tick.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disruptions_started: Vec<String>,
     /// Seconds after which this tick wants the next one, sooner than the schedule: a
     /// disruption to confirm, or one in flight ([`follow_up`]). The tick function sends itself
     /// a delayed message for it. Never set in a dry run, whose decisions are not stored.
@@ -241,6 +248,12 @@ impl<C: Cloud> Tick<C> {
             .read_dump()
             .await?;
         let converting = std::time::Instant::now();
+        // The read is dated at the tick's instant, the one every decision counts from: a pod
+        // found gone is dated no earlier than the tick's start (one that went while the tick
+        // read, seconds, counts from then), and `consolidateAfter: 0s` still lets its node go
+        // in this tick. A pod bound while the tick read is never taken for new in a later one
+        // (a record's instant is no earlier than its pods' bindings).
+        dump.observed_at = Some(now.timestamp());
         let (mut snapshot, rejected) = convert::take_snapshot_isolating(&mut dump);
         apply_settings(&mut snapshot, &self.settings);
         summary.phases.list = dump.read_time.list;
@@ -281,6 +294,7 @@ impl<C: Cloud> Tick<C> {
         summary.pending_pods = found.pending_pods;
         summary.unschedulable = found.unschedulable;
         summary.disruptions = found.disruptions;
+        summary.disruptions_started = found.disruptions_started;
         // A tick whose writes failed waits for the schedule: following up at once would retry
         // them every few seconds.
         let failed = !summary.failures.is_empty() || !summary.termination_failures.is_empty();

@@ -33,6 +33,7 @@ impl Action {
             | EvictForDeletion { .. }
             | FinishDeletion { .. }
             | StartDisruption { .. }
+            | PodRecords { .. }
             | DrainDisrupted { .. } => When::Own,
             Register { .. }
             | Restamp { .. }
@@ -214,6 +215,10 @@ impl Action {
             Action::PoolStatus {
                 nodepool, nodes, ..
             } => debug!(target: TICK, %nodepool, nodes, "wrote the nodepool's status"),
+            Action::PodRecords { records } => {
+                let nodeclaims = records.len();
+                debug!(target: TICK, nodeclaims, "recording the pods of nodeclaims whose pods changed")
+            }
             Action::Blocked {
                 node,
                 reason,

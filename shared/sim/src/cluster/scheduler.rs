@@ -130,6 +130,9 @@ pub(super) fn bind(pod: &mut Value, node: &str, now: DateTime<Utc>) {
     pod["spec"]["nodeName"] = json!(node);
     pod["status"]["phase"] = json!("Running");
     pod["status"]["startTime"] = json!(stamp(now));
-    set_condition(pod, json!({"type": "PodScheduled", "status": "True"}));
+    // As kube-scheduler: the binding's time is what a node's last pod event reads.
+    let scheduled =
+        json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": stamp(now)});
+    set_condition(pod, scheduled);
     set_condition(pod, json!({"type": "Ready", "status": "True"}));
 }

@@ -17,8 +17,10 @@
 //! `pdb_blocked`, and with 500 when more than one budget selects the pod. Pods can be deleted
 //! one by one: at once, or gracefully with [`State::graceful_pods`] (see [`pods`]).
 //!
+//! Those four kinds also take JSON merge patches (also through `/status`).
+//!
 //! It does not emulate: watches, label or field selectors, `resourceVersion` on lists, writes to
-//! other kinds, patches, admission, or authentication.
+//! other kinds, other patches, admission, or authentication.
 //! Unknown paths answer 404 with a `Status` body, as the API server does.
 
 use std::collections::BTreeMap;
@@ -398,6 +400,22 @@ fn write(state: &mut State, method: &str, uri: &str, body: &[u8]) -> Option<Repl
             }
             reply(200, stored)
         }
+        "PATCH" => {
+            // A JSON merge patch (the only kind the code under test sends): onto the status
+            // alone through `/status`, onto everything else otherwise.
+            let mut stored = items[index].clone();
+            if subresource.as_deref() == Some("status") {
+                merge_patch(&mut stored["status"], &object["status"]);
+            } else {
+                let status = stored["status"].clone();
+                merge_patch(&mut stored, &object);
+                stored["status"] = status;
+            }
+            stored["metadata"]["resourceVersion"] = json!(version.to_string());
+            state.next_version += 1;
+            items[index] = stored.clone();
+            reply(200, stored)
+        }
         "DELETE" => {
             let has_finalizers = items[index]["metadata"]["finalizers"]
                 .as_array()
@@ -416,6 +434,27 @@ fn write(state: &mut State, method: &str, uri: &str, body: &[u8]) -> Option<Repl
         _ => return None,
     };
     Some(response)
+}
+
+/// Applies a JSON merge patch (RFC 7386): objects merge key by key, `null` removes a key, and
+/// anything else replaces.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(entries) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    if let Value::Object(fields) = target {
+        for (key, value) in entries {
+            if value.is_null() {
+                fields.remove(key);
+            } else {
+                merge_patch(fields.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+    }
 }
 
 /// A request of the simulated control plane's own components (a kubelet's final pod delete, the

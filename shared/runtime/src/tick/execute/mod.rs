@@ -282,6 +282,7 @@ impl<C: Cloud> Tick<C> {
                 self.write_pool_status(nodepool, *nodes, resources, conditions)
                     .await
             }
+            Action::PodRecords { records } => self.record_pods(records, ctx.summary).await,
             Action::NodeEvent {
                 node,
                 uid,

@@ -6,10 +6,11 @@ use fleetwright_cloud::unavailable::UnavailableOfferings;
 use fleetwright_cloud::Cloud;
 use fleetwright_crds::NodeClaimStatus;
 use fleetwright_kube::executor;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::error::RuntimeError;
 use crate::metrics;
+use crate::tick::action::PodRecord;
 use crate::tick::disruption::DISRUPTION_ANNOTATION;
 use crate::tick::say::TICK;
 use crate::tick::{Tick, TickSummary};
@@ -118,6 +119,34 @@ impl<C: Cloud> Tick<C> {
             }
         })
         .await
+    }
+
+    /// Writes NodeClaims' pod records, several at a time: one that fails is reported and
+    /// written again by a later tick, and stops none of the others; it is not a failure of the
+    /// tick's (a record keeps time, it changes nothing), so follow-ups go on. Records the API
+    /// server forbids (a ClusterRole from before them) are said once a tick.
+    pub(super) async fn record_pods(&self, records: &[PodRecord], summary: &mut TickSummary) {
+        let writes = records
+            .iter()
+            .map(|r| {
+                let at = r
+                    .last_pod_event
+                    .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+                (r.nodeclaim.clone(), r.record.clone(), at)
+            })
+            .collect();
+        let deadline = self.deadline;
+        let stop = move || deadline.near();
+        let written = executor::record_all_pod_events(self.kube.clone(), writes, stop).await;
+        if written.forbidden {
+            warn!(target: TICK, "recording nodeclaims' pods is forbidden: apply `fleetwright manifests` again (its ClusterRole may patch nodeclaims); until then consolidateAfter cannot see pods that went between ticks");
+        }
+        for (nodeclaim, e) in &written.failed {
+            warn!(target: TICK, %nodeclaim, error = %e, "recording the nodeclaim's pods failed; a later tick retries");
+            summary.record_failures += 1;
+        }
+        let nodeclaims = records.len() - written.failed.len();
+        debug!(target: TICK, nodeclaims, "recorded the pods of nodeclaims whose pods changed");
     }
 
     /// Changes a NodeClaim's metadata with `change`, writing only when it changed something.

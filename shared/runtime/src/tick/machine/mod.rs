@@ -49,6 +49,7 @@ pub const PHASES: &[Phase] = &[
     Phase::PartitionLabels,
     Phase::Stranded,
     Phase::SaveUnavailable,
+    Phase::PodRecords,
     Phase::ReportRejected,
 ];
 
@@ -99,6 +100,8 @@ pub enum Phase {
     Stranded,
     /// The unavailable offerings, persisted.
     SaveUnavailable,
+    /// NodeClaims' records of the pods their nodes hold, where they changed.
+    PodRecords,
     /// The objects the read could not take, reported.
     ReportRejected,
 }
@@ -121,9 +124,8 @@ impl Phase {
             Register | Initialize | Restamp | Liveness | DeletedNodes | OrphanedNodes | Expire
             | Expiring | Repair => Group::Lifecycle,
             ContinueCommands | DriftMarks | Disrupt | LaunchReplacements => Group::Disruption,
-            Deletions | Statuses | Garbage | PartitionLabels | Stranded | SaveUnavailable => {
-                Group::Finishing
-            }
+            Deletions | Statuses | PodRecords | Garbage | PartitionLabels | Stranded
+            | SaveUnavailable => Group::Finishing,
             ReportRejected => Group::Reporting,
         }
     }
@@ -215,6 +217,7 @@ pub struct Found {
     pub pending_pods: usize,
     pub unschedulable: Vec<String>,
     pub disruptions: Vec<String>,
+    pub disruptions_started: Vec<String>,
     pub metrics: Metrics,
     /// The fleet's cost against a plan from scratch, when measured this tick.
     pub fleet: Option<fleetwright_core::disruption::FleetCost>,

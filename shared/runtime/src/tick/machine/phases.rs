@@ -14,7 +14,7 @@ use crate::metrics;
 use crate::tick::action::Action;
 use crate::tick::say::TICK;
 use crate::tick::{
-    decide, disruption, expiration, finish, in_progress, isolation, provision, repair,
+    decide, disruption, expiration, finish, in_progress, isolation, pod_records, provision, repair,
     reservations, status,
 };
 
@@ -70,6 +70,11 @@ impl TickState<'_> {
             Phase::LaunchReplacements => Decision::Nothing,
             Phase::Deletions => self.deletions(),
             Phase::Statuses => Decision::Actions(self.statuses()),
+            Phase::PodRecords => {
+                let observed_at = self.dump.observed_at.unwrap_or(self.now.timestamp());
+                let records = pod_records::pod_records(self.dump, &self.claims, observed_at);
+                Decision::Actions(records)
+            }
             Phase::Garbage => self.garbage(),
             Phase::PartitionLabels => match &self.owned {
                 Some(Ok(owned)) => Decision::Actions(finish::partition_labels(&self.claims, owned)),
@@ -241,6 +246,7 @@ impl TickState<'_> {
             "disruption decided"
         );
         self.found.disruptions.extend(decided.keys);
+        (self.found.disruptions_started).extend(decided.started);
         let waits = decided
             .empty_settles_in
             .into_iter()
