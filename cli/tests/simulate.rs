@@ -550,6 +550,21 @@ fn bad_scenarios_fail_with_the_field_named() {
     let out = fleetwright(&["simulate", "--scenario", "/nonexistent/scenario.yaml"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/scenario.yaml"));
+    let typo = std::fs::read_to_string(repo("examples/simulate/teardown.yaml"))
+        .unwrap()
+        .replace("consolidateAfter: 0s", "consolidateAfter: 5 m");
+    let path = write_temp("typo.yaml", &typo);
+    let out = fleetwright(&["simulate", "--scenario", &path]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for named in [
+        path.as_str(),
+        "NodePool workers",
+        "spec.disruption.consolidateAfter",
+        "\"5m\"",
+    ] {
+        assert!(err.contains(named), "{named} in {err}");
+    }
 }
 
 /// Chaos mode runs its seeds with faults injected, reports what it injected, and keeps every

@@ -94,6 +94,8 @@ pub struct SimulateArgs {
     controller_kubeconfig: Option<PathBuf>,
 }
 
+const EMBEDDED: &str = "the embedded default scenario";
+
 pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     if args.chaos {
         let jobs = args.jobs.unwrap_or_else(|| {
@@ -106,16 +108,14 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             args.scenario.as_deref(),
         );
     }
-    let scenario = match &args.scenario {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            Scenario::parse(&text, &path.display().to_string())?
-        }
-        None => Scenario::parse(scenario::DEFAULT, "the embedded default scenario")?,
+    let (text, source) = match &args.scenario {
+        Some(path) => (std::fs::read_to_string(path), path.display().to_string()),
+        None => (Ok(scenario::DEFAULT.into()), EMBEDDED.into()),
     };
+    let text = text.with_context(|| format!("reading {source}"))?;
+    let mut scenario = Scenario::parse(&text, &source)?;
     crate::input::check(&scenario.warnings)?;
-    let mut scenario = scenario;
+    region_catalog(&scenario.objects).with_context(|| source.clone())?;
     if let Some(seed) = args.seed {
         scenario.seed = seed;
     }
