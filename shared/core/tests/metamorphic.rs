@@ -13,6 +13,8 @@
 
 mod common;
 
+use std::io::Write;
+
 use common::*;
 use fleetwright_core::labels::*;
 use fleetwright_core::model::*;
@@ -229,7 +231,9 @@ fn summary(name: &str, mut ratios: Vec<f64>) -> (f64, f64, f64) {
         ratios[ratios.len() / 2],
         ratios[ratios.len() - 1],
     );
-    eprintln!(
+    // Reported beside the test's result, whether it passes or not.
+    let _ = writeln!(
+        std::io::stderr(),
         "{name}: {} cases, ratio min {:.3} median {:.3} max {:.3}",
         ratios.len(),
         out.0,

@@ -600,7 +600,9 @@ fn compare(cases: &[(&str, Value, String, String)], theirs: &[String], source: &
         "{} distinct hashes",
         distinct.len()
     );
-    eprintln!(
+    // Reported beside the test's result, whether it passes or not.
+    let _ = writeln!(
+        std::io::stderr(),
         "{} objects hashed as Karpenter v1.15.0 hashes them ({} distinct hashes; {source})",
         cases.len(),
         distinct.len()

@@ -131,7 +131,7 @@ pub struct TickSummary {
     /// Disruption commands decided this tick (`<reason>/<command>:<nodes>`).
     pub disruptions: Vec<String>,
     /// Of those, the ones carried out (confirmed and started) this tick.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub disruptions_started: Vec<String>,
     /// Seconds after which this tick wants the next one, sooner than the schedule: a
     /// disruption to confirm, or one in flight ([`follow_up`]). The tick function sends itself

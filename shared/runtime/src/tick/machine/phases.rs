@@ -246,7 +246,7 @@ impl TickState<'_> {
             "disruption decided"
         );
         self.found.disruptions.extend(decided.keys);
-        (self.found.disruptions_started).extend(decided.started);
+        self.found.disruptions_started.extend(decided.started);
         let waits = decided
             .empty_settles_in
             .into_iter()
