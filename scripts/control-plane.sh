@@ -20,7 +20,9 @@
 # seconds. The API server serves TLS with a generated CA, authenticates by static tokens (an
 # admin in system:masters, and `fleetwright` in the group the manifests' RBAC binds), and
 # authorizes with RBAC. Every write Fleetwright's identity makes is in the audit log
-# (DIR/audit.log, one JSON event a line), so a test can prove what it wrote. kwok plays the
+# (DIR/audit.log, one JSON event a line), so a test can prove what it wrote. A third identity,
+# `autoscaler` (DIR/autoscaler.kubeconfig, in system:masters), is what scripts/peer-e2e.sh runs
+# either autoscaler as; every request it makes is in the audit log, to be counted. kwok plays the
 # kubelets: it keeps the nodes annotated
 # `kwok.x-k8s.io/node: fake` Ready and runs the pods bound to them.
 set -euo pipefail
@@ -144,17 +146,22 @@ rules:
   - level: Metadata
     users: ["fleetwright"]
     verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  - level: Metadata
+    users: ["autoscaler"]
+    omitStages: ["RequestReceived", "ResponseStarted"]
   - level: None
 POLICY
-    local admin fleetwright etcd_port peer_port api_port
+    local admin fleetwright autoscaler etcd_port peer_port api_port
     admin=$(openssl rand -hex 16)
     fleetwright=$(openssl rand -hex 16)
-    printf '%s,admin,admin,system:masters\n%s,fleetwright,fleetwright,fleetwright\n' \
-        "$admin" "$fleetwright" >"$dir/tokens.csv"
+    autoscaler=$(openssl rand -hex 16)
+    printf '%s,admin,admin,system:masters\n%s,fleetwright,fleetwright,fleetwright\n%s,autoscaler,autoscaler,system:masters\n' \
+        "$admin" "$fleetwright" "$autoscaler" >"$dir/tokens.csv"
     etcd_port=$(free_port); peer_port=$(free_port); api_port=$(free_port)
     local server="https://127.0.0.1:$api_port"
     kubeconfig "$dir/admin.kubeconfig" "$server" "$dir/ca.crt" admin "$admin"
     kubeconfig "$dir/fleetwright.kubeconfig" "$server" "$dir/ca.crt" fleetwright "$fleetwright"
+    kubeconfig "$dir/autoscaler.kubeconfig" "$server" "$dir/ca.crt" autoscaler "$autoscaler"
 
     launch "$dir" etcd "$bin/etcd" --data-dir "$dir/etcd" --name local \
         --listen-client-urls "http://127.0.0.1:$etcd_port" \

@@ -5,8 +5,9 @@
 #   verdicts on a corpus of objects compared under Karpenter's CRDs and Fleetwright's; the
 #   deployment checks (SAM, and the CDK construct with its equivalence test); the simulation
 #   report in a headless browser; 50 chaos seeds (in the background beside the control-plane
-#   stages); the scale benchmark on a real API server at 500 nodes; and Karpenter's scheduler
-#   beside Fleetwright's on a few hundred pods. Heavier checks are scripts of their own, run
+#   stages); the scale benchmark on a real API server at 500 nodes; Karpenter's scheduler
+#   beside Fleetwright's on a few hundred pods; and Karpenter's whole controller beside
+#   Fleetwright on a small scenario, each on a real control plane. Heavier checks are scripts of their own, run
 #   outside CI: the full chaos, peer and scale benchmarks (scripts/chaos-bench.sh,
 #   scripts/peer-bench.sh, scripts/scale-bench.sh 5k), Karpenter's drift-hash code run again
 #   (scripts/karpenter-hash.sh --check), and the arm64 build of the functions
@@ -199,8 +200,17 @@ fi
 # Karpenter's own provisioning scheduler beside Fleetwright's on a few hundred pods (the Go
 # harness in peers/karpenter, built from the Go module proxy), so that the harness cannot rot.
 # It fails when the independent checker finds a broken constraint in either plan.
-stage "Karpenter side by side, smoke: scripts/peer-bench.sh smoke"
+stage "Karpenter side by side, smoke: scripts/peer-bench.sh smoke; plan --compare karpenter on a real-cluster mix"
 scripts/peer-bench.sh smoke --repeat 1
+FLEETWRIGHT_KARPENTER_PEER=target/peers/karpenter-peer \
+    cargo test --workspace --all-features --test plan_compare -- --ignored
+
+# Karpenter's whole controller (its KWOK controller, built from the same Go module) and
+# Fleetwright on one small scenario, each on a fresh control plane (3 minutes of wall clock
+# each): the table of docs/benchmarks.md's "Karpenter's whole controller" section, small. It
+# fails when either run fails or leaves a replica of a scale step not running.
+stage "Karpenter's whole controller beside Fleetwright, smoke: scripts/peer-e2e.sh smoke"
+scripts/peer-e2e.sh smoke
 
 
 summary

@@ -177,27 +177,35 @@ fn rbac(group: &str, namespace: &str) -> Vec<Value> {
     ]
 }
 
-/// Pod CREATE only, never blocking a pod: `failurePolicy: Ignore`, a 2 s timeout, no side
-/// effects on dry runs, and kube-system left out.
+/// Pod CREATE (kube-system left out) and the CREATE of a Node of a NodePool (a node Fleetwright
+/// launched, joining), never blocking either: `failurePolicy: Ignore`, a 2 s timeout, no side
+/// effects on dry runs.
 fn webhook(url: &str) -> Value {
-    json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": "fleetwright"},
-        "webhooks": [{
-            "name": "pending-pods.fleetwright.io",
+    let hook = |name: &str, resource: &str, scope: &str| {
+        json!({
+            "name": name,
             "admissionReviewVersions": ["v1"],
             "clientConfig": {"url": url},
             "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                       "resources": ["pods"], "scope": "Namespaced"}],
+                       "resources": [resource], "scope": scope}],
             "failurePolicy": "Ignore",
             "matchPolicy": "Equivalent",
             "reinvocationPolicy": "Never",
             "sideEffects": "NoneOnDryRun",
             "timeoutSeconds": 2,
-            "namespaceSelector": {"matchExpressions": [{
-                "key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}]}
-        }]
+        })
+    };
+    let mut pods = hook("pending-pods.fleetwright.io", "pods", "Namespaced");
+    pods["namespaceSelector"] = json!({"matchExpressions": [{
+        "key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}]});
+    let mut nodes = hook("joining-nodes.fleetwright.io", "nodes", "Cluster");
+    nodes["objectSelector"] = json!({"matchExpressions": [{
+        "key": "karpenter.sh/nodepool", "operator": "Exists"}]});
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "fleetwright"},
+        "webhooks": [pods, nodes]
     })
 }
 

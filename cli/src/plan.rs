@@ -76,6 +76,20 @@ pub struct PlanArgs {
     /// `FLEETWRIGHT_SCHEDULER_CONFIG` setting; this command reads only the file.
     #[arg(long, value_name = "FILE")]
     pub scheduler_config: Option<PathBuf>,
+    /// Also plan the pending pods with Karpenter's own provisioning scheduler (its Go module, run
+    /// by the harness `scripts/peer-bench.sh` builds), on the same objects and catalog, and print
+    /// both side by side with the pods placed differently.
+    #[arg(long, value_enum, conflicts_with = "actions")]
+    pub compare: Option<Peer>,
+    /// With --compare: the harness binary (default: target/peers/karpenter-peer).
+    #[arg(long, value_name = "FILE", requires = "compare")]
+    pub peer_bin: Option<PathBuf>,
+}
+
+/// `--compare`: the scheduler to compare with.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Peer {
+    Karpenter,
 }
 
 /// `--min-values-policy`.
@@ -118,6 +132,10 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     check_kubelet_expressions(&mut dump, &snapshot, &loaded, &source);
     let catalog = loaded.with_overlays(&snapshot.overlays);
     let instant = instant(args.now.as_deref())?;
+    if let Some(Peer::Karpenter) = args.compare {
+        let peer = crate::peer::cluster::harness(args.peer_bin.as_deref())?;
+        return crate::peer::cluster::run(&peer, &source, &snapshot, &catalog);
+    }
     if args.actions {
         let repair = args.node_repair;
         return print_actions(&dump, &mut snapshot, &catalog, instant, repair, args.output);

@@ -1042,6 +1042,35 @@ async fn the_apiserver_calls_the_webhook_through_its_mutatingwebhookconfiguratio
     .await
     .expect("the API server sent an AdmissionReview the webhook answered with a nudge");
     assert_eq!(nudged.0, fleetwright_runtime::nudge::PENDING_POD);
+    // A Node of a NodePool created (a kubelet joining) is reviewed and nudges; one of no
+    // NodePool (a managed node group's) is not sent at all. Each is deleted again at once. The
+    // webhook sends at most one nudge a second: the pod's must be a second old.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let stamp = Utc::now().timestamp_micros();
+    let (ours, other) = (format!("joining-{stamp}"), format!("unpooled-{stamp}"));
+    for (name, labels) in [
+        (&other, json!({})),
+        (&ours, json!({"karpenter.sh/nodepool": "webhook-test"})),
+    ] {
+        let node = json!({"metadata": {"name": name, "labels": labels}});
+        nodes
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(node).unwrap(),
+            )
+            .await
+            .unwrap();
+        nodes.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    let joined: Vec<(String, Value)> = nudges
+        .recorded()
+        .into_iter()
+        .filter(|(_, d)| d["name"] == json!(ours) || d["name"] == json!(other))
+        .collect();
+    assert_eq!(joined.len(), 1, "{joined:?}");
+    assert_eq!(joined[0].0, fleetwright_runtime::nudge::NODE_JOINED);
+    assert_eq!(joined[0].1["name"], json!(ours));
     let mutating: Api<DynamicObject> = Api::all_with(admin, &resource(&configuration).0);
     mutating
         .delete("fleetwright", &DeleteParams::default())

@@ -21,7 +21,9 @@ use fleetwright_core::{schedule, Catalog, NodeClassSettings, ScheduleOptions};
 use serde::Deserialize;
 use serde_json::Value;
 
+pub mod cluster;
 pub mod export;
+pub mod kwok;
 pub mod price;
 mod summary;
 
@@ -139,6 +141,8 @@ pub struct Side {
     pub nodes: usize,
     pub unschedulable: BTreeMap<String, String>,
     pub scheduled: BTreeSet<String>,
+    /// Each placed pod's node as bought: `type capacity-type $price/h`.
+    pub placed: BTreeMap<String, String>,
     /// What the independent checker found wrong with the plan.
     pub violations: Vec<String>,
 }
@@ -308,8 +312,29 @@ fn plan_side(
             .flat_map(|n| n.pods.iter().cloned())
             .chain(plan.existing.iter().map(|e| e.pod.clone()))
             .collect(),
+        placed: placements(types, &claims),
         violations: check::violations(snapshot, types, &claims),
     }
+}
+
+/// Each pod of `claims` with what its NodeClaim would buy and how many pods share it.
+fn placements(
+    types: &BTreeMap<String, InstanceType>,
+    claims: &[Claim],
+) -> BTreeMap<String, String> {
+    let mut placed = BTreeMap::new();
+    for c in claims {
+        let bought = price::cheapest(types, &c.instance_types, &c.capacity_types, &c.zones);
+        let pods = c.pods.len();
+        let text = bought.map_or("nothing offered".to_string(), |b| {
+            let (t, capacity, price) = (b.instance_type, b.capacity_type, b.price);
+            format!("{t} {capacity} ${price:.4}/h, {pods} pod(s)")
+        });
+        for pod in &c.pods {
+            placed.insert(pod.clone(), text.clone());
+        }
+    }
+    placed
 }
 
 fn peer_side(
@@ -344,6 +369,7 @@ fn peer_side(
             .iter()
             .flat_map(|n| n.pods.iter().cloned())
             .collect(),
+        placed: placements(types, &claims),
         violations: check::violations(snapshot, types, &claims),
     }
 }
@@ -387,7 +413,11 @@ fn median(values: &mut [f64]) -> f64 {
     values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-fn print_table(out: &mut impl Write, rows: &[Row], version: &str) -> std::io::Result<()> {
+pub(crate) fn print_table(
+    out: &mut impl Write,
+    rows: &[Row],
+    version: &str,
+) -> std::io::Result<()> {
     writeln!(out, "Fleetwright vs Karpenter {version} (its provisioner's scheduler, one worker), same inputs, one run")?;
     writeln!(
         out,
@@ -421,7 +451,7 @@ fn print_table(out: &mut impl Write, rows: &[Row], version: &str) -> std::io::Re
 
 /// Pods one scheduler placed and the other did not, with the other's reason; and what the
 /// checker found.
-fn print_differences(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
+pub(crate) fn print_differences(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
     for r in rows {
         let (f, k) = (&r.fleetwright, &r.karpenter);
         for v in &f.violations {

@@ -4,6 +4,8 @@
 //! disruptions) as SVG, so the page needs no network and no file beside it. The summary table
 //! is the one the terminal shows. scripts/check-report.sh renders it in headless Chromium.
 
+use anyhow::Context;
+
 use super::report::Report;
 
 const STYLE: &str = r#"
@@ -167,6 +169,28 @@ pub fn page(report: &Report) -> anyhow::Result<String> {
         description = escape(&report.description),
         table = escape(&report.table()),
     ))
+}
+
+/// Fails at once when the report could not be written at the end of the run: its directory
+/// is missing, or the file cannot be created there.
+pub fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "--report {}: the directory {} does not exist",
+            path.display(),
+            dir.display()
+        );
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .with_context(|| format!("--report {}: cannot be written", path.display()))?;
+    Ok(())
 }
 
 #[cfg(test)]

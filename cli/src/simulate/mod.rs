@@ -7,6 +7,7 @@
 //! EventBridge schedule does. Spot interruption warnings and instance state changes reach the
 //! interruption function as an SQS batch. Everything random comes from the scenario's seed.
 
+mod admission;
 mod chaos;
 mod html;
 mod live;
@@ -35,6 +36,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
+use admission::{admit, node_reviewed};
 use fleetwright_core::rng::Rng;
 use fleetwright_sim::{Cluster, SimCloud};
 use report::{InterruptionOutcome, Report, Sample};
@@ -92,6 +94,20 @@ pub struct SimulateArgs {
     /// With --kubeconfig: the identity tick and interruption run as (default: --kubeconfig's).
     #[arg(long, value_name = "FILE", requires = "kubeconfig")]
     controller_kubeconfig: Option<PathBuf>,
+    /// With --kubeconfig: Karpenter's KWOK controller (built by scripts/peer-e2e.sh) as the
+    /// node autoscaler instead of Fleetwright, run under --controller-kubeconfig's identity on
+    /// the same catalog, to compare the two on one scenario.
+    #[arg(
+        long,
+        value_name = "BIN",
+        requires = "kubeconfig",
+        requires = "karpenter_crds"
+    )]
+    karpenter: Option<PathBuf>,
+    /// With --karpenter: a directory of Karpenter's CRDs to install (given once for its
+    /// karpenter.sh CRDs and once for its KWOK node class).
+    #[arg(long, value_name = "DIR", requires = "karpenter")]
+    karpenter_crds: Vec<PathBuf>,
 }
 
 const EMBEDDED: &str = "the embedded default scenario";
@@ -123,7 +139,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         anyhow::bail!("--speed: {} is not a non-negative number", args.speed);
     }
     if let Some(path) = &args.report {
-        check_writable(path)?;
+        html::check_writable(path)?;
     }
     let quiet = crate::verbosity::get() == crate::verbosity::Level::Quiet;
     let bar = (std::io::stdout().is_terminal() && !quiet).then(|| {
@@ -148,6 +164,13 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
                 let target = live::Target {
                     kubeconfig: kubeconfig.clone(),
                     controller_kubeconfig: args.controller_kubeconfig.clone(),
+                    karpenter: args
+                        .karpenter
+                        .clone()
+                        .map(|bin| live::karpenter::Karpenter {
+                            bin,
+                            crds: args.karpenter_crds.clone(),
+                        }),
                 };
                 let catalog = catalog(scenario.seed, region_catalog(&scenario.objects)?);
                 live::run(scenario, &target, catalog, clock, bar.clone()).await
@@ -170,28 +193,6 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         Output::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
         Output::Log => write!(out, "{}", report.table())?,
     }
-    Ok(())
-}
-
-/// Fails at once when the report could not be written at the end of the run: its directory
-/// is missing, or the file cannot be created there.
-fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    if !dir.is_dir() {
-        anyhow::bail!(
-            "--report {}: the directory {} does not exist",
-            path.display(),
-            dir.display()
-        );
-    }
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .with_context(|| format!("--report {}: cannot be written", path.display()))?;
     Ok(())
 }
 
@@ -306,7 +307,11 @@ impl Simulation {
                 self.apply(step, t, now).await;
             }
             self.reclaim(now).await;
-            self.cluster.kubelet(&self.cloud.live(), now);
+            for node in self.cluster.kubelet(&self.cloud.live(), now) {
+                if node_reviewed(&node) {
+                    self.admit(&node, now).await;
+                }
+            }
             for pod in self.cluster.controllers(now) {
                 self.admit(&pod, now).await;
             }
@@ -435,6 +440,7 @@ impl Simulation {
                 pending_pods: pending.len(),
                 hourly_cost: cost,
                 lower_bound: self.lower_bound(),
+                ..Default::default()
             });
         }
     }
@@ -484,29 +490,6 @@ fn lower_bound(catalog: &Catalog, items: Vec<Value>) -> f64 {
             warn!(target: "simulate::report", error = %e, "could not compute the lower bound");
             0.0
         }
-    }
-}
-
-/// The AdmissionReview the API server sends the webhook for a pod's creation.
-fn admission_review(pod: &Value) -> Value {
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {"uid": format!("review-{}", pod["metadata"]["uid"].as_str().unwrap_or_default()),
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": pod["metadata"]["name"], "namespace": pod["metadata"]["namespace"],
-            "operation": "CREATE", "object": pod,
-            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
-            "dryRun": false}})
-}
-
-/// A created pod goes through the admission webhook, as the API server sends it.
-async fn admit(webhook: &Webhook<QueuedNudges>, pod: &Value, now: DateTime<Utc>) {
-    let review = admission_review(pod);
-    let answer = webhook
-        .handle("/admit", review.to_string().as_bytes(), now)
-        .await;
-    if answer.status != 200 {
-        warn!(target: "simulate::webhook", status = answer.status, "the webhook refused a review");
     }
 }
 

@@ -20,6 +20,12 @@ pub struct Sample {
     pub hourly_cost: f64,
     /// The LP lower bound on the hourly cost of the workload pods at that moment.
     pub lower_bound: f64,
+    /// The requests of the pods on the nodes over their allocatable CPU and memory (measured
+    /// against a real API server only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_utilization: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_utilization: Option<f64>,
 }
 
 /// What followed one timeline step, up to the next step (or the end).
@@ -44,6 +50,10 @@ pub struct StepOutcome {
     /// it did not change).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settled_after: Option<i64>,
+    /// Seconds until the fleet's cost came within 5 % of its cost at the window's close, and
+    /// stayed there (None: it did not change).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub near_settled_after: Option<i64>,
 }
 
 /// One spot interruption, from the warning to its replacement.
@@ -149,6 +159,15 @@ pub struct Report {
     pub insufficient_capacity_errors: usize,
     pub final_nodes: usize,
     pub final_hourly_cost: f64,
+    /// Dollars spent over the run: the hourly cost summed second by second.
+    pub cost_integral: f64,
+    pub node_hours: f64,
+    pub peak_nodes: usize,
+    /// Nodes whose disruption began, by reason (a command of several nodes counts each).
+    pub nodes_disrupted: BTreeMap<String, usize>,
+    /// The autoscaler of a run against a real cluster, and what it used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autoscaler: Option<AutoscalerUsage>,
 }
 
 fn clock(t: i64) -> String {
@@ -285,4 +304,32 @@ mod tests {
         let l = Latency::of(vec![61, 5]);
         assert_eq!((l.p50, l.p99), (5, 61));
     }
+}
+
+/// Karpenter's CPU time and peak memory over the run.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub cpu_seconds: f64,
+    pub peak_rss_mib: f64,
+}
+
+/// Fleetwright's invocations of one function over the run.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Invocations {
+    pub count: usize,
+    /// Their summed wall time, what Lambda bills.
+    pub seconds: f64,
+}
+
+/// What the run's autoscaler used.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoscalerUsage {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub karpenter: Option<Usage>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub invocations: BTreeMap<String, Invocations>,
 }

@@ -54,14 +54,16 @@ impl Watch {
         let reservations = (summary.reservation_expired.iter())
             .map(|c| format!("reservation-expiring/delete:{c}"));
         let expired = (summary.expired.iter()).map(|c| format!("expired/delete:{c}"));
-        for command in summary
-            .disruptions_started
-            .iter()
-            .cloned()
+        let commands = (summary.disruptions_started.iter().cloned())
             .chain(repairs)
             .chain(reservations)
-            .chain(expired)
-        {
+            .chain(expired);
+        self.note_disruptions(commands.collect::<Vec<_>>(), t);
+    }
+
+    /// Disruption commands seen at second `t` (`Reason/command:nodes`), each counted once.
+    pub fn note_disruptions(&mut self, commands: impl IntoIterator<Item = String>, t: i64) {
+        for command in commands {
             if self.disruptions.insert(command.clone()) {
                 self.disruption_events
                     .push(DisruptionEvent { at: t, command });
@@ -135,6 +137,14 @@ impl Watch {
         }
         let (launched, terminated, capacity_errors) = counts;
         let (final_nodes, final_cost) = self.series.last().copied().unwrap_or_default();
+        let mut nodes_disrupted: BTreeMap<String, usize> = BTreeMap::new();
+        for d in &self.disruptions {
+            let (reason, command) = d.split_once('/').unwrap_or((d, ""));
+            let nodes = command
+                .split_once(':')
+                .map_or(1, |(_, n)| n.split(',').count());
+            *nodes_disrupted.entry(reason.to_string()).or_default() += nodes;
+        }
         Report {
             scenario: scenario.name.clone(),
             region: catalog.region.clone(),
@@ -155,6 +165,11 @@ impl Watch {
             insufficient_capacity_errors: capacity_errors,
             final_nodes,
             final_hourly_cost: final_cost,
+            cost_integral: self.series.iter().map(|(_, cost)| cost / 3600.0).sum(),
+            node_hours: self.series.iter().map(|(n, _)| *n as f64 / 3600.0).sum(),
+            peak_nodes: self.series.iter().map(|(n, _)| *n).max().unwrap_or(0),
+            nodes_disrupted,
+            autoscaler: None,
         }
     }
 
@@ -181,6 +196,13 @@ impl Watch {
                 .find(|&t| series.get(t as usize).is_some_and(|(n, _)| *n == 0))
                 .map(|t| t - step.at);
             step.settled_after = last_cost_change(series, step.at, closing).map(|t| t - step.at);
+            // A change in the step's own second (a launch at once) settles at 0.
+            let changed =
+                step.settled_after.is_some() || (step.cost_after - step.cost_before).abs() > 1e-9;
+            step.near_settled_after = changed.then(|| {
+                last_far_from(series, step.at, closing, step.cost_after, 0.05)
+                    .map_or(0, |t| t + 1 - step.at)
+            });
         }
     }
 
@@ -223,4 +245,24 @@ fn last_cost_change(series: &[(usize, f64)], from: i64, to: i64) -> Option<i64> 
             (Some(before), Some(now)) => (now - before).abs() > 1e-9,
             _ => false,
         })
+}
+
+/// The last second in `from..=to` at which the fleet's cost is further than `fraction` of
+/// `target` from it.
+fn last_far_from(
+    series: &[(usize, f64)],
+    from: i64,
+    to: i64,
+    target: f64,
+    fraction: f64,
+) -> Option<i64> {
+    let cost = |t: i64| {
+        usize::try_from(t)
+            .ok()
+            .and_then(|i| series.get(i))
+            .map(|s| s.1)
+    };
+    (from.max(0)..=to)
+        .rev()
+        .find(|&t| cost(t).is_some_and(|c| (c - target).abs() > fraction * target.max(1e-9)))
 }

@@ -363,7 +363,7 @@ export class Fleetwright extends Construct {
     new events.Rule(this, 'TickFunctionNudge', {
       eventPattern: {
         source: ['fleetwright'],
-        detailType: ['Pending Pod', 'Capacity Needed'],
+        detailType: ['Pending Pod', 'Node Joined', 'Capacity Needed'],
         detail: { cluster: [cluster] },
       },
       targets: [new targets.LambdaFunction(this.tick)],
@@ -486,7 +486,7 @@ export class Fleetwright extends Construct {
     }
     return new iam.Role(this, 'WebhookRole', {
       roleName: Fn.join('', ['FleetwrightWebhook-', cluster]),
-      description: 'webhook function of Fleetwright (puts Pending Pod nudges on the bus, nothing else)',
+      description: 'webhook function of Fleetwright (puts Pending Pod and Node Joined nudges on the bus, nothing else)',
       assumedBy: this.lambdaPrincipal(),
       managedPolicies: this.basicPolicies(props, false),
       inlinePolicies: { nudge: new iam.PolicyDocument({ statements }) },

@@ -130,7 +130,7 @@ test('five rules feed the queue; a schedule and the nudge invoke tick', () => {
   assert.equal(toQueue.length, 5);
   t.hasResourceProperties('AWS::Events::Rule', { ScheduleExpression: 'rate(1 minute)' });
   t.hasResourceProperties('AWS::Events::Rule', {
-    EventPattern: { source: ['fleetwright'], 'detail-type': ['Pending Pod', 'Capacity Needed'], detail: { cluster: ['dev'] } },
+    EventPattern: { source: ['fleetwright'], 'detail-type': ['Pending Pod', 'Node Joined', 'Capacity Needed'], detail: { cluster: ['dev'] } },
   });
 });
 

@@ -1,6 +1,7 @@
 //! Admission reviews, decided without I/O: reading an `admission.k8s.io/v1` AdmissionReview,
-//! the always-allowing answer that echoes its `uid`, and whether the request is a pod created
-//! without a node (the only case worth nudging tick for). The webhook function and
+//! the always-allowing answer that echoes its `uid`, and whether the request is worth nudging
+//! tick for: a pod created without a node (capacity to plan), or a Node created (a launched
+//! node joining, to be registered so its pods can bind). The webhook function and
 //! `fleetwright replay-event` both use these.
 
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
@@ -9,6 +10,9 @@ use serde_json::{json, Value};
 
 /// The EventBridge detail-type of the nudge for a pending pod.
 pub const PENDING_POD: &str = "Pending Pod";
+
+/// The EventBridge detail-type of the nudge for a node that joined the cluster.
+pub const NODE_JOINED: &str = "Node Joined";
 
 /// Bodies above this are refused.
 pub const MAX_BODY: usize = 1 << 20;
@@ -43,6 +47,16 @@ pub fn pending_pod(request: &AdmissionRequest<DynamicObject>) -> Option<Value> {
         .filter(|n| !n.is_empty());
     (pod && request.operation == Operation::Create && node.is_none() && !request.dry_run)
         .then(|| json!({"namespace": request.namespace, "name": request.name, "uid": request.uid}))
+}
+
+/// For a Node created (a kubelet registering), the detail of the `Node Joined` nudge: its name
+/// and the request's uid. The tick registers the node it launched as soon as it reads it, and
+/// the pods waiting for it can bind only after that; without a nudge they would wait for the
+/// schedule. A dry run never nudges.
+pub fn joined_node(request: &AdmissionRequest<DynamicObject>) -> Option<Value> {
+    let node = request.kind.group.is_empty() && request.kind.kind == "Node";
+    (node && request.operation == Operation::Create && !request.dry_run)
+        .then(|| json!({"name": request.name, "uid": request.uid}))
 }
 
 #[cfg(test)]
@@ -85,6 +99,22 @@ mod tests {
         let dry_run = review_with("CREATE", "Pod", json!({"containers": []}), true);
         for body in [bound, update, other, dry_run] {
             assert_eq!(pending_pod(&read_request(&body).unwrap()), None);
+        }
+    }
+
+    #[test]
+    fn a_node_created_joined_and_nothing_else_did() {
+        let created = read_request(&review("CREATE", "Node", json!({}))).unwrap();
+        assert_eq!(
+            joined_node(&created),
+            Some(json!({"name": "web", "uid": "u-1"}))
+        );
+        assert_eq!(pending_pod(&created), None);
+        let update = review("UPDATE", "Node", json!({}));
+        let dry_run = review_with("CREATE", "Node", json!({}), true);
+        let pod = review("CREATE", "Pod", json!({"containers": []}));
+        for body in [update, dry_run, pod] {
+            assert_eq!(joined_node(&read_request(&body).unwrap()), None);
         }
     }
 

@@ -1,8 +1,8 @@
 //! Nudging the tick function. The port and its constants are `fleetwright_cloud::nudge`; the
-//! webhook's `Pending Pod` detail type comes from the admission decisions.
+//! webhook's `Pending Pod` and `Node Joined` detail types come from the admission decisions.
 
 pub use fleetwright_cloud::nudge::{Nudge, CAPACITY_NEEDED, SOURCE};
-pub use fleetwright_kube::admission::PENDING_POD;
+pub use fleetwright_kube::admission::{NODE_JOINED, PENDING_POD};
 
 use std::sync::{Arc, Mutex};
 

@@ -1,6 +1,7 @@
 //! The admission webhook: it always admits (never mutates, never denies, so an outage of
-//! Fleetwright cannot block the cluster) and, for a pod created without a node, nudges tick so
-//! capacity is planned within about a second. Nudges are coalesced to one per second per warm
+//! Fleetwright cannot block the cluster) and nudges tick for a pod created without a node, so
+//! capacity is planned within about a second, and for a Node created, so a node that joined is
+//! registered (and the pods waiting for it bind) without waiting for the schedule. Nudges are coalesced to one per second per warm
 //! container; a nudge only starts an ordinary tick, which re-reads the truth from the API.
 
 use std::sync::Mutex;
@@ -11,7 +12,7 @@ pub use fleetwright_kube::admission::MAX_BODY;
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
-use crate::nudge::{Nudge, PENDING_POD};
+use crate::nudge::{Nudge, NODE_JOINED, PENDING_POD};
 
 /// At most one nudge per this interval per container.
 pub const COALESCE: Duration = Duration::seconds(1);
@@ -89,14 +90,22 @@ impl<N: Nudge> Webhook<N> {
             Ok(r) => r,
             Err(reason) => return refuse(400, &reason),
         };
-        if let Some(detail) = admission::pending_pod(&request) {
+        let nudge = match (
+            admission::pending_pod(&request),
+            admission::joined_node(&request),
+        ) {
+            (Some(detail), _) => Some((PENDING_POD, detail, "a pending pod")),
+            (None, Some(detail)) => Some((NODE_JOINED, detail, "a node that joined")),
+            (None, None) => None,
+        };
+        if let Some((detail_type, detail, what)) = nudge {
             if self.take_nudge_slot(now) {
-                match self.nudge.nudge(PENDING_POD, detail).await {
+                match self.nudge.nudge(detail_type, detail).await {
                     Ok(()) => {
-                        info!(namespace = request.namespace.as_deref().unwrap_or_default(), name = %request.name, "nudged tick for a pending pod")
+                        info!(namespace = request.namespace.as_deref().unwrap_or_default(), name = %request.name, "nudged tick for {what}")
                     }
                     Err(e) => {
-                        warn!(error = %e, "could not nudge tick; the scheduled tick will pick the pod up")
+                        warn!(error = %e, "could not nudge tick for {what}; the scheduled tick will pick it up")
                     }
                 }
             }
@@ -136,6 +145,31 @@ mod tests {
         assert!(printed.contains(REDACTED), "{printed}");
         let open = Webhook::new(crate::nudge::Recorder::default(), None);
         assert!(!format!("{open:?}").contains(REDACTED));
+    }
+
+    #[tokio::test]
+    async fn a_node_created_nudges_the_tick_and_is_admitted() {
+        let recorder = crate::nudge::Recorder::default();
+        let webhook = Webhook::new(recorder.clone(), None);
+        let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u-7", "kind": {"group": "", "version": "v1", "kind": "Node"},
+                "resource": {"group": "", "version": "v1", "resource": "nodes"},
+                "name": "ip-10-0-1-2.ec2.internal", "operation": "CREATE",
+                "userInfo": {"username": "system:node:ip-10-0-1-2.ec2.internal"},
+                "object": {"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": "ip-10-0-1-2.ec2.internal",
+                        "labels": {"karpenter.sh/nodepool": "default"}}}}});
+        let now = Utc::now();
+        let answer = webhook
+            .handle("/admit", review.to_string().as_bytes(), now)
+            .await;
+        assert_eq!(answer.status, 200);
+        assert_eq!(answer.body["response"]["allowed"], true);
+        assert_eq!(answer.body["response"]["uid"], "u-7");
+        let nudges = recorder.recorded();
+        assert_eq!(nudges.len(), 1);
+        assert_eq!(nudges[0].0, NODE_JOINED);
+        assert_eq!(nudges[0].1["name"], "ip-10-0-1-2.ec2.internal");
     }
 
     #[test]

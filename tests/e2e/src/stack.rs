@@ -275,7 +275,7 @@ async fn seed_aws(aws: &AwsClients, fx: &Fixture, cluster: &str) -> anyhow::Resu
         // The pattern of the tick's Nudge rule in infra/template.yaml.
         .event_pattern(
             json!({"source": ["fleetwright"],
-                   "detail-type": ["Pending Pod", "Capacity Needed"],
+                   "detail-type": ["Pending Pod", "Node Joined", "Capacity Needed"],
                    "detail": {"cluster": [cluster]}})
             .to_string(),
         )

@@ -463,7 +463,7 @@ fn functions_are_wired_as_the_runtime_expects() {
     assert_eq!(nudge["source"], json!(["fleetwright"]));
     assert_eq!(
         nudge["detail-type"],
-        json!(["Pending Pod", "Capacity Needed"])
+        json!(["Pending Pod", "Node Joined", "Capacity Needed"])
     );
     let queue = &f("InterruptionFunction")["Events"]["Queue"]["Properties"];
     assert_eq!(queue["BatchSize"], 10);

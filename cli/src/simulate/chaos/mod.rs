@@ -493,7 +493,10 @@ impl Chaos {
         let mut live = self.sim.cloud.live();
         // Another cluster's instance never joins this one.
         live.remove(FOREIGN);
-        self.sim.cluster.kubelet(&live, now);
+        let joined = self.sim.cluster.kubelet(&live, now);
+        for node in joined.iter().filter(|n| super::node_reviewed(n)) {
+            self.sim.admit(node, now).await;
+        }
         if let Some(v) = self.evicted_do_not_disrupt() {
             return Some(v);
         }

@@ -83,10 +83,12 @@ async fn first_not_of<K>(
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    let list = api
-        .list(params)
-        .await
-        .with_context(|| format!("listing every {kind}"))?;
+    let list = match api.list(params).await {
+        Ok(list) => list,
+        // A kind the API server does not serve (its CRD is not installed) has no objects.
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("listing every {kind}")),
+    };
     Ok(list
         .items
         .iter()

@@ -77,11 +77,12 @@ impl Live {
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
-            let node: Node = serde_json::from_value(node)?;
-            match owned::create(&api, &self.run, "Node", &node).await {
+            let typed: Node = serde_json::from_value(node.clone())?;
+            match owned::create(&api, &self.run, "Node", &typed).await {
                 Ok(_) => {
                     info!(target: "simulate::kubelet", node = %name, instance_id = %instance.instance.id, "node registered");
                     self.nodes.insert(name, provider.clone());
+                    self.admit_node(&node, now).await;
                 }
                 Err(e) if e.downcast_ref::<owned::Taken>().is_some() => {
                     warn!(target: "simulate::kubelet", node = %name, error = %format!("{e:#}"), "the node is not registered: its name is taken by a node this run did not create");

@@ -14,11 +14,13 @@
 
 mod clean;
 mod guard;
+pub mod karpenter;
 mod kubelet;
 mod owned;
 mod setup;
 #[cfg(test)]
 mod tests;
+mod utilization;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -62,6 +64,8 @@ const SIMULATED: &str = "fleetwright.dev/simulated";
 pub struct Target {
     pub kubeconfig: PathBuf,
     pub controller_kubeconfig: Option<PathBuf>,
+    /// Karpenter as the autoscaler instead of Fleetwright's tick and interruption.
+    pub karpenter: Option<karpenter::Karpenter>,
 }
 
 /// Runs `scenario` against the target cluster and returns its report.
@@ -78,13 +82,21 @@ pub async fn run(
         None => admin.clone(),
     };
     let mut live = Live::new(scenario, admin, controller, catalog, clock, bar)?;
+    live.karpenter = target.karpenter.clone();
+    live.controller_kubeconfig = (target.controller_kubeconfig.as_ref())
+        .unwrap_or(&target.kubeconfig)
+        .clone();
     if let Err(e) = live.prepare().await {
+        live.stop_karpenter();
         live.clean_up().await;
         return Err(e);
     }
     let report = live.run().await;
+    let usage = live.stop_karpenter();
     live.clean_up().await;
-    report
+    let mut report = report?;
+    report.autoscaler = Some(live.autoscaler_usage(usage));
+    Ok(report)
 }
 
 async fn client(path: &Path) -> anyhow::Result<Client> {
@@ -137,6 +149,15 @@ struct Live {
     /// When (seconds into the run) the check for objects of anyone else's was last tried, and
     /// last succeeded.
     checks: Checks,
+    /// Karpenter, when it is the autoscaler of this run, and its process once started.
+    karpenter: Option<karpenter::Karpenter>,
+    process: Option<karpenter::Process>,
+    /// The identity the autoscaler runs as.
+    controller_kubeconfig: PathBuf,
+    /// Fleetwright's invocations: function → (count, seconds).
+    invocations: BTreeMap<&'static str, (usize, f64)>,
+    /// The fleet Karpenter ran at the last listing that succeeded.
+    last_fleet: BTreeMap<String, fleetwright_sim::SimInstance>,
 }
 
 /// The times of the checks that nothing of anyone else's has appeared.
@@ -210,6 +231,11 @@ impl Live {
             seen_pods: BTreeSet::new(),
             waits: BTreeMap::new(),
             checks: Checks::default(),
+            karpenter: None,
+            process: None,
+            controller_kubeconfig: PathBuf::new(),
+            invocations: BTreeMap::new(),
+            last_fleet: BTreeMap::new(),
         })
     }
 
@@ -239,23 +265,33 @@ impl Live {
             while let Some(step) = steps.next_if(|s| s.at <= t) {
                 self.step(step, t, now).await;
             }
-            self.reclaim(now).await;
-            if let Err(e) = self.kubelet(now).await {
-                warn!(target: "simulate::kubelet", error = %format!("{e:#}"), "the kubelets' round failed; the next second retries");
-            }
             self.admit_new(&pods, now).await;
-            if !self.nudges.take().is_empty() {
-                nudged_for.get_or_insert(t + 1);
-            }
-            let scheduled =
-                t / self.scenario.schedule != last_tick.unwrap_or(-1) / self.scenario.schedule;
-            let followed_up = follow_ups.due(t);
-            if last_tick.is_none() || scheduled || nudged_for.is_some_and(|n| n <= t) || followed_up
-            {
-                nudged_for = None;
-                last_tick = Some(t);
-                if let Some(summary) = super::run_tick(&self.tick, &mut self.watch, now, t).await {
-                    follow_ups.note(&summary, t);
+            if self.karpenter.is_some() {
+                self.karpenter_round(t).await;
+            } else {
+                self.reclaim(now).await;
+                if let Err(e) = self.kubelet(now).await {
+                    warn!(target: "simulate::kubelet", error = %format!("{e:#}"), "the kubelets' round failed; the next second retries");
+                }
+                if !self.nudges.take().is_empty() {
+                    nudged_for.get_or_insert(t + 1);
+                }
+                let scheduled =
+                    t / self.scenario.schedule != last_tick.unwrap_or(-1) / self.scenario.schedule;
+                let followed_up = follow_ups.due(t);
+                if last_tick.is_none()
+                    || scheduled
+                    || nudged_for.is_some_and(|n| n <= t)
+                    || followed_up
+                {
+                    nudged_for = None;
+                    last_tick = Some(t);
+                    let started = std::time::Instant::now();
+                    let summary = super::run_tick(&self.tick, &mut self.watch, now, t).await;
+                    self.invoked("tick", started);
+                    if let Some(summary) = summary {
+                        follow_ups.note(&summary, t);
+                    }
                 }
             }
             self.observe(t, &pods).await;
@@ -278,18 +314,19 @@ impl Live {
             &self.catalog,
             self.start,
             &waits,
-            self.cloud.counts(),
+            self.counts(),
         ))
     }
 
     async fn step(&mut self, step: &Step, t: i64, now: DateTime<Utc>) {
         info!(target: "simulate::scenario", step = %step.action, "scenario step");
-        let index = self.watch.step(
-            t,
-            step.action.to_string(),
-            self.nodes.len(),
-            self.cloud.hourly(),
-        );
+        let index = self
+            .watch
+            .step(t, step.action.to_string(), self.nodes.len(), self.hourly());
+        if self.karpenter.is_some() && !karpenter::plays(&step.action) {
+            warn!(target: "simulate::scenario", step = %step.action, "Karpenter's KWOK provider has no simulated cloud to play this step on; skipped");
+            return;
+        }
         let result = match &step.action {
             Action::Scale(s) => {
                 self.watch
@@ -329,6 +366,10 @@ impl Live {
                 self.cloud.add_ice(i.clone());
                 Ok(())
             }
+            Action::Interrupt(i) if self.karpenter.is_some() => {
+                self.interrupt_karpenter(&i.nodepool, i.count, t).await;
+                Ok(())
+            }
             Action::Interrupt(i) => {
                 self.interrupt(&i.nodepool, i.count, t, now).await;
                 Ok(())
@@ -341,6 +382,25 @@ impl Live {
         };
         if let Err(e) = result {
             warn!(target: "simulate::scenario", step = %step.action, error = %format!("{e:#}"), "the step failed");
+        }
+    }
+
+    /// The fleet's hourly cost now.
+    fn hourly(&self) -> f64 {
+        match self.karpenter {
+            Some(_) => self.last_fleet.values().map(|i| i.price).sum(),
+            None => self.cloud.hourly(),
+        }
+    }
+
+    /// Instances launched and terminated, and capacity errors (Karpenter's provider has none).
+    fn counts(&self) -> (usize, usize, usize) {
+        match self.karpenter {
+            Some(_) => {
+                let launched = self.watch.launches.len();
+                (launched, launched - self.last_fleet.len().min(launched), 0)
+            }
+            None => self.cloud.counts(),
         }
     }
 
@@ -402,12 +462,29 @@ impl Live {
                 displaced,
             ));
         }
-        deliver(&self.interruption, events, now).await;
+        self.deliver(events, now).await;
     }
 
     async fn reclaim(&mut self, now: DateTime<Utc>) {
         let events = super::reclaimed(&self.cloud, now);
+        self.deliver(events, now).await;
+    }
+
+    /// Delivers events to the interruption function, its time counted.
+    async fn deliver(&mut self, events: Vec<Value>, now: DateTime<Utc>) {
+        if events.is_empty() {
+            return;
+        }
+        let started = std::time::Instant::now();
         deliver(&self.interruption, events, now).await;
+        self.invoked("interruption", started);
+    }
+
+    /// Counts one invocation of `function` that began at `started`.
+    fn invoked(&mut self, function: &'static str, started: std::time::Instant) {
+        let entry = self.invocations.entry(function).or_default();
+        entry.0 += 1;
+        entry.1 += started.elapsed().as_secs_f64();
     }
 
     async fn pods(&self) -> Vec<Pod> {
@@ -440,7 +517,8 @@ impl Live {
                     entry.1 = bound_at(pod).map(|b| (b - created).num_seconds().max(0));
                 }
             }
-            if !self.seen_pods.insert(uid)
+            if self.karpenter.is_some()
+                || !self.seen_pods.insert(uid)
                 || pod.spec.as_ref().is_some_and(|s| s.node_name.is_some())
             {
                 continue;
@@ -448,8 +526,22 @@ impl Live {
             let Ok(value) = serde_json::to_value(pod) else {
                 continue;
             };
+            let started = std::time::Instant::now();
             super::admit(&self.webhook, &value, now).await;
+            self.invoked("webhook", started);
         }
+    }
+
+    /// A Node the kubelets registered goes through the webhook, as the API server sends it.
+    async fn admit_node(&mut self, node: &Value, now: DateTime<Utc>) {
+        if !super::node_reviewed(node) {
+            return;
+        }
+        let mut node = node.clone();
+        node["kind"] = json!("Node");
+        let started = std::time::Instant::now();
+        super::admit(&self.webhook, &node, now).await;
+        self.invoked("webhook", started);
     }
 
     async fn observe(&mut self, t: i64, pods: &[Pod]) {
@@ -458,7 +550,10 @@ impl Live {
             let last = self.watch.series.last().copied().unwrap_or_default();
             self.watch.series.push(last);
         }
-        let live = self.cloud.live();
+        let live = match self.karpenter {
+            Some(_) => self.karpenter_fleet().await,
+            None => self.cloud.live(),
+        };
         self.watch.note_fleet(t, self.nodes.len(), &live);
         let mut counts = BTreeMap::new();
         for o in self
@@ -489,6 +584,7 @@ impl Live {
         });
         if t % 60 == 0 || t == self.scenario.duration {
             let ready_nodes = self.ready_nodes().await;
+            let used = self.utilization(pods).await;
             let workload: Vec<&Pod> = pods.iter().filter(|p| workload(p)).collect();
             let running = workload
                 .iter()
@@ -504,10 +600,21 @@ impl Live {
                 ready_nodes,
                 running_pods: running,
                 pending_pods: pending,
-                hourly_cost: self.cloud.hourly(),
+                hourly_cost: self.hourly(),
                 lower_bound: self.lower_bound(&workload),
+                cpu_utilization: used.map(|u| u.0),
+                memory_utilization: used.map(|u| u.1),
             });
         }
+    }
+
+    /// CPU and memory utilization of the run's nodes by `pods`.
+    async fn utilization(&self, pods: &[Pod]) -> Option<(f64, f64)> {
+        let api: Api<Node> = Api::all(self.admin.clone());
+        let params = ListParams::default().labels(&self.run.selector());
+        let nodes = api.list(&params).await.ok()?.items;
+        let nodes: Vec<Node> = nodes.into_iter().filter(|n| self.run.owns(n)).collect();
+        utilization::utilization(&nodes, pods)
     }
 
     async fn ready_nodes(&self) -> usize {

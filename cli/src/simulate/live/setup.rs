@@ -42,9 +42,14 @@ impl Live {
         guard::refuse_taken_names(&self.admin, &self.run, &objects).await?;
         info!(target: "simulate::scenario", run = %self.run.selector(), "the cluster holds nothing of anyone else's; every object this run creates carries its label");
         self.prepared = true;
-        self.install_crds().await?;
-        self.ensure_namespace(&self.namespace.clone()).await?;
-        self.create_state().await?;
+        if self.karpenter.is_some() {
+            let names = self.install_karpenter_crds().await?;
+            wait_established(&Api::all(self.admin.clone()), names).await?;
+        } else {
+            self.install_crds().await?;
+            self.ensure_namespace(&self.namespace.clone()).await?;
+            self.create_state().await?;
+        }
         let objects = self.scenario.objects.clone();
         for (index, object) in objects.iter().enumerate() {
             self.create(object)
@@ -52,7 +57,7 @@ impl Live {
                 .with_context(|| format!("the scenario's objects[{index}]"))?;
         }
         info!(target: "simulate::scenario", objects = objects.len(), "scenario applied to the cluster");
-        Ok(())
+        self.start_karpenter().await
     }
 
     /// Stops the run when a Node, NodeClaim, NodePool, EC2NodeClass or pod of anyone else's
@@ -112,16 +117,7 @@ impl Live {
                 }
             }
         }
-        let deadline = Utc::now() + Duration::seconds(30);
-        for name in names {
-            while !established(&api, &name).await {
-                if Utc::now() > deadline {
-                    bail!("CustomResourceDefinition {name} is not Established after 30 s");
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            }
-        }
-        Ok(())
+        wait_established(&api, names).await
     }
 
     /// Creates namespace `name`, labelled as this run's, when it does not exist. An existing
@@ -203,6 +199,15 @@ impl Live {
         ))
     }
 
+    /// `object` as this run's autoscaler reads it: Karpenter's KWOK provider has its own node
+    /// class.
+    fn for_autoscaler(&self, object: &Value) -> Value {
+        match self.karpenter {
+            Some(_) => super::karpenter::translate(object),
+            None => object.clone(),
+        }
+    }
+
     /// `object` labelled as this run's (and, for a Node, annotated for kwok).
     fn stamped(&self, object: &Value) -> anyhow::Result<DynamicObject> {
         let mut object = object.clone();
@@ -215,6 +220,7 @@ impl Live {
 
     /// Creates one scenario object. One that exists already is refused.
     pub(super) async fn create(&mut self, object: &Value) -> anyhow::Result<()> {
+        let object = &self.for_autoscaler(object);
         let (api, applied) = self.resolve(object).await?;
         let what = applied.resource.kind.clone();
         let created = owned::create(&api, &self.run, &what, &self.stamped(object)?).await;
@@ -226,6 +232,7 @@ impl Live {
     /// A timeline's `apply`: replaces the object if this run created it, creates it if it does
     /// not exist, and refuses anyone else's.
     pub(super) async fn apply(&mut self, object: &Value) -> anyhow::Result<()> {
+        let object = &self.for_autoscaler(object);
         let (api, applied) = self.resolve(object).await?;
         let what = applied.resource.kind.clone();
         let mut next = self.stamped(object)?;
@@ -248,6 +255,23 @@ impl Live {
         .await?;
         Ok(())
     }
+}
+
+/// Waits until the API server serves each of `names`.
+async fn wait_established(
+    api: &Api<CustomResourceDefinition>,
+    names: Vec<String>,
+) -> anyhow::Result<()> {
+    let deadline = Utc::now() + Duration::seconds(30);
+    for name in names {
+        while !established(api, &name).await {
+            if Utc::now() > deadline {
+                bail!("CustomResourceDefinition {name} is not Established after 30 s");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+    Ok(())
 }
 
 async fn established(api: &Api<CustomResourceDefinition>, name: &str) -> bool {

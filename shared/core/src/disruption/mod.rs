@@ -23,6 +23,7 @@ pub use self::drift::{drift, INSTANCE_TYPE_CHECK_AFTER};
 use crate::catalog::Catalog;
 use crate::model::{ConsolidationPolicy, Snapshot};
 use crate::plan::NewNodeClaim;
+use crate::resources::Resources;
 
 /// The NodeClaim annotation holding the NodePool template hash it was created from.
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
@@ -122,7 +123,7 @@ pub struct DisruptionPlan {
     /// Every consolidation move of a `Balanced` pool scored while deciding, approved or not.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub scores: Vec<Score>,
-    /// The soonest time after `now` at which an empty node waits out its pool's
+    /// The soonest time after `now` at which an empty or half-empty node waits out its pool's
     /// `consolidateAfter`: when a tick should look again, rather than at its next schedule.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub empty_settles_at: Option<i64>,
@@ -369,15 +370,31 @@ fn unblock(out: &mut DisruptionPlan) {
     out.blocked.retain(|b| !taken.contains(b.node.as_str()));
 }
 
-/// The soonest time after `now` at which an empty candidate has waited out its pool's
-/// `consolidateAfter` (none: no empty node is waiting for it).
+/// The soonest time after `now` at which a likely consolidation candidate has waited out its
+/// pool's `consolidateAfter` (none: no such node is waiting for it): an empty node, or, where
+/// the pool consolidates underutilized nodes, one whose pods request less than half its CPU or
+/// memory (a node a load drop has left, which Karpenter's disruption controller would look at
+/// again within seconds; a fuller node is left to the schedule, so that a busy cluster, whose
+/// nodes' pods change all the time, does not keep the tick running).
 fn empty_settles_at(candidates: &[Candidate], now: i64) -> Option<i64> {
     candidates
         .iter()
-        .filter(|c| c.held.is_none() && c.pods.is_empty() && c.pool.replicas.is_none())
+        .filter(|c| c.held.is_none() && c.pool.replicas.is_none())
+        .filter(|c| c.pods.is_empty() || (underutilized_applies(c) && half_empty(c)))
         .filter_map(|c| Some(c.node.last_pod_event.max(c.node.created) + c.pool.consolidate_after?))
         .filter(|&at| at > now)
         .min()
+}
+
+/// Whether the candidate's pods request less than half of its allocatable CPU or memory.
+fn half_empty(c: &Candidate) -> bool {
+    let mut requested = Resources::default();
+    for pod in &c.pods {
+        requested.add(&pod.requests);
+    }
+    ["cpu", "memory"]
+        .iter()
+        .any(|r| 2 * requested.get(r) < c.node.allocatable.get(r))
 }
 
 /// Whether a candidate's pool consolidates underutilized nodes (`WhenEmptyOrUnderutilized` or

@@ -274,6 +274,24 @@ pub fn pool_statuses(
         .collect()
 }
 
+/// Whether a NodeClaim's instance has launched and its node has not yet initialized (within
+/// [`REGISTRATION_TTL`] of its creation): the pods waiting for it bind only once the tick has
+/// registered and initialized it, so the tick looks again soon instead of at its schedule.
+pub fn joining(claims: &[NodeClaim], now: DateTime<Utc>) -> bool {
+    claims.iter().any(|claim| {
+        let created = claim
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second());
+        let fresh = created.is_some_and(|c| now.timestamp() - c < REGISTRATION_TTL.num_seconds());
+        fresh
+            && provider_id(claim).is_some()
+            && !has_condition(claim, conditions::INITIALIZED)
+            && claim.metadata.deletion_timestamp.is_none()
+    })
+}
+
 /// NodeClaims whose instance launched but never joined within [`REGISTRATION_TTL`]. One
 /// `registered` this tick has joined: after an outage of the tick, a node that joined while no
 /// tick ran is registered, not given up in the same breath.

@@ -87,7 +87,8 @@ pub struct Decided {
     /// The commands carried out this tick (among `keys`).
     pub started: Vec<String>,
     pub actions: Vec<Action>,
-    /// How soon an empty node waits out its pool's `consolidateAfter`, when one does.
+    /// How soon an empty or half-empty node waits out its pool's `consolidateAfter`, when one
+    /// does.
     pub empty_settles_in: Option<chrono::Duration>,
     /// How soon a decision made (or first made) less than [`CONFIRM_AFTER`] ago can be
     /// confirmed; none for decisions whose wait is over (one that failed its validation and was

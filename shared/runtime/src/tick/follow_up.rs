@@ -1,13 +1,15 @@
 //! When the tick should run again before its schedule, decided purely from the actions it
 //! applied: a command in flight (replacements starting, drains that move, deletions) is looked
-//! at again every [`POLL`], as Karpenter's disruption controller polls, and so is a node just
-//! initialized, whose pods are about to bind (see [`after`]). A deletion that
+//! at again every [`POLL`], as Karpenter's disruption controller polls, and so are a launch
+//! whose node has not yet joined and initialized (Karpenter watches Nodes; the tick cannot, so it
+//! polls until the node is ready for its pods) and a node just initialized, whose pods are about
+//! to bind (see [`after`]). A deletion that
 //! completes is such an action too, so the next round starts [`POLL`] after it instead of at the
 //! next scheduled minute. The disruption phase adds two waits of its own: a new decision's
 //! confirmation, [`CONFIRM_AFTER`](super::in_progress::CONFIRM_AFTER) after it was made, and
-//! the moment an empty node waits out its pool's `consolidateAfter` (an empty node only: on a
-//! busy cluster some node's pods change every second, and following each of those would tick
-//! without end).
+//! the moment an empty or half-empty node waits out its pool's `consolidateAfter` (not a fuller
+//! one: on a busy cluster some node's pods change every second, and following each of those
+//! would tick without end).
 
 use chrono::Duration;
 
@@ -38,6 +40,9 @@ pub fn after(action: &Action) -> Option<Duration> {
         // Its pods bind in the seconds after; the next read records them, so that a pod that
         // leaves before the schedule's next tick is still seen to have gone.
         Action::Initialize { .. } => Some(POLL),
+        // Its node joins within a minute or so, and its pods wait for the tick to register and
+        // initialize it; the tick polls until then (see `decide::joining`).
+        Action::Launch { .. } => Some(POLL),
         _ => None,
     }
 }

@@ -27,8 +27,13 @@ use super::*;
 
 impl Cluster {
     /// Registers nodes for instances launched long enough ago, reports them Ready, ends the pods
-    /// whose containers have exited, and deletes the Nodes of instances that are gone.
-    pub fn kubelet(&mut self, live: &BTreeMap<String, SimInstance>, now: DateTime<Utc>) {
+    /// whose containers have exited, and deletes the Nodes of instances that are gone. Returns
+    /// the Nodes registered (created), for the admission webhook.
+    pub fn kubelet(
+        &mut self,
+        live: &BTreeMap<String, SimInstance>,
+        now: DateTime<Utc>,
+    ) -> Vec<Value> {
         let providers: BTreeMap<String, &SimInstance> = live
             .values()
             .map(|i| (format!("aws:///{}/{}", i.instance.zone, i.instance.id), i))
@@ -80,6 +85,7 @@ impl Cluster {
         for node in &joined {
             pods.extend(daemon_pods(&daemonsets, node, now));
         }
+        joined
     }
 
     /// The node lifecycle controller: the Node of an instance that is gone is deleted (once).

@@ -14,8 +14,8 @@ use crate::metrics;
 use crate::tick::action::Action;
 use crate::tick::say::TICK;
 use crate::tick::{
-    decide, disruption, expiration, finish, in_progress, isolation, pod_records, provision, repair,
-    reservations, status,
+    decide, disruption, expiration, finish, follow_up, in_progress, isolation, pod_records,
+    provision, repair, reservations, status,
 };
 
 impl TickState<'_> {
@@ -40,6 +40,12 @@ impl TickState<'_> {
             )),
             Phase::Restamp => Decision::Actions(decide::restamps(self.dump, &self.claims)),
             Phase::Liveness => {
+                if decide::joining(&self.claims, self.now) {
+                    self.found.follow_up = Some(follow_up::POLL)
+                        .into_iter()
+                        .chain(self.found.follow_up)
+                        .min();
+                }
                 Decision::Actions(decide::liveness(&self.claims, &self.registered, self.now))
             }
             Phase::DeletedNodes => {

@@ -1,0 +1,111 @@
+//! `fleetwright plan --compare karpenter`: what Karpenter's own provisioning scheduler would
+//! launch for a user's pending pods, beside Fleetwright's plan, on the same objects and catalog
+//! (the harness of `scripts/peer-bench.sh`, on one case: the user's cluster). Both plan the
+//! pending pods onto new nodes only, as the harness has no existing nodes. It prints the
+//! side-by-side row, the pods one placed and the other did not, and where each put every pod
+//! whose instance type differs. Go is needed only here, to build the harness; without one it
+//! says how to get it.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use fleetwright_core::model::Snapshot;
+use fleetwright_core::Catalog;
+
+use super::{compare, print_differences, print_table, Case, Row};
+
+/// Where the harness is looked for when `--peer-bin` is not given: what
+/// `scripts/peer-bench.sh` builds, from a clone of Fleetwright.
+const BUILT: &str = "target/peers/karpenter-peer";
+
+/// The harness to run: `given`, else the one `scripts/peer-bench.sh` built here, else an error
+/// that says how to build it.
+pub fn harness(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(path) = given {
+        anyhow::ensure!(
+            path.is_file(),
+            "--peer-bin {}: no such file ({})",
+            path.display(),
+            HOW
+        );
+        return Ok(path.to_path_buf());
+    }
+    let built = PathBuf::from(BUILT);
+    anyhow::ensure!(
+        built.is_file(),
+        "--compare karpenter runs Karpenter's own scheduler, a Go program that is not built here ({BUILT} is missing): {HOW}"
+    );
+    Ok(built)
+}
+
+const HOW: &str = "build it from a clone of Fleetwright with `scripts/peer-bench.sh smoke` (it writes target/peers/karpenter-peer; it needs Go, and fetches the Go toolchain Karpenter asks for from the Go proxy), or `cd peers/karpenter && GOTOOLCHAIN=auto go build -o karpenter-peer .`, then give --peer-bin PATH";
+
+/// Plans the pending pods of `snapshot` with both schedulers and prints the comparison.
+pub fn run(
+    peer: &Path,
+    source: &str,
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+) -> anyhow::Result<()> {
+    let mut pending = snapshot.clone();
+    pending
+        .pods
+        .retain(|p| p.node_name.is_none() && !p.terminal && !p.is_daemonset());
+    anyhow::ensure!(
+        !pending.pods.is_empty(),
+        "{source}: no pending pod to plan, so nothing to compare"
+    );
+    // The harness's cloud provider has no capacity reservations: both plan without them.
+    let mut reserved = 0;
+    for class in pending.node_classes.values_mut() {
+        if !std::mem::take(&mut class.reservations).is_empty() {
+            reserved += 1;
+        }
+    }
+    if reserved > 0 && crate::verbosity::get() != crate::verbosity::Level::Quiet {
+        eprintln!("note: {reserved} EC2NodeClass(es) select capacity reservations; both plans leave them out (Karpenter's harness has none)");
+    }
+    let case = Case {
+        name: source.to_string(),
+        snapshot: pending,
+        catalog: catalog.clone(),
+    };
+    let (row, version) = compare(peer, &case, 1)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "The pending pods of {source} on new nodes (existing nodes are left out of both plans)."
+    )?;
+    print_table(&mut out, std::slice::from_ref(&row), &version)?;
+    print_differences(&mut out, std::slice::from_ref(&row))?;
+    print_placements(&mut out, &row)?;
+    let broken = row.fleetwright.violations.len() + row.karpenter.violations.len();
+    anyhow::ensure!(
+        broken == 0,
+        "the independent checker found {broken} broken constraint(s) (listed above)"
+    );
+    Ok(())
+}
+
+/// Each pod whose instance type differs between the two plans, with both.
+fn print_placements(out: &mut impl Write, row: &Row) -> std::io::Result<()> {
+    let (f, k) = (&row.fleetwright.placed, &row.karpenter.placed);
+    let differing: BTreeMap<&String, (&String, &String)> = f
+        .iter()
+        .filter_map(|(pod, fw)| Some((pod, (fw, k.get(pod)?))))
+        .filter(|(_, (fw, kp))| fw != kp)
+        .collect();
+    if differing.is_empty() {
+        return writeln!(out, "Every pod both placed is on the same instance type.");
+    }
+    writeln!(
+        out,
+        "{:<48} {:<40} {:<40}",
+        "pod", "Fleetwright", "Karpenter"
+    )?;
+    for (pod, (fw, kp)) in differing {
+        writeln!(out, "{pod:<48} {fw:<40} {kp:<40}")?;
+    }
+    Ok(())
+}
