@@ -4,6 +4,7 @@
 #   scripts/peer-e2e.sh                  every scenario of examples/peer/ (release build)
 #   scripts/peer-e2e.sh SCENARIO.yaml... those scenarios (release build)
 #   scripts/peer-e2e.sh smoke            examples/peer/smoke.yaml on the debug build (what CI runs)
+#   PEER_E2E_PROFILE=debug scripts/peer-e2e.sh ...   the debug build for any of them
 #
 # Karpenter is its KWOK controller (sigs.k8s.io/karpenter/kwok: provisioning, disruption,
 # consolidation, termination and repair, with Karpenter's KWOK cloud provider), built from the Go
@@ -15,12 +16,14 @@
 # simulated cloud. Nodes register 5 s after their launch under both (the simulated kubelets'
 # delay, and the KWOKNodeClass's nodeRegistrationDelay); kwok then makes them Ready. Both
 # autoscalers run as the control plane's `autoscaler` identity, whose every request is in the
-# audit log. Each run's report, log and audit log are kept in target/peer-e2e/SCENARIO/, and
+# audit log, and both run at the same time, each on its own control plane. Each run's report, log and audit log are kept in target/peer-e2e/SCENARIO/, and
 # scripts/peer-e2e.py prints one table for each scenario: both values and their ratio.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-profile=release
+# PEER_E2E_PROFILE=debug runs the other scenarios on the debug build too (no release build of
+# every dependency; the scheduling core is optimised in the dev profile).
+profile="${PEER_E2E_PROFILE:-release}"
 scenarios=()
 check=()
 if [ "${1:-}" = smoke ]; then
@@ -52,7 +55,10 @@ if [ "$profile" = release ]; then
 else
     cargo build -p fleetwright-cli
 fi
-fleetwright="$PWD/target/$profile/fleetwright"
+# A copy, so that a build while the scenarios run cannot change the binary under them.
+mkdir -p target/peer-e2e
+cp "target/$profile/fleetwright" target/peer-e2e/fleetwright
+fleetwright="$PWD/target/peer-e2e/fleetwright"
 karpenter="$PWD/target/peers/karpenter-kwok"
 
 # One scenario under one autoscaler, on a control plane of its own.
@@ -72,7 +78,7 @@ run_one() {
             --scenario "$1" --output json "${@:4}" >"$2/$3.json" 2>"$2/$3.log"
         status=$?
         cp "$FLEETWRIGHT_CONTROL_PLANE_DIR/audit.log" "$2/$3-audit.log"
-        exit $status' "$fleetwright" "$scenario" "$out" "$side" "${extra[@]}" || {
+        exit $status' "$fleetwright" "$scenario" "$out" "$side" ${extra[@]+"${extra[@]}"} || {
         echo "peer-e2e: the $side run of $scenario failed; its log:" >&2
         tail -n 40 "$out/$side.log" >&2
         return 1
@@ -80,10 +86,18 @@ run_one() {
     echo "== peer-e2e: $(basename "$scenario") with $side in $(($(date +%s) - began))s"
 }
 
+# Both autoscalers run at once, each on its own control plane: they share the machine under the
+# same load, and a scenario takes its duration once.
 for scenario in "${scenarios[@]}"; do
     out="target/peer-e2e/$(basename "$scenario" .yaml)"
     rm -rf "$out" && mkdir -p "$out"
-    run_one "$scenario" karpenter "$out"
-    run_one "$scenario" fleetwright "$out"
-    python3 scripts/peer-e2e.py "$out" "$(basename "$scenario")" "$version" "${check[@]}"
+    run_one "$scenario" karpenter "$out" &
+    karpenter_run=$!
+    run_one "$scenario" fleetwright "$out" &
+    fleetwright_run=$!
+    failed=0
+    wait "$karpenter_run" || failed=1
+    wait "$fleetwright_run" || failed=1
+    [ "$failed" = 0 ] || exit 1
+    python3 scripts/peer-e2e.py "$out" "$(basename "$scenario")" "$version" ${check[@]+"${check[@]}"}
 done

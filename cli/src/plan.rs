@@ -76,20 +76,14 @@ pub struct PlanArgs {
     /// `FLEETWRIGHT_SCHEDULER_CONFIG` setting; this command reads only the file.
     #[arg(long, value_name = "FILE")]
     pub scheduler_config: Option<PathBuf>,
-    /// Also plan the pending pods with Karpenter's own provisioning scheduler (its Go module, run
-    /// by the harness `scripts/peer-bench.sh` builds), on the same objects and catalog, and print
-    /// both side by side with the pods placed differently.
+    /// Also plan the pending pods with Karpenter's own provisioning scheduler (the harness
+    /// `scripts/peer-bench.sh` builds), on the same objects and catalog, side by side.
     #[arg(long, value_enum, conflicts_with = "actions")]
-    pub compare: Option<Peer>,
-    /// With --compare: the harness binary (default: target/peers/karpenter-peer).
+    pub compare: Option<crate::peer::cluster::Peer>,
+    /// With --compare: the harness binary (`scripts/peer-bench.sh` builds
+    /// target/peers/karpenter-peer).
     #[arg(long, value_name = "FILE", requires = "compare")]
     pub peer_bin: Option<PathBuf>,
-}
-
-/// `--compare`: the scheduler to compare with.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum Peer {
-    Karpenter,
 }
 
 /// `--min-values-policy`.
@@ -132,9 +126,9 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     check_kubelet_expressions(&mut dump, &snapshot, &loaded, &source);
     let catalog = loaded.with_overlays(&snapshot.overlays);
     let instant = instant(args.now.as_deref())?;
-    if let Some(Peer::Karpenter) = args.compare {
+    if args.compare.is_some() {
         let peer = crate::peer::cluster::harness(args.peer_bin.as_deref())?;
-        return crate::peer::cluster::run(&peer, &source, &snapshot, &catalog);
+        return crate::peer::cluster::run(&peer, (&source, &dump), snapshot, &catalog);
     }
     if args.actions {
         let repair = args.node_repair;

@@ -26,7 +26,7 @@ fn without_the_harness_it_says_how_to_build_it_and_fails() {
         "{stderr}"
     );
     assert!(stderr.contains("scripts/peer-bench.sh"), "{stderr}");
-    // No --peer-bin, run where no harness was built.
+    // No --peer-bin: nothing found on its own is run.
     let elsewhere = std::env::temp_dir().join(format!("plan-compare-{}", std::process::id()));
     std::fs::create_dir_all(&elsewhere).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_fleetwright"))
@@ -37,7 +37,7 @@ fn without_the_harness_it_says_how_to_build_it_and_fails() {
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("not built here"), "{stderr}");
+    assert!(stderr.contains("give it with --peer-bin"), "{stderr}");
     assert!(stderr.contains("go build"), "{stderr}");
 }
 

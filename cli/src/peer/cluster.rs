@@ -12,50 +12,54 @@ use std::path::{Path, PathBuf};
 
 use fleetwright_core::model::Snapshot;
 use fleetwright_core::Catalog;
+use fleetwright_kube::dump::ClusterDump;
 
 use super::{compare, print_differences, print_table, Case, Row};
 
-/// Where the harness is looked for when `--peer-bin` is not given: what
-/// `scripts/peer-bench.sh` builds, from a clone of Fleetwright.
-const BUILT: &str = "target/peers/karpenter-peer";
-
-/// The harness to run: `given`, else the one `scripts/peer-bench.sh` built here, else an error
-/// that says how to build it.
-pub fn harness(given: Option<&Path>) -> anyhow::Result<PathBuf> {
-    if let Some(path) = given {
-        anyhow::ensure!(
-            path.is_file(),
-            "--peer-bin {}: no such file ({})",
-            path.display(),
-            HOW
-        );
-        return Ok(path.to_path_buf());
-    }
-    let built = PathBuf::from(BUILT);
-    anyhow::ensure!(
-        built.is_file(),
-        "--compare karpenter runs Karpenter's own scheduler, a Go program that is not built here ({BUILT} is missing): {HOW}"
-    );
-    Ok(built)
+/// `plan --compare`: the scheduler to compare with.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Peer {
+    Karpenter,
 }
 
-const HOW: &str = "build it from a clone of Fleetwright with `scripts/peer-bench.sh smoke` (it writes target/peers/karpenter-peer; it needs Go, and fetches the Go toolchain Karpenter asks for from the Go proxy), or `cd peers/karpenter && GOTOOLCHAIN=auto go build -o karpenter-peer .`, then give --peer-bin PATH";
+/// The harness to run: the one given with `--peer-bin` (never one found on its own, so that
+/// nothing runs that the user did not name), or an error that says how to build it.
+pub fn harness(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let Some(path) = given else {
+        anyhow::bail!("--compare karpenter runs Karpenter's own scheduler, a Go program: give it with --peer-bin PATH; {HOW}");
+    };
+    anyhow::ensure!(
+        path.is_file(),
+        "--peer-bin {}: no such file; {HOW}",
+        path.display()
+    );
+    Ok(path.to_path_buf())
+}
 
-/// Plans the pending pods of `snapshot` with both schedulers and prints the comparison.
+const HOW: &str = "build it from a clone of Fleetwright with `scripts/peer-bench.sh smoke` (it writes target/peers/karpenter-peer; it needs Go, and fetches the Go toolchain Karpenter asks for from the Go proxy), or `cd peers/karpenter && GOTOOLCHAIN=auto go build -o karpenter-peer .`";
+
+/// Plans the pending pods of `snapshot` (read from `dump`, named `source`) with both
+/// schedulers and prints the comparison.
 pub fn run(
     peer: &Path,
-    source: &str,
-    snapshot: &Snapshot,
+    (source, dump): (&str, &ClusterDump),
+    snapshot: Snapshot,
     catalog: &Catalog,
 ) -> anyhow::Result<()> {
-    let mut pending = snapshot.clone();
+    let mut pending = snapshot;
+    // As the tick: a pool whose EC2NodeClass is missing or not ready launches nothing.
+    let classes = fleetwright_runtime::tick::isolation::classes_of_dump(dump);
+    fleetwright_runtime::tick::isolation::park_known(&mut pending, classes.as_ref());
     pending
         .pods
         .retain(|p| p.node_name.is_none() && !p.terminal && !p.is_daemonset());
-    anyhow::ensure!(
-        !pending.pods.is_empty(),
-        "{source}: no pending pod to plan, so nothing to compare"
-    );
+    if pending.pods.is_empty() {
+        writeln!(
+            std::io::stdout(),
+            "{source}: no pending pod, so nothing to compare"
+        )?;
+        return Ok(());
+    }
     // The harness's cloud provider has no capacity reservations: both plan without them.
     let mut reserved = 0;
     for class in pending.node_classes.values_mut() {

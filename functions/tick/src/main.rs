@@ -60,10 +60,7 @@ fn trigger(payload: &Value) -> Trigger {
     let Ok(event) = serde_json::from_value::<EventBridgeEvent<Value>>(payload.clone()) else {
         return Trigger::Scheduled;
     };
-    let nudge = matches!(
-        event.detail_type.as_str(),
-        fleetwright_runtime::nudge::PENDING_POD | fleetwright_runtime::nudge::CAPACITY_NEEDED
-    );
+    let nudge = fleetwright_runtime::nudge::is_nudge(&event.detail_type);
     match event.time.filter(|_| nudge) {
         Some(sent) => Trigger::Nudged(sent),
         None => Trigger::Scheduled,
@@ -134,5 +131,9 @@ mod tests {
         nudge["source"] = json!("fleetwright");
         let sent: DateTime<Utc> = "2026-11-26T10:00:00Z".parse().unwrap();
         assert_eq!(trigger(&nudge), Trigger::Nudged(sent));
+        for detail_type in fleetwright_runtime::nudge::NUDGES {
+            nudge["detail-type"] = json!(detail_type);
+            assert_eq!(trigger(&nudge), Trigger::Nudged(sent), "{detail_type}");
+        }
     }
 }

@@ -290,3 +290,37 @@ fn settle(mut snapshot: Snapshot) -> Result<(), String> {
     }
     Err("still deciding commands after 10 rounds".into())
 }
+
+/// When the tick looks again before its schedule: the moment an empty node waits out the pool's
+/// `consolidateAfter`, and the moment a node whose pods request less than half of both its CPU
+/// and its memory does (a node a load drop left). A fuller node, a node whose wait is over and
+/// a node of a pool that consolidates only empty nodes give no such moment.
+#[test]
+fn the_plan_names_when_an_empty_or_half_empty_node_settles() {
+    let settles = |pods: Vec<(i64, bool)>, policy: ConsolidationPolicy, event: i64| {
+        let mut snapshot = cluster(&[(0, pods)], "100%");
+        snapshot.nodepools[0].consolidate_after = Some(60);
+        snapshot.nodepools[0].consolidation_policy = policy;
+        snapshot.nodes[0].last_pod_event = event;
+        let plan = disruption::plan(&snapshot, Catalog::embedded(), NOW);
+        (plan.empty_settles_at, plan.underused_settles_at)
+    };
+    let under = ConsolidationPolicy::WhenEmptyOrUnderutilized;
+    let recent = NOW - 20;
+    assert_eq!(settles(vec![], under, recent), (Some(recent + 60), None));
+    // m5.large: 2 vCPU; 250m of it is under half of both.
+    assert_eq!(
+        settles(vec![(250, false)], under, recent),
+        (None, Some(recent + 60))
+    );
+    assert_eq!(
+        settles(vec![(1000, false), (500, false)], under, recent),
+        (None, None)
+    );
+    let empty_only = ConsolidationPolicy::WhenEmpty;
+    assert_eq!(
+        settles(vec![(250, false)], empty_only, recent),
+        (None, None)
+    );
+    assert_eq!(settles(vec![(250, false)], under, NOW - 600), (None, None));
+}

@@ -236,6 +236,29 @@ fn preferred_node_affinity_is_honoured_then_relaxed() {
         .all(|t| !t.starts_with("c6i.")));
 }
 
+/// A preferred anti-affinity over zones spreads the pods while zones last, and then the rest
+/// still land: read as required on the strictest rung, it binds the pod that has it, and never
+/// keeps the next pod out of a zone once the pods that prefer to stand apart are placed.
+#[test]
+fn preferred_zone_anti_affinity_spreads_then_places_the_rest() {
+    let ps: Vec<Pod> = (0..3)
+        .map(|i| {
+            let mut p = labelled(pod(&format!("api-{i}"), 1000, 2048), &[("app", "api")]);
+            p.preferred_anti_affinity
+                .push((100, term(&[("app", "api")], ZONE)));
+            p
+        })
+        .collect();
+    let two_zones = pool_with(
+        "default",
+        vec![req(ZONE, Operator::In, &["us-east-1a", "us-east-1b"])],
+    );
+    let plan = plan(&snapshot(ps, vec![two_zones]));
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    let zones: BTreeSet<&String> = plan.nodeclaims.iter().flat_map(|n| &n.zones).collect();
+    assert_eq!(zones.len(), 2, "the first two stand apart: {zones:?}");
+}
+
 #[test]
 fn pool_taints_need_tolerations_but_startup_taints_do_not() {
     let taint = Taint {

@@ -401,7 +401,16 @@ fn add_object(
     }
     let warnings = &mut dump.warnings;
     match kind.as_str() {
-        "Pod" => dump.pods.push(noted(value, &kind, warnings)?),
+        "Pod" => {
+            let pod: Pod = noted(value, &kind, warnings)?;
+            match crate::provisionable::waits_for_another(&pod) {
+                Some(why) => tracing::info!(
+                    pod = %format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or("default"), pod.metadata.name.as_deref().unwrap_or_default()),
+                    "left out of the plan: {why}, so neither kube-scheduler nor Karpenter asks capacity for it"
+                ),
+                None => dump.pods.push(pod),
+            }
+        }
         "Node" => dump.nodes.push(noted(value, &kind, warnings)?),
         "DaemonSet" => dump.daemonsets.push(noted(value, &kind, warnings)?),
         "PodDisruptionBudget" => dump.pdbs.push(noted(value, &kind, warnings)?),

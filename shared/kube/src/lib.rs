@@ -15,6 +15,7 @@ pub mod lease;
 pub mod legacy;
 pub mod objects;
 pub mod peers;
+pub mod provisionable;
 pub mod retry;
 pub mod scheduler_config;
 pub mod snapshot;

@@ -6,6 +6,16 @@ pub use fleetwright_kube::admission::{NODE_JOINED, PENDING_POD};
 
 use std::sync::{Arc, Mutex};
 
+/// Every detail type a nudge of the tick carries: the tick treats an event of one of these as a
+/// nudge (and skips it when a later tick has read the cluster since it was sent), anything else
+/// as its schedule.
+pub const NUDGES: [&str; 3] = [PENDING_POD, NODE_JOINED, CAPACITY_NEEDED];
+
+/// Whether an EventBridge detail type is a nudge of the tick.
+pub fn is_nudge(detail_type: &str) -> bool {
+    NUDGES.contains(&detail_type)
+}
+
 use serde_json::Value;
 
 /// Records nudges instead of putting them on a bus: the stand-in for EventBridge where the

@@ -1,9 +1,11 @@
 //! The admission webhook: it always admits (never mutates, never denies, so an outage of
 //! Fleetwright cannot block the cluster) and nudges tick for a pod created without a node, so
 //! capacity is planned within about a second, and for a Node created, so a node that joined is
-//! registered (and the pods waiting for it bind) without waiting for the schedule. Nudges are coalesced to one per second per warm
-//! container; a nudge only starts an ordinary tick, which re-reads the truth from the API.
+//! registered (and the pods waiting for it bind) without waiting for the schedule. Nudges are
+//! coalesced to one of each kind per second per warm container; a nudge only starts an ordinary
+//! tick, which re-reads the truth from the API.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use chrono::{DateTime, Duration, Utc};
@@ -36,7 +38,9 @@ pub struct Webhook<N> {
     pub nudge: N,
     /// When set, only `/admit/<token>` is served.
     pub token: Option<String>,
-    last_nudge: Mutex<Option<DateTime<Utc>>>,
+    /// When each kind of nudge was last sent (its detail type): a node joining never takes the
+    /// slot of a pending pod's nudge.
+    last_nudge: Mutex<BTreeMap<&'static str, DateTime<Utc>>>,
 }
 
 /// The token never reaches a log: Debug shows only whether one is set.
@@ -57,7 +61,7 @@ impl<N: Nudge> Webhook<N> {
         Webhook {
             nudge,
             token,
-            last_nudge: Mutex::new(None),
+            last_nudge: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -71,13 +75,14 @@ impl<N: Nudge> Webhook<N> {
         }
     }
 
-    /// Whether to nudge now (and records it), keeping to one nudge per [`COALESCE`].
-    fn take_nudge_slot(&self, now: DateTime<Utc>) -> bool {
+    /// Whether to send a nudge of this detail type now (and records it), keeping to one of each
+    /// per [`COALESCE`].
+    fn take_nudge_slot(&self, detail_type: &'static str, now: DateTime<Utc>) -> bool {
         let mut last = self.last_nudge.lock().unwrap_or_else(|p| p.into_inner());
-        if last.is_some_and(|t| now - t < COALESCE) {
+        if last.get(detail_type).is_some_and(|t| now - *t < COALESCE) {
             return false;
         }
-        *last = Some(now);
+        last.insert(detail_type, now);
         true
     }
 
@@ -99,7 +104,7 @@ impl<N: Nudge> Webhook<N> {
             (None, None) => None,
         };
         if let Some((detail_type, detail, what)) = nudge {
-            if self.take_nudge_slot(now) {
+            if self.take_nudge_slot(detail_type, now) {
                 match self.nudge.nudge(detail_type, detail).await {
                     Ok(()) => {
                         info!(namespace = request.namespace.as_deref().unwrap_or_default(), name = %request.name, "nudged tick for {what}")

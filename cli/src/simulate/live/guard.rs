@@ -66,8 +66,13 @@ pub async fn newcomer(admin: &Client, run: &Run) -> anyhow::Result<Option<String
         let gvk = GroupVersionKind::gvk(group, version, kind);
         let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
         let api: Api<DynamicObject> = Api::all_with(admin.clone(), &resource);
-        if let Some(found) = first_not_of(&api, run, &others, kind).await? {
-            return Ok(Some(found));
+        match first_not_of(&api, run, &others, kind).await {
+            Ok(None) => {}
+            Ok(Some(found)) => return Ok(Some(found)),
+            // A run with Karpenter installs no EC2NodeClass CRD: a 404 means none only when the
+            // API server confirms that the CRD does not exist.
+            Err(e) if not_found(&e) => crd_absent(admin, plural, group).await.context(e)?,
+            Err(e) => return Err(e),
         }
     }
     let pods: Api<Pod> = Api::all(admin.clone());
@@ -83,12 +88,10 @@ async fn first_not_of<K>(
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    let list = match api.list(params).await {
-        Ok(list) => list,
-        // A kind the API server does not serve (its CRD is not installed) has no objects.
-        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("listing every {kind}")),
-    };
+    let list = api
+        .list(params)
+        .await
+        .with_context(|| format!("listing every {kind}"))?;
     Ok(list
         .items
         .iter()
@@ -243,6 +246,18 @@ async fn existing_custom(
             }
         }
         Err(e) => Err(e),
+    }
+}
+
+/// Ok when the API server confirms that the CRD `plural.group` does not exist; an error when it
+/// exists or that cannot be told.
+async fn crd_absent(admin: &Client, plural: &str, group: &str) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    let crd = format!("{plural}.{group}");
+    match crds.get_opt(&crd).await {
+        Ok(None) => Ok(()),
+        Ok(Some(_)) => bail!("CustomResourceDefinition {crd} exists but its list is not served"),
+        Err(e) => Err(e).context(format!("reading CustomResourceDefinition {crd}")),
     }
 }
 

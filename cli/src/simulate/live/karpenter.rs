@@ -12,8 +12,7 @@
 //!   the disruptions, from the events Karpenter records.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -24,7 +23,7 @@ use fleetwright_core::labels::{CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE};
 use fleetwright_core::InstanceType;
 use fleetwright_crds::NodeClaim;
 use fleetwright_sim::SimInstance;
-use k8s_openapi::api::core::v1::{Event, Node};
+use k8s_openapi::api::core::v1::{Event, Namespace, Node};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, PostParams};
 use kube::Client;
@@ -114,9 +113,15 @@ pub async fn install_crds(
     Ok(names)
 }
 
-/// Karpenter's running process.
+/// Starts Karpenter (`$1`, its pid written to `$2`) and stays until its standard input closes,
+/// then kills it. The run holds the other end of that pipe, and the kernel closes it however the
+/// run ends (a signal, a crash), so Karpenter never goes on reconciling a cluster on its own.
+const WATCHDOG: &str = r#""$1" </dev/null & echo $! >"$2"; read -r _; kill "$!" 2>/dev/null; wait"#;
+
+/// Karpenter's running process, under its watchdog.
 pub struct Process {
-    child: Child,
+    watchdog: Child,
+    pid: u32,
     health: u16,
     pub log: PathBuf,
 }
@@ -124,7 +129,7 @@ pub struct Process {
 impl Process {
     /// Starts Karpenter against `kubeconfig`, its instance types from `types` (written beside
     /// its log in a directory of this run).
-    pub fn start(
+    pub async fn start(
         karpenter: &Karpenter,
         kubeconfig: &Path,
         types: &Value,
@@ -136,9 +141,25 @@ impl Process {
         std::fs::write(&types_file, serde_json::to_vec(types)?)
             .with_context(|| format!("writing {}", types_file.display()))?;
         let log = dir.join("karpenter.log");
+        let pid_file = dir.join("karpenter.pid");
+        let _ = std::fs::remove_file(&pid_file);
         let out = std::fs::File::create(&log)?;
         let health = free_port()?;
-        let child = Command::new(&karpenter.bin)
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(WATCHDOG)
+            .arg("sh")
+            .arg(&karpenter.bin)
+            .arg(&pid_file);
+        // Only what Karpenter needs: no cloud credentials or other settings of the caller's.
+        command.env_clear();
+        for kept in ["PATH", "HOME", "TMPDIR"] {
+            if let Some(value) = std::env::var_os(kept) {
+                command.env(kept, value);
+            }
+        }
+        let watchdog = command
             .env("KUBECONFIG", kubeconfig)
             .env("INSTANCE_TYPES_FILE_PATH", &types_file)
             .env("SYSTEM_NAMESPACE", "default")
@@ -146,26 +167,38 @@ impl Process {
             .env("METRICS_PORT", free_port()?.to_string())
             .env("HEALTH_PROBE_PORT", health.to_string())
             .env("LOG_LEVEL", "info")
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(out.try_clone()?)
             .stderr(out)
             .spawn()
             .with_context(|| format!("starting Karpenter ({})", karpenter.bin.display()))?;
-        info!(target: "simulate::karpenter", pid = child.id(), log = %log.display(), "Karpenter started");
-        Ok(Process { child, health, log })
+        let mut process = Process {
+            watchdog,
+            pid: 0,
+            health,
+            log,
+        };
+        process.pid = read_pid(&pid_file).await?;
+        info!(target: "simulate::karpenter", pid = process.pid, log = %process.log.display(), "Karpenter started");
+        Ok(process)
+    }
+
+    /// Whether Karpenter's process is still there.
+    fn alive(&self) -> bool {
+        Path::new(&format!("/proc/{}", self.pid)).exists()
     }
 
     /// Waits until Karpenter's health probe answers, so the run starts with it running.
     pub async fn ready(&mut self) -> anyhow::Result<()> {
         let deadline = Utc::now() + chrono::Duration::seconds(90);
         loop {
-            if let Some(status) = self.child.try_wait()? {
+            if !self.alive() {
                 bail!(
-                    "Karpenter exited at start ({status}); its log is {}",
+                    "Karpenter exited at start; its log is {}",
                     self.log.display()
                 );
             }
-            if healthy(self.health) {
+            if healthy(self.health).await {
                 return Ok(());
             }
             if Utc::now() > deadline {
@@ -180,7 +213,7 @@ impl Process {
 
     /// Its CPU time and peak resident memory so far.
     pub fn usage(&self) -> Usage {
-        let pid = self.child.id();
+        let pid = self.pid;
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         // The fields after the command name, which is in parentheses and may hold spaces.
         let fields: Vec<&str> = stat
@@ -208,30 +241,81 @@ impl Process {
     /// Stops Karpenter and returns what it used.
     pub fn stop(mut self) -> Usage {
         let usage = self.usage();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.end();
         info!(target: "simulate::karpenter", cpu_seconds = usage.cpu_seconds, peak_rss_mib = usage.peak_rss_mib, "Karpenter stopped");
         usage
+    }
+
+    /// Closes the watchdog's pipe (it then kills Karpenter) and waits for it.
+    fn end(&mut self) {
+        drop(self.watchdog.stdin.take());
+        let _ = self.watchdog.wait();
     }
 }
 
 impl Drop for Process {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.end();
     }
+}
+
+/// The pid the watchdog wrote, once it has.
+async fn read_pid(file: &Path) -> anyhow::Result<u32> {
+    for _ in 0..100 {
+        if let Some(pid) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return Ok(pid);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    bail!("Karpenter's watchdog wrote no pid to {}", file.display())
+}
+
+/// Refuses to start Karpenter when its kubeconfig (`--controller-kubeconfig`) reaches another
+/// cluster than the one the guard checked (`--kubeconfig`): their `kube-system` namespaces must
+/// be one object (the same uid).
+async fn same_cluster(admin: &Client, controller: &Path) -> anyhow::Result<()> {
+    let theirs = fleetwright_kube::client::kubeconfig_client(controller)
+        .await
+        .with_context(|| format!("--controller-kubeconfig {}", controller.display()))?;
+    let uid = |client: Client| async move {
+        let namespaces: Api<Namespace> = Api::all(client);
+        namespaces
+            .get("kube-system")
+            .await
+            .map(|n| n.metadata.uid.unwrap_or_default())
+    };
+    let (ours, karpenters) = (uid(admin.clone()).await?, uid(theirs).await?);
+    anyhow::ensure!(
+        !ours.is_empty() && ours == karpenters,
+        "--controller-kubeconfig {} reaches another cluster than --kubeconfig (their kube-system namespaces differ): Karpenter would run on a cluster the run did not check",
+        controller.display()
+    );
+    Ok(())
 }
 
 fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// Whether `GET /readyz` on the health port answers 200.
-fn healthy(port: u16) -> bool {
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+/// Whether `GET /readyz` on the health port answers 200 (a blocking probe, off the runtime's
+/// thread).
+async fn healthy(port: u16) -> bool {
+    tokio::task::spawn_blocking(move || probe(port))
+        .await
+        .unwrap_or(false)
+}
+
+fn probe(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let timeout = std::time::Duration::from_secs(2);
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&address, timeout) else {
         return false;
     };
-    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+    let _ = stream.set_read_timeout(Some(timeout));
     if stream
         .write_all(b"GET /readyz HTTP/1.0\r\nHost: localhost\r\n\r\n")
         .is_err()
@@ -366,9 +450,11 @@ impl Live {
         let Some(karpenter) = &self.karpenter else {
             return Ok(());
         };
+        same_cluster(&self.admin, &self.controller_kubeconfig).await?;
         let types: Vec<InstanceType> = self.types.values().cloned().collect();
         let file = crate::peer::kwok::instance_types(&types)?;
-        let mut process = Process::start(karpenter, &self.controller_kubeconfig, &file, &self.run)?;
+        let mut process =
+            Process::start(karpenter, &self.controller_kubeconfig, &file, &self.run).await?;
         let ready = process.ready().await;
         self.process = Some(process);
         ready

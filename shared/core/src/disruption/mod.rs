@@ -123,10 +123,14 @@ pub struct DisruptionPlan {
     /// Every consolidation move of a `Balanced` pool scored while deciding, approved or not.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub scores: Vec<Score>,
-    /// The soonest time after `now` at which an empty or half-empty node waits out its pool's
+    /// The soonest time after `now` at which an empty node waits out its pool's
     /// `consolidateAfter`: when a tick should look again, rather than at its next schedule.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub empty_settles_at: Option<i64>,
+    /// The same for a node whose pods request less than half of both its CPU and its memory,
+    /// in a pool that consolidates underutilized nodes: a node a load drop left behind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub underused_settles_at: Option<i64>,
 }
 
 mod balanced;
@@ -314,7 +318,10 @@ pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan 
     let prices = Prices::new(catalog);
     let mut out = DisruptionPlan::default();
     let candidates = candidates(snapshot, &prices, now, &mut out.blocked);
-    out.empty_settles_at = empty_settles_at(&candidates, now);
+    out.empty_settles_at = settles_at(&candidates, now, |c| c.pods.is_empty());
+    out.underused_settles_at = settles_at(&candidates, now, |c| {
+        !c.pods.is_empty() && underutilized_applies(c) && half_empty(c)
+    });
     let budgets = Budgets::new(snapshot, now);
     let methods: [(Reason, &Applies); 2] = [
         (Reason::Drifted, &|c| drifted(c, snapshot, catalog, now)),
@@ -370,23 +377,24 @@ fn unblock(out: &mut DisruptionPlan) {
     out.blocked.retain(|b| !taken.contains(b.node.as_str()));
 }
 
-/// The soonest time after `now` at which a likely consolidation candidate has waited out its
-/// pool's `consolidateAfter` (none: no such node is waiting for it): an empty node, or, where
-/// the pool consolidates underutilized nodes, one whose pods request less than half its CPU or
-/// memory (a node a load drop has left, which Karpenter's disruption controller would look at
-/// again within seconds; a fuller node is left to the schedule, so that a busy cluster, whose
-/// nodes' pods change all the time, does not keep the tick running).
-fn empty_settles_at(candidates: &[Candidate], now: i64) -> Option<i64> {
+/// The soonest time after `now` at which a candidate that `which` picks has waited out its
+/// pool's `consolidateAfter` (none: no such node is waiting for it). Static pools and nodes
+/// whose pods cannot move are left out.
+fn settles_at(
+    candidates: &[Candidate],
+    now: i64,
+    which: impl Fn(&Candidate) -> bool,
+) -> Option<i64> {
     candidates
         .iter()
-        .filter(|c| c.held.is_none() && c.pool.replicas.is_none())
-        .filter(|c| c.pods.is_empty() || (underutilized_applies(c) && half_empty(c)))
+        .filter(|c| c.held.is_none() && c.pool.replicas.is_none() && which(c))
         .filter_map(|c| Some(c.node.last_pod_event.max(c.node.created) + c.pool.consolidate_after?))
         .filter(|&at| at > now)
         .min()
 }
 
-/// Whether the candidate's pods request less than half of its allocatable CPU or memory.
+/// Whether the candidate's pods request less than half of both its allocatable CPU and its
+/// allocatable memory.
 fn half_empty(c: &Candidate) -> bool {
     let mut requested = Resources::default();
     for pod in &c.pods {
@@ -394,7 +402,7 @@ fn half_empty(c: &Candidate) -> bool {
     }
     ["cpu", "memory"]
         .iter()
-        .any(|r| 2 * requested.get(r) < c.node.allocatable.get(r))
+        .all(|r| 2 * requested.get(r) < c.node.allocatable.get(r))
 }
 
 /// Whether a candidate's pool consolidates underutilized nodes (`WhenEmptyOrUnderutilized` or

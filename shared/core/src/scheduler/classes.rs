@@ -439,7 +439,10 @@ impl<'a> Ctx<'a> {
                             tolerations: None,
                         };
                         owned.push((topo.intern(key, |k| self.universe(k)), self_match));
-                        if is_anti {
+                        // Only a required term keeps other pods away once this one is placed: a
+                        // preferred one, read as required on the strictest rung, binds this pod
+                        // alone, as kube-scheduler and Karpenter hold it.
+                        if is_anti && pod.anti_affinity.contains(term) {
                             owner_of.push(topo.intern(inverse_key(term), |k| self.universe(k)));
                         }
                     }

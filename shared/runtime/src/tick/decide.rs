@@ -11,6 +11,7 @@ use fleetwright_core::disruption::{
     drift, CLASS_HASH_VERSION, LEGACY_HASH_VERSION, NODECLASS_HASH, NODECLASS_HASH_VERSION,
     NODEPOOL_HASH, NODEPOOL_HASH_VERSION, POOL_HASH_VERSION,
 };
+use fleetwright_core::labels::NODEPOOL;
 use fleetwright_core::{Catalog, Snapshot};
 use fleetwright_crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
@@ -274,18 +275,26 @@ pub fn pool_statuses(
         .collect()
 }
 
-/// Whether a NodeClaim's instance has launched and its node has not yet initialized (within
-/// [`REGISTRATION_TTL`] of its creation): the pods waiting for it bind only once the tick has
-/// registered and initialized it, so the tick looks again soon instead of at its schedule.
-pub fn joining(claims: &[NodeClaim], now: DateTime<Utc>) -> bool {
+/// How long after a NodeClaim's creation the tick polls for its node to join and initialize.
+/// An EC2 node joins within a minute or two; one that takes longer waits for the schedule, so a
+/// node that never initializes (a startup taint never removed, a broken CNI) does not keep the
+/// tick polling.
+pub const JOIN_POLL_FOR: Duration = Duration::minutes(3);
+
+/// Whether a NodeClaim of one of `pools` has launched and its node has not yet initialized
+/// (within [`JOIN_POLL_FOR`] of its creation): the pods waiting for it bind only once the tick
+/// has registered and initialized it, so the tick looks again soon instead of at its schedule.
+pub fn joining(claims: &[NodeClaim], pools: &[String], now: DateTime<Utc>) -> bool {
     claims.iter().any(|claim| {
         let created = claim
             .metadata
             .creation_timestamp
             .as_ref()
             .map(|t| t.0.as_second());
-        let fresh = created.is_some_and(|c| now.timestamp() - c < REGISTRATION_TTL.num_seconds());
+        let fresh = created.is_some_and(|c| now.timestamp() - c < JOIN_POLL_FOR.num_seconds());
+        let pool = claim.metadata.labels.as_ref().and_then(|l| l.get(NODEPOOL));
         fresh
+            && pool.is_some_and(|p| pools.contains(p))
             && provider_id(claim).is_some()
             && !has_condition(claim, conditions::INITIALIZED)
             && claim.metadata.deletion_timestamp.is_none()
@@ -390,6 +399,59 @@ mod tests {
                 _ => None,
             })
             .unwrap_or_default()
+    }
+
+    /// A launch of one of the tick's pools is polled for until its node initializes, for at most
+    /// [`JOIN_POLL_FOR`]; another pool's NodeClaim, an initialized one and one being deleted are
+    /// not.
+    #[test]
+    fn the_tick_polls_for_its_own_launches_until_they_initialize() {
+        let now = Utc::now();
+        let launched = |name: &str, age: i64, initialized: bool, pool: &str| -> NodeClaim {
+            let mut c = claim(name, &[], false);
+            c.metadata.creation_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::from_second(now.timestamp() - age).unwrap(),
+                ));
+            c.metadata.labels = Some([(NODEPOOL.to_string(), pool.to_string())].into());
+            let status = c.status.get_or_insert_with(Default::default);
+            status.provider_id = Some("aws:///us-east-1a/i-0123456789abcdef0".into());
+            if initialized {
+                c = serde_json::from_value({
+                    let mut v = serde_json::to_value(&c).unwrap();
+                    v["status"]["conditions"] =
+                        json!([{"type": conditions::INITIALIZED, "status": "True"}]);
+                    v
+                })
+                .unwrap();
+            }
+            c
+        };
+        let pools = vec!["default".to_string()];
+        assert!(joining(
+            &[launched("new", 30, false, "default")],
+            &pools,
+            now
+        ));
+        assert!(!joining(
+            &[launched("ready", 30, true, "default")],
+            &pools,
+            now
+        ));
+        assert!(!joining(
+            &[launched("theirs", 30, false, "karpenter")],
+            &pools,
+            now
+        ));
+        let old = JOIN_POLL_FOR.num_seconds() + 1;
+        assert!(!joining(
+            &[launched("slow", old, false, "default")],
+            &pools,
+            now
+        ));
+        let mut leaving = launched("leaving", 30, false, "default");
+        leaving.metadata.deletion_timestamp = leaving.metadata.creation_timestamp.clone();
+        assert!(!joining(&[leaving], &pools, now));
     }
 
     /// Karpenter's hash controllers' rule, for every way a NodeClaim can carry another version:

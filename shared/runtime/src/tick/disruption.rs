@@ -79,6 +79,12 @@ fn command_name(c: Command) -> &'static str {
     }
 }
 
+/// How soon, at the least, the tick follows up on a half-empty node waiting out its pool's
+/// `consolidateAfter`. On a busy cluster some node's pods change every few seconds, and so its
+/// wait restarts: this keeps such a cluster's tick to two runs a minute at most, while a node a
+/// load drop left is still looked at within half a minute instead of at the schedule.
+pub const UNDERUSED_FOLLOW_UP: chrono::Duration = chrono::Duration::seconds(30);
+
 /// What the disruptions are, decided over what was read: the commands decided this tick
 /// (`<reason>/<command>:<nodes>`, in order) and the actions.
 #[derive(Debug, Default)]
@@ -87,8 +93,8 @@ pub struct Decided {
     /// The commands carried out this tick (among `keys`).
     pub started: Vec<String>,
     pub actions: Vec<Action>,
-    /// How soon an empty or half-empty node waits out its pool's `consolidateAfter`, when one
-    /// does.
+    /// How soon an empty node waits out its pool's `consolidateAfter`, when one does; a
+    /// half-empty one's no sooner than [`UNDERUSED_FOLLOW_UP`] from now.
     pub empty_settles_in: Option<chrono::Duration>,
     /// How soon a decision made (or first made) less than [`CONFIRM_AFTER`] ago can be
     /// confirmed; none for decisions whose wait is over (one that failed its validation and was
@@ -192,9 +198,14 @@ pub fn decide(
         });
         keys.push(key);
     }
+    let in_seconds = |at: i64| chrono::Duration::seconds(at - now.timestamp());
+    let underused = (plan.underused_settles_at.map(in_seconds)).map(|d| d.max(UNDERUSED_FOLLOW_UP));
     let empty_settles_in = plan
         .empty_settles_at
-        .map(|at| chrono::Duration::seconds(at - now.timestamp()));
+        .map(in_seconds)
+        .into_iter()
+        .chain(underused)
+        .min();
     let confirm_in = waiting
         .iter()
         .map(|p| p.decided_at + CONFIRM_AFTER - now)

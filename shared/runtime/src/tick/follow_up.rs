@@ -7,9 +7,10 @@
 //! completes is such an action too, so the next round starts [`POLL`] after it instead of at the
 //! next scheduled minute. The disruption phase adds two waits of its own: a new decision's
 //! confirmation, [`CONFIRM_AFTER`](super::in_progress::CONFIRM_AFTER) after it was made, and
-//! the moment an empty or half-empty node waits out its pool's `consolidateAfter` (not a fuller
-//! one: on a busy cluster some node's pods change every second, and following each of those
-//! would tick without end).
+//! the moment an empty node waits out its pool's `consolidateAfter`, and, no sooner than
+//! [`UNDERUSED_FOLLOW_UP`](super::disruption::UNDERUSED_FOLLOW_UP), the moment a half-empty one
+//! does (not a fuller one: on a busy cluster some node's pods change every second, and following
+//! each of those would tick without end).
 
 use chrono::Duration;
 

@@ -40,7 +40,10 @@ impl TickState<'_> {
             )),
             Phase::Restamp => Decision::Actions(decide::restamps(self.dump, &self.claims)),
             Phase::Liveness => {
-                if decide::joining(&self.claims, self.now) {
+                let pools: Vec<String> = (self.snapshot.nodepools.iter())
+                    .map(|p| p.name.clone())
+                    .collect();
+                if decide::joining(&self.claims, &pools, self.now) {
                     self.found.follow_up = Some(follow_up::POLL)
                         .into_iter()
                         .chain(self.found.follow_up)
