@@ -86,8 +86,12 @@ run_one() {
     echo "== peer-e2e: $(basename "$scenario") with $side in $(($(date +%s) - began))s"
 }
 
+# The control plane's binaries, built (or found) once: the two runs below start at the same time.
+scripts/control-plane.sh build >/dev/null
 # Both autoscalers run at once, each on its own control plane: they share the machine under the
-# same load, and a scenario takes its duration once.
+# same load, and a scenario takes its duration once. Stopping the script stops both runs.
+runs=()
+trap 'for p in "${runs[@]}"; do kill "$p" 2>/dev/null || true; done' INT TERM
 for scenario in "${scenarios[@]}"; do
     out="target/peer-e2e/$(basename "$scenario" .yaml)"
     rm -rf "$out" && mkdir -p "$out"
@@ -95,6 +99,7 @@ for scenario in "${scenarios[@]}"; do
     karpenter_run=$!
     run_one "$scenario" fleetwright "$out" &
     fleetwright_run=$!
+    runs=("$karpenter_run" "$fleetwright_run")
     failed=0
     wait "$karpenter_run" || failed=1
     wait "$fleetwright_run" || failed=1

@@ -8,6 +8,8 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+
+use anyhow::Context;
 use std::path::{Path, PathBuf};
 
 use fleetwright_core::model::Snapshot;
@@ -33,7 +35,8 @@ pub fn harness(given: Option<&Path>) -> anyhow::Result<PathBuf> {
         "--peer-bin {}: no such file; {HOW}",
         path.display()
     );
-    Ok(path.to_path_buf())
+    // The file named, never one a PATH search would find instead.
+    std::fs::canonicalize(path).with_context(|| format!("--peer-bin {}", path.display()))
 }
 
 const HOW: &str = "build it from a clone of Fleetwright with `scripts/peer-bench.sh smoke` (it writes target/peers/karpenter-peer; it needs Go, and fetches the Go toolchain Karpenter asks for from the Go proxy), or `cd peers/karpenter && GOTOOLCHAIN=auto go build -o karpenter-peer .`";

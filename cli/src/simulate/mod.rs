@@ -164,13 +164,15 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
                 let target = live::Target {
                     kubeconfig: kubeconfig.clone(),
                     controller_kubeconfig: args.controller_kubeconfig.clone(),
-                    karpenter: args
-                        .karpenter
-                        .clone()
-                        .map(|bin| live::karpenter::Karpenter {
-                            bin,
+                    karpenter: match &args.karpenter {
+                        // The file named, never one a PATH search would find instead.
+                        Some(bin) => Some(live::karpenter::Karpenter {
+                            bin: std::fs::canonicalize(bin)
+                                .with_context(|| format!("--karpenter {}", bin.display()))?,
                             crds: args.karpenter_crds.clone(),
                         }),
+                        None => None,
+                    },
                 };
                 let catalog = catalog(scenario.seed, region_catalog(&scenario.objects)?);
                 live::run(scenario, &target, catalog, clock, bar.clone()).await

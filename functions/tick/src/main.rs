@@ -1,5 +1,5 @@
 //! The tick Lambda function: every minute (EventBridge schedule), on each nudge (`Pending Pod`,
-//! `Capacity Needed`), and on its own follow-ups (delayed messages from its follow-up queue),
+//! `Node Joined`, `Capacity Needed`), and on its own follow-ups (delayed messages from its follow-up queue),
 //! one reconcile of the cluster. The logic is `fleetwright_runtime::tick`.
 
 use std::sync::Arc;

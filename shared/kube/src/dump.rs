@@ -273,6 +273,17 @@ pub fn parse(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
     let (pods, expanded) = crate::workloads::expand(&workloads, &dump.pods, &mut dump.warnings)?;
     dump.pods.extend(pods);
     dump.expanded = expanded;
+    // After the expansion: a workload whose pods are all gated (or nominated, or another
+    // scheduler's) has its pods, and none are made up for it.
+    dump.pods.retain(|pod| match crate::provisionable::waits_for_another(pod) {
+        Some(why) => {
+            let (ns, name) = (pod.metadata.namespace.as_deref(), pod.metadata.name.as_deref());
+            tracing::info!(pod = %format!("{}/{}", ns.unwrap_or("default"), name.unwrap_or_default()),
+                "left out of the plan: {why}, so no capacity is asked for it");
+            false
+        }
+        None => true,
+    });
     Ok(dump)
 }
 
@@ -401,16 +412,7 @@ fn add_object(
     }
     let warnings = &mut dump.warnings;
     match kind.as_str() {
-        "Pod" => {
-            let pod: Pod = noted(value, &kind, warnings)?;
-            match crate::provisionable::waits_for_another(&pod) {
-                Some(why) => tracing::info!(
-                    pod = %format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or("default"), pod.metadata.name.as_deref().unwrap_or_default()),
-                    "left out of the plan: {why}, so neither kube-scheduler nor Karpenter asks capacity for it"
-                ),
-                None => dump.pods.push(pod),
-            }
-        }
+        "Pod" => dump.pods.push(noted(value, &kind, warnings)?),
         "Node" => dump.nodes.push(noted(value, &kind, warnings)?),
         "DaemonSet" => dump.daemonsets.push(noted(value, &kind, warnings)?),
         "PodDisruptionBudget" => dump.pdbs.push(noted(value, &kind, warnings)?),

@@ -23,7 +23,7 @@ use fleetwright_core::labels::{CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE};
 use fleetwright_core::InstanceType;
 use fleetwright_crds::NodeClaim;
 use fleetwright_sim::SimInstance;
-use k8s_openapi::api::core::v1::{Event, Namespace, Node};
+use k8s_openapi::api::core::v1::{Event, Node};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, PostParams};
 use kube::Client;
@@ -40,6 +40,8 @@ const KWOK_GROUP: &str = "karpenter.kwok.sh";
 const KWOK_CLASS: &str = "KWOKNodeClass";
 /// The label Karpenter's KWOK provider puts the offering's price in.
 const PRICE_LABEL: &str = "eks-node-viewer/instance-price";
+/// How long Karpenter has to stop before it is killed.
+const STOP_WITHIN: std::time::Duration = std::time::Duration::from_secs(20);
 /// Linux's clock ticks a second, the unit of `/proc/PID/stat`'s CPU times.
 const CLOCK_TICKS: f64 = 100.0;
 
@@ -140,6 +142,13 @@ impl Process {
         let types_file = dir.join("instance-types.json");
         std::fs::write(&types_file, serde_json::to_vec(types)?)
             .with_context(|| format!("writing {}", types_file.display()))?;
+        // Karpenter reads one file of the run's, checked again here: a KUBECONFIG list
+        // (`a:b`), or a file changed since the run's start, cannot point it elsewhere.
+        let pinned = dir.join("karpenter.kubeconfig");
+        std::fs::copy(kubeconfig, &pinned)
+            .with_context(|| format!("copying {} for Karpenter", kubeconfig.display()))?;
+        same_server(kubeconfig, &pinned).await?;
+        let kubeconfig = pinned.as_path();
         let log = dir.join("karpenter.log");
         let pid_file = dir.join("karpenter.pid");
         let _ = std::fs::remove_file(&pid_file);
@@ -183,9 +192,23 @@ impl Process {
         Ok(process)
     }
 
-    /// Whether Karpenter's process is still there.
+    /// Whether Karpenter's process is still running (a zombie the watchdog has not reaped yet
+    /// has ended).
     fn alive(&self) -> bool {
-        Path::new(&format!("/proc/{}", self.pid)).exists()
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next());
+        state.is_some_and(|s| !matches!(s, "Z" | "X"))
+    }
+
+    /// Whether Karpenter is still the watchdog's child (its pid not taken by another process).
+    fn ours(&self) -> bool {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1));
+        parent.and_then(|p| p.parse::<u32>().ok()) == Some(self.watchdog.id())
     }
 
     /// Waits until Karpenter's health probe answers, so the run starts with it running.
@@ -246,9 +269,23 @@ impl Process {
         usage
     }
 
-    /// Closes the watchdog's pipe (it then kills Karpenter) and waits for it.
+    /// Closes the watchdog's pipe (it then stops Karpenter) and waits for it; a Karpenter that
+    /// has not stopped after [`STOP_WITHIN`] is killed.
     fn end(&mut self) {
         drop(self.watchdog.stdin.take());
+        let deadline = std::time::Instant::now() + STOP_WITHIN;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.watchdog.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        if self.ours() {
+            let _ = Command::new("kill")
+                .args(["-KILL", &self.pid.to_string()])
+                .status();
+        }
+        let _ = self.watchdog.kill();
         let _ = self.watchdog.wait();
     }
 }
@@ -273,25 +310,29 @@ async fn read_pid(file: &Path) -> anyhow::Result<u32> {
     bail!("Karpenter's watchdog wrote no pid to {}", file.display())
 }
 
-/// Refuses to start Karpenter when its kubeconfig (`--controller-kubeconfig`) reaches another
-/// cluster than the one the guard checked (`--kubeconfig`): their `kube-system` namespaces must
-/// be one object (the same uid).
-async fn same_cluster(admin: &Client, controller: &Path) -> anyhow::Result<()> {
-    let theirs = fleetwright_kube::client::kubeconfig_client(controller)
-        .await
-        .with_context(|| format!("--controller-kubeconfig {}", controller.display()))?;
-    let uid = |client: Client| async move {
-        let namespaces: Api<Namespace> = Api::all(client);
-        namespaces
-            .get("kube-system")
+/// Refuses a run whose `--controller-kubeconfig` reaches another API server than
+/// `--kubeconfig`: the guard checked only that one, and the autoscaler (Fleetwright's tick, or
+/// Karpenter) must act on nothing else. Both files' current contexts must name the same server
+/// URL and the same CA.
+pub async fn same_server(checked: &Path, controller: &Path) -> anyhow::Result<()> {
+    let server = |path: PathBuf| async move {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let options = kube::config::KubeConfigOptions::default();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
             .await
-            .map(|n| n.metadata.uid.unwrap_or_default())
+            .with_context(|| format!("{}: its current context", path.display()))?;
+        anyhow::Ok((config.cluster_url.to_string(), config.root_cert))
     };
-    let (ours, karpenters) = (uid(admin.clone()).await?, uid(theirs).await?);
+    let ours = server(checked.to_path_buf()).await?;
+    let theirs = server(controller.to_path_buf()).await?;
     anyhow::ensure!(
-        !ours.is_empty() && ours == karpenters,
-        "--controller-kubeconfig {} reaches another cluster than --kubeconfig (their kube-system namespaces differ): Karpenter would run on a cluster the run did not check",
-        controller.display()
+        ours == theirs,
+        "--controller-kubeconfig {} reaches another API server ({}) than --kubeconfig {} ({}), or trusts another CA: the autoscaler would act on a cluster the run did not check",
+        controller.display(),
+        theirs.0,
+        checked.display(),
+        ours.0
     );
     Ok(())
 }
@@ -450,7 +491,6 @@ impl Live {
         let Some(karpenter) = &self.karpenter else {
             return Ok(());
         };
-        same_cluster(&self.admin, &self.controller_kubeconfig).await?;
         let types: Vec<InstanceType> = self.types.values().cloned().collect();
         let file = crate::peer::kwok::instance_types(&types)?;
         let mut process =

@@ -78,7 +78,10 @@ pub async fn run(
 ) -> anyhow::Result<Report> {
     let admin = client(&target.kubeconfig).await?;
     let controller = match &target.controller_kubeconfig {
-        Some(path) => client(path).await?,
+        Some(path) => {
+            karpenter::same_server(&target.kubeconfig, path).await?;
+            client(path).await?
+        }
         None => admin.clone(),
     };
     let mut live = Live::new(scenario, admin, controller, catalog, clock, bar)?;

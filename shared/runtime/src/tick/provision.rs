@@ -31,6 +31,38 @@ pub fn keep_after_failed_launch(
     unknown && young
 }
 
+/// Karpenter's batch window: while pending pods keep being created (the newest is at most
+/// [`BATCH_IDLE`] old), launches wait, up to [`BATCH_MAX`] after the oldest of them, so that a
+/// Deployment's pods, which its ReplicaSet creates in growing batches over a second or two, are
+/// planned together onto fewer, fuller nodes instead of in slices.
+pub const BATCH_IDLE: Duration = Duration::seconds(1);
+pub const BATCH_MAX: Duration = Duration::seconds(10);
+
+/// How long to wait before planning the pending pods of `dump` (their creation times, to the
+/// second), when the batch is still open: None when it has closed.
+pub fn batch_wait(dump: &ClusterDump, now: DateTime<Utc>) -> Option<Duration> {
+    let unbound = |node: Option<&String>| node.is_none_or(|n| n.is_empty());
+    let created = dump
+        .slim_pods
+        .iter()
+        .filter(|p| unbound(p.node_name.as_ref()) && p.phase.as_deref() != Some("Succeeded"))
+        .map(|p| &p.metadata)
+        .chain(
+            (dump.pods.iter())
+                .filter(|p| unbound(p.spec.as_ref().and_then(|s| s.node_name.as_ref())))
+                .map(|p| &p.metadata),
+        )
+        .filter_map(|m| m.creation_timestamp.as_ref().map(|t| t.0.as_second()));
+    let (oldest, newest) = created.fold(None, |span: Option<(i64, i64)>, c| match span {
+        None => Some((c, c)),
+        Some((o, n)) => Some((o.min(c), n.max(c))),
+    })?;
+    let now = now.timestamp();
+    let idle = now - newest >= BATCH_IDLE.num_seconds();
+    let full = now - oldest >= BATCH_MAX.num_seconds();
+    (!idle && !full).then_some(BATCH_IDLE)
+}
+
 /// The pods waiting for a node.
 pub fn pending_pods(snapshot: &Snapshot) -> usize {
     snapshot
@@ -112,4 +144,44 @@ fn allowed(claim: &NodeClaim, key: &str) -> Vec<String> {
         .filter(|r| r.key == key && r.operator == "In")
         .flat_map(|r| r.values.iter().cloned())
         .collect()
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+    use fleetwright_kube::dump::SlimPod;
+    use k8s_openapi::api::core::v1::Pod;
+
+    fn pending(created: i64) -> SlimPod {
+        let mut pod = Pod::default();
+        pod.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(created).unwrap(),
+            ));
+        SlimPod::new(pod)
+    }
+
+    /// Launches wait while pods keep coming (the newest less than a second old), and never past
+    /// ten seconds after the oldest.
+    #[test]
+    fn the_batch_stays_open_while_pods_keep_coming_and_at_most_ten_seconds() {
+        let now = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let t = now.timestamp();
+        let dump = |created: &[i64]| ClusterDump {
+            slim_pods: created.iter().map(|&c| pending(c)).collect(),
+            ..Default::default()
+        };
+        assert_eq!(batch_wait(&dump(&[t - 3, t]), now), Some(BATCH_IDLE));
+        assert_eq!(batch_wait(&dump(&[t - 3, t - 1]), now), None);
+        assert_eq!(batch_wait(&dump(&[t - 10, t]), now), None);
+        assert_eq!(batch_wait(&dump(&[]), now), None);
+        let mut bound = pending(t);
+        bound.node_name = Some("n1".into());
+        assert_eq!(batch_wait(&dump(&[t - 3]), now), None);
+        let with_bound = ClusterDump {
+            slim_pods: vec![pending(t - 3), bound],
+            ..Default::default()
+        };
+        assert_eq!(batch_wait(&with_bound, now), None);
+    }
 }

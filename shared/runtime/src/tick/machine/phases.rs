@@ -115,6 +115,14 @@ impl TickState<'_> {
         if pending + moving == 0 {
             return Decision::Nothing;
         }
+        if let Some(wait) = (moving == 0)
+            .then(|| provision::batch_wait(self.dump, self.now))
+            .flatten()
+        {
+            info!(target: TICK, pods = pending, "pending pods are still being created; planning them together in a moment");
+            self.found.follow_up = Some(wait).into_iter().chain(self.found.follow_up).min();
+            return Decision::Nothing;
+        }
         if moving > 0 && self.input.is_none() {
             info!(target: TICK, pods = moving, "planning for the pod(s) of deleting node(s)");
         }
