@@ -31,10 +31,11 @@ pub fn keep_after_failed_launch(
     unknown && young
 }
 
-/// Karpenter's batch window: while pending pods keep being created (the newest is at most
-/// [`BATCH_IDLE`] old), launches wait, up to [`BATCH_MAX`] after the oldest of them, so that a
-/// Deployment's pods, which its ReplicaSet creates in growing batches over a second or two, are
-/// planned together onto fewer, fuller nodes instead of in slices.
+/// Karpenter's batch window, for bursts only: while pending pods keep being created (at least
+/// two of them less than [`BATCH_IDLE`] old), launches wait, up to [`BATCH_MAX`] after the
+/// oldest pending pod, so that a Deployment's pods, which its ReplicaSet creates in growing
+/// batches, are planned together onto fewer, fuller nodes instead of in slices. A lone new pod
+/// is planned at once (Karpenter holds it for its one-second idle window too).
 pub const BATCH_IDLE: Duration = Duration::seconds(1);
 pub const BATCH_MAX: Duration = Duration::seconds(10);
 
@@ -53,14 +54,13 @@ pub fn batch_wait(dump: &ClusterDump, now: DateTime<Utc>) -> Option<Duration> {
                 .map(|p| &p.metadata),
         )
         .filter_map(|m| m.creation_timestamp.as_ref().map(|t| t.0.as_second()));
-    let (oldest, newest) = created.fold(None, |span: Option<(i64, i64)>, c| match span {
-        None => Some((c, c)),
-        Some((o, n)) => Some((o.min(c), n.max(c))),
-    })?;
     let now = now.timestamp();
-    let idle = now - newest >= BATCH_IDLE.num_seconds();
-    let full = now - oldest >= BATCH_MAX.num_seconds();
-    (!idle && !full).then_some(BATCH_IDLE)
+    let (oldest, recent) = created.fold((None, 0), |(oldest, recent): (Option<i64>, usize), c| {
+        let new = usize::from(now - c < BATCH_IDLE.num_seconds());
+        (Some(oldest.map_or(c, |o: i64| o.min(c))), recent + new)
+    });
+    let full = now - oldest? >= BATCH_MAX.num_seconds();
+    (recent >= 2 && !full).then_some(BATCH_IDLE)
 }
 
 /// The pods waiting for a node.
@@ -161,8 +161,8 @@ mod batch_tests {
         SlimPod::new(pod)
     }
 
-    /// Launches wait while pods keep coming (the newest less than a second old), and never past
-    /// ten seconds after the oldest.
+    /// Launches wait while pods keep coming (two or more less than a second old), and never
+    /// past ten seconds after the oldest; a lone new pod does not wait.
     #[test]
     fn the_batch_stays_open_while_pods_keep_coming_and_at_most_ten_seconds() {
         let now = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
@@ -171,15 +171,16 @@ mod batch_tests {
             slim_pods: created.iter().map(|&c| pending(c)).collect(),
             ..Default::default()
         };
-        assert_eq!(batch_wait(&dump(&[t - 3, t]), now), Some(BATCH_IDLE));
-        assert_eq!(batch_wait(&dump(&[t - 3, t - 1]), now), None);
-        assert_eq!(batch_wait(&dump(&[t - 10, t]), now), None);
+        assert_eq!(batch_wait(&dump(&[t - 3, t, t]), now), Some(BATCH_IDLE));
+        assert_eq!(batch_wait(&dump(&[t - 3, t - 1, t - 1]), now), None);
+        assert_eq!(batch_wait(&dump(&[t - 10, t, t]), now), None);
+        // A lone new pod is planned at once.
+        assert_eq!(batch_wait(&dump(&[t - 3, t]), now), None);
         assert_eq!(batch_wait(&dump(&[]), now), None);
         let mut bound = pending(t);
         bound.node_name = Some("n1".into());
-        assert_eq!(batch_wait(&dump(&[t - 3]), now), None);
         let with_bound = ClusterDump {
-            slim_pods: vec![pending(t - 3), bound],
+            slim_pods: vec![pending(t - 3), pending(t), bound],
             ..Default::default()
         };
         assert_eq!(batch_wait(&with_bound, now), None);
