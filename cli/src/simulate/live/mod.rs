@@ -15,6 +15,7 @@
 mod clean;
 mod guard;
 pub mod karpenter;
+mod karpenter_process;
 mod kubelet;
 mod owned;
 mod setup;
@@ -79,7 +80,7 @@ pub async fn run(
     let admin = client(&target.kubeconfig).await?;
     let controller = match &target.controller_kubeconfig {
         Some(path) => {
-            karpenter::same_server(&target.kubeconfig, path).await?;
+            karpenter_process::same_server(&target.kubeconfig, path).await?;
             client(path).await?
         }
         None => admin.clone(),
@@ -154,7 +155,7 @@ struct Live {
     checks: Checks,
     /// Karpenter, when it is the autoscaler of this run, and its process once started.
     karpenter: Option<karpenter::Karpenter>,
-    process: Option<karpenter::Process>,
+    process: Option<karpenter_process::Process>,
     /// The identity the autoscaler runs as.
     controller_kubeconfig: PathBuf,
     /// Fleetwright's invocations: function → (count, seconds).
