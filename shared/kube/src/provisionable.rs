@@ -73,12 +73,11 @@ mod tests {
         assert!(waits_for_another(&pod(fargate, json!({}))).is_some());
         let nominated = json!({"nominatedNodeName": "n1"});
         assert!(waits_for_another(&pod(plain.clone(), nominated)).is_some());
-        let mut deleting = pod(plain, json!({}));
-        deleting.metadata.deletion_timestamp =
-            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-            ));
-        assert!(waits_for_another(&deleting).is_some());
+        let profile = json!({"containers": [], "schedulerName": "batch-profile"});
+        let marked = json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]});
+        assert_eq!(waits_for_another(&pod(profile, marked)), None);
+        let binding = json!({"conditions": [{"type": "PodScheduled", "status": "True"}]});
+        assert!(waits_for_another(&pod(plain, binding)).is_some());
         let bound = json!({"containers": [], "nodeName": "n1", "schedulerName": "other"});
         assert_eq!(waits_for_another(&pod(bound, json!({}))), None);
     }
