@@ -202,7 +202,8 @@ fi
 # It fails when the independent checker finds a broken constraint in either plan.
 stage "Karpenter side by side, smoke: scripts/peer-bench.sh smoke; plan --compare karpenter on a real-cluster mix"
 scripts/peer-bench.sh smoke --repeat 1
-FLEETWRIGHT_KARPENTER_PEER=target/peers/karpenter-peer \
+# An absolute path: the test runs in the crate's directory.
+FLEETWRIGHT_KARPENTER_PEER="$PWD/target/peers/karpenter-peer" \
     cargo test --workspace --all-features --test plan_compare -- --ignored
 
 # Karpenter's whole controller (its KWOK controller, built from the same Go module) and

@@ -1,8 +1,8 @@
 //! `fleetwright plan --compare karpenter`: Karpenter's own provisioning scheduler beside
 //! Fleetwright's plan on a user's cluster. The comparison needs the Go harness
 //! (`scripts/peer-bench.sh` builds it); CI runs the ignored test after its peer stage has built
-//! it: `FLEETWRIGHT_KARPENTER_PEER=target/peers/karpenter-peer cargo test --test plan_compare --
-//! --ignored`. Without the harness the command says how to build it.
+//! it: `FLEETWRIGHT_KARPENTER_PEER=$PWD/target/peers/karpenter-peer cargo test --test
+//! plan_compare -- --ignored` (an absolute path: the test runs in the crate's directory). Without the harness the command says how to build it.
 
 mod common;
 
@@ -47,7 +47,7 @@ fn without_the_harness_it_says_how_to_build_it_and_fails() {
 /// and its plan is not dearer than Karpenter's (which leaves ten pods pending: it counts each
 /// NodeClaim at its largest option against the default pool's limit).
 #[test]
-#[ignore = "needs Karpenter's scheduler harness: FLEETWRIGHT_KARPENTER_PEER=target/peers/karpenter-peer"]
+#[ignore = "needs Karpenter's scheduler harness: FLEETWRIGHT_KARPENTER_PEER=$PWD/target/peers/karpenter-peer"]
 fn a_real_cluster_mix_is_compared_pod_by_pod() {
     let peer = std::env::var("FLEETWRIGHT_KARPENTER_PEER")
         .expect("FLEETWRIGHT_KARPENTER_PEER: the harness scripts/peer-bench.sh builds");
