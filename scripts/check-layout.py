@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """The layout rules the code keeps, checked: no import cycle between the files of a crate, no
-non-test source file over 600 lines, and no `_ =>` arm in the dry run's descriptions.
+non-test source file over 600 lines, no test code under src/ (a unit test module is a
+`#[cfg(test)] #[path = "../tests/unit/…"] mod tests;`), and no `_ =>` arm in the dry run's
+descriptions.
 
     scripts/check-layout.py            prints each broken rule, exits 1 when any is broken
 
@@ -35,10 +37,18 @@ def modules(src):
     return out
 
 
+TEST_CODE = re.compile(r"#\[(?:tokio::)?test\b|#\[cfg\(test\)\]\s*\n(?:#\[[^\n]*\]\s*\n)*mod \w+ \{")
+TEST_DECL = re.compile(r"#\[cfg\(test\)\]\s*\n(?:#\[[^\n]*\]\s*\n)*mod \w+;")
+
+
+def test_code(text):
+    """Whether a source file holds tests itself (tests live in the crate's tests/ folder)."""
+    return TEST_CODE.search(text) is not None
+
+
 def without_tests(text):
-    """The text before a file's `#[cfg(test)]` module."""
-    at = text.find("#[cfg(test)]\nmod tests")
-    return text if at < 0 else text[:at]
+    """The text without its test module declarations."""
+    return TEST_DECL.sub("", text)
 
 
 def uses(text, me, known):
@@ -135,6 +145,8 @@ def main():
             most = max(MAX_LINES, allowed_files.get(rel, 0))
             if lines > most:
                 broken.append(f"{rel}: {lines} lines (most {most})")
+            if test_code(text):
+                broken.append(f"{rel}: holds tests (they go in {crate}/tests/)")
         for comp in cycles(graph):
             names = " <-> ".join("::".join(c) or "lib" for c in comp)
             if f"{crate}: {names}" not in allowed_cycles:

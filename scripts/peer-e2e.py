@@ -9,7 +9,12 @@ usage: peer-e2e.py DIR SCENARIO KARPENTER_VERSION [--check]
 
 With --check (the CI smoke) it fails when, under either autoscaler, a scale step's replicas were
 not all running within its window, or the run made no request through the autoscaler's
-identity (so it did not run as that identity)."""
+identity (so it did not run as that identity); and, when Fleetwright ran in shadow mode beside
+Karpenter, when its shadow recorded no tick or its identity (`fleetwright`) wrote anything but its
+Lease and state ConfigMap."""
+
+# What Fleetwright's shadow may write: its Lease and its state ConfigMap.
+SHADOW_OWN = {("leases", "fleetwright-tick"), ("configmaps", "fleetwright-state")}
 import json
 import sys
 from pathlib import Path
@@ -38,6 +43,48 @@ def requests(audit):
         if ref.get("subresource") == "eviction" and verb == "create" and 200 <= code < 300:
             evictions += 1
     return total, writes, evictions
+
+
+def shadow_writes(audit):
+    """The writes of Fleetwright's identity: (verb, resource, namespace/name), in order."""
+    out = []
+    for line in Path(audit).read_text().splitlines():
+        event = json.loads(line)
+        if event.get("user", {}).get("username") != "fleetwright":
+            continue
+        ref = event.get("objectRef", {})
+        # Asking the API server who the identity is stores nothing.
+        if ref.get("resource") == "selfsubjectreviews":
+            continue
+        name = f"{ref.get('namespace', '')}/{ref.get('name', '')}"
+        resource = ref.get("resource", "")
+        if ref.get("subresource"):
+            resource += "/" + ref["subresource"]
+        out.append((event.get("verb"), resource, name))
+    return out
+
+
+def shadow_summary(out, report):
+    """Prints what the shadow would have done beside Karpenter; returns its failures."""
+    shadow = report.get("shadow")
+    if shadow is None:
+        return []
+    writes = shadow_writes(out / "karpenter-audit.log")
+    others = [w for w in writes if (w[1], w[2].split("/")[-1]) not in SHADOW_OWN]
+    print(
+        f"\nFleetwright in shadow mode beside Karpenter: {shadow.get('ticks', 0)} ticks; it would have "
+        f"created up to {shadow.get('wouldCreate', 0)} NodeClaim(s) at once, Karpenter created "
+        f"{shadow.get('otherCreatedNodeclaims', 0)}; nodes both would disrupt "
+        f"{len(shadow.get('disruptedByBoth', []))}, only Fleetwright {len(shadow.get('onlyFleetwright', []))}, "
+        f"only Karpenter {len(shadow.get('onlyOther', []))}. Its identity wrote {len(writes)} time(s), "
+        f"{len(others)} of them outside its Lease and state ConfigMap."
+    )
+    failures = []
+    if shadow.get("ticks", 0) == 0:
+        failures.append("shadow: no shadow tick was recorded")
+    if others:
+        failures.append(f"shadow: Fleetwright's identity wrote outside its own objects: {others[:5]}")
+    return failures
 
 
 def fmt(v):
@@ -111,10 +158,11 @@ def main():
         f"| compute | {usage.get('cpuSeconds', 0):.1f} CPU-s, peak RSS {usage.get('peakRssMib', 0):.0f} MiB "
         f"| {count} invocations, {seconds:.1f} s, {gb_seconds:.1f} GB-s | |"
     )
+    return shadow_summary(out, k)
 
 
-def check(out):
-    failures = []
+def check(out, shadow_failures):
+    failures = list(shadow_failures)
     for side in ("karpenter", "fleetwright"):
         report = load(out / f"{side}.json")
         for at, action, after in steps(report, "allRunningAfter", "scale"):
@@ -128,6 +176,6 @@ def check(out):
 
 
 if __name__ == "__main__":
-    main()
-    if "--check" in sys.argv[4:] and not check(Path(sys.argv[1])):
+    shadow_failures = main()
+    if "--check" in sys.argv[4:] and not check(Path(sys.argv[1]), shadow_failures):
         sys.exit(1)

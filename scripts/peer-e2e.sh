@@ -5,6 +5,8 @@
 #   scripts/peer-e2e.sh SCENARIO.yaml... those scenarios (release build)
 #   scripts/peer-e2e.sh smoke            examples/peer/smoke.yaml on the debug build (what CI runs)
 #   PEER_E2E_PROFILE=debug scripts/peer-e2e.sh ...   the debug build for any of them
+#   PEER_E2E_SHADOW=1 scripts/peer-e2e.sh ...         Fleetwright in shadow mode beside Karpenter
+#                                                     (the smoke always runs it)
 #
 # Karpenter is its KWOK controller (sigs.k8s.io/karpenter/kwok: provisioning, disruption,
 # consolidation, termination and repair, with Karpenter's KWOK cloud provider), built from the Go
@@ -16,7 +18,10 @@
 # simulated cloud. Nodes register 5 s after their launch under both (the simulated kubelets'
 # delay, and the KWOKNodeClass's nodeRegistrationDelay); kwok then makes them Ready. Both
 # autoscalers run as the control plane's `autoscaler` identity, whose every request is in the
-# audit log, and both run at the same time, each on its own control plane. Each run's report, log and audit log are kept in target/peer-e2e/SCENARIO/, and
+# audit log, and both run at the same time, each on its own control plane. With the shadow, the
+# Karpenter run also runs Fleetwright's tick in shadow mode (`FLEETWRIGHT_DRY_RUN`) under the
+# control plane's `fleetwright` identity: scripts/peer-e2e.py reads from the audit log that it
+# wrote nothing but its Lease and state ConfigMap, and prints what it would have done. Each run's report, log and audit log are kept in target/peer-e2e/SCENARIO/, and
 # scripts/peer-e2e.py prints one table for each scenario: both values and their ratio.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +34,7 @@ check=()
 if [ "${1:-}" = smoke ]; then
     profile=debug
     check=(--check)
+    export PEER_E2E_SHADOW=1
     scenarios=(examples/peer/smoke.yaml)
 elif [ $# -gt 0 ]; then
     scenarios=("$@")
@@ -64,18 +70,21 @@ karpenter="$PWD/target/peers/karpenter-kwok"
 # One scenario under one autoscaler, on a control plane of its own.
 run_one() {
     local scenario=$1 side=$2 out=$3
-    local extra=()
+    local extra=() shadow=
     if [ "$side" = karpenter ]; then
         extra=(--karpenter "$karpenter" --karpenter-crds "$module/pkg/apis/crds"
             --karpenter-crds "$module/kwok/apis/crds")
+        shadow="${PEER_E2E_SHADOW:-}"
     fi
     local began
     began=$(date +%s)
     # shellcheck disable=SC2016
-    scripts/control-plane.sh run "$out/$side-control-plane" -- bash -c '
+    PEER_SHADOW="$shadow" scripts/control-plane.sh run "$out/$side-control-plane" -- bash -c '
+        shadow=()
+        [ -n "$PEER_SHADOW" ] && shadow=(--shadow-kubeconfig "$FLEETWRIGHT_CONTROL_PLANE_DIR/fleetwright.kubeconfig")
         "$0" simulate --kubeconfig "$KUBECONFIG" \
             --controller-kubeconfig "$FLEETWRIGHT_CONTROL_PLANE_DIR/autoscaler.kubeconfig" \
-            --scenario "$1" --output json "${@:4}" >"$2/$3.json" 2>"$2/$3.log"
+            --scenario "$1" --output json "${@:4}" "${shadow[@]}" >"$2/$3.json" 2>"$2/$3.log"
         status=$?
         cp "$FLEETWRIGHT_CONTROL_PLANE_DIR/audit.log" "$2/$3-audit.log"
         exit $status' "$fleetwright" "$scenario" "$out" "$side" ${extra[@]+"${extra[@]}"} || {

@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
+use fleetwright_core::labels::NODEPOOL;
 use fleetwright_kube::dump::ClusterDump;
 use fleetwright_kube::strict::InputWarning;
 
@@ -96,7 +97,7 @@ fn gaps(dump: &ClusterDump) -> Vec<String> {
         .iter()
         .filter(|n| {
             let labels = n.metadata.labels.as_ref();
-            let owned = labels.is_some_and(|l| l.contains_key("karpenter.sh/nodepool"));
+            let owned = labels.is_some_and(|l| l.contains_key(NODEPOOL));
             let provider = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
             owned && !provider.is_some_and(|p| claimed.contains(p))
         })

@@ -5,6 +5,10 @@
 
 use anyhow::{bail, Context};
 use clap::Args;
+use fleetwright_core::labels::{
+    ARCH, CAPACITY_TYPE, INSTANCE_CATEGORY, INSTANCE_GENERATION, NAMESPACE_NAME, NODEPOOL, OS,
+    TAG_DISCOVERY,
+};
 use serde_json::{json, Value};
 
 #[derive(Debug, Args)]
@@ -107,9 +111,13 @@ fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
 /// scheduling inputs, node and NodeClaim writes, evictions and Events; the Lease and the state
 /// ConfigMap only in the namespace.
 fn rbac(group: &str, namespace: &str) -> Vec<Value> {
+    rbac_for("Group", group, namespace)
+}
+
+/// The functions' RBAC, bound to one subject (`Group` or `User`): what a deploy grants them.
+pub(crate) fn rbac_for(kind: &str, subject: &str, namespace: &str) -> Vec<Value> {
     let name = "fleetwright";
-    let subject =
-        json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]);
+    let subject = json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": subject}]);
     let cluster_rules = vec![
         rule(&[""], &["pods"], &["get", "list", "delete"]),
         rule(&[""], &["pods/eviction"], &["create"]),
@@ -197,10 +205,10 @@ fn webhook(url: &str) -> Value {
     };
     let mut pods = hook("pending-pods.fleetwright.io", "pods", "Namespaced");
     pods["namespaceSelector"] = json!({"matchExpressions": [{
-        "key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}]});
+        "key": NAMESPACE_NAME, "operator": "NotIn", "values": ["kube-system"]}]});
     let mut nodes = hook("joining-nodes.fleetwright.io", "nodes", "Cluster");
     nodes["objectSelector"] = json!({"matchExpressions": [{
-        "key": "karpenter.sh/nodepool", "operator": "Exists"}]});
+        "key": NODEPOOL, "operator": "Exists"}]});
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
@@ -212,7 +220,7 @@ fn webhook(url: &str) -> Value {
 /// Karpenter's getting-started EC2NodeClass: AL2023, the given role, and subnets and security
 /// groups found by the `karpenter.sh/discovery` tag.
 fn default_node_class(role: &str, cluster: &str) -> Value {
-    let discovery = json!([{"tags": {"karpenter.sh/discovery": cluster}}]);
+    let discovery = json!([{"tags": {TAG_DISCOVERY: cluster}}]);
     json!({
         "apiVersion": "karpenter.k8s.aws/v1",
         "kind": "EC2NodeClass",
@@ -237,11 +245,11 @@ fn default_node_pool() -> Value {
         "spec": {
             "template": {"spec": {
                 "requirements": [
-                    req("kubernetes.io/arch", "In", &["amd64"]),
-                    req("kubernetes.io/os", "In", &["linux"]),
-                    req("karpenter.sh/capacity-type", "In", &["spot", "on-demand"]),
-                    req("karpenter.k8s.aws/instance-category", "In", &["c", "m", "r"]),
-                    req("karpenter.k8s.aws/instance-generation", "Gt", &["2"]),
+                    req(ARCH, "In", &["amd64"]),
+                    req(OS, "In", &["linux"]),
+                    req(CAPACITY_TYPE, "In", &["spot", "on-demand"]),
+                    req(INSTANCE_CATEGORY, "In", &["c", "m", "r"]),
+                    req(INSTANCE_GENERATION, "Gt", &["2"]),
                 ],
                 "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
                 "expireAfter": "720h",
@@ -253,65 +261,5 @@ fn default_node_pool() -> Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_url_needs_https_and_a_well_formed_token() {
-        assert_eq!(
-            webhook_url(
-                "https://abc.lambda-url.us-east-1.on.aws/",
-                Some("0123456789abcdef")
-            )
-            .unwrap(),
-            "https://abc.lambda-url.us-east-1.on.aws/admit/0123456789abcdef"
-        );
-        assert!(webhook_url("http://abc/", None)
-            .unwrap_err()
-            .to_string()
-            .contains("--function-url"));
-        assert!(webhook_url(
-            "https://abc/admit/0123456789abcdef",
-            Some("0123456789abcdef")
-        )
-        .unwrap_err()
-        .to_string()
-        .contains("the Function URL itself"));
-        assert!(webhook_url("https://abc/", Some("short"))
-            .unwrap_err()
-            .to_string()
-            .contains("--token"));
-    }
-
-    #[test]
-    fn skip_crds_leaves_out_only_the_crds() {
-        let args = |skip_crds| ManifestsArgs {
-            function_url: "https://abc.lambda-url.us-east-1.on.aws/".into(),
-            token: "0123456789abcdef".into(),
-            group: "fleetwright".into(),
-            namespace: "karpenter".into(),
-            node_role: None,
-            cluster_name: None,
-            skip_crds,
-        };
-        let kinds = |text: &str| -> Vec<String> {
-            text.lines()
-                .filter_map(|l| l.strip_prefix("kind: "))
-                .map(str::to_string)
-                .collect()
-        };
-        let all = kinds(&render(&args(false)).unwrap());
-        let skipped = kinds(&render(&args(true)).unwrap());
-        assert!(
-            all.iter()
-                .filter(|k| *k == "CustomResourceDefinition")
-                .count()
-                >= 3
-        );
-        let rest: Vec<String> = all
-            .into_iter()
-            .filter(|k| k != "CustomResourceDefinition")
-            .collect();
-        assert_eq!(skipped, rest);
-    }
-}
+#[path = "../tests/unit/manifests.rs"]
+mod tests;

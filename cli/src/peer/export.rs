@@ -14,6 +14,7 @@ use fleetwright_core::model::{
 };
 use fleetwright_core::requirements::{Operator, Requirement, Requirements};
 use fleetwright_core::resources::Resources;
+use fleetwright_crds::conditions::{POD_SCHEDULED, UNSCHEDULABLE};
 use serde_json::{json, Value};
 
 /// Labels Karpenter knows without a cloud provider (`v1.WellKnownLabels`); the rest of an
@@ -151,7 +152,7 @@ fn expression(r: &Requirement) -> Value {
 pub fn pending_pod(p: &Pod) -> Value {
     let mut pod = pod_object(p);
     pod["status"] = json!({"phase": "Pending", "conditions": [
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]});
+        {"type": POD_SCHEDULED, "status": "False", "reason": UNSCHEDULABLE}]});
     pod
 }
 

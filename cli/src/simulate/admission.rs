@@ -7,7 +7,7 @@ use fleetwright_runtime::webhook::Webhook;
 use serde_json::{json, Value};
 use tracing::warn;
 
-use super::triggers::QueuedNudges;
+use fleetwright_runtime::world::QueuedNudges;
 
 /// The review of a pod or Node CREATE, as the API server sends it (a Node from its kubelet).
 pub fn admission_review(object: &Value) -> Value {

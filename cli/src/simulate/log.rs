@@ -206,13 +206,5 @@ pub fn install(lines: bool, clock: Clock, bar: Option<ProgressBar>) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn components_are_the_last_target_segment() {
-        assert_eq!(component("fleetwright_runtime::disrupt"), "disrupt");
-        assert_eq!(component("simulate::kubelet"), "kubelet");
-        assert_eq!(component("plain"), "plain");
-    }
-}
+#[path = "../../tests/unit/simulate/log.rs"]
+mod tests;

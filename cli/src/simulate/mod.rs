@@ -8,13 +8,13 @@
 //! interruption function as an SQS batch. Everything random comes from the scenario's seed.
 
 mod admission;
+mod aws_events;
 mod chaos;
 mod html;
 mod live;
 mod log;
 mod report;
 mod scenario;
-mod triggers;
 mod watch;
 
 use std::io::{IsTerminal, Write};
@@ -22,26 +22,24 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use aws_lambda_events::event::sqs::SqsEvent;
 use chrono::{DateTime, Duration, Utc};
 use clap::ValueEnum;
 use fleetwright_core::{Catalog, NodeClassSettings, ScheduleOptions};
 use fleetwright_runtime::interruption::Interruption;
-use fleetwright_runtime::metrics::Metrics;
-use fleetwright_runtime::nudge::Nudge;
 use fleetwright_runtime::settings::Settings;
-use fleetwright_runtime::tick::Tick;
+use fleetwright_runtime::tick::{Tick, TickSummary};
 use fleetwright_runtime::webhook::Webhook;
+use fleetwright_runtime::world::{drive, QueuedNudges, World};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
 use admission::{admit, node_reviewed};
+use aws_events::{deliver, ec2_event, reclaimed, spot_warning};
 use fleetwright_core::rng::Rng;
 use fleetwright_sim::{Cluster, SimCloud};
-use report::{InterruptionOutcome, Report, Sample};
+use report::{Report, Sample};
 use scenario::{Action, Scenario, Step};
-use triggers::QueuedNudges;
 
 const CLUSTER: &str = "simulated";
 const ACCOUNT: &str = "123456789012";
@@ -108,6 +106,11 @@ pub struct SimulateArgs {
     /// karpenter.sh CRDs and once for its KWOK node class).
     #[arg(long, value_name = "DIR", requires = "karpenter")]
     karpenter_crds: Vec<PathBuf>,
+    /// With --karpenter: also run Fleetwright's tick in shadow mode (`FLEETWRIGHT_DRY_RUN`)
+    /// under this kubeconfig's identity, beside Karpenter; the report gains what it would have
+    /// done against what Karpenter did.
+    #[arg(long, value_name = "FILE", requires = "karpenter")]
+    shadow_kubeconfig: Option<PathBuf>,
 }
 
 const EMBEDDED: &str = "the embedded default scenario";
@@ -173,6 +176,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
                         }),
                         None => None,
                     },
+                    shadow_kubeconfig: args.shadow_kubeconfig.clone(),
                 };
                 let catalog = catalog(scenario.seed, region_catalog(&scenario.objects)?);
                 live::run(scenario, &target, catalog, clock, bar.clone()).await
@@ -247,9 +251,12 @@ struct Simulation {
     interruption: Interruption<Arc<SimCloud>, QueuedNudges>,
     webhook: Webhook<QueuedNudges>,
     nudges: QueuedNudges,
-    follow_ups: triggers::FollowUps,
     rng: Rng,
     watch: watch::Watch,
+    /// The next second to simulate, and the next step of the timeline.
+    next: (i64, usize),
+    /// Simulated seconds per wall-clock second (0: as fast as it can), from when the run began.
+    pace: Option<(f64, std::time::Instant)>,
 }
 
 impl Simulation {
@@ -289,58 +296,17 @@ impl Simulation {
             interruption: Interruption::new(cloud.clone(), client, nudges.clone(), settings),
             webhook: Webhook::new(nudges.clone(), None),
             nudges,
-            follow_ups: Default::default(),
             cloud,
             cluster,
             watch: watch::Watch::default(),
+            next: (0, 0),
+            pace: None,
         })
     }
 
     async fn run(&mut self, speed: f64) -> anyhow::Result<Report> {
-        let timeline = self.scenario.timeline.clone();
-        let mut steps = timeline.iter().peekable();
-        let mut nudged_for: Option<i64> = None;
-        let wall = std::time::Instant::now();
-        for t in 0..=self.scenario.duration {
-            let now = self.start + Duration::seconds(t);
-            self.clock.set(now);
-            self.cluster.set_clock(now);
-            while let Some(step) = steps.next_if(|s| s.at <= t) {
-                self.apply(step, t, now).await;
-            }
-            self.reclaim(now).await;
-            for node in self.cluster.kubelet(&self.cloud.live(), now) {
-                if node_reviewed(&node) {
-                    self.admit(&node, now).await;
-                }
-            }
-            for pod in self.cluster.controllers(now) {
-                self.admit(&pod, now).await;
-            }
-            self.cluster.scheduler(now);
-            if !self.nudges.take().is_empty() {
-                nudged_for.get_or_insert(t + 1);
-            }
-            let followed_up = self.follow_ups.due(t);
-            if t % self.scenario.schedule == 0 || nudged_for == Some(t) || followed_up {
-                nudged_for = nudged_for.filter(|&n| n > t);
-                self.run_tick(now, t).await;
-                // A nudge sent during the tick (none today) waits for the next second.
-                if !self.nudges.take().is_empty() {
-                    nudged_for.get_or_insert(t + 1);
-                }
-            }
-            self.observe(t);
-            if let Some(bar) = &self.bar {
-                bar.set_position(t as u64);
-            }
-            if speed > 0.0 {
-                let due = std::time::Duration::from_secs_f64(t as f64 / speed);
-                if let Some(wait) = due.checked_sub(wall.elapsed()) {
-                    tokio::time::sleep(wait).await;
-                }
-            }
-        }
+        self.pace = Some((speed, std::time::Instant::now()));
+        drive(self).await.unwrap_or_else(|never| match never {});
         Ok(self.report())
     }
 
@@ -417,12 +383,6 @@ impl Simulation {
         admit(&self.webhook, pod, now).await;
     }
 
-    async fn run_tick(&mut self, now: DateTime<Utc>, t: i64) {
-        if let Some(summary) = run_tick(&self.tick, &mut self.watch, now, t).await {
-            self.follow_ups.note(&summary, t);
-        }
-    }
-
     fn observe(&mut self, t: i64) {
         let (nodes, ready) = self.cluster.nodes();
         let cost = self.cloud.hourly();
@@ -475,6 +435,72 @@ impl Simulation {
     }
 }
 
+/// The in-memory world, on a virtual clock: every second of the scenario, one after another.
+impl World for Simulation {
+    type Error = std::convert::Infallible;
+
+    fn schedule(&self) -> i64 {
+        self.scenario.schedule
+    }
+
+    async fn next_second(&mut self) -> Result<Option<(i64, DateTime<Utc>)>, Self::Error> {
+        let t = self.next.0;
+        if t > self.scenario.duration {
+            return Ok(None);
+        }
+        self.next.0 += 1;
+        let now = self.start + Duration::seconds(t);
+        self.clock.set(now);
+        self.cluster.set_clock(now);
+        Ok(Some((t, now)))
+    }
+
+    async fn second(&mut self, t: i64, now: DateTime<Utc>) -> bool {
+        while let Some(step) = self
+            .scenario
+            .timeline
+            .get(self.next.1)
+            .filter(|s| s.at <= t)
+        {
+            let step = step.clone();
+            self.next.1 += 1;
+            self.apply(&step, t, now).await;
+        }
+        self.reclaim(now).await;
+        for node in self.cluster.kubelet(&self.cloud.live(), now) {
+            if node_reviewed(&node) {
+                self.admit(&node, now).await;
+            }
+        }
+        for pod in self.cluster.controllers(now) {
+            self.admit(&pod, now).await;
+        }
+        self.cluster.scheduler(now);
+        true
+    }
+
+    fn nudged(&mut self) -> bool {
+        !self.nudges.take().is_empty()
+    }
+
+    async fn tick(&mut self, t: i64, now: DateTime<Utc>) -> Option<TickSummary> {
+        run_tick(&self.tick, &mut self.watch, now, t).await
+    }
+
+    async fn end_second(&mut self, t: i64) {
+        self.observe(t);
+        if let Some(bar) = &self.bar {
+            bar.set_position(t as u64);
+        }
+        if let Some((speed, wall)) = self.pace.filter(|(speed, _)| *speed > 0.0) {
+            let due = std::time::Duration::from_secs_f64(t as f64 / speed);
+            if let Some(wait) = due.checked_sub(wall.elapsed()) {
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}
+
 /// The LP lower bound on the hourly cost of the pending pods among `items` (with the NodePools,
 /// EC2NodeClasses and DaemonSets among them), planned from scratch; 0 without pods.
 fn lower_bound(catalog: &Catalog, items: Vec<Value>) -> f64 {
@@ -501,7 +527,7 @@ async fn run_tick(
     watch: &mut watch::Watch,
     now: DateTime<Utc>,
     t: i64,
-) -> Option<fleetwright_runtime::tick::TickSummary> {
+) -> Option<TickSummary> {
     watch.ticks += 1;
     match tick.run(now, &format!("simulate-{t}")).await {
         Ok(summary) => {
@@ -513,97 +539,6 @@ async fn run_tick(
             None
         }
     }
-}
-
-/// Delivers EventBridge events to the interruption function as one SQS batch, as the queue
-/// does; a message it fails is logged (SQS would redeliver it).
-async fn deliver<C, N>(interruption: &Interruption<C, N>, events: Vec<Value>, now: DateTime<Utc>)
-where
-    C: fleetwright_cloud::Cloud,
-    N: Nudge,
-{
-    if events.is_empty() {
-        return;
-    }
-    let records: Vec<Value> = events
-        .iter()
-        .map(|e| {
-            json!({"messageId": e["id"], "receiptHandle": format!("rh-{}", e["id"].as_str().unwrap_or_default()),
-                "body": e.to_string(), "attributes": {}, "messageAttributes": {},
-                "md5OfBody": "", "eventSource": "aws:sqs", "awsRegion": "us-east-1",
-                "eventSourceARN": format!("arn:aws:sqs:us-east-1:{ACCOUNT}:fleetwright-{CLUSTER}-interruption")})
-        })
-        .collect();
-    let batch: SqsEvent = match serde_json::from_value(json!({ "Records": records })) {
-        Ok(b) => b,
-        Err(e) => {
-            warn!(target: "simulate::queue", error = %e, "could not build the SQS batch");
-            return;
-        }
-    };
-    let mut metrics = Metrics::default();
-    let response = interruption.handle_sqs(batch, now, &mut metrics).await;
-    for failure in response.batch_item_failures {
-        warn!(target: "simulate::queue", message_id = %failure.item_identifier, "interruption message failed; SQS would redeliver it");
-    }
-}
-
-/// The interruption warning for `instance` (whose node, if it has one, holds `displaced` workload
-/// pods), noted for the report at `(t, now)`.
-fn spot_warning(
-    watch: &mut watch::Watch,
-    (t, now): (i64, DateTime<Utc>),
-    nodepool: &str,
-    instance: &fleetwright_cloud::Instance,
-    node: Option<String>,
-    displaced: usize,
-) -> Value {
-    watch.interruptions.push(InterruptionOutcome {
-        at: t,
-        instance_id: instance.id.clone(),
-        instance_type: instance.instance_type.clone(),
-        pods_displaced: displaced,
-        node,
-        nodepool: nodepool.to_string(),
-        ..Default::default()
-    });
-    ec2_event(
-        "EC2 Spot Instance Interruption Warning",
-        &instance.id,
-        json!({"instance-id": instance.id, "instance-action": "terminate"}),
-        now,
-    )
-}
-
-/// EC2 reclaims warned spot instances whose two minutes are up: their state-change events.
-fn reclaimed(cloud: &SimCloud, now: DateTime<Utc>) -> Vec<Value> {
-    cloud
-        .reclaim(now)
-        .into_iter()
-        .map(|instance| {
-            info!(target: "simulate::cloud", instance_id = %instance.id, "spot instance reclaimed");
-            ec2_event(
-                "EC2 Instance State-change Notification",
-                &instance.id,
-                json!({"instance-id": instance.id, "state": "shutting-down"}),
-                now,
-            )
-        })
-        .collect()
-}
-
-/// An EC2 event as EventBridge delivers it.
-fn ec2_event(detail_type: &str, instance_id: &str, detail: Value, now: DateTime<Utc>) -> Value {
-    let id = format!(
-        "{:08x}-sim-{}",
-        fleetwright_sim::cluster::fnv(&format!("{detail_type}{instance_id}")) & 0xffff_ffff,
-        now.timestamp()
-    );
-    json!({"version": "0", "id": id, "detail-type": detail_type, "source": "aws.ec2",
-        "account": ACCOUNT, "time": now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        "region": "us-east-1",
-        "resources": [format!("arn:aws:ec2:us-east-1:{ACCOUNT}:instance/{instance_id}")],
-        "detail": detail})
 }
 
 /// Planned from scratch, every reservation is whole again: the EC2NodeClasses' status counts

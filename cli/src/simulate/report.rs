@@ -168,6 +168,9 @@ pub struct Report {
     /// The autoscaler of a run against a real cluster, and what it used.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub autoscaler: Option<AutoscalerUsage>,
+    /// Fleetwright's shadow beside another autoscaler: what it would have done, compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<fleetwright_runtime::shadow::Comparison>,
 }
 
 fn clock(t: i64) -> String {
@@ -293,18 +296,8 @@ impl Report {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn latency_percentiles_use_the_nearest_rank() {
-        let l = Latency::of((1..=100).collect());
-        assert_eq!((l.pods, l.p50, l.p99, l.max), (100, 50, 99, 100));
-        assert_eq!(Latency::of(vec![]), Latency::default());
-        let l = Latency::of(vec![61, 5]);
-        assert_eq!((l.p50, l.p99), (5, 61));
-    }
-}
+#[path = "../../tests/unit/simulate/report.rs"]
+mod tests;
 
 /// Karpenter's CPU time and peak memory over the run.
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]

@@ -170,6 +170,7 @@ impl Watch {
             peak_nodes: self.series.iter().map(|(n, _)| *n).max().unwrap_or(0),
             nodes_disrupted,
             autoscaler: None,
+            shadow: None,
         }
     }
 

@@ -191,6 +191,7 @@ pub async fn create(
             security_groups: Vec::new(),
             reservation,
             partition: None,
+            type_labels: Default::default(),
         })
     });
     if let Some(l) = &launched {

@@ -2,6 +2,7 @@
 //! hash so it is found again, created on first use and tagged as owned by the cluster.
 
 use fleetwright_cloud::launch::hex;
+use fleetwright_core::labels::{TAG_CLUSTER, TAG_CLUSTER_PREFIX};
 use sha2::{Digest, Sha256};
 use tracing::{info, instrument};
 
@@ -63,8 +64,8 @@ pub async fn ensure(
     };
     iam.create_instance_profile()
         .instance_profile_name(&name)
-        .tags(tag(&format!("kubernetes.io/cluster/{cluster}"), "owned")?)
-        .tags(tag("karpenter.k8s.aws/cluster", cluster)?)
+        .tags(tag(&format!("{TAG_CLUSTER_PREFIX}{cluster}"), "owned")?)
+        .tags(tag(TAG_CLUSTER, cluster)?)
         .send()
         .await
         .map_err(|e| crate::error::api("CreateInstanceProfile", e))?;

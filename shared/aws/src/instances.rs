@@ -5,6 +5,7 @@
 use aws_sdk_ec2::types::{Filter, Instance as Ec2Instance};
 use chrono::DateTime;
 pub use fleetwright_cloud::instances::*;
+use fleetwright_core::labels::{NODEPOOL, TAG_CLUSTER_PREFIX};
 use tracing::{info, instrument, warn};
 
 use crate::error::AwsError;
@@ -85,13 +86,10 @@ async fn describe(
 fn owned_filters(cluster: &str) -> Vec<Filter> {
     vec![
         Filter::builder()
-            .name(format!("tag:kubernetes.io/cluster/{cluster}"))
+            .name(format!("tag:{TAG_CLUSTER_PREFIX}{cluster}"))
             .values("owned")
             .build(),
-        Filter::builder()
-            .name("tag-key")
-            .values("karpenter.sh/nodepool")
-            .build(),
+        Filter::builder().name("tag-key").values(NODEPOOL).build(),
         Filter::builder()
             .name("instance-state-name")
             .set_values(Some(LIVE_STATES.iter().map(|s| s.to_string()).collect()))

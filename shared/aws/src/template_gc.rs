@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::Filter;
 use chrono::{DateTime, Duration, Utc};
+use fleetwright_core::labels::{NODEPOOL, TAG_CLUSTER, TAG_CLUSTER_PREFIX, TAG_EKS_CLUSTER_NAME};
 use tracing::{info, warn};
 
 use crate::error::AwsError;
@@ -36,10 +37,10 @@ pub fn owned(cluster: &str, template: &Listed) -> bool {
     template
         .name
         .starts_with(&format!("fleetwright/{cluster}/"))
-        && tag(&format!("kubernetes.io/cluster/{cluster}")) == Some("owned")
-        && tag("karpenter.k8s.aws/cluster") == Some(cluster)
-        && tag("eks:eks-cluster-name") == Some(cluster)
-        && tag("karpenter.sh/nodepool").is_some()
+        && tag(&format!("{TAG_CLUSTER_PREFIX}{cluster}")) == Some("owned")
+        && tag(TAG_CLUSTER) == Some(cluster)
+        && tag(TAG_EKS_CLUSTER_NAME) == Some(cluster)
+        && tag(NODEPOOL).is_some()
 }
 
 /// The templates to delete: this cluster's, created over [`UNUSED_FOR`] ago, and not used by a
@@ -141,55 +142,5 @@ fn is_not_found<E: aws_sdk_ec2::error::ProvideErrorMetadata>(e: &E) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn template(name: &str, cluster: &str, hours_old: i64, now: DateTime<Utc>) -> Listed {
-        let tags = [
-            (
-                format!("kubernetes.io/cluster/{cluster}"),
-                "owned".to_string(),
-            ),
-            ("karpenter.k8s.aws/cluster".into(), cluster.to_string()),
-            ("eks:eks-cluster-name".into(), cluster.to_string()),
-            ("karpenter.sh/nodepool".into(), "default".into()),
-        ];
-        Listed {
-            id: format!("lt-{name}"),
-            name: format!("fleetwright/{cluster}/{name}"),
-            created: Some(now - Duration::hours(hours_old)),
-            tags: tags.into_iter().collect(),
-        }
-    }
-
-    /// Only this cluster's old templates that no launch used lately are stale; another
-    /// cluster's, one missing an ownership tag, a young one and a recently used one are kept.
-    #[test]
-    fn only_this_clusters_old_unused_templates_are_stale() {
-        let now = Utc::now();
-        let mut untagged = template("untagged", "dev", 5, now);
-        untagged.tags.remove("kubernetes.io/cluster/dev");
-        let mut renamed = template("renamed", "dev", 5, now);
-        renamed.name = "someone-elses".into();
-        let listed = vec![
-            template("old", "dev", 5, now),
-            template("young", "dev", 0, now),
-            template("used", "dev", 5, now),
-            template("other", "prod", 5, now),
-            untagged,
-            renamed,
-        ];
-        let used = [(
-            "fleetwright/dev/used".to_string(),
-            now - Duration::minutes(5),
-        )]
-        .into();
-        let names: Vec<&str> = stale("dev", &listed, &used, now)
-            .iter()
-            .map(|t| t.name.as_str())
-            .collect();
-        assert_eq!(names, ["fleetwright/dev/old"]);
-        let long_ago = [("fleetwright/dev/used".to_string(), now - Duration::hours(2))].into();
-        assert_eq!(stale("dev", &listed, &long_ago, now).len(), 2);
-    }
-}
+#[path = "../tests/unit/template_gc.rs"]
+mod tests;

@@ -118,3 +118,16 @@ fn with_preference(pod: &Pod) -> Option<Pod> {
     }
     Some(strict)
 }
+
+/// The resources any group asks for.
+pub(crate) fn requested(groups: &[Group]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for g in groups {
+        for n in g.requests.names() {
+            if g.requests.get(n) > 0 && !names.iter().any(|m| m == n) {
+                names.push(n.to_string());
+            }
+        }
+    }
+    names
+}

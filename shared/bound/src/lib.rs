@@ -27,6 +27,7 @@
 mod columns;
 mod groups;
 mod program;
+mod prune;
 
 use std::collections::BTreeMap;
 
@@ -62,7 +63,7 @@ pub struct Bound {
 pub fn lower_bound(snapshot: &Snapshot, catalog: &Catalog) -> Result<Bound, BoundError> {
     let columns = columns::all(snapshot, catalog);
     let groups = groups::of(snapshot, &columns);
-    let columns = columns::pruned(columns, &groups);
+    let columns = prune::pruned(columns, &groups);
     let groups = groups::of(snapshot, &columns);
     let (hourly, counts) = program::solve(&columns, &groups)?;
     let mut spend: BTreeMap<String, f64> = BTreeMap::new();

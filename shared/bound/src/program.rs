@@ -7,8 +7,8 @@ use microlp::{
 
 use fleetwright_core::labels::{RESOURCE_CPU, RESOURCE_EPHEMERAL, RESOURCE_MEMORY};
 
-use crate::columns::{requested, Column};
-use crate::groups::Group;
+use crate::columns::Column;
+use crate::groups::{requested, Group};
 use crate::BoundError;
 
 /// The program's optimum: the cheapest fractional fleet that holds every group.

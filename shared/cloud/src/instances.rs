@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Duration, Utc};
+use fleetwright_core::labels::{NODEPOOL, TAG_CLUSTER_PREFIX, TAG_NODECLAIM};
 use serde::{Deserialize, Serialize};
 
 use crate::launch::{Launched, LaunchedReservation};
@@ -43,7 +44,7 @@ pub struct Instance {
 
 impl Instance {
     pub fn nodeclaim(&self) -> Option<&str> {
-        self.tags.get("karpenter.sh/nodeclaim").map(String::as_str)
+        self.tags.get(TAG_NODECLAIM).map(String::as_str)
     }
 
     /// This instance as the launch of the NodeClaim it was found for, unless it has died: a
@@ -78,17 +79,18 @@ impl Instance {
                     interruptible: None,
                 }),
             partition: self.partition,
+            type_labels: Default::default(),
         }
     }
 }
 
 /// Why an instance is not this cluster's to terminate, or None when it is.
 pub fn ownership_problem(tags: &BTreeMap<String, String>, cluster: &str) -> Option<String> {
-    let key = format!("kubernetes.io/cluster/{cluster}");
+    let key = format!("{TAG_CLUSTER_PREFIX}{cluster}");
     if tags.get(&key).map(String::as_str) != Some("owned") {
         return Some(format!("it is not tagged {key}=owned"));
     }
-    if !tags.contains_key("karpenter.sh/nodepool") {
+    if !tags.contains_key(NODEPOOL) {
         return Some("it has no karpenter.sh/nodepool tag".to_string());
     }
     None
@@ -118,34 +120,5 @@ pub fn orphans<'a>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn ownership_needs_both_tags() {
-        let owned = tags(&[
-            ("kubernetes.io/cluster/dev", "owned"),
-            ("karpenter.sh/nodepool", "default"),
-        ]);
-        assert!(ownership_problem(&owned, "dev").is_none());
-        assert!(ownership_problem(&owned, "prod")
-            .unwrap()
-            .contains("kubernetes.io/cluster/prod=owned"));
-        let shared = tags(&[
-            ("kubernetes.io/cluster/dev", "shared"),
-            ("karpenter.sh/nodepool", "x"),
-        ]);
-        assert!(ownership_problem(&shared, "dev").is_some());
-        let no_pool = tags(&[("kubernetes.io/cluster/dev", "owned")]);
-        assert!(ownership_problem(&no_pool, "dev")
-            .unwrap()
-            .contains("nodepool"));
-    }
-}
+#[path = "../tests/unit/instances.rs"]
+mod tests;

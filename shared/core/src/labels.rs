@@ -1,4 +1,4 @@
-//! Well-known label, taint and annotation keys shared with Karpenter and Kubernetes.
+//! Well-known label, taint, annotation and AWS tag keys shared with Karpenter and Kubernetes.
 
 pub const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
 pub const ARCH: &str = "kubernetes.io/arch";
@@ -28,6 +28,32 @@ pub const INSTANCE_ACCELERATOR_NAME: &str = "karpenter.k8s.aws/instance-accelera
 pub const INSTANCE_ACCELERATOR_MANUFACTURER: &str =
     "karpenter.k8s.aws/instance-accelerator-manufacturer";
 pub const INSTANCE_ACCELERATOR_COUNT: &str = "karpenter.k8s.aws/instance-accelerator-count";
+/// A Windows node's OS build (`10.0.17763`); Linux nodes do not have it.
+pub const WINDOWS_BUILD: &str = "node.kubernetes.io/windows-build";
+/// The id of a node's availability zone (`use1-az1`), the same in every account.
+pub const ZONE_ID: &str = "topology.k8s.aws/zone-id";
+/// The EBS CSI driver's zone key, which a PersistentVolume's node affinity may name.
+pub const EBS_CSI_ZONE: &str = "topology.ebs.csi.aws.com/zone";
+
+/// The deprecated name of [`ARCH`].
+pub const BETA_ARCH: &str = "beta.kubernetes.io/arch";
+/// The deprecated name of [`OS`].
+pub const BETA_OS: &str = "beta.kubernetes.io/os";
+/// The deprecated name of [`INSTANCE_TYPE`].
+pub const BETA_INSTANCE_TYPE: &str = "beta.kubernetes.io/instance-type";
+/// The deprecated name of [`ZONE`].
+pub const BETA_ZONE: &str = "failure-domain.beta.kubernetes.io/zone";
+/// The deprecated name of [`REGION`].
+pub const BETA_REGION: &str = "failure-domain.beta.kubernetes.io/region";
+
+/// On a Node: set once it registered against its NodeClaim.
+pub const NODE_REGISTERED: &str = "karpenter.sh/registered";
+/// On a Namespace: its name, as the API server labels every namespace.
+pub const NAMESPACE_NAME: &str = "kubernetes.io/metadata.name";
+/// The tool that manages an object (a label Kubernetes recommends).
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// On a mirror pod (a static pod the kubelet runs from a file): the annotation that marks it.
+pub const MIRROR_POD: &str = "kubernetes.io/config.mirror";
 
 pub const CAPACITY_SPOT: &str = "spot";
 pub const CAPACITY_ON_DEMAND: &str = "on-demand";
@@ -54,6 +80,23 @@ pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost"
 pub const DISRUPTION_COMMAND: &str = "fleetwright.io/disruption";
 pub const TAINT_DISRUPTED: &str = "karpenter.sh/disrupted";
 pub const TAINT_UNREGISTERED: &str = "karpenter.sh/unregistered";
+/// The node lifecycle controller's taint on a node whose `Ready` condition is False.
+pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
+/// The node lifecycle controller's taint on a node whose `Ready` condition is Unknown.
+pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+/// The taint a node carries until the cloud controller manager has initialized it.
+pub const TAINT_UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+
+/// On an instance: the NodeClaim it was launched for (an AWS tag).
+pub const TAG_NODECLAIM: &str = "karpenter.sh/nodeclaim";
+/// On launch templates and instance profiles: the cluster that made them (an AWS tag).
+pub const TAG_CLUSTER: &str = "karpenter.k8s.aws/cluster";
+/// The EKS cluster a resource belongs to (an AWS tag), which IAM policies are scoped by.
+pub const TAG_EKS_CLUSTER_NAME: &str = "eks:eks-cluster-name";
+/// The start of `kubernetes.io/cluster/<cluster>`, the tag (`owned`) on a cluster's resources.
+pub const TAG_CLUSTER_PREFIX: &str = "kubernetes.io/cluster/";
+/// The tag that Karpenter's getting-started guide puts on a cluster's subnets and security groups.
+pub const TAG_DISCOVERY: &str = "karpenter.sh/discovery";
 
 pub const RESOURCE_CPU: &str = "cpu";
 pub const RESOURCE_MEMORY: &str = "memory";
@@ -103,24 +146,24 @@ pub fn is_well_known(key: &str) -> bool {
             | INSTANCE_ACCELERATOR_NAME
             | INSTANCE_ACCELERATOR_MANUFACTURER
             | INSTANCE_ACCELERATOR_COUNT
-            | "node.kubernetes.io/windows-build"
-            | "topology.k8s.aws/zone-id"
-            | "beta.kubernetes.io/arch"
-            | "beta.kubernetes.io/os"
-            | "beta.kubernetes.io/instance-type"
-            | "failure-domain.beta.kubernetes.io/zone"
-            | "failure-domain.beta.kubernetes.io/region"
+            | WINDOWS_BUILD
+            | ZONE_ID
+            | BETA_ARCH
+            | BETA_OS
+            | BETA_INSTANCE_TYPE
+            | BETA_ZONE
+            | BETA_REGION
     )
 }
 
 /// Maps deprecated label keys to their stable names.
 pub fn normalize_key(key: &str) -> &str {
     match key {
-        "beta.kubernetes.io/arch" => ARCH,
-        "beta.kubernetes.io/os" => OS,
-        "beta.kubernetes.io/instance-type" => INSTANCE_TYPE,
-        "failure-domain.beta.kubernetes.io/zone" => ZONE,
-        "failure-domain.beta.kubernetes.io/region" => REGION,
+        BETA_ARCH => ARCH,
+        BETA_OS => OS,
+        BETA_INSTANCE_TYPE => INSTANCE_TYPE,
+        BETA_ZONE => ZONE,
+        BETA_REGION => REGION,
         other => other,
     }
 }

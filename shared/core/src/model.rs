@@ -6,6 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::NodeClassSettings;
+// NodeOverlays come with the snapshot, but what they mean is the catalog's (they change its
+// types' prices and capacity): they are defined there, so the catalog needs nothing of the
+// model, and named here beside the snapshot's other objects.
+pub use crate::catalog::{NodeOverlay, PriceChange};
 use crate::labels::{RESOURCE_PODS, ZONE};
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
@@ -455,62 +459,6 @@ impl NodePool {
     }
 }
 
-/// A change a NodeOverlay makes to the price of the offerings it selects.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum PriceChange {
-    /// `price: "0.25"`: this hourly price.
-    Set(f64),
-    /// `priceAdjustment: "+0.05"` or `"-0.02"`: plus this many dollars an hour.
-    Add(f64),
-    /// `priceAdjustment: "+10%"` or `"-25%"`: plus this fraction of the price.
-    Percent(f64),
-}
-
-impl PriceChange {
-    /// Reads a `priceAdjustment` (Karpenter's forms: `+0.5`, `-0.5`, `+10%`, `-10%`, `-100%`).
-    pub fn adjustment(text: &str) -> Option<PriceChange> {
-        let (sign, rest) = match text.as_bytes().first()? {
-            b'+' => (1.0, &text[1..]),
-            b'-' => (-1.0, &text[1..]),
-            _ => return None,
-        };
-        let (number, percent) = match rest.strip_suffix('%') {
-            Some(n) => (n, true),
-            None => (rest, false),
-        };
-        let value: f64 = number
-            .parse()
-            .ok()
-            .filter(|v: &f64| v.is_finite() && *v >= 0.0)?;
-        if percent {
-            (sign > 0.0 || value <= 100.0).then_some(PriceChange::Percent(sign * value / 100.0))
-        } else {
-            Some(PriceChange::Add(sign * value))
-        }
-    }
-
-    /// The price after the change (never below zero).
-    pub fn apply(self, price: f64) -> f64 {
-        match self {
-            PriceChange::Set(p) => p,
-            PriceChange::Add(d) => (price + d).max(0.0),
-            PriceChange::Percent(f) => (price * (1.0 + f)).max(0.0),
-        }
-    }
-}
-
-/// A NodeOverlay (Karpenter's `karpenter.sh/v1alpha1`), resolved: what the scheduling
-/// simulation believes of the instance types and offerings its requirements select.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct NodeOverlay {
-    pub name: String,
-    pub weight: i32,
-    pub requirements: Requirements,
-    pub price: Option<PriceChange>,
-    /// Extended resources the selected types offer besides their own.
-    pub capacity: BTreeMap<String, i64>,
-}
-
 /// A DaemonSet, as the pod it would run on every matching node.
 #[derive(Clone, Debug, Default)]
 pub struct DaemonSet {
@@ -580,53 +528,5 @@ pub struct NodeClassState {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn effective_requests_follow_kubernetes() {
-        let r = |cpu: i64, mem: i64| Resources::new(cpu, mem);
-        let reqs = ContainerRequests {
-            containers: vec![r(100, 100), r(200, 100)],
-            init_containers: vec![(r(500, 50), false)],
-            overhead: Some(r(10, 10)),
-        };
-        let eff = reqs.effective();
-        assert_eq!(eff.cpu, 510);
-        assert_eq!(eff.memory, 210);
-        assert_eq!(eff.pods, 1);
-        let sidecar = ContainerRequests {
-            containers: vec![r(100, 100)],
-            init_containers: vec![(r(50, 50), true), (r(300, 10), false)],
-            overhead: None,
-        };
-        assert_eq!(sidecar.effective().cpu, 350);
-    }
-
-    #[test]
-    fn tolerations() {
-        let taint = Taint {
-            key: "dedicated".into(),
-            value: "gpu".into(),
-            effect: TaintEffect::NoSchedule,
-        };
-        let exact = Toleration {
-            key: Some("dedicated".into()),
-            value: "gpu".into(),
-            ..Default::default()
-        };
-        let wrong = Toleration {
-            key: Some("dedicated".into()),
-            value: "web".into(),
-            ..Default::default()
-        };
-        let all = Toleration {
-            exists: true,
-            ..Default::default()
-        };
-        assert!(exact.tolerates(&taint));
-        assert!(!wrong.tolerates(&taint));
-        assert!(all.tolerates(&taint));
-        assert_eq!(tolerates_all(&[wrong], [&taint]), Some(&taint));
-    }
-}
+#[path = "../tests/unit/model.rs"]
+mod tests;

@@ -124,24 +124,5 @@ pub fn infer(snapshot: &Snapshot) -> Option<Inferred> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn zones_name_their_region() {
-        assert_eq!(
-            of_zone("ap-northeast-2a").as_deref(),
-            Some("ap-northeast-2")
-        );
-        assert_eq!(of_zone("us-west-2-lax-1a").as_deref(), Some("us-west-2"));
-        assert_eq!(of_zone("us-gov-west-1b").as_deref(), Some("us-gov-west-1"));
-        assert_eq!(of_zone("eu-west-1").as_deref(), Some("eu-west-1"));
-        assert_eq!(of_zone("zone-a"), None);
-        assert_eq!(of_zone("Us-east-1a"), None);
-        assert_eq!(
-            zone_of_provider_id("aws:///eu-west-1c/i-0abc"),
-            Some("eu-west-1c")
-        );
-        assert_eq!(zone_of_provider_id("kwok://node-1"), None);
-    }
-}
+#[path = "../tests/unit/region.rs"]
+mod tests;

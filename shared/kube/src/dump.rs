@@ -3,6 +3,7 @@
 //! stream of the same objects, parsed into typed objects.
 
 use fleetwright_core::requirements::{Requirement, Requirements};
+use fleetwright_crds::conditions::POD_SCHEDULED;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
     Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, PodStatus, Service,
@@ -14,7 +15,9 @@ use serde_json::Value;
 
 use crate::crds::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use crate::error::KubeError;
-use crate::strict::{InputWarning, Problem};
+use crate::strict::{object_name, InputWarning, Problem};
+
+pub use crate::strict::typed;
 
 /// Every object of a dump, by kind.
 #[derive(Clone, Debug, Default)]
@@ -51,7 +54,7 @@ pub struct ClusterDump {
     pub ca_bundle: Option<String>,
     /// Objects the read could not take (a NodePool that does not deserialize, a pod that does
     /// not convert), each with its error: left out, so that every other object goes on.
-    pub rejected: Vec<crate::convert::Rejected>,
+    pub rejected: Vec<crate::rejected::Rejected>,
     /// Keys the read ignored: unknown to the object's kind, or given twice in one mapping.
     pub warnings: Vec<InputWarning>,
     /// Workloads (Deployments, ReplicaSets, StatefulSets, Jobs) of a file none of whose pods
@@ -109,7 +112,7 @@ pub fn pod_event_at(pod: &Pod) -> i64 {
     }
     conditions
         .iter()
-        .filter(|c| c.type_ == "PodScheduled" && c.status == "True")
+        .filter(|c| c.type_ == POD_SCHEDULED && c.status == "True")
         .find_map(at)
         .unwrap_or(created)
 }
@@ -306,7 +309,7 @@ fn add_workload_selectors(dump: &mut ClusterDump, workloads: &[Value]) {
             continue;
         };
         let object = format!("{kind} {namespace}/{name}");
-        let Ok(reqs) = crate::convert::label_selector(&selector, &object, "spec.selector") else {
+        let Ok(reqs) = crate::selectors::label_selector(&selector, &object, "spec.selector") else {
             continue;
         };
         if kind == "Deployment" {
@@ -553,66 +556,10 @@ fn kept_unread<K: kube::Resource<DynamicType = ()>>(
     }));
 }
 
-/// Deserialises one object, naming it and the failing field on error.
-pub fn typed<T: DeserializeOwned>(value: Value, kind: &str) -> Result<T, KubeError> {
-    let object = object_name(kind, &value);
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let field = e.path().to_string();
-        KubeError::field(object, field, e.into_inner())
-    })
-}
-
-/// `Kind namespace/name` (or `Kind name`) for messages.
-pub fn object_name(kind: &str, value: &Value) -> String {
-    let meta = value.get("metadata");
-    let name = meta
-        .and_then(|m| m.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("<unnamed>");
-    match meta
-        .and_then(|m| m.get("namespace"))
-        .and_then(Value::as_str)
-    {
-        Some(ns) => format!("{kind} {ns}/{name}"),
-        None => format!("{kind} {name}"),
-    }
-}
-
 fn truncate(s: &str) -> String {
     s.chars().take(120).collect()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_a_list_and_a_stream() {
-        let list = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a, namespace: default}\n  spec: {containers: [{name: c}]}\n";
-        assert_eq!(parse(list, "t").unwrap().pods.len(), 1);
-        let stream = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: []}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n}\n---\nkind: ConfigMap\nmetadata: {name: x}\n";
-        let dump = parse(stream, "t").unwrap();
-        assert_eq!((dump.pods.len(), dump.nodes.len()), (1, 1));
-        assert_eq!(dump.skipped, vec![("ConfigMap".to_string(), 1)]);
-        assert_eq!(dump.ca_bundle, None);
-        let with_ca = "kind: ConfigMap\nmetadata: {name: kube-root-ca.crt, namespace: karpenter}\ndata: {ca.crt: \"PEM\\n\"}\n";
-        assert_eq!(
-            parse(with_ca, "t").unwrap().ca_bundle.as_deref(),
-            Some("UEVNCg==")
-        );
-        let without = "kind: ConfigMap\nmetadata: {name: kube-root-ca.crt}\ndata: {}\n";
-        let err = parse(without, "t").unwrap_err().to_string();
-        assert!(
-            err.contains("kube-root-ca.crt") && err.contains("data.ca.crt"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn bad_field_is_named() {
-        let bad = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  weight: heavy\n";
-        let err = parse(bad, "t").unwrap_err().to_string();
-        assert!(err.contains("NodePool default"), "{err}");
-        assert!(err.contains("spec.weight"), "{err}");
-    }
-}
+#[path = "../tests/unit/dump.rs"]
+mod tests;

@@ -11,6 +11,7 @@ use std::fmt::Debug;
 
 use fleetwright_core::default_spread::{DefaultSpread, Selectors};
 use fleetwright_core::Snapshot;
+use fleetwright_crds::conditions::{POD_SCHEDULED, UNSCHEDULABLE};
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
     ConfigMap, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
@@ -20,10 +21,10 @@ use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
-use crate::convert::Rejected;
 use crate::crds::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use crate::dump::{ca_bundle_of, ClusterDump, ReadTime, SlimPod, ROOT_CA_CONFIGMAP};
 use crate::error::KubeError;
+use crate::rejected::Rejected;
 
 /// How fresh a list must be.
 #[derive(Clone, Copy, Debug)]
@@ -573,9 +574,9 @@ pub fn is_pending(pod: &Pod) -> bool {
         .into_iter()
         .flatten()
         .any(|c| {
-            c.type_ == "PodScheduled"
+            c.type_ == POD_SCHEDULED
                 && c.status == "False"
-                && c.reason.as_deref() == Some("Unschedulable")
+                && c.reason.as_deref() == Some(UNSCHEDULABLE)
         });
     let no_node = spec
         .and_then(|s| s.node_name.as_deref())
@@ -593,31 +594,5 @@ pub fn is_pending(pod: &Pod) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn pod(value: serde_json::Value) -> Pod {
-        serde_json::from_value(value).unwrap()
-    }
-
-    #[test]
-    fn pending_means_unschedulable_unbound_unnominated_and_not_a_daemonset() {
-        let unschedulable =
-            json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable"});
-        let base = json!({"metadata": {"name": "p"}, "spec": {"containers": []}, "status": {"conditions": [unschedulable]}});
-        assert!(is_pending(&pod(base.clone())));
-        let mut bound = base.clone();
-        bound["spec"]["nodeName"] = json!("n1");
-        assert!(!is_pending(&pod(bound)));
-        let mut nominated = base.clone();
-        nominated["status"]["nominatedNodeName"] = json!("n1");
-        assert!(!is_pending(&pod(nominated)));
-        let mut ds = base.clone();
-        ds["metadata"]["ownerReferences"] =
-            json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u"}]);
-        assert!(!is_pending(&pod(ds)));
-        let fresh = json!({"metadata": {"name": "p"}, "spec": {"containers": []}, "status": {"phase": "Pending"}});
-        assert!(!is_pending(&pod(fresh)), "not yet seen by kube-scheduler");
-    }
-}
+#[path = "../tests/unit/snapshot.rs"]
+mod tests;

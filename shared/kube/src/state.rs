@@ -2,6 +2,7 @@
 //! offerings, pending consolidation decisions): JSON values under keys of one ConfigMap, so a cold
 //! Lambda start picks up where the last invocation left off.
 
+use fleetwright_core::labels::MANAGED_BY;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
@@ -155,13 +156,7 @@ where
             metadata: ObjectMeta {
                 name: Some(STATE_CONFIGMAP.to_string()),
                 namespace: Some(namespace.to_string()),
-                labels: Some(
-                    [(
-                        "app.kubernetes.io/managed-by".to_string(),
-                        "fleetwright".to_string(),
-                    )]
-                    .into(),
-                ),
+                labels: Some([(MANAGED_BY.to_string(), "fleetwright".to_string())].into()),
                 ..Default::default()
             },
             data: Some([(key.to_string(), next(None)?)].into()),

@@ -1,7 +1,9 @@
 //! Keys a reader would otherwise drop without a word: a key that no field of the object's kind
 //! reads (a typo such as `requirments:` or `limit:`), and a key given twice in one mapping (YAML
 //! keeps the last one). Each is an [`InputWarning`] that names the object and the key's path;
-//! the CLI prints them, and `--strict` makes them errors.
+//! the CLI prints them, and `--strict` makes them errors. Reading one object as its type
+//! ([`typed`], [`typed_noting`]) lives here too, so that every reader names the object and the
+//! failing field the same way.
 
 use std::fmt;
 
@@ -117,13 +119,38 @@ where
     Ok((value, duplicates))
 }
 
+/// Deserialises one object, naming it and the failing field on error.
+pub fn typed<T: DeserializeOwned>(value: Value, kind: &str) -> Result<T, KubeError> {
+    let object = object_name(kind, &value);
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let field = e.path().to_string();
+        KubeError::field(object, field, e.into_inner())
+    })
+}
+
+/// `Kind namespace/name` (or `Kind name`) for messages.
+pub fn object_name(kind: &str, value: &Value) -> String {
+    let meta = value.get("metadata");
+    let name = meta
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("<unnamed>");
+    match meta
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+    {
+        Some(ns) => format!("{kind} {ns}/{name}"),
+        None => format!("{kind} {name}"),
+    }
+}
+
 /// Deserialises one object as `T`, with the path of every key `T` does not read. An error names
 /// the object and the failing field.
 pub fn typed_noting<T: DeserializeOwned>(
     value: Value,
     kind: &str,
 ) -> Result<(T, Vec<String>), KubeError> {
-    let object = crate::dump::object_name(kind, &value);
+    let object = object_name(kind, &value);
     let mut unknown = Vec::new();
     // Every object carries these two; some kinds' types take them from the type instead. A
     // status is the cluster's to write, and newer Kubernetes versions add fields to it (a pod's
@@ -185,7 +212,7 @@ pub fn locate(document: &Value, steps: &[Step], source: &str) -> (String, String
         }
     }
     let name = match object["kind"].as_str() {
-        Some(kind) if !kind.is_empty() => crate::dump::object_name(kind, object),
+        Some(kind) if !kind.is_empty() => object_name(kind, object),
         _ => source.to_string(),
     };
     (name, render(rest))
@@ -310,64 +337,5 @@ fn merge(out: &mut Map<String, Value>, merged: Vec<Value>) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde::Deserialize;
-
-    fn read(text: &str) -> (Value, Vec<Vec<Step>>) {
-        let de = serde_yaml::Deserializer::from_str(text).next().unwrap();
-        document(de).unwrap()
-    }
-
-    #[test]
-    fn a_key_given_twice_is_found_with_its_object() {
-        let text = "kind: List\nitems:\n- kind: NodePool\n  metadata: {name: a}\n- kind: NodePool\n  metadata: {name: b}\n  spec:\n    template:\n      spec:\n        requirements: []\n        requirements: [{key: x, operator: Exists}]\n";
-        let (value, duplicates) = read(text);
-        assert_eq!(duplicates.len(), 1);
-        let (object, path) = locate(&value, &duplicates[0], "t");
-        assert_eq!(object, "NodePool b");
-        assert_eq!(path, "spec.template.spec.requirements");
-        assert_eq!(
-            value["items"][1]["spec"]["template"]["spec"]["requirements"][0]["key"],
-            "x"
-        );
-    }
-
-    #[test]
-    fn merge_keys_are_applied_and_the_mapping_own_keys_win() {
-        let text = "base: &b {operator: In, values: [a]}\nr:\n  <<: *b\n  key: k\n  values: [z]\n";
-        let (value, duplicates) = read(text);
-        assert!(duplicates.is_empty(), "{duplicates:?}");
-        assert_eq!(value["r"]["operator"], "In");
-        assert_eq!(value["r"]["values"][0], "z");
-        assert!(value["r"].get("<<").is_none());
-    }
-
-    #[test]
-    fn the_same_key_in_two_mappings_is_no_duplicate() {
-        let (value, duplicates) = read("a: {x: 1}\nb: {x: 2.5, y: [true, null, s]}\n");
-        assert!(duplicates.is_empty(), "{duplicates:?}");
-        assert_eq!(value["b"]["y"][2], "s");
-        assert_eq!(value["b"]["x"], 2.5);
-    }
-
-    #[derive(Deserialize)]
-    #[allow(dead_code)]
-    struct Inner {
-        key: String,
-    }
-
-    #[derive(Deserialize)]
-    #[allow(dead_code)]
-    struct Outer {
-        spec: Option<Vec<Inner>>,
-    }
-
-    #[test]
-    fn a_key_no_field_reads_is_named_by_its_path() {
-        let value = serde_json::json!({"metadata": {"name": "n"}, "spec": [{"key": "k", "opertor": "In"}], "sepc": 1});
-        let (_, mut unknown): (Outer, _) = typed_noting(value, "Thing").unwrap();
-        unknown.sort();
-        assert_eq!(unknown, vec!["metadata", "sepc", "spec[0].opertor"]);
-    }
-}
+#[path = "../tests/unit/strict.rs"]
+mod tests;

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use fleetwright_crds::conditions::{JOB_COMPLETE, JOB_FAILED};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::Value;
@@ -88,7 +89,7 @@ fn replicas(w: &Value) -> usize {
 /// A Job whose status says it completed or failed.
 fn finished(w: &Value) -> bool {
     let done =
-        |c: &Value| (c["type"] == "Complete" || c["type"] == "Failed") && c["status"] == "True";
+        |c: &Value| (c["type"] == JOB_COMPLETE || c["type"] == JOB_FAILED) && c["status"] == "True";
     w["status"]["completionTime"].is_string()
         || w["status"]["conditions"]
             .as_array()
@@ -167,7 +168,7 @@ fn selects(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
 /// workload, a value that does not read is an error naming it.
 fn template(w: &Value, kind: &str) -> Result<PodTemplateSpec, KubeError> {
     let object = format!("{kind} {}/{}", namespace(w), name(w));
-    crate::dump::typed(w["spec"]["template"].clone(), kind).map_err(|e| match e {
+    crate::strict::typed(w["spec"]["template"].clone(), kind).map_err(|e| match e {
         KubeError::Field { field, reason, .. } => KubeError::Field {
             object,
             field: format!("spec.template.{field}"),
@@ -289,137 +290,5 @@ fn add_claims(w: &Value, spec: &mut Option<k8s_openapi::api::core::v1::PodSpec>,
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn deployment(replicas: i64) -> Value {
-        json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "inflate", "namespace": "web"},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "inflate"}},
-                "template": {"metadata": {"labels": {"app": "inflate"}},
-                    "spec": {"containers": [{"name": "c", "image": "pause",
-                        "resources": {"requests": {"cpu": "1"}}}]}}}})
-    }
-
-    #[test]
-    fn a_deployment_without_pods_stands_for_its_replicas() {
-        let mut warnings = Vec::new();
-        let (pods, expanded) = expand(&[deployment(3)], &[], &mut warnings).unwrap();
-        assert_eq!(pods.len(), 3);
-        assert_eq!(
-            expanded,
-            vec![Expanded {
-                workload: "Deployment web/inflate".into(),
-                pods: 3,
-                first: "inflate-deployment-0".into(),
-            }]
-        );
-        let names: Vec<_> = pods
-            .iter()
-            .map(|p| p.metadata.name.clone().unwrap())
-            .collect();
-        assert_eq!(
-            names.len(),
-            names
-                .iter()
-                .collect::<std::collections::BTreeSet<_>>()
-                .len()
-        );
-        assert_eq!(pods[0].metadata.labels.as_ref().unwrap()["app"], "inflate");
-        assert!(warnings.is_empty());
-    }
-
-    #[test]
-    fn a_workload_with_pods_in_the_dump_is_left_as_it_is() {
-        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "inflate-abc-1",
-            "namespace": "web", "labels": {"app": "inflate"}}}))
-        .unwrap();
-        let (pods, expanded) = expand(&[deployment(3)], &[pod], &mut Vec::new()).unwrap();
-        assert!(pods.is_empty() && expanded.is_empty());
-        let (pods, _) = expand(&[deployment(0)], &[], &mut Vec::new()).unwrap();
-        assert!(pods.is_empty());
-    }
-
-    #[test]
-    fn a_replicaset_of_a_listed_deployment_and_a_suspended_job_add_nothing() {
-        let rs = json!({"kind": "ReplicaSet", "metadata": {"name": "inflate-5d8", "namespace": "web",
-            "ownerReferences": [{"kind": "Deployment", "name": "inflate"}]},
-            "spec": {"replicas": 3, "template": {"spec": {"containers": []}}}});
-        let job = json!({"kind": "Job", "metadata": {"name": "j"},
-            "spec": {"suspend": true, "template": {"spec": {"containers": []}}}});
-        let (pods, _) = expand(&[deployment(2), rs, job], &[], &mut Vec::new()).unwrap();
-        assert_eq!(pods.len(), 2);
-        let job = json!({"kind": "Job", "metadata": {"name": "j"},
-            "spec": {"parallelism": 4, "completions": 2, "template": {"spec": {"containers": []}}}});
-        let (pods, _) = expand(&[job], &[], &mut Vec::new()).unwrap();
-        assert_eq!(pods.len(), 2);
-    }
-
-    #[test]
-    fn a_template_typo_warns_on_the_workload_and_a_bad_value_names_it() {
-        let mut d = deployment(1);
-        d["spec"]["template"]["spec"]["containers"][0]["resorces"] = json!({});
-        let mut warnings = Vec::new();
-        expand(&[d.clone()], &[], &mut warnings).unwrap();
-        assert_eq!(warnings[0].object, "Deployment web/inflate");
-        assert_eq!(
-            warnings[0].path,
-            "spec.template.spec.containers[0].resorces"
-        );
-        let mut typo = deployment(1);
-        typo["spec"]["replica"] = json!(5);
-        let mut warnings = Vec::new();
-        expand(&[typo], &[], &mut warnings).unwrap();
-        assert_eq!(warnings[0].path, "spec.replica", "{warnings:?}");
-        d["spec"]["template"]["spec"]["containers"] = json!("none");
-        let err = expand(&[d], &[], &mut Vec::new()).unwrap_err().to_string();
-        assert!(
-            err.contains("Deployment web/inflate") && err.contains("spec.template.spec.containers"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn finished_jobs_expression_selectors_and_claims_are_read_as_their_controllers_would() {
-        let done = json!({"kind": "Job", "metadata": {"name": "j"},
-            "spec": {"template": {"spec": {"containers": []}}},
-            "status": {"conditions": [{"type": "Complete", "status": "True"}]}});
-        let (pods, _) = expand(&[done], &[], &mut Vec::new()).unwrap();
-        assert!(pods.is_empty());
-
-        let mut d = deployment(2);
-        d["spec"]["selector"] =
-            json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["inflate"]}]});
-        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p",
-            "namespace": "web", "labels": {"app": "inflate"}}}))
-        .unwrap();
-        let (pods, _) = expand(&[d], &[pod], &mut Vec::new()).unwrap();
-        assert!(
-            pods.is_empty(),
-            "the selector's expressions select the pod in the dump"
-        );
-
-        let set = json!({"kind": "StatefulSet", "metadata": {"name": "db", "namespace": "data"},
-            "spec": {"replicas": 2, "template": {"spec": {"containers": []}},
-                "volumeClaimTemplates": [{"metadata": {"name": "pgdata"}}]}});
-        let job = json!({"kind": "Job", "metadata": {"name": "db", "namespace": "data"},
-            "spec": {"template": {"spec": {"containers": []}}}});
-        let (pods, _) = expand(&[set, job], &[], &mut Vec::new()).unwrap();
-        let claim = |p: &Pod| {
-            p.spec.as_ref().unwrap().volumes.as_ref().map(|v| {
-                v[0].persistent_volume_claim
-                    .as_ref()
-                    .unwrap()
-                    .claim_name
-                    .clone()
-            })
-        };
-        assert_eq!(claim(&pods[1]).as_deref(), Some("pgdata-db-1"));
-        let names: std::collections::BTreeSet<_> = pods
-            .iter()
-            .map(|p| p.metadata.name.clone().unwrap())
-            .collect();
-        assert_eq!(names.len(), 3, "{names:?}");
-    }
-}
+#[path = "../tests/unit/workloads.rs"]
+mod tests;

@@ -1,13 +1,14 @@
 //! Trace benchmark: a load that rises to 200 pods and falls to 40 goes through the real tick
 //! (provisioning, launch, registration, disruption, deletion) on a virtual clock, one tick a
-//! minute, in the project's one simulated world (`fleetwright_sim`): the simulated cloud, and the
-//! simulated cluster behind a real `kube::Client` whose kubelet registers launched instances,
+//! minute (and at the follow-ups a tick asks for), driven by the one simulation loop
+//! (`fleetwright_runtime::world`) in the project's one simulated world (`fleetwright_sim`): the
+//! simulated cloud, and the simulated cluster behind a real `kube::Client` whose kubelet registers launched instances,
 //! whose ReplicaSets replace evicted pods and whose scheduler binds pending ones. The cluster
 //! steps every simulated second between ticks, as `fleetwright simulate` does.
 //!
-//! After the fall it prints, per tick, the fleet's hourly cost against the LP lower bound and
+//! After the fall it prints, per minute, the fleet's hourly cost against the LP lower bound and
 //! against the whole-node optimum for the 40 pods left (an exact knapsack cover, below). The
-//! target is at most 1.03 x the whole-node optimum within 5 ticks; the trace prints whether
+//! target is at most 1.03 x the whole-node optimum within 5 minutes; the trace prints whether
 //! it is reached and asserts what holds (see docs/benchmarks.md).
 //!
 //! `cargo bench -p fleetwright-runtime --bench trace` (it also runs, identically, as a check
@@ -21,7 +22,8 @@ use chrono::{DateTime, Duration, Utc};
 use fleetwright_core::labels::{INSTANCE_CATEGORY, INSTANCE_GENERATION};
 use fleetwright_core::{Catalog, InstanceType, NodeClassSettings, ScheduleOptions};
 use fleetwright_runtime::settings::Settings;
-use fleetwright_runtime::tick::Tick;
+use fleetwright_runtime::tick::{Tick, TickSummary};
+use fleetwright_runtime::world::{drive, World};
 use fleetwright_sim::cluster::PODS;
 use fleetwright_sim::{Cluster, SimCloud};
 use serde_json::{json, Value};
@@ -124,13 +126,29 @@ fn objects() -> Vec<Value> {
 }
 
 /// The simulated world and what the trace asks of it.
-struct World<'a> {
+struct Trace<'a> {
     cluster: Cluster,
     cloud: Arc<SimCloud>,
     types: &'a Types,
+    tick: Tick<Arc<SimCloud>>,
+    start: DateTime<Utc>,
+    /// The next second to simulate.
+    next: i64,
+    /// When this part of the trace ends.
+    until: Until,
+    /// The fleet's hourly cost at the end of each minute of this part.
+    costs: Vec<f64>,
 }
 
-impl World<'_> {
+/// When a part of the trace ends: at the first whole minute with no pod pending (or at the
+/// last one given), or after some minutes.
+#[derive(Clone, Copy)]
+enum Until {
+    AllRunning { by_minute: i64 },
+    Minutes(i64),
+}
+
+impl Trace<'_> {
     fn scale_up(&mut self, total: usize) {
         for i in 0..SIZES.len() {
             self.cluster
@@ -158,11 +176,22 @@ impl World<'_> {
     }
 
     /// One simulated second of the rest of Kubernetes.
-    fn second(&mut self, now: DateTime<Utc>) {
+    fn kubernetes(&mut self, now: DateTime<Utc>) {
         self.cluster.set_clock(now);
         self.cluster.kubelet(&self.cloud.live(), now);
         self.cluster.controllers(now);
         self.cluster.scheduler(now);
+    }
+
+    /// Runs the world until `until`, from where it is.
+    async fn run(&mut self, until: Until) {
+        self.until = until;
+        self.costs.clear();
+        drive(self).await.unwrap_or_else(|never| match never {});
+    }
+
+    fn minutes(&self) -> i64 {
+        self.next / 60
     }
 
     /// The CPU the workload now requests, in millicores.
@@ -207,34 +236,62 @@ fn milli(q: &str) -> i64 {
     }
 }
 
-/// One tick at `now`, then a minute of the rest of the cluster.
-async fn step(world: &mut World<'_>, settings: &Settings, now: DateTime<Utc>, n: usize) {
-    world.cluster.set_clock(now);
-    let tick = Tick::new(
-        world.cloud.clone(),
-        world.cluster.api.client(),
-        settings.clone(),
-    );
-    let s = tick
-        .run(now, &format!("trace-{n}"))
-        .await
-        .expect("the tick");
-    if std::env::var_os("TRACE_VERBOSE").is_some() {
-        let _ = writeln!(
-            std::io::stdout(),
-            "  tick {n}: pending {} created {:?} launched {} registered {:?} initialized {:?} disruptions {:?} disrupted {:?} terminated {:?}",
-            s.pending_pods,
-            s.nodeclaims_created,
-            s.launched.len(),
-            s.registered,
-            s.initialized,
-            s.disruptions,
-            s.disrupted,
-            s.terminated
-        );
+/// The trace's world: a tick a minute (and when a tick asks for a follow-up); no webhook.
+impl World for Trace<'_> {
+    type Error = std::convert::Infallible;
+
+    fn schedule(&self) -> i64 {
+        60
     }
-    for second in 0..60 {
-        world.second(now + Duration::seconds(second));
+
+    async fn next_second(&mut self) -> Result<Option<(i64, DateTime<Utc>)>, Self::Error> {
+        let t = self.next;
+        if t % 60 == 0 {
+            let done = match self.until {
+                Until::AllRunning { by_minute } => self.pending() == 0 || t / 60 >= by_minute,
+                Until::Minutes(n) => self.costs.len() as i64 >= n,
+            };
+            if done {
+                return Ok(None);
+            }
+        }
+        self.next += 1;
+        Ok(Some((t, self.start + Duration::seconds(t))))
+    }
+
+    async fn second(&mut self, _t: i64, now: DateTime<Utc>) -> bool {
+        self.kubernetes(now);
+        true
+    }
+
+    fn nudged(&mut self) -> bool {
+        false
+    }
+
+    async fn tick(&mut self, t: i64, now: DateTime<Utc>) -> Option<TickSummary> {
+        self.cluster.set_clock(now);
+        let s = self.tick.run(now, &format!("trace-{t}")).await.ok()?;
+        if std::env::var_os("TRACE_VERBOSE").is_some() {
+            let _ = writeln!(
+                std::io::stdout(),
+                "  tick at {t}s: pending {} created {:?} launched {} registered {:?} initialized {:?} disruptions {:?} disrupted {:?} terminated {:?}",
+                s.pending_pods,
+                s.nodeclaims_created,
+                s.launched.len(),
+                s.registered,
+                s.initialized,
+                s.disruptions,
+                s.disrupted,
+                s.terminated
+            );
+        }
+        Some(s)
+    }
+
+    async fn end_second(&mut self, t: i64) {
+        if t % 60 == 59 {
+            self.costs.push(self.cloud.hourly());
+        }
     }
 }
 
@@ -250,27 +307,28 @@ fn main() {
             _ => None,
         })
         .expect("valid settings");
-        let mut world = World {
-            cluster,
-            cloud: cloud.clone(),
-            types: &types,
-        };
         let start = DateTime::parse_from_rfc3339("2026-11-22T10:00:00Z")
             .unwrap()
             .with_timezone(&Utc);
+        let mut world = Trace {
+            tick: Tick::new(cloud.clone(), cluster.api.client(), settings),
+            cluster,
+            cloud: cloud.clone(),
+            types: &types,
+            start,
+            next: 0,
+            until: Until::Minutes(0),
+            costs: Vec::new(),
+        };
         let mut out = std::io::stdout();
-        let mut t = 0;
-        let at = |t: usize| start + Duration::minutes(t as i64);
         world.scale_up(200);
-        world.second(at(0));
-        while world.pending() > 0 && t < 12 {
-            step(&mut world, &settings, at(t), t).await;
-            t += 1;
-        }
-        assert_eq!(world.pending(), 0, "200 pods running within 12 ticks");
+        world.kubernetes(start);
+        world.run(Until::AllRunning { by_minute: 12 }).await;
+        assert_eq!(world.pending(), 0, "200 pods running within 12 minutes");
         let _ = writeln!(
             out,
-            "trace: 200 pods running after {t} tick(s) on {} node(s), ${:.3}/h",
+            "trace: 200 pods running after {} minute(s) on {} node(s), ${:.3}/h",
+            world.minutes(),
             cloud.live().len(),
             cloud.hourly()
         );
@@ -301,25 +359,23 @@ fn main() {
         );
         let before = cloud.hourly();
         let target = 1.03 * whole;
-        let mut costs = Vec::new();
-        for k in 1..=10 {
-            step(&mut world, &settings, at(t), t).await;
-            t += 1;
-            let cost = cloud.hourly();
-            costs.push(cost);
+        world.run(Until::Minutes(10)).await;
+        let costs = world.costs.clone();
+        for (k, cost) in costs.iter().enumerate() {
             let _ = writeln!(
                 out,
-                "trace: tick {k} after the fall: {} node(s), ${cost:.3}/h, cost/LP {:.3}, cost/whole-node {:.3}",
-                cloud.live().len(),
+                "trace: minute {} after the fall: ${cost:.3}/h, cost/LP {:.3}, cost/whole-node {:.3}",
+                k + 1,
                 cost / bound,
                 cost / whole
             );
         }
+        let _ = writeln!(out, "trace: {} node(s) at the end", cloud.live().len());
         let reached = costs.iter().position(|&c| c <= target + 1e-9).map(|i| i + 1);
         let _ = writeln!(
             out,
-            "trace: <= 1.03 x the whole-node optimum (${target:.3}/h) reached {} (target: within 5 ticks); settled at ${:.3}/h ({:.3} x)",
-            reached.map_or("never".to_string(), |k| format!("at tick {k}")),
+            "trace: <= 1.03 x the whole-node optimum (${target:.3}/h) reached {} (target: within 5 minutes); settled at ${:.3}/h ({:.3} x)",
+            reached.map_or("never".to_string(), |k| format!("at minute {k}")),
             costs[9],
             costs[9] / whole
         );
@@ -330,14 +386,14 @@ fn main() {
         );
         assert!(
             costs[4] < before / 2.0,
-            "the fleet shrinks within 5 ticks of the fall: ${before:.3}/h -> ${:.3}/h",
+            "the fleet shrinks within 5 minutes of the fall: ${before:.3}/h -> ${:.3}/h",
             costs[4]
         );
         // The 1.03 target cannot hold without a set that kube-scheduler can strand a pod on
         // (docs/benchmarks.md); the cheapest set that keeps the room is reached instead.
         assert!(
             costs[4] <= roomy + 1e-9,
-            "within 5 ticks, the cheapest whole nodes with room for one more 2-CPU pod: ${:.3}/h vs ${roomy:.3}/h",
+            "within 5 minutes, the cheapest whole nodes with room for one more 2-CPU pod: ${:.3}/h vs ${roomy:.3}/h",
             costs[4]
         );
         assert!(

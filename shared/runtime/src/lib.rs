@@ -14,6 +14,7 @@ pub mod settings;
 pub mod shadow;
 pub mod tick;
 pub mod webhook;
+pub mod world;
 
 pub use error::RuntimeError;
 pub use settings::Settings;

@@ -5,6 +5,9 @@
 //! EC2NodeClass with a malformed AMI alias), each a copy of the scenario's first NodePool with
 //! the highest weight, so a planner that does not skip it prefers it.
 
+use fleetwright_core::labels::{
+    CAPACITY_TYPE, INSTANCE_CATEGORY, INSTANCE_GENERATION, NODEPOOL, ZONE,
+};
 use serde_json::{json, Value};
 
 /// The batch Deployment and NodePool added to chaos.yaml.
@@ -23,9 +26,9 @@ pub fn base_objects() -> Vec<Value> {
             "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
             "taints": [{"key": "chaos/batch", "effect": "NoSchedule"}],
             "requirements": [
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-                {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m"]},
-                {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["5"]}]}},
+                {"key": CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
+                {"key": INSTANCE_CATEGORY, "operator": "In", "values": ["c", "m"]},
+                {"key": INSTANCE_GENERATION, "operator": "Gt", "values": ["5"]}]}},
             "limits": {"cpu": "16"},
             "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "1m",
                 "budgets": [{"nodes": "1"}]}}});
@@ -34,7 +37,7 @@ pub fn base_objects() -> Vec<Value> {
         "spec": {"replicas": 0, "selector": {"matchLabels": {"app": BATCH}},
             "template": {"metadata": {"labels": {"app": BATCH}},
                 "spec": {"tolerations": [{"key": "chaos/batch", "operator": "Exists"}],
-                    "nodeSelector": {"karpenter.sh/nodepool": BATCH},
+                    "nodeSelector": {NODEPOOL: BATCH},
                     "terminationGracePeriodSeconds": 60,
                     "containers": [{"name": BATCH, "image": "batch",
                         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}}});
@@ -42,9 +45,9 @@ pub fn base_objects() -> Vec<Value> {
         "metadata": {"name": "spread", "namespace": "shop"},
         "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "spread"}},
             "template": {"metadata": {"labels": {"app": "spread"}},
-                "spec": {"nodeSelector": {"karpenter.sh/nodepool": "web"},
+                "spec": {"nodeSelector": {NODEPOOL: "web"},
                     "topologySpreadConstraints": [{"maxSkew": 1,
-                        "topologyKey": "topology.kubernetes.io/zone",
+                        "topologyKey": ZONE,
                         "whenUnsatisfiable": "DoNotSchedule",
                         "labelSelector": {"matchLabels": {"app": "spread"}}}],
                     "containers": [{"name": "spread", "image": "spread",
@@ -97,34 +100,5 @@ pub fn malformed(pool: &Value, class: Option<&Value>) -> Vec<(&'static str, Vec<
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_malformed_pool_copies_the_first_with_the_highest_weight_and_one_fault() {
-        let pool = json!({"kind": "NodePool", "metadata": {"name": "web", "uid": "u"},
-            "spec": {"template": {"spec": {"nodeClassRef": {"name": "default"}}},
-                "disruption": {"consolidateAfter": "30s"}}, "status": {"x": 1}});
-        let class = json!({"kind": "EC2NodeClass", "metadata": {"name": "default"},
-            "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}]}});
-        let variants = malformed(&pool, Some(&class));
-        assert_eq!(variants.len(), 5);
-        for (what, objects) in &variants {
-            let p = objects.last().unwrap();
-            assert!(p["metadata"]["name"]
-                .as_str()
-                .unwrap()
-                .starts_with(BROKEN_PREFIX));
-            assert_eq!(p["spec"]["weight"], 100, "{what}");
-            assert!(p["status"].is_null(), "{what}");
-        }
-        assert_eq!(
-            variants[0].1[0]["spec"]["disruption"]["consolidateAfter"],
-            "30 seconds"
-        );
-        assert_eq!(
-            variants[4].1[0]["spec"]["amiSelectorTerms"][0]["alias"],
-            "ubuntu@latest"
-        );
-    }
-}
+#[path = "../../../tests/unit/simulate/chaos/additions.rs"]
+mod tests;

@@ -26,41 +26,39 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::{DateTime, Utc};
-use fleetwright_core::labels::{NODEPOOL, ZONE};
+use fleetwright_core::labels::{DO_NOT_DISRUPT, NODEPOOL, TAINT_DISRUPTED, ZONE};
 use fleetwright_sim::cluster::{NODECLAIMS, NODES, PODS};
 use fleetwright_sim::SimInstance;
 use serde_json::Value;
 
-use super::{millicores, stamp, Chaos, CHAOS_END, CHURN_WINDOW, FOREIGN, LEASE_SECONDS};
+use super::{millicores, Chaos, CHURN_WINDOW, FOREIGN};
 #[cfg(test)]
 use crate::simulate::Simulation;
 
 /// The invariants' limits, in seconds.
 const CORDON_LIMIT: i64 = 600;
 const TERMINATING_LIMIT: i64 = 900;
-const PENDING_LIMIT: i64 = 180;
-const FAULT_PENDING_LIMIT: i64 = 600;
-const BROKEN_PENDING_LIMIT: i64 = 240;
+pub(super) const PENDING_LIMIT: i64 = 180;
+pub(super) const FAULT_PENDING_LIMIT: i64 = 600;
+pub(super) const BROKEN_PENDING_LIMIT: i64 = 240;
 /// Room for the commands in flight in the runaway check: two 2xlarge nodes' CPU.
 const IN_FLIGHT_CPU: i64 = 16_000;
-const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 const NODEPOOLS: &str = "/apis/karpenter.sh/v1/nodepools";
 
 type Owned<'a> = BTreeMap<&'a String, &'a SimInstance>;
 
-fn name(o: &Value) -> &str {
+pub(super) fn name(o: &Value) -> &str {
     o["metadata"]["name"].as_str().unwrap_or_default()
 }
 
 /// A pod key's workload: `namespace/name` without the replica's suffix.
-fn workload(key: &str) -> String {
+pub(super) fn workload(key: &str) -> String {
     let (namespace, pod) = key.split_once('/').unwrap_or(("", key));
     let owner = pod.rsplit_once('-').map_or(pod, |(o, _)| o);
     format!("{namespace}/{owner}")
 }
 
-fn pod_key(p: &Value) -> String {
+pub(super) fn pod_key(p: &Value) -> String {
     format!(
         "{}/{}",
         p["metadata"]["namespace"].as_str().unwrap_or("default"),
@@ -68,21 +66,21 @@ fn pod_key(p: &Value) -> String {
     )
 }
 
-fn deleting(o: &Value) -> bool {
+pub(super) fn deleting(o: &Value) -> bool {
     !o["metadata"]["deletionTimestamp"].is_null()
 }
 
-fn is_daemon(p: &Value) -> bool {
+pub(super) fn is_daemon(p: &Value) -> bool {
     p["metadata"]["ownerReferences"]
         .as_array()
         .is_some_and(|o| o.iter().any(|o| o["kind"] == "DaemonSet"))
 }
 
-fn bound_to(p: &Value) -> Option<&str> {
+pub(super) fn bound_to(p: &Value) -> Option<&str> {
     p["spec"]["nodeName"].as_str().filter(|n| !n.is_empty())
 }
 
-fn instance_of(node: &Value) -> Option<&str> {
+pub(super) fn instance_of(node: &Value) -> Option<&str> {
     node["spec"]["providerID"]
         .as_str()
         .and_then(|p| p.rsplit('/').next())
@@ -92,7 +90,7 @@ pub(super) fn cordoned(node: &Value) -> bool {
     node["spec"]["unschedulable"] == true
         || node["spec"]["taints"]
             .as_array()
-            .is_some_and(|t| t.iter().any(|t| t["key"] == "karpenter.sh/disrupted"))
+            .is_some_and(|t| t.iter().any(|t| t["key"] == TAINT_DISRUPTED))
 }
 
 impl Chaos {
@@ -431,143 +429,6 @@ impl Chaos {
         None
     }
 
-    /// The pending pods the last tick's report excuses: those it named unschedulable and, of a
-    /// workload it named some pods of, as many others. Which replicas of a workload stay
-    /// pending when a limit binds is the scheduler's choice, not the tick's.
-    fn excused(&self, waiting: &[&Value]) -> BTreeSet<String> {
-        let mut left: BTreeMap<String, usize> = BTreeMap::new();
-        for key in &self.unschedulable {
-            *left.entry(workload(key)).or_default() += 1;
-        }
-        let mut out = BTreeSet::new();
-        let keys: Vec<String> = waiting.iter().map(|p| pod_key(p)).collect();
-        for key in keys.iter().filter(|k| self.unschedulable.contains(*k)) {
-            if let Some(n) = left.get_mut(&workload(key)) {
-                *n = n.saturating_sub(1);
-            }
-            out.insert(key.clone());
-        }
-        for key in keys.iter().filter(|k| !self.unschedulable.contains(*k)) {
-            if let Some(n) = left.get_mut(&workload(key)).filter(|n| **n > 0) {
-                *n -= 1;
-                out.insert(key.clone());
-            }
-        }
-        out
-    }
-
-    /// Per workload, since when more of its pods have been waiting than the last tick named
-    /// unschedulable. The others have capacity planned for them; which replica the
-    /// kube-scheduler binds to it is its own choice, so their pending time counts from when the
-    /// workload last had none waiting beyond those named.
-    fn note_excess(&mut self, t: i64, pods: &[Value]) {
-        let mut waiting: BTreeMap<String, usize> = BTreeMap::new();
-        for p in pods
-            .iter()
-            .filter(|p| bound_to(p).is_none() && !deleting(p) && !is_daemon(p))
-        {
-            *waiting.entry(workload(&pod_key(p))).or_default() += 1;
-        }
-        let mut named: BTreeMap<String, usize> = BTreeMap::new();
-        for key in &self.unschedulable {
-            *named.entry(workload(key)).or_default() += 1;
-        }
-        let beyond = |w: &String, n: usize| n > named.get(w).copied().unwrap_or(0);
-        self.excess_since
-            .retain(|w, _| waiting.get(w).is_some_and(|&n| beyond(w, n)));
-        for (w, n) in waiting {
-            if beyond(&w, n) {
-                self.excess_since.entry(w).or_insert(t);
-            }
-        }
-    }
-
-    /// Pending time is bounded during the faults, while a malformed object is applied, and
-    /// after the faults (from when the Lease of a tick cut off at the last moment has expired).
-    fn pending(&self, t: i64, pods: &[Value], nodes: &[Value]) -> Option<String> {
-        let now = stamp(self.sim.start, t);
-        let stalled_until = self.stalled_until(nodes);
-        let quiet_from = stamp(self.sim.start, CHAOS_END + LEASE_SECONDS);
-        let broken_since = self
-            .seen
-            .broken_since
-            .filter(|_| !self.broken.is_empty())
-            .map(|s| stamp(self.sim.start, s));
-        let waiting: Vec<&Value> = pods
-            .iter()
-            .filter(|p| bound_to(p).is_none() && !deleting(p) && !is_daemon(p))
-            .collect();
-        let excused = self.excused(&waiting);
-        for p in waiting {
-            let key = pod_key(p);
-            if excused.contains(&key) {
-                continue;
-            }
-            let created = p["metadata"]["creationTimestamp"]
-                .as_str()
-                .and_then(|c| DateTime::parse_from_rfc3339(c).ok())
-                .map_or(now, |c| c.with_timezone(&Utc));
-            let (since, limit, when) = match broken_since {
-                Some(b) => (
-                    created.max(b),
-                    BROKEN_PENDING_LIMIT + self.failed_elsewhere(created.max(b), t),
-                    "while a malformed object is applied (the healthy pools must go on provisioning)",
-                ),
-                None if t < CHAOS_END => (created, FAULT_PENDING_LIMIT, "during the faults"),
-                None => (created.max(quiet_from), PENDING_LIMIT, "since the faults stopped"),
-            };
-            let since = stalled_until.map_or(since, |s| since.max(s));
-            let since = self
-                .excess_since
-                .get(&workload(&key))
-                .map_or(since, |&e| since.max(stamp(self.sim.start, e)));
-            let waited = (now - since).num_seconds();
-            if waited > limit {
-                return Some(format!(
-                    "pod {key} has been pending {waited} s {when}; the limit is {limit} s"
-                ));
-            }
-        }
-        None
-    }
-
-    /// While a node that registered and never initializes is in the cluster (an injected fault
-    /// that outlives the faults), pods may be planned onto it until the product's own
-    /// initialization grace has run out, and a tick later they get other capacity: pending time
-    /// counts from then.
-    fn stalled_until(&self, nodes: &[Value]) -> Option<DateTime<Utc>> {
-        let grace = chrono::Duration::seconds(
-            fleetwright_core::scheduler::INITIALIZATION_GRACE + super::invariants::TICK_PERIOD,
-        );
-        nodes
-            .iter()
-            .filter(|n| !deleting(n))
-            .filter(|n| {
-                let provider = n["spec"]["providerID"].as_str().unwrap_or_default();
-                provider
-                    .rsplit('/')
-                    .next()
-                    .is_some_and(|id| self.sim.cluster.never_ready.contains(id))
-            })
-            .filter_map(|n| n["metadata"]["creationTimestamp"].as_str())
-            .filter_map(|c| DateTime::parse_from_rfc3339(c).ok())
-            .map(|c| c.with_timezone(&Utc) + grace)
-            .max()
-    }
-
-    /// A tick period for each tick since `since` that failed for a reason other than a
-    /// malformed object (the healthy pools cannot provision in a tick that did not run).
-    fn failed_elsewhere(&self, since: DateTime<Utc>, t: i64) -> i64 {
-        let from = (since - self.sim.start).num_seconds();
-        let failed = self
-            .seen
-            .failed_elsewhere
-            .iter()
-            .filter(|&&f| f >= from && f <= t)
-            .count() as i64;
-        super::invariants::TICK_PERIOD * failed
-    }
-
     /// No runaway scale-up: the fleet's CPU stays within twice the most CPU the workload asked
     /// for at any time in the last ten minutes, plus [`IN_FLIGHT_CPU`] for the commands in
     /// flight (a replacement launched before the node it replaces goes, say).
@@ -655,4 +516,5 @@ pub(super) fn allowed_disruptions(pool: &Value, nodes: usize) -> Option<usize> {
 }
 
 #[cfg(test)]
+#[path = "../../../tests/unit/simulate/chaos/checks.rs"]
 mod tests;

@@ -38,7 +38,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::Context;
 use chrono::{DateTime, Duration, Utc};
+use fleetwright_core::labels::{NODEPOOL, TAG_CLUSTER_PREFIX};
 use fleetwright_core::NodeClassSettings;
+use fleetwright_runtime::world::Cadence;
 use serde_json::{json, Value};
 
 mod additions;
@@ -46,6 +48,7 @@ mod checks;
 mod faults;
 mod incidents;
 mod invariants;
+mod pending;
 mod settled;
 mod ticks;
 
@@ -310,8 +313,8 @@ struct Chaos {
     base: bool,
     /// The next timeline step.
     next_step: usize,
-    /// The second a nudge starts a tick at.
-    nudged_for: Option<i64>,
+    /// When the tick runs: the schedule, nudges and follow-ups.
+    cadence: Cadence,
     /// Malformed objects applied and not yet removed.
     broken: Vec<Value>,
     /// Pods the last tick that finished reported unschedulable (`namespace/name`).
@@ -347,11 +350,8 @@ impl Chaos {
             .map(|t| (t.name.clone(), t.capacity.memory))
             .collect();
         let mut foreign_tags = BTreeMap::new();
-        foreign_tags.insert(
-            "kubernetes.io/cluster/another".to_string(),
-            "owned".to_string(),
-        );
-        foreign_tags.insert("karpenter.sh/nodepool".to_string(), "web".to_string());
+        foreign_tags.insert(format!("{TAG_CLUSTER_PREFIX}another"), "owned".to_string());
+        foreign_tags.insert(NODEPOOL.to_string(), "web".to_string());
         sim.cloud.adopt(
             fleetwright_cloud::Instance {
                 id: FOREIGN.into(),
@@ -377,6 +377,7 @@ impl Chaos {
         sim.cluster.slow_exits = true;
         let overlap_at = (rng.below(10) < 6).then(|| 30 + rng.below(300) as i64);
         Chaos {
+            cadence: Cadence::new(sim.scenario.schedule),
             sim,
             rng,
             queue: Queue::default(),
@@ -389,7 +390,6 @@ impl Chaos {
             memory_of,
             base,
             next_step: 0,
-            nudged_for: None,
             broken: Vec::new(),
             unschedulable: BTreeSet::new(),
             excess_since: BTreeMap::new(),
@@ -419,7 +419,10 @@ impl Chaos {
             let mut last = t;
             if self.tick_due(t) {
                 match self.tick(t).await {
-                    Ok(done) => last = done,
+                    Ok(done) => {
+                        self.cadence.ran(t, done, None);
+                        last = done;
+                    }
                     Err((at, v)) => return self.broke(at, v),
                 }
             }
@@ -440,16 +443,11 @@ impl Chaos {
         let chaos = t < CHAOS_END;
         let nudged = !self.sim.nudges.take().is_empty();
         if nudged && !(chaos && self.chance(0.3)) {
-            self.nudged_for.get_or_insert(t + 1);
+            self.cadence.nudge(t);
         } else if nudged {
             self.count("nudges lost");
         }
-        let followed_up = self.sim.follow_ups.due(t);
-        let due = t % self.sim.scenario.schedule == 0 || self.nudged_for == Some(t) || followed_up;
-        if due {
-            self.nudged_for = self.nudged_for.filter(|&n| n > t);
-        }
-        due
+        self.cadence.due(t)
     }
 
     /// Everything in second `t` but the tick and the checks: the timeline, the faults, EC2,

@@ -136,7 +136,7 @@ impl Chaos {
         match result {
             Ok(summary) => {
                 self.sim.watch.note_tick(&summary, t);
-                self.sim.follow_ups.note(&summary, t);
+                self.cadence.ran(t, t, Some(&summary));
                 if summary.skipped.is_some() || summary.stopped_early.is_some() {
                     return false;
                 }

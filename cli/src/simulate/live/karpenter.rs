@@ -296,7 +296,7 @@ impl Live {
     pub(super) async fn interrupt_karpenter(&mut self, nodepool: &str, count: usize, t: i64) {
         let pods = self.pods().await;
         let mut busy: BTreeMap<String, usize> = BTreeMap::new();
-        for pod in pods.iter().filter(|p| super::workload(p)) {
+        for pod in pods.iter().filter(|p| super::observe::workload(p)) {
             if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
                 *busy.entry(node).or_default() += 1;
             }
@@ -365,30 +365,5 @@ impl Live {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_node_class_becomes_a_kwok_node_class_that_joins_as_late_as_the_simulated_kubelets() {
-        let class = json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-            "metadata": {"name": "bottlerocket", "labels": {"a": "b"}}, "spec": {"amiFamily": "Bottlerocket"}});
-        let kwok = translate(&class);
-        assert_eq!(kwok["kind"], KWOK_CLASS);
-        assert_eq!(kwok["metadata"]["name"], "bottlerocket");
-        assert_eq!(kwok["metadata"]["labels"]["a"], "b");
-        assert_eq!(
-            kwok["spec"]["nodeRegistrationDelay"],
-            format!("{}s", JOIN_AFTER.num_seconds())
-        );
-        let pool = json!({"kind": "NodePool", "spec": {"template": {"spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "bottlerocket"},
-            "requirements": []}}}});
-        let reference = &translate(&pool)["spec"]["template"]["spec"]["nodeClassRef"];
-        assert_eq!(
-            *reference,
-            json!({"group": KWOK_GROUP, "kind": KWOK_CLASS, "name": "bottlerocket"})
-        );
-        let deployment = json!({"kind": "Deployment", "metadata": {"name": "x"}});
-        assert_eq!(translate(&deployment), deployment);
-    }
-}
+#[path = "../../../tests/unit/simulate/live/karpenter.rs"]
+mod tests;

@@ -14,8 +14,9 @@ use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
+use super::observe::ready;
 use super::owned::{self, Run};
-use super::{ready, Live, JOIN_AFTER, SIMULATED};
+use super::{Live, JOIN_AFTER, SIMULATED};
 
 /// The name of the Node this run registers for the simulated cloud's node `simulated` (an EC2
 /// style `ip-10-0-1-2.ec2.internal`): the run's id in it, and no EC2 domain, so that it can be

@@ -17,9 +17,12 @@ mod guard;
 pub mod karpenter;
 mod karpenter_process;
 mod kubelet;
+mod observe;
 mod owned;
+mod second;
 mod setup;
 #[cfg(test)]
+#[path = "../../../tests/unit/simulate/live.rs"]
 mod tests;
 mod utilization;
 
@@ -34,18 +37,17 @@ use fleetwright_runtime::interruption::Interruption;
 use fleetwright_runtime::settings::Settings;
 use fleetwright_runtime::tick::Tick;
 use fleetwright_runtime::webhook::Webhook;
+use fleetwright_runtime::world::{drive, QueuedNudges};
 use fleetwright_sim::SimCloud;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, ApiResource, DeleteParams, ListParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ApiResource, ListParams};
 use kube::Client;
-use serde_json::{json, Value};
-use tracing::{info, warn};
+use tracing::warn;
 
-use super::report::{Report, Sample};
-use super::scenario::{Action, Scenario, Step};
-use super::triggers::{FollowUps, QueuedNudges};
-use super::{deliver, CLUSTER};
+use super::report::Report;
+use super::scenario::{Action, Scenario};
+use super::CLUSTER;
 use fleetwright_core::rng::Rng;
 
 /// How long after its launch an instance's kubelet registers its Node (kwok makes it Ready at
@@ -67,6 +69,8 @@ pub struct Target {
     pub controller_kubeconfig: Option<PathBuf>,
     /// Karpenter as the autoscaler instead of Fleetwright's tick and interruption.
     pub karpenter: Option<karpenter::Karpenter>,
+    /// With Karpenter: Fleetwright's tick in shadow mode beside it, under this identity.
+    pub shadow_kubeconfig: Option<PathBuf>,
 }
 
 /// Runs `scenario` against the target cluster and returns its report.
@@ -87,6 +91,11 @@ pub async fn run(
     };
     let mut live = Live::new(scenario, admin, controller, catalog, clock, bar)?;
     live.karpenter = target.karpenter.clone();
+    if let Some(path) = &target.shadow_kubeconfig {
+        karpenter_process::same_server(&target.kubeconfig, path).await?;
+        let settings = live.settings(true)?;
+        live.shadow = Some(Tick::new(live.cloud.clone(), client(path).await?, settings));
+    }
     live.controller_kubeconfig = (target.controller_kubeconfig.as_ref())
         .unwrap_or(&target.kubeconfig)
         .clone();
@@ -97,9 +106,11 @@ pub async fn run(
     }
     let report = live.run().await;
     let usage = live.stop_karpenter();
+    let shadow = live.shadow_comparison().await;
     live.clean_up().await;
     let mut report = report?;
     report.autoscaler = Some(live.autoscaler_usage(usage));
+    report.shadow = shadow;
     Ok(report)
 }
 
@@ -162,6 +173,12 @@ struct Live {
     invocations: BTreeMap<&'static str, (usize, f64)>,
     /// The fleet Karpenter ran at the last listing that succeeded.
     last_fleet: BTreeMap<String, fleetwright_sim::SimInstance>,
+    /// The next step of the timeline.
+    next_step: usize,
+    /// Fleetwright's tick in shadow mode beside Karpenter, when asked for.
+    shadow: Option<Tick<Arc<SimCloud>>>,
+    /// The run's pods as this second found them, before its steps.
+    second_pods: Vec<Pod>,
 }
 
 /// The times of the checks that nothing of anyone else's has appeared.
@@ -197,12 +214,7 @@ impl Live {
             .into_iter()
             .map(|t| (t.name.clone(), t))
             .collect();
-        let settings = Settings::from_lookup(|name| match name {
-            "FLEETWRIGHT_CLUSTER_NAME" => Some(CLUSTER.into()),
-            "FLEETWRIGHT_NAMESPACE" => std::env::var(name).ok(),
-            _ => scenario.settings.get(name).cloned(),
-        })
-        .with_context(|| format!("scenario {}: settings", scenario.name))?;
+        let settings = settings(&scenario, false)?;
         let nudges = QueuedNudges::default();
         Ok(Live {
             rng: Rng::new(scenario.seed.rotate_left(17)),
@@ -240,73 +252,15 @@ impl Live {
             controller_kubeconfig: PathBuf::new(),
             invocations: BTreeMap::new(),
             last_fleet: BTreeMap::new(),
+            next_step: 0,
+            second_pods: Vec::new(),
+            shadow: None,
         })
     }
 
     async fn run(&mut self) -> anyhow::Result<Report> {
-        let timeline = self.scenario.timeline.clone();
-        let mut steps = timeline.iter().peekable();
-        let mut nudged_for: Option<i64> = None;
-        let mut follow_ups = FollowUps::default();
-        let mut last_tick: Option<i64> = None;
         self.start = Utc::now();
-        loop {
-            let now = Utc::now();
-            let t = (now - self.start).num_seconds();
-            if t > self.scenario.duration {
-                break;
-            }
-            self.clock.set(now);
-            self.cloud.set_clock(now);
-            // By elapsed time, not `t % RECHECK`: a round that takes over a second must not
-            // skip the check for good.
-            if t - self.checks.tried >= RECHECK {
-                self.still_alone(t).await?;
-            }
-            // The pods as this second found them, before its steps: a sample taken at a step's
-            // second is the cluster the step acted on, whatever the controllers do next.
-            let pods = self.pods().await;
-            while let Some(step) = steps.next_if(|s| s.at <= t) {
-                self.step(step, t, now).await;
-            }
-            self.admit_new(&pods, now).await;
-            if self.karpenter.is_some() {
-                self.karpenter_round(t).await;
-            } else {
-                self.reclaim(now).await;
-                if let Err(e) = self.kubelet(now).await {
-                    warn!(target: "simulate::kubelet", error = %format!("{e:#}"), "the kubelets' round failed; the next second retries");
-                }
-                if !self.nudges.take().is_empty() {
-                    nudged_for.get_or_insert(t + 1);
-                }
-                let scheduled =
-                    t / self.scenario.schedule != last_tick.unwrap_or(-1) / self.scenario.schedule;
-                let followed_up = follow_ups.due(t);
-                if last_tick.is_none()
-                    || scheduled
-                    || nudged_for.is_some_and(|n| n <= t)
-                    || followed_up
-                {
-                    nudged_for = None;
-                    last_tick = Some(t);
-                    let started = std::time::Instant::now();
-                    let summary = super::run_tick(&self.tick, &mut self.watch, now, t).await;
-                    self.invoked("tick", started);
-                    if let Some(summary) = summary {
-                        follow_ups.note(&summary, t);
-                    }
-                }
-            }
-            self.observe(t, &pods).await;
-            if let Some(bar) = &self.bar {
-                bar.set_position(t.max(0) as u64);
-            }
-            let next = self.start + Duration::seconds(t + 1);
-            if let Ok(wait) = (next - Utc::now()).to_std() {
-                tokio::time::sleep(wait).await;
-            }
-        }
+        drive(self).await?;
         let end = self.start + Duration::seconds(self.scenario.duration);
         let waits: Vec<(DateTime<Utc>, i64)> = self
             .waits
@@ -320,73 +274,6 @@ impl Live {
             &waits,
             self.counts(),
         ))
-    }
-
-    async fn step(&mut self, step: &Step, t: i64, now: DateTime<Utc>) {
-        info!(target: "simulate::scenario", step = %step.action, "scenario step");
-        let index = self
-            .watch
-            .step(t, step.action.to_string(), self.nodes.len(), self.hourly());
-        if self.karpenter.is_some() && !karpenter::plays(&step.action) {
-            warn!(target: "simulate::scenario", step = %step.action, "Karpenter's KWOK provider has no simulated cloud to play this step on; skipped");
-            return;
-        }
-        let result = match &step.action {
-            Action::Scale(s) => {
-                self.watch
-                    .scaling
-                    .push((index, s.deployment.clone(), s.replicas));
-                let replicas = Some(s.replicas as i32);
-                owned::replace(
-                    &self.deployment(&s.deployment),
-                    &self.run,
-                    "Deployment",
-                    &s.deployment,
-                    |d| {
-                        let spec = d.spec.get_or_insert_with(Default::default);
-                        let changed = spec.replicas != replicas;
-                        spec.replicas = replicas;
-                        changed
-                    },
-                )
-                .await
-                .map(|_| ())
-            }
-            Action::Delete(d) => owned::delete(
-                &self.deployment(&d.deployment),
-                &self.run,
-                "Deployment",
-                &d.deployment,
-                &DeleteParams::background(),
-            )
-            .await
-            .map(|_| ()),
-            Action::Apply(o) => self.apply(o).await,
-            Action::ChangeAmi(c) => {
-                self.cloud.release_ami(c.nodeclass.as_deref());
-                Ok(())
-            }
-            Action::Ice(i) => {
-                self.cloud.add_ice(i.clone());
-                Ok(())
-            }
-            Action::Interrupt(i) if self.karpenter.is_some() => {
-                self.interrupt_karpenter(&i.nodepool, i.count, t).await;
-                Ok(())
-            }
-            Action::Interrupt(i) => {
-                self.interrupt(&i.nodepool, i.count, t, now).await;
-                Ok(())
-            }
-            Action::Fail(_) => {
-                // kwok owns the nodes' conditions on the control plane and would set them back.
-                warn!(target: "simulate::scenario", step = %step.action, "node failures are simulated in memory only; skipped on the control plane");
-                Ok(())
-            }
-        };
-        if let Err(e) = result {
-            warn!(target: "simulate::scenario", step = %step.action, error = %format!("{e:#}"), "the step failed");
-        }
     }
 
     /// The fleet's hourly cost now.
@@ -419,78 +306,6 @@ impl Live {
         Api::namespaced(self.admin.clone(), namespace)
     }
 
-    async fn interrupt(&mut self, nodepool: &str, count: usize, t: i64, now: DateTime<Utc>) {
-        let pods = self.pods().await;
-        // Which node kube-scheduler filled is wall-clock chance; a warning is only worth
-        // sending in the story to a node that holds pods, while one does.
-        let busy: BTreeSet<String> = pods
-            .iter()
-            .filter(|p| workload(p))
-            .filter_map(|p| p.spec.as_ref()?.node_name.as_ref())
-            .filter_map(|n| self.nodes.get(n).cloned())
-            .collect();
-        let rng = &mut self.rng;
-        let warned = self.cloud.warn_spot_preferring(
-            nodepool,
-            count,
-            now,
-            |i| busy.contains(&format!("aws:///{}/{}", i.zone, i.id)),
-            |n| rng.below(n),
-        );
-        if warned.is_empty() {
-            warn!(target: "simulate::cloud", %nodepool, "no spot instance of the nodepool to interrupt");
-        }
-        let mut events = Vec::new();
-        for instance in &warned {
-            let provider = format!("aws:///{}/{}", instance.zone, instance.id);
-            let node = self
-                .nodes
-                .iter()
-                .find(|(_, p)| **p == provider)
-                .map(|(n, _)| n.clone());
-            info!(target: "simulate::cloud", instance_id = %instance.id, node = node.as_deref().unwrap_or("none"), "spot interruption warning; the instance is reclaimed in 2 minutes");
-            let displaced = pods
-                .iter()
-                .filter(|p| {
-                    workload(p)
-                        && p.spec.as_ref().and_then(|s| s.node_name.as_ref()) == node.as_ref()
-                })
-                .count();
-            let displaced = if node.is_some() { displaced } else { 0 };
-            events.push(super::spot_warning(
-                &mut self.watch,
-                (t, now),
-                nodepool,
-                instance,
-                node,
-                displaced,
-            ));
-        }
-        self.deliver(events, now).await;
-    }
-
-    async fn reclaim(&mut self, now: DateTime<Utc>) {
-        let events = super::reclaimed(&self.cloud, now);
-        self.deliver(events, now).await;
-    }
-
-    /// Delivers events to the interruption function, its time counted.
-    async fn deliver(&mut self, events: Vec<Value>, now: DateTime<Utc>) {
-        if events.is_empty() {
-            return;
-        }
-        let started = std::time::Instant::now();
-        deliver(&self.interruption, events, now).await;
-        self.invoked("interruption", started);
-    }
-
-    /// Counts one invocation of `function` that began at `started`.
-    fn invoked(&mut self, function: &'static str, started: std::time::Instant) {
-        let entry = self.invocations.entry(function).or_default();
-        entry.0 += 1;
-        entry.1 += started.elapsed().as_secs_f64();
-    }
-
     async fn pods(&self) -> Vec<Pod> {
         let api: Api<Pod> = Api::all(self.admin.clone());
         match api
@@ -508,182 +323,37 @@ impl Live {
             }
         }
     }
+}
 
-    /// Each new pod goes through the webhook as the API server would send it, and each
-    /// workload pod's wait is kept for the report.
-    async fn admit_new(&mut self, pods: &[Pod], now: DateTime<Utc>) {
-        for pod in pods {
-            let uid = pod.metadata.uid.clone().unwrap_or_default();
-            if workload(pod) {
-                let created = pod.metadata.creation_timestamp.as_ref().map_or(now, stamp);
-                let entry = self.waits.entry(uid.clone()).or_insert((created, None));
-                if entry.1.is_none() {
-                    entry.1 = bound_at(pod).map(|b| (b - created).num_seconds().max(0));
+/// The functions' settings for a run of `scenario` (a dry run: Fleetwright in shadow mode).
+fn settings(scenario: &Scenario, dry_run: bool) -> anyhow::Result<Settings> {
+    Settings::from_lookup(|name| match name {
+        "FLEETWRIGHT_CLUSTER_NAME" => Some(CLUSTER.into()),
+        "FLEETWRIGHT_NAMESPACE" => std::env::var(name).ok(),
+        "FLEETWRIGHT_DRY_RUN" if dry_run => Some("true".into()),
+        _ => scenario.settings.get(name).cloned(),
+    })
+    .with_context(|| format!("scenario {}: settings", scenario.name))
+}
+
+impl Live {
+    fn settings(&self, dry_run: bool) -> anyhow::Result<Settings> {
+        settings(&self.scenario, dry_run)
+    }
+
+    /// What the shadow ticks recorded, compared with what Karpenter did (None without them).
+    async fn shadow_comparison(&self) -> Option<fleetwright_runtime::shadow::Comparison> {
+        self.shadow.as_ref()?;
+        let key = fleetwright_runtime::shadow::SHADOW_KEY;
+        let stored: Option<fleetwright_runtime::shadow::Shadow> =
+            match fleetwright_kube::state::load(self.admin.clone(), &self.namespace, key).await {
+                Ok(stored) => stored,
+                Err(e) => {
+                    warn!(target: "simulate::shadow", error = %e, "could not read the shadow records");
+                    return None;
                 }
-            }
-            if self.karpenter.is_some()
-                || !self.seen_pods.insert(uid)
-                || pod.spec.as_ref().is_some_and(|s| s.node_name.is_some())
-            {
-                continue;
-            }
-            let Ok(value) = serde_json::to_value(pod) else {
-                continue;
             };
-            let started = std::time::Instant::now();
-            super::admit(&self.webhook, &value, now).await;
-            self.invoked("webhook", started);
-        }
+        let records = stored.map(|s| s.records).unwrap_or_default();
+        Some(fleetwright_runtime::shadow::compare(&records))
     }
-
-    /// A Node the kubelets registered goes through the webhook, as the API server sends it.
-    async fn admit_node(&mut self, node: &Value, now: DateTime<Utc>) {
-        if !super::node_reviewed(node) {
-            return;
-        }
-        let mut node = node.clone();
-        node["kind"] = json!("Node");
-        let started = std::time::Instant::now();
-        super::admit(&self.webhook, &node, now).await;
-        self.invoked("webhook", started);
-    }
-
-    async fn observe(&mut self, t: i64, pods: &[Pod]) {
-        // Seconds lost to a slow round repeat the fleet as it was.
-        while (self.watch.series.len() as i64) < t {
-            let last = self.watch.series.last().copied().unwrap_or_default();
-            self.watch.series.push(last);
-        }
-        let live = match self.karpenter {
-            Some(_) => self.karpenter_fleet().await,
-            None => self.cloud.live(),
-        };
-        self.watch.note_fleet(t, self.nodes.len(), &live);
-        let mut counts = BTreeMap::new();
-        for o in self
-            .scenario
-            .objects
-            .iter()
-            .filter(|o| o["kind"] == "Deployment")
-        {
-            let name = o["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            if let Ok(d) = self.deployment(&name).get(&name).await {
-                let status = d.status.unwrap_or_default();
-                counts.insert(
-                    name,
-                    (
-                        status.ready_replicas.unwrap_or(0),
-                        status.replicas.unwrap_or(0),
-                    ),
-                );
-            }
-        }
-        self.watch.note_scaling(t, |d, replicas| {
-            counts
-                .get(d)
-                .is_some_and(|&(ready, total)| ready == replicas as i32 && total == replicas as i32)
-        });
-        if t % 60 == 0 || t == self.scenario.duration {
-            let ready_nodes = self.ready_nodes().await;
-            let used = self.utilization(pods).await;
-            let workload: Vec<&Pod> = pods.iter().filter(|p| workload(p)).collect();
-            let running = workload
-                .iter()
-                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-                .count();
-            let pending = workload
-                .iter()
-                .filter(|p| p.spec.as_ref().is_none_or(|s| s.node_name.is_none()))
-                .count();
-            self.watch.samples.push(Sample {
-                t,
-                nodes: self.nodes.len(),
-                ready_nodes,
-                running_pods: running,
-                pending_pods: pending,
-                hourly_cost: self.hourly(),
-                lower_bound: self.lower_bound(&workload),
-                cpu_utilization: used.map(|u| u.0),
-                memory_utilization: used.map(|u| u.1),
-            });
-        }
-    }
-
-    /// CPU and memory utilization of the run's nodes by `pods`.
-    async fn utilization(&self, pods: &[Pod]) -> Option<(f64, f64)> {
-        let api: Api<Node> = Api::all(self.admin.clone());
-        let params = ListParams::default().labels(&self.run.selector());
-        let nodes = api.list(&params).await.ok()?.items;
-        let nodes: Vec<Node> = nodes.into_iter().filter(|n| self.run.owns(n)).collect();
-        utilization::utilization(&nodes, pods)
-    }
-
-    async fn ready_nodes(&self) -> usize {
-        let api: Api<Node> = Api::all(self.admin.clone());
-        let mut ready_count = 0;
-        for name in self.nodes.keys() {
-            if api.get(name).await.is_ok_and(|n| ready(&n)) {
-                ready_count += 1;
-            }
-        }
-        ready_count
-    }
-
-    fn lower_bound(&self, workload: &[&Pod]) -> f64 {
-        let mut items: Vec<Value> = self
-            .scenario
-            .objects
-            .iter()
-            .filter(|o| {
-                matches!(
-                    o["kind"].as_str(),
-                    Some("NodePool" | "EC2NodeClass" | "NodeOverlay" | "DaemonSet")
-                )
-            })
-            .cloned()
-            .collect();
-        for pod in workload {
-            let Ok(mut value) = serde_json::to_value(pod) else {
-                continue;
-            };
-            if let Some(spec) = value["spec"].as_object_mut() {
-                spec.remove("nodeName");
-            }
-            value["status"] = json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]});
-            items.push(value);
-        }
-        super::whole_reservations(&mut items, &self.scenario);
-        super::lower_bound(&self.catalog, items)
-    }
-}
-
-/// A pod of the workload: not a DaemonSet's.
-fn workload(pod: &Pod) -> bool {
-    !pod.metadata
-        .owner_references
-        .as_ref()
-        .is_some_and(|o| o.iter().any(|o| o.kind == "DaemonSet"))
-}
-
-fn ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-/// When kube-scheduler bound the pod.
-fn bound_at(pod: &Pod) -> Option<DateTime<Utc>> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "PodScheduled" && c.status == "True")?
-        .last_transition_time
-        .as_ref()
-        .map(stamp)
 }

@@ -6,6 +6,7 @@
 
 use anyhow::{bail, Context};
 use chrono::{Duration, Utc};
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -45,6 +46,13 @@ impl Live {
         if self.karpenter.is_some() {
             let names = self.install_karpenter_crds().await?;
             wait_established(&Api::all(self.admin.clone()), names).await?;
+            if self.shadow.is_some() {
+                // Fleetwright's CRDs the cluster lacks (its EC2NodeClass), for the shadow.
+                self.install_crds().await?;
+                self.ensure_namespace(&self.namespace.clone()).await?;
+                self.create_state().await?;
+                self.grant_shadow().await?;
+            }
         } else {
             self.install_crds().await?;
             self.ensure_namespace(&self.namespace.clone()).await?;
@@ -148,6 +156,29 @@ impl Live {
         Ok(())
     }
 
+    /// The functions' own RBAC for the shadow's identity (its user, as the API server names it),
+    /// created as this run's objects: shadow mode runs with what a deploy grants, no more.
+    async fn grant_shadow(&mut self) -> anyhow::Result<()> {
+        let Some(shadow) = &self.shadow else {
+            return Ok(());
+        };
+        let reviews: Api<SelfSubjectReview> = Api::all(shadow.kube.clone());
+        let review = reviews
+            .create(&PostParams::default(), &SelfSubjectReview::default())
+            .await
+            .context("--shadow-kubeconfig: asking the API server who its identity is")?;
+        let user = review
+            .status
+            .and_then(|s| s.user_info)
+            .and_then(|u| u.username)
+            .context("--shadow-kubeconfig: the API server named no user for its identity")?;
+        let namespace = self.namespace.clone();
+        for object in crate::manifests::rbac_for("User", &user, &namespace) {
+            self.create(&object).await?;
+        }
+        Ok(())
+    }
+
     /// The tick's Lease and state ConfigMap, created as this run's so that the tick's writes
     /// land on objects the run owns, and the clean-up can remove them.
     async fn create_state(&self) -> anyhow::Result<()> {
@@ -218,9 +249,20 @@ impl Live {
         serde_json::from_value(object).context("the object")
     }
 
-    /// Creates one scenario object. One that exists already is refused.
+    /// Creates one scenario object. One that exists already is refused. Beside Karpenter, an
+    /// EC2NodeClass is also created as it is for Fleetwright's shadow, which reads its pools'
+    /// classes by name.
     pub(super) async fn create(&mut self, object: &Value) -> anyhow::Result<()> {
-        let object = &self.for_autoscaler(object);
+        let shadowed =
+            self.karpenter.is_some() && self.shadow.is_some() && object["kind"] == "EC2NodeClass";
+        self.create_as_is(&self.for_autoscaler(object)).await?;
+        if shadowed {
+            self.create_as_is(object).await?;
+        }
+        Ok(())
+    }
+
+    async fn create_as_is(&mut self, object: &Value) -> anyhow::Result<()> {
         let (api, applied) = self.resolve(object).await?;
         let what = applied.resource.kind.clone();
         let created = owned::create(&api, &self.run, &what, &self.stamped(object)?).await;

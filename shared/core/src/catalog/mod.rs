@@ -7,8 +7,6 @@
 //! every region).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
-use std::sync::{Arc, OnceLock};
 
 use crate::error::CoreError;
 use crate::labels::*;
@@ -23,82 +21,31 @@ pub const VM_MEMORY_OVERHEAD: f64 = 0.075;
 pub const DEFAULT_ROOT_VOLUME_BYTES: i64 = 20 << 30;
 const MIB: i64 = 1 << 20;
 
-static EMBEDDED_TYPES: &[u8] = include_bytes!("../../data/describe-instance-types.json.gz");
-/// The regions whose offerings are embedded.
-pub const EMBEDDED_REGIONS: [&str; 4] = ["ap-northeast-2", "eu-west-1", "us-east-1", "us-west-2"];
-static EMBEDDED_OFFERINGS: [&[u8]; 4] = [
-    include_bytes!("../../data/instance-type-offerings-ap-northeast-2.json.gz"),
-    include_bytes!("../../data/instance-type-offerings-eu-west-1.json.gz"),
-    include_bytes!("../../data/instance-type-offerings-us-east-1.json.gz"),
-    include_bytes!("../../data/instance-type-offerings-us-west-2.json.gz"),
-];
-static EMBEDDED_PRICES: &[u8] = include_bytes!("../../data/ondemand-prices-us-east-1.csv.gz");
-
+mod embedded;
 mod expression;
+mod memo;
+mod offerings;
+mod overlay;
 mod raw;
 mod resolve;
 #[cfg(test)]
+#[path = "../../tests/unit/catalog.rs"]
 mod tests;
 
+pub use self::embedded::{EMBEDDED_PRICE_REGION, EMBEDDED_REGIONS};
 pub use self::expression::{
     default_pods, is_quantity, reserved_quantity, reserved_value, resolve_kubelet, Expression,
     ExpressionError, ExpressionVars, KubeletExpressions, ResolvedKubelet, MAX_PODS_FIELD,
     RESERVED_RESOURCES,
 };
+use self::memo::{Facts, Resolved};
+pub use self::offerings::{
+    offering_allowed, reserved_price, CapacityReservation, Offering, Reservation,
+};
+pub use self::overlay::{overlaid_price, NodeOverlay, PriceChange};
 pub use self::raw::*;
 pub use self::resolve::{architecture, eni_limited_pods, kube_reserved_cpu};
 use self::resolve::{capacity, overhead, type_requirements};
-use crate::model::NodeOverlay;
-
-mod overlay;
-pub use self::overlay::overlaid_price;
-
-/// Where and how an instance type can be bought, and for how much.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Offering {
-    pub zone: String,
-    pub capacity_type: String,
-    /// USD per hour.
-    pub price: f64,
-    pub available: bool,
-    /// For a `reserved` offering: the capacity reservation it launches into.
-    pub reservation: Option<Reservation>,
-}
-
-/// The capacity reservation of a `reserved` offering, with the labels a node in it carries.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reservation {
-    pub id: String,
-    /// `default` or `capacity-block`.
-    pub kind: String,
-    pub interruptible: bool,
-    /// Instances it can still take.
-    pub available: usize,
-}
-
-/// A capacity reservation an EC2NodeClass selects (its `status.capacityReservations`, with the
-/// instances it can still take).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct CapacityReservation {
-    pub id: String,
-    pub instance_type: String,
-    pub zone: String,
-    /// `default` or `capacity-block`.
-    pub kind: String,
-    pub interruptible: bool,
-    /// `active`, or `expiring` (a capacity block within 40 minutes of its end): nothing
-    /// launches into an expiring reservation.
-    pub state: String,
-    /// Instances it can still take (unknown counts as none, as Karpenter counts it).
-    pub available: usize,
-}
-
-/// A reserved offering's price: the on-demand price divided by ten million, as Karpenter prices
-/// it: all but free (the reservation is paid for whether it is used or not), while keeping the
-/// types' order for consolidation.
-pub fn reserved_price(on_demand: f64) -> f64 {
-    on_demand / 10_000_000.0
-}
 
 /// Kubelet settings from the EC2NodeClass that change a node's allocatable resources.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -186,44 +133,6 @@ fn add_placement_group(reqs: &mut Requirements, group: &PlacementGroup) {
     }
 }
 
-/// Whether requirements on zone, capacity type and reservation allow an offering. An offering
-/// outside reservations has no reservation labels: only `NotIn` and `DoesNotExist` on them
-/// allow it.
-pub fn offering_allowed(o: &Offering, reqs: &Requirements) -> bool {
-    reqs.get(ZONE).is_none_or(|r| r.has(&o.zone))
-        && reqs
-            .get(CAPACITY_TYPE)
-            .is_none_or(|r| r.has(&o.capacity_type))
-        && reservation_allowed(o.reservation.as_ref(), reqs)
-}
-
-fn reservation_allowed(reservation: Option<&Reservation>, reqs: &Requirements) -> bool {
-    let keys = [RESERVATION_ID, RESERVATION_TYPE, RESERVATION_INTERRUPTIBLE];
-    if keys.iter().all(|k| !reqs.has_key(k)) {
-        return true;
-    }
-    let mut labels = BTreeMap::new();
-    if let Some(r) = reservation {
-        labels.insert(RESERVATION_ID.to_string(), r.id.clone());
-        labels.insert(RESERVATION_TYPE.to_string(), r.kind.clone());
-        labels.insert(
-            RESERVATION_INTERRUPTIBLE.to_string(),
-            r.interruptible.to_string(),
-        );
-    }
-    keys.iter().all(|k| match reqs.get(k) {
-        None => true,
-        Some(req) => {
-            let mut one = Requirements::new();
-            one.add(req.clone());
-            one.matches_labels(&labels)
-        }
-    })
-}
-
-/// The region of the embedded on-demand price table.
-pub const EMBEDDED_PRICE_REGION: &str = "us-east-1";
-
 /// Where a catalog's on-demand prices come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OnDemandPrices {
@@ -264,44 +173,6 @@ pub struct Catalog {
     /// The types resolved for each node class lately (every scheduling pass of a tick, and
     /// each consolidation move it tries, asks again).
     resolved: Resolved,
-}
-
-/// [`Catalog::instance_types_shared`]'s memory: node-class settings and a fingerprint of the
-/// catalog's public fields (so a catalog changed after a lookup is never answered from before
-/// the change), with the types resolved for them. A clone starts empty, as [`Facts`] does.
-#[derive(Debug, Default)]
-struct Resolved(std::sync::Mutex<Vec<ResolvedEntry>>);
-
-/// Node-class settings, the catalog's fingerprint then, and the types they resolved to.
-type ResolvedEntry = (NodeClassSettings, u64, Arc<Vec<InstanceType>>);
-
-impl Clone for Resolved {
-    fn clone(&self) -> Self {
-        Resolved::default()
-    }
-}
-
-/// How many node classes' types a catalog keeps resolved.
-const RESOLVED_KEPT: usize = 16;
-
-/// What [`Catalog::type_labels`] and [`Catalog::offered`] answer, by type, built once per
-/// catalog. A clone starts empty: it may be composed with other unavailable offerings, which
-/// decide whether a type resolves at all.
-#[derive(Debug, Default)]
-struct Facts(OnceLock<BTreeMap<String, TypeFacts>>);
-
-impl Clone for Facts {
-    fn clone(&self) -> Self {
-        Facts::default()
-    }
-}
-
-#[derive(Debug, Default)]
-struct TypeFacts {
-    /// Empty for a type that does not resolve (no offering available).
-    labels: BTreeMap<String, String>,
-    /// (zone, capacity type) of every offering, available or not.
-    offered: BTreeSet<(String, String)>,
 }
 
 impl Catalog {
@@ -362,13 +233,6 @@ impl Catalog {
         }
     }
 
-    /// The embedded on-demand price table (us-east-1; used as the fallback for other regions).
-    pub fn embedded_prices() -> BTreeMap<String, f64> {
-        // Only the price table is read (not the whole catalog): the functions call this while
-        // they start, and a cold start should not parse 1,395 instance types it may not need.
-        parse_prices(&gunzip(EMBEDDED_PRICES)).expect("the embedded price table parses")
-    }
-
     /// A catalog of already resolved instance types (node-class settings do not change them).
     pub fn from_types(region: &str, types: Vec<InstanceType>) -> Self {
         Catalog {
@@ -386,27 +250,6 @@ impl Catalog {
             facts: Facts::default(),
             resolved: Resolved::default(),
         }
-    }
-
-    /// The us-east-1 catalog embedded in the binary (1,395 types, per-zone offerings, on-demand prices).
-    pub fn embedded() -> &'static Catalog {
-        Catalog::embedded_region("us-east-1").expect("us-east-1 is embedded")
-    }
-
-    /// The embedded catalog of one of [`EMBEDDED_REGIONS`]: its offerings, with us-east-1's
-    /// on-demand prices. None for a region not embedded.
-    pub fn embedded_region(region: &str) -> Option<&'static Catalog> {
-        static CATALOGS: [OnceLock<Catalog>; 4] = [const { OnceLock::new() }; 4];
-        let index = EMBEDDED_REGIONS.iter().position(|r| *r == region)?;
-        Some(CATALOGS[index].get_or_init(|| {
-            let types = gunzip(EMBEDDED_TYPES);
-            let offerings = gunzip(EMBEDDED_OFFERINGS[index]);
-            let prices = gunzip(EMBEDDED_PRICES);
-            let mut catalog = Catalog::from_documents(region, &types, &offerings, &prices)
-                .expect("the embedded catalog is valid");
-            catalog.on_demand_prices = OnDemandPrices::Table(EMBEDDED_PRICE_REGION.into());
-            catalog
-        }))
     }
 
     /// Where this catalog's prices come from, one line each, estimates marked as such: what
@@ -469,44 +312,6 @@ impl Catalog {
     /// Resolves every usable instance type for one node class.
     pub fn instance_types(&self, settings: &NodeClassSettings) -> Vec<InstanceType> {
         self.instance_types_shared(settings).as_ref().clone()
-    }
-
-    /// [`Catalog::instance_types`], resolved once per node class and shared.
-    pub fn instance_types_shared(&self, settings: &NodeClassSettings) -> Arc<Vec<InstanceType>> {
-        let fingerprint = self.fingerprint();
-        let mut kept = self.resolved.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, _, types)) = kept
-            .iter()
-            .find(|(s, f, _)| *f == fingerprint && s == settings)
-        {
-            return types.clone();
-        }
-        let types = Arc::new(self.resolve_all(settings));
-        if kept.len() >= RESOLVED_KEPT {
-            kept.remove(0);
-        }
-        kept.push((settings.clone(), fingerprint, types.clone()));
-        types
-    }
-
-    /// A hash of the public fields that change what a node class resolves to.
-    fn fingerprint(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.region.hash(&mut h);
-        self.raw.len().hash(&mut h);
-        self.zones.hash(&mut h);
-        for (k, v) in &self.on_demand {
-            (k, v.to_bits()).hash(&mut h);
-        }
-        for (k, v) in &self.spot {
-            (k, v.to_bits()).hash(&mut h);
-        }
-        self.unavailable.hash(&mut h);
-        self.fixed.as_ref().map(Vec::len).hash(&mut h);
-        self.spot_fraction.to_bits().hash(&mut h);
-        format!("{:?}", self.overlays).hash(&mut h);
-        h.finish()
     }
 
     fn resolve_all(&self, settings: &NodeClassSettings) -> Vec<InstanceType> {
@@ -587,151 +392,6 @@ impl Catalog {
         overlay::apply(&self.overlays, &mut resolved);
         Ok(Some(resolved))
     }
-
-    /// The labels a node of `instance_type` carries for its type (arch, OS, family, size, CPU,
-    /// memory, ...: every single-valued label of the type's requirements), as Karpenter writes
-    /// them onto a NodeClaim at launch. Empty for a type the catalog does not know.
-    pub fn type_labels(&self, instance_type: &str) -> BTreeMap<String, String> {
-        self.facts()
-            .get(instance_type)
-            .map(|f| f.labels.clone())
-            .unwrap_or_default()
-    }
-
-    /// Whether `instance_type` is offered in `zone` with `capacity_type` (either unset: any),
-    /// available or not (Karpenter's `Offerings.HasCompatible`); None when the catalog does
-    /// not know the type.
-    pub fn offered(
-        &self,
-        instance_type: &str,
-        zone: Option<&str>,
-        capacity_type: Option<&str>,
-    ) -> Option<bool> {
-        let facts = self.facts().get(instance_type)?;
-        Some(facts.offered.iter().any(|(z, c)| {
-            zone.is_none_or(|want| want == z) && capacity_type.is_none_or(|want| want == c)
-        }))
-    }
-
-    fn facts(&self) -> &BTreeMap<String, TypeFacts> {
-        self.facts.0.get_or_init(|| {
-            let single = |t: &InstanceType| {
-                let mut labels = t.requirements.single_valued_labels();
-                labels.retain(|k, _| k != ZONE && k != CAPACITY_TYPE);
-                labels
-            };
-            let offered = |offerings: &[Offering]| {
-                offerings
-                    .iter()
-                    .map(|o| (o.zone.clone(), o.capacity_type.clone()))
-                    .collect()
-            };
-            if let Some(fixed) = &self.fixed {
-                return fixed
-                    .iter()
-                    .map(|t| {
-                        let facts = TypeFacts {
-                            labels: single(t),
-                            offered: offered(&t.offerings),
-                        };
-                        (t.name.clone(), facts)
-                    })
-                    .collect();
-            }
-            self.raw
-                .iter()
-                .map(|raw| {
-                    let resolved = self
-                        .resolve(raw, &NodeClassSettings::default())
-                        .ok()
-                        .flatten();
-                    let facts = TypeFacts {
-                        labels: resolved.as_ref().map(single).unwrap_or_default(),
-                        offered: offered(&self.offerings(raw)),
-                    };
-                    (raw.instance_type.clone(), facts)
-                })
-                .collect()
-        })
-    }
-
-    /// Every offering of a type: each zone it is offered in × each capacity type it supports.
-    pub fn offerings(&self, raw: &RawInstanceType) -> Vec<Offering> {
-        let name = &raw.instance_type;
-        let mut out = Vec::new();
-        let Some(zones) = self.zones.get(name) else {
-            return out;
-        };
-        for zone in zones {
-            for class in [CAPACITY_ON_DEMAND, CAPACITY_SPOT] {
-                if !raw.supported_usage_classes.iter().any(|c| c == class) {
-                    continue;
-                }
-                let price = if class == CAPACITY_SPOT {
-                    self.spot_price(name, zone)
-                } else {
-                    self.on_demand.get(name).copied()
-                };
-                let blocked =
-                    self.unavailable
-                        .contains(&(class.to_string(), name.clone(), zone.clone()));
-                out.push(Offering {
-                    zone: zone.clone(),
-                    capacity_type: class.to_string(),
-                    price: price.unwrap_or(f64::MAX),
-                    available: price.is_some() && !blocked,
-                    reservation: None,
-                });
-            }
-        }
-        out
-    }
-
-    /// The `reserved` offerings of a type: one per reservation of it, in the reservation's zone,
-    /// available while the reservation is active, has instances left, and the type is offered
-    /// in that zone (and not marked unavailable there).
-    pub fn reserved_offerings(
-        &self,
-        raw: &RawInstanceType,
-        reservations: &[CapacityReservation],
-    ) -> Vec<Offering> {
-        let name = &raw.instance_type;
-        let offered = |zone: &str| self.zones.get(name).is_some_and(|z| z.contains(zone));
-        reservations
-            .iter()
-            .filter(|r| &r.instance_type == name)
-            .map(|r| {
-                let blocked = self.unavailable.contains(&(
-                    CAPACITY_RESERVED.to_string(),
-                    name.clone(),
-                    r.zone.clone(),
-                ));
-                Offering {
-                    zone: r.zone.clone(),
-                    capacity_type: CAPACITY_RESERVED.to_string(),
-                    price: reserved_price(self.on_demand.get(name).copied().unwrap_or(0.0)),
-                    available: r.state == "active"
-                        && r.available > 0
-                        && offered(&r.zone)
-                        && !blocked,
-                    reservation: Some(Reservation {
-                        id: r.id.clone(),
-                        kind: r.kind.clone(),
-                        interruptible: r.interruptible,
-                        available: r.available,
-                    }),
-                }
-            })
-            .collect()
-    }
-}
-
-fn gunzip(bytes: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(bytes)
-        .read_to_end(&mut out)
-        .expect("embedded data is valid gzip");
-    out
 }
 
 /// Parses a price table: CSV `instance_type,usd_per_hour` (header optional) or a JSON object

@@ -314,9 +314,7 @@ pub(crate) fn type_requirements(
         CAPACITY_TYPE,
         available.iter().map(|o| o.capacity_type.clone()),
     ));
-    reqs.add(Requirement::does_not_exist(
-        "node.kubernetes.io/windows-build",
-    ));
+    reqs.add(Requirement::does_not_exist(WINDOWS_BUILD));
     reqs
 }
 

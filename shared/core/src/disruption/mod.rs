@@ -142,6 +142,7 @@ mod fleet;
 mod static_drift;
 pub use fleet::{fleet_cost, FleetCost};
 #[cfg(test)]
+#[path = "../../tests/unit/disruption.rs"]
 mod tests;
 
 /// The commands to take, in order, up to [`MAX_COMMANDS`]: the first as [`plan`] decides it,

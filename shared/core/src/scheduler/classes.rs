@@ -147,10 +147,7 @@ fn claim_nodes<'a>(claims: impl Iterator<Item = &'a NodeClaim>) -> impl Iterator
 pub(crate) fn is_ephemeral_taint(key: &str) -> bool {
     matches!(
         key,
-        "node.kubernetes.io/not-ready"
-            | "node.kubernetes.io/unreachable"
-            | "node.cloudprovider.kubernetes.io/uninitialized"
-            | TAINT_UNREGISTERED
+        TAINT_NOT_READY | TAINT_UNREACHABLE | TAINT_UNINITIALIZED | TAINT_UNREGISTERED
     )
 }
 

@@ -8,18 +8,17 @@ use fleetwright_core::labels::NODEPOOL;
 use fleetwright_core::model::{self as core};
 use fleetwright_core::requirements::Requirements;
 use fleetwright_core::resources::Resources;
+use fleetwright_crds::conditions;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use crate::crds::{self, EC2NodeClass, NodeClaim, NodePool};
 use crate::error::KubeError;
+use crate::selectors::{label_selector, match_nothing, requirement};
 
 use super::pod::pod_from_spec;
-use super::{
-    label_selector, match_nothing, object, quantities, requirement, resource_list, seconds,
-    taint_effect, value_list,
-};
+use super::{object, quantities, resource_list, seconds, taint_effect, value_list};
 
 /// Converts a node.
 pub fn node(n: &Node) -> Result<core::Node, KubeError> {
@@ -53,7 +52,7 @@ pub fn node(n: &Node) -> Result<core::Node, KubeError> {
         .and_then(|s| s.conditions.as_ref())
         .into_iter()
         .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
+        .any(|c| c.type_ == conditions::READY && c.status == "True");
     Ok(core::Node {
         name: n.metadata.name.clone().unwrap_or_default(),
         labels: n.metadata.labels.clone().unwrap_or_default(),
@@ -360,9 +359,9 @@ pub fn nodeclaim(c: &NodeClaim) -> Result<core::NodeClaim, KubeError> {
         node_name: status.node_name.clone(),
         provider_id: status.provider_id.clone(),
         image_id: status.image_id.clone(),
-        launched: condition("Launched"),
-        registered: condition("Registered"),
-        initialized: condition("Initialized"),
+        launched: condition(conditions::LAUNCHED),
+        registered: condition(conditions::REGISTERED),
+        initialized: condition(conditions::INITIALIZED),
         deleting: c.metadata.deletion_timestamp.is_some(),
         annotations: c.metadata.annotations.clone().unwrap_or_default(),
         created: seconds(&c.metadata),

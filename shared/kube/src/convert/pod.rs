@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fleetwright_core::labels::{DISRUPTION_COST, DO_NOT_DISRUPT, POD_DELETION_COST, ZONE};
+use fleetwright_core::labels::{
+    DISRUPTION_COST, DO_NOT_DISRUPT, EBS_CSI_ZONE, POD_DELETION_COST, ZONE,
+};
 use fleetwright_core::model::{self as core, ContainerRequests, HostPort, Namespaces, Toleration};
 use fleetwright_core::requirements::Requirement;
 use fleetwright_core::resources::Resources;
@@ -13,11 +15,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::error::KubeError;
+use crate::selectors::{label_selector, match_nothing, node_selector_term};
 
-use super::{
-    label_selector, match_nothing, node_selector_term, object, quantities, resource_list,
-    taint_effect,
-};
+use super::{object, quantities, resource_list, taint_effect};
 
 /// Requests of one container: requests, defaulting to limits as the API server does.
 pub(crate) fn container_requests(
@@ -348,8 +348,7 @@ pub fn volume_zones(pvcs: &[PersistentVolumeClaim], pvs: &[PersistentVolume]) ->
             .unwrap_or_default()
         {
             for e in term.match_expressions.iter().flatten() {
-                if (e.key == ZONE || e.key == "topology.ebs.csi.aws.com/zone") && e.operator == "In"
-                {
+                if (e.key == ZONE || e.key == EBS_CSI_ZONE) && e.operator == "In" {
                     zones.extend(e.values.iter().flatten().cloned());
                 }
             }

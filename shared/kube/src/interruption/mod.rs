@@ -366,4 +366,5 @@ fn is_cordoned(node: &Node) -> bool {
 }
 
 #[cfg(test)]
+#[path = "../../tests/unit/interruption.rs"]
 mod tests;

@@ -6,7 +6,12 @@
 
 use std::collections::BTreeMap;
 
+use fleetwright_core::labels::{normalize_key, ARCH, CAPACITY_TYPE};
 use serde_json::{json, Map, Value};
+
+mod node_classes;
+
+use self::node_classes::{beta_node_class, class_from_provider, node_template};
 
 /// The v1 objects, and what could not be mapped (or was defaulted) on the way.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -176,190 +181,7 @@ fn seconds(value: &Value) -> Option<u64> {
         .or_else(|| value.as_str().and_then(|s| s.trim().parse().ok()))
 }
 
-// ---------------------------------------------------------------- node classes
-
-/// `AWSNodeTemplate` (and a Provisioner's inline `provider`) as a v1 `EC2NodeClass`.
-fn node_template(object: &Value, notes: &mut Notes) -> Value {
-    class_from_provider(metadata(object), spec_of(object), "spec", notes)
-}
-
-fn class_from_provider(
-    meta: Value,
-    mut spec: Map<String, Value>,
-    prefix: &str,
-    notes: &mut Notes,
-) -> Value {
-    let mut out = Map::new();
-    let family = spec
-        .remove("amiFamily")
-        .and_then(|v| v.as_str().map(str::to_string));
-    if let Some(selector) = spec.remove("subnetSelector") {
-        out.insert("subnetSelectorTerms".into(), selector_terms(&selector));
-    }
-    if let Some(selector) = spec.remove("securityGroupSelector") {
-        out.insert(
-            "securityGroupSelectorTerms".into(),
-            selector_terms(&selector),
-        );
-    }
-    match spec.remove("amiSelector") {
-        Some(selector) => {
-            out.insert("amiSelectorTerms".into(), selector_terms(&selector));
-            out.insert(
-                "amiFamily".into(),
-                json!(family.clone().unwrap_or_else(|| "AL2".into())),
-            );
-            if family.is_none() {
-                notes.add(
-                    &format!("{prefix}.amiFamily"),
-                    NoteKind::Defaulted,
-                    "AL2, the legacy default, since the AMI selector needs a family in v1",
-                );
-            }
-        }
-        None => {
-            let family = family.unwrap_or_else(|| "AL2".into());
-            match alias(&family) {
-                Some(alias) => {
-                    out.insert("amiSelectorTerms".into(), json!([{ "alias": alias }]));
-                }
-                None => {
-                    out.insert("amiFamily".into(), json!(family));
-                    notes.unmapped(
-                        &format!("{prefix}.amiFamily"),
-                        format!("{family} has no alias; add amiSelectorTerms"),
-                    );
-                }
-            }
-        }
-    }
-    for key in [
-        "instanceProfile",
-        "userData",
-        "tags",
-        "blockDeviceMappings",
-        "metadataOptions",
-        "detailedMonitoring",
-        "context",
-        "associatePublicIPAddress",
-        "instanceStorePolicy",
-    ] {
-        if let Some(v) = spec.remove(key).filter(|v| !v.is_null()) {
-            out.insert(key.into(), v);
-        }
-    }
-    if !out.contains_key("instanceProfile") {
-        notes.unmapped(
-            &format!("{prefix}.instanceProfile"),
-            "absent: the legacy global default instance profile has no v1 equivalent; set spec.role or spec.instanceProfile",
-        );
-    }
-    if spec.remove("launchTemplate").is_some() {
-        notes.unmapped(
-            &format!("{prefix}.launchTemplate"),
-            "v1 builds its own launch templates; move the settings into the EC2NodeClass",
-        );
-    }
-    notes.leftovers(prefix, spec);
-    json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": meta, "spec": out})
-}
-
-/// The v1 alias for an AMI family, with the latest version.
-fn alias(family: &str) -> Option<String> {
-    let prefix = match family {
-        "AL2" => "al2",
-        "AL2023" => "al2023",
-        "Bottlerocket" => "bottlerocket",
-        "Windows2019" => "windows2019",
-        "Windows2022" => "windows2022",
-        _ => return None,
-    };
-    Some(format!("{prefix}@latest"))
-}
-
-/// A legacy selector map as v1 terms: `aws-ids`/`aws::ids` become one term per id,
-/// `aws::name` and `aws::owners` become name and owner, the other keys one term of tags.
-fn selector_terms(selector: &Value) -> Value {
-    let mut terms = Vec::new();
-    let mut tags = Map::new();
-    let mut name = None;
-    let mut owners = Vec::new();
-    for (key, value) in selector.as_object().into_iter().flatten() {
-        let text = value.as_str().unwrap_or_default();
-        let items = text.split(',').map(str::trim).filter(|s| !s.is_empty());
-        match key.as_str() {
-            "aws-ids" | "aws::ids" => terms.extend(items.map(|id| json!({ "id": id }))),
-            "aws::name" => name = Some(text.to_string()),
-            "aws::owners" => owners.extend(items.map(str::to_string)),
-            _ => {
-                tags.insert(key.clone(), json!(text));
-            }
-        }
-    }
-    if name.is_some() || !tags.is_empty() {
-        let mut term = Map::new();
-        if !tags.is_empty() {
-            term.insert("tags".into(), Value::Object(tags));
-        }
-        if let Some(n) = name {
-            term.insert("name".into(), json!(n));
-        }
-        match owners.as_slice() {
-            [] => terms.push(Value::Object(term)),
-            _ => {
-                for owner in &owners {
-                    let mut t = term.clone();
-                    t.insert("owner".into(), json!(owner));
-                    terms.push(Value::Object(t));
-                }
-            }
-        }
-    }
-    Value::Array(terms)
-}
-
-/// `karpenter.k8s.aws/v1beta1` EC2NodeClass: the same fields, with the family as an alias
-/// when no AMI selector is given.
-fn beta_node_class(object: &Value, notes: &mut Notes) -> Value {
-    let mut spec = spec_of(object);
-    let has_terms = spec
-        .get("amiSelectorTerms")
-        .and_then(Value::as_array)
-        .is_some_and(|t| !t.is_empty());
-    if !has_terms {
-        let family = spec
-            .get("amiFamily")
-            .and_then(Value::as_str)
-            .unwrap_or("AL2")
-            .to_string();
-        match alias(&family) {
-            Some(a) => {
-                spec.remove("amiFamily");
-                spec.insert("amiSelectorTerms".into(), json!([{ "alias": a }]));
-            }
-            None => notes.unmapped(
-                "spec.amiFamily",
-                format!("{family} has no alias; add amiSelectorTerms"),
-            ),
-        }
-    }
-    json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-           "metadata": metadata(object), "spec": spec})
-}
-
 // ---------------------------------------------------------------- node pools
-
-/// Legacy label keys and their v1 names.
-fn requirement_key(key: &str) -> &str {
-    match key {
-        "failure-domain.beta.kubernetes.io/zone" => "topology.kubernetes.io/zone",
-        "failure-domain.beta.kubernetes.io/region" => "topology.kubernetes.io/region",
-        "beta.kubernetes.io/arch" => "kubernetes.io/arch",
-        "beta.kubernetes.io/os" => "kubernetes.io/os",
-        "beta.kubernetes.io/instance-type" => "node.kubernetes.io/instance-type",
-        other => other,
-    }
-}
 
 /// A Provisioner as a v1 NodePool.
 fn provisioner(object: &Value, classes: &mut BTreeMap<String, Value>, notes: &mut Notes) -> Value {
@@ -459,7 +281,7 @@ fn legacy_requirements(requirements: Option<Value>, notes: &mut Notes) -> Vec<Va
         .into_iter()
         .map(|mut r| {
             if let Some(key) = r["key"].as_str().map(str::to_string) {
-                r["key"] = json!(requirement_key(&key));
+                r["key"] = json!(normalize_key(&key));
             }
             r
         })
@@ -467,12 +289,12 @@ fn legacy_requirements(requirements: Option<Value>, notes: &mut Notes) -> Vec<Va
     let has = |out: &[Value], key: &str| out.iter().any(|r| r["key"] == key);
     for (key, value, why) in [
         (
-            "karpenter.sh/capacity-type",
+            CAPACITY_TYPE,
             "on-demand",
             "legacy Provisioners without a capacity-type requirement launched on-demand only",
         ),
         (
-            "kubernetes.io/arch",
+            ARCH,
             "amd64",
             "legacy Provisioners without an architecture requirement launched amd64 only",
         ),
@@ -604,4 +426,5 @@ fn beta_node_pool(
 }
 
 #[cfg(test)]
+#[path = "../../tests/unit/legacy.rs"]
 mod tests;

@@ -276,7 +276,9 @@ pub enum Action {
     ReleaseNode { node: String },
     /// A candidate of a command with no node left: delete its NodeClaim.
     DeleteNodeClaim { nodeclaim: String },
-    /// Drain a candidate's node; delete its NodeClaim once nothing evictable is left, or its
+    /// A candidate whose drain finished: delete its NodeClaim (the node is disrupted).
+    DeleteDrained { nodeclaim: String },
+    /// Drain a candidate's node; its drain finishes once nothing evictable is left, or when its
     /// `terminationGracePeriod` is over (`grace_over`; the pods left are deleted then).
     #[serde(rename_all = "camelCase")]
     DrainDisrupted {
@@ -330,7 +332,8 @@ impl Action {
             | Action::EvictForDeletion { .. }
             | Action::DeletePods { .. }
             | Action::FinishDeletion { .. }
-            | Action::DeleteNodeClaim { .. } => OnFailure::Ordered,
+            | Action::DeleteNodeClaim { .. }
+            | Action::DeleteDrained { .. } => OnFailure::Ordered,
             _ => OnFailure::Independent,
         }
     }
@@ -371,7 +374,8 @@ pub fn objects_of(action: &Action) -> Vec<String> {
         | Action::ScaleDown { nodeclaim, .. }
         | Action::ReservationExpiring { nodeclaim, .. }
         | Action::GiveUp { nodeclaim, .. }
-        | Action::DeleteNodeClaim { nodeclaim } => vec![claim(nodeclaim)],
+        | Action::DeleteNodeClaim { nodeclaim }
+        | Action::DeleteDrained { nodeclaim } => vec![claim(nodeclaim)],
         Action::Register {
             nodeclaim, node: n, ..
         }

@@ -67,6 +67,7 @@ fn record(action: &Action, summary: &mut TickSummary) {
         | NodeDeleted { .. }
         | ReleaseNode { .. }
         | DeleteNodeClaim { .. }
+        | DeleteDrained { .. }
         | DrainDisrupted { .. } => {}
     }
 }

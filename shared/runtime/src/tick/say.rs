@@ -52,7 +52,8 @@ impl Action {
             | SavePending { .. }
             | Cordon { .. }
             | SaveRejected { .. }
-            | DeleteNodeClaim { .. } => When::After,
+            | DeleteNodeClaim { .. }
+            | DeleteDrained { .. } => When::After,
             ShortOfReplicas { .. }
             | RepairBlocked { .. }
             | GiveUp { .. }
@@ -309,6 +310,9 @@ impl Action {
             }
             Action::DeleteNodeClaim { nodeclaim } => {
                 debug!(target: DISRUPT, nodeclaim = %nodeclaim, "deleted the nodeclaim of a candidate with no node")
+            }
+            Action::DeleteDrained { nodeclaim } => {
+                debug!(target: DISRUPT, nodeclaim = %nodeclaim, "deleted the nodeclaim of a drained candidate")
             }
             Action::DrainDisrupted {
                 node,

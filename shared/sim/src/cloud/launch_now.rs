@@ -10,6 +10,7 @@ use fleetwright_cloud::instances::Instance;
 use fleetwright_cloud::launch::{self, FleetError};
 use fleetwright_cloud::nodeclass::{ResolvedNodeClass, ResolvedPlacementGroup, Subnet};
 use fleetwright_cloud::{Cloud, CloudError, LaunchRequest, Launched};
+use fleetwright_core::labels::NODECLASS;
 use fleetwright_crds::EC2NodeClass;
 use tracing::info;
 
@@ -89,13 +90,8 @@ fn partition_for(
     if let Some(p) = req.partition {
         return Some(p);
     }
-    let in_class = |i: &&SimInstance| {
-        i.instance
-            .tags
-            .get("karpenter.k8s.aws/ec2nodeclass")
-            .map(String::as_str)
-            == Some(nodeclass)
-    };
+    let in_class =
+        |i: &&SimInstance| i.instance.tags.get(NODECLASS).map(String::as_str) == Some(nodeclass);
     let used = |p: i32| {
         live.values()
             .filter(in_class)

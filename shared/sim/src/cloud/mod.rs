@@ -454,7 +454,8 @@ impl Cloud for SimCloud {
         // As on EC2: an instance already tagged for the NodeClaim is found by DescribeInstances
         // and adopted; only a new launch calls CreateFleet, and only it can meet its faults.
         if self.existing(&req.nodeclaim).is_some() {
-            return self.launch_now(req, nodeclass, now).await;
+            let launched = self.launch_now(req, nodeclass, now).await?;
+            return Ok(launched.labelled(&self.catalog));
         }
         let fault = self.take_fault("CreateFleet");
         if let Some(f) = fault.as_ref().filter(|f| !f.after_launch) {
@@ -463,7 +464,7 @@ impl Cloud for SimCloud {
         let launched = self.launch_now(req, nodeclass, now).await?;
         match fault {
             Some(lost) => Err(api_error(&lost)),
-            None => Ok(launched),
+            None => Ok(launched.labelled(&self.catalog)),
         }
     }
 
@@ -538,4 +539,5 @@ impl Cloud for SimCloud {
 }
 
 #[cfg(test)]
+#[path = "../../tests/unit/cloud.rs"]
 mod tests;

@@ -17,8 +17,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::memory::MemoryApi;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
-use fleetwright_core::labels::NODEPOOL;
+use fleetwright_core::labels::{NODEPOOL, TAINT_NOT_READY, TAINT_UNREACHABLE, TAINT_UNREGISTERED};
 use fleetwright_core::InstanceType;
+use fleetwright_crds::conditions;
 use serde_json::{json, Value};
 use tracing::info;
 
@@ -32,7 +33,6 @@ pub const NODECLAIMS: &str = "/apis/karpenter.sh/v1/nodeclaims";
 pub const REGISTER_AFTER: Duration = Duration::seconds(40);
 /// Registration to Ready.
 pub const READY_AFTER: Duration = Duration::seconds(20);
-const UNREGISTERED: &str = "karpenter.sh/unregistered";
 
 /// The list path of each kind a scenario may hold.
 const PATHS: [(&str, &str); 7] = [
@@ -136,7 +136,7 @@ fn node_name(pod: &Value) -> Option<&str> {
 fn ready(node: &Value) -> bool {
     node["status"]["conditions"].as_array().is_some_and(|c| {
         c.iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            .any(|c| c["type"] == conditions::READY && c["status"] == "True")
     })
 }
 
@@ -273,7 +273,7 @@ impl Cluster {
             .filter(|n| {
                 !n["spec"]["taints"]
                     .as_array()
-                    .is_some_and(|t| t.iter().any(|t| t["key"] == UNREGISTERED))
+                    .is_some_and(|t| t.iter().any(|t| t["key"] == TAINT_UNREGISTERED))
             })
             .map(|n| {
                 let name = n["metadata"]["name"].as_str().unwrap_or_default();
@@ -341,11 +341,11 @@ impl Cluster {
             json!({"type": condition, "status": status, "reason": "Simulated",
                 "lastTransitionTime": stamp(now)}),
         );
-        if condition == "Ready" {
+        if condition == conditions::READY {
             let taint = if status == "Unknown" {
-                "unreachable"
+                TAINT_UNREACHABLE
             } else {
-                "not-ready"
+                TAINT_NOT_READY
             };
             let taints = node["spec"]["taints"]
                 .as_array()
@@ -353,8 +353,7 @@ impl Cluster {
                 .unwrap_or_default();
             let mut taints: Vec<Value> = taints;
             for effect in ["NoSchedule", "NoExecute"] {
-                taints
-                    .push(json!({"key": format!("node.kubernetes.io/{taint}"), "effect": effect}));
+                taints.push(json!({"key": taint, "effect": effect}));
             }
             node["spec"]["taints"] = Value::Array(taints);
         }
@@ -389,7 +388,7 @@ impl Cluster {
             .filter(|n| {
                 n["status"]["conditions"].as_array().is_some_and(|c| {
                     c.iter()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                        .any(|c| c["type"] == conditions::READY && c["status"] == "True")
                 })
             })
             .count();
@@ -456,7 +455,8 @@ impl Cluster {
                 let mut p = p.clone();
                 p["spec"]["nodeName"] = Value::Null;
                 p["status"] = json!({"phase": "Pending", "conditions": [
-                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]});
+                    {"type": conditions::POD_SCHEDULED, "status": "False",
+                        "reason": conditions::UNSCHEDULABLE}]});
                 p
             })
             .collect()

@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 use fleetwright_core::model::{tolerates_all, TaintEffect};
 use fleetwright_core::resources::Resources;
+use fleetwright_crds::conditions;
 use fleetwright_kube::convert;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{json, Value};
@@ -63,7 +64,8 @@ impl Cluster {
                 }
                 None => set_condition(
                     pod,
-                    json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    json!({"type": conditions::POD_SCHEDULED, "status": "False",
+                        "reason": conditions::UNSCHEDULABLE,
                         "message": "0/0 nodes are available"}),
                 ),
             }
@@ -131,8 +133,7 @@ pub(super) fn bind(pod: &mut Value, node: &str, now: DateTime<Utc>) {
     pod["status"]["phase"] = json!("Running");
     pod["status"]["startTime"] = json!(stamp(now));
     // As kube-scheduler: the binding's time is what a node's last pod event reads.
-    let scheduled =
-        json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": stamp(now)});
+    let scheduled = json!({"type": conditions::POD_SCHEDULED, "status": "True", "lastTransitionTime": stamp(now)});
     set_condition(pod, scheduled);
-    set_condition(pod, json!({"type": "Ready", "status": "True"}));
+    set_condition(pod, json!({"type": conditions::READY, "status": "True"}));
 }

@@ -8,6 +8,7 @@
 
 mod check;
 #[cfg(test)]
+#[path = "../../../tests/unit/catalog/expression.rs"]
 mod tests;
 
 use std::collections::BTreeMap;

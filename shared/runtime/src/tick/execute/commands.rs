@@ -16,7 +16,7 @@ use crate::tick::claims::name_of;
 use crate::tick::disruption::{DRAIN_PROGRESS_ANNOTATION, DRAIN_STARTED_ANNOTATION};
 use crate::tick::machine::Outcome;
 use crate::tick::say::DISRUPT;
-use crate::tick::{jiff, Tick, TickSummary};
+use crate::tick::{jiff, Tick};
 
 impl<C: Cloud> Tick<C> {
     /// Creates the replacement (if any), then taints and annotates the candidates with the
@@ -184,12 +184,10 @@ impl<C: Cloud> Tick<C> {
     /// when the pods left are deleted) its NodeClaim is deleted.
     pub(super) async fn drain_disrupted(
         &self,
-        name: &str,
         node: &str,
         pods: &[Pod],
         grace_over: bool,
-        summary: &mut TickSummary,
-    ) -> Result<(), RuntimeError> {
+    ) -> Result<bool, RuntimeError> {
         let drained = executor::drain(self.kube.clone(), pods).await;
         info!(target: DISRUPT, node = %node, evicted = drained.evicted.len(), blocked = drained.blocked.len(), failed = drained.failed.len(), "draining node");
         let mut done = drained.done();
@@ -207,10 +205,6 @@ impl<C: Cloud> Tick<C> {
             executor::delete_pods(self.kube.clone(), &left, None).await?;
             done = true;
         }
-        if done {
-            executor::delete_nodeclaim(self.kube.clone(), name, false).await?;
-            summary.disrupted.push(name.to_string());
-        }
-        Ok(())
+        Ok(done)
     }
 }

@@ -4,7 +4,9 @@
 use chrono::{DateTime, Utc};
 use fleetwright_cloud::{Cloud, LaunchRequest, Launched};
 use fleetwright_core::disruption::{SECURITY_GROUP_IDS, SUBNET_ID};
-use fleetwright_core::labels::{PLACEMENT_GROUP_ID, PLACEMENT_GROUP_PARTITION};
+use fleetwright_core::labels::{
+    CAPACITY_TYPE, INSTANCE_TYPE, PLACEMENT_GROUP_ID, PLACEMENT_GROUP_PARTITION, ZONE,
+};
 use fleetwright_crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
 use fleetwright_kube::executor;
@@ -152,26 +154,11 @@ impl<C: Cloud> Tick<C> {
     ) -> Result<(), RuntimeError> {
         let name = name_of(claim);
         let labels = [
-            (
-                "node.kubernetes.io/instance-type",
-                launched.instance_type.as_str(),
-            ),
-            ("topology.kubernetes.io/zone", launched.zone.as_str()),
-            (
-                "karpenter.sh/capacity-type",
-                launched.capacity_type.as_str(),
-            ),
+            (INSTANCE_TYPE, launched.instance_type.as_str()),
+            (ZONE, launched.zone.as_str()),
+            (CAPACITY_TYPE, launched.capacity_type.as_str()),
         ];
         let reservation_labels = reservation_labels(launched);
-        // The type's own labels (arch, family, size, CPU, memory, ...), as Karpenter writes
-        // them, so pods selecting them land on this node and requirements drift sees them.
-        let type_labels = match self.cloud.catalog(now).await {
-            Ok(catalog) => catalog.type_labels(&launched.instance_type),
-            Err(e) => {
-                warn!(target: TICK, nodeclaim = %name, error = %e, "no catalog for the instance type's labels");
-                Default::default()
-            }
-        };
         let groups = launched.security_groups.join(",");
         let annotations = [
             (SUBNET_ID, launched.subnet_id.as_str()),
@@ -180,7 +167,7 @@ impl<C: Cloud> Tick<C> {
         executor::update_nodeclaim(self.kube.clone(), &name, |current| {
             let mut next = current.clone();
             let map = next.metadata.labels.get_or_insert_with(Default::default);
-            for (k, v) in &type_labels {
+            for (k, v) in &launched.type_labels {
                 map.entry(k.clone()).or_insert_with(|| v.clone());
             }
             for (k, v) in labels {

@@ -328,6 +328,10 @@ impl<C: Cloud> Tick<C> {
             Action::DeleteNodeClaim { nodeclaim } => {
                 executor::delete_nodeclaim(self.kube.clone(), nodeclaim, false).await?;
             }
+            Action::DeleteDrained { nodeclaim } => {
+                executor::delete_nodeclaim(self.kube.clone(), nodeclaim, false).await?;
+                ctx.summary.disrupted.push(nodeclaim.clone());
+            }
             Action::DrainDisrupted {
                 nodeclaim,
                 node,
@@ -346,8 +350,9 @@ impl<C: Cloud> Tick<C> {
                     true => Ok(Vec::new()),
                     false => executor::delete_pods(self.kube.clone(), due, *due_grace).await,
                 };
-                self.drain_disrupted(nodeclaim, node, pods, *grace_over, ctx.summary)
-                    .await?;
+                if self.drain_disrupted(node, pods, *grace_over).await? {
+                    ctx.outcomes.push(Outcome::Drained(nodeclaim.clone()));
+                }
                 early?;
             }
             // What these say is all they do.

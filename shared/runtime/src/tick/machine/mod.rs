@@ -196,6 +196,9 @@ pub enum Outcome {
     },
     Registered(String),
     Initialized(String),
+    /// A candidate's node has nothing evictable left on it (or its grace is over and the pods
+    /// left were deleted): its NodeClaim goes next.
+    Drained(String),
 }
 
 /// What the machine hands its driver next.
@@ -261,6 +264,9 @@ pub struct TickState<'a> {
     registered: Vec<String>,
     initialized: Vec<String>,
     launched: Vec<String>,
+    drained: Vec<String>,
+    /// Actions decided and not yet handed out.
+    queued: std::collections::VecDeque<Action>,
     parked: Vec<NodePool>,
     /// The next phase's index in [`PHASES`].
     next: usize,
@@ -296,6 +302,8 @@ impl<'a> TickState<'a> {
             registered: Vec::new(),
             initialized: Vec::new(),
             launched: Vec::new(),
+            drained: Vec::new(),
+            queued: Default::default(),
             parked: Vec::new(),
             next: 0,
             group: None,
@@ -335,6 +343,7 @@ impl<'a> TickState<'a> {
                 }
                 Outcome::Registered(name) => self.registered.push(name),
                 Outcome::Initialized(name) => self.initialized.push(name),
+                Outcome::Drained(name) => self.drained.push(name),
             }
         }
     }
@@ -363,6 +372,9 @@ impl<'a> TickState<'a> {
 
     /// The next step.
     pub fn poll(&mut self) -> Step {
+        if let Some(step) = self.carry_on() {
+            return step;
+        }
         loop {
             let Some(&phase) = PHASES.get(self.next) else {
                 return match self.end_group() {
@@ -405,7 +417,35 @@ impl<'a> TickState<'a> {
     /// Hands actions out to be applied, noting how soon they want the tick again.
     fn apply(&mut self, actions: Vec<Action>) -> Step {
         self.found.follow_up = follow_up::soonest(self.found.follow_up, &actions);
-        Step::Apply(actions)
+        self.queued = actions.into();
+        self.hand_out()
+    }
+
+    /// The queued actions up to and including the next drain: a drain that finishes has its
+    /// NodeClaim deleted before the actions after it are applied.
+    fn hand_out(&mut self) -> Step {
+        let mut batch = Vec::new();
+        while let Some(action) = self.queued.pop_front() {
+            let drain = matches!(action, Action::DrainDisrupted { .. });
+            batch.push(action);
+            if drain {
+                break;
+            }
+        }
+        Step::Apply(batch)
+    }
+
+    /// What comes before the next phase: the NodeClaims of drains that finished, deleted, then
+    /// the rest of the actions handed out.
+    fn carry_on(&mut self) -> Option<Step> {
+        if !self.drained.is_empty() {
+            let deletions = std::mem::take(&mut self.drained)
+                .into_iter()
+                .map(|nodeclaim| Action::DeleteDrained { nodeclaim })
+                .collect();
+            return Some(Step::Apply(deletions));
+        }
+        (!self.queued.is_empty()).then(|| self.hand_out())
     }
 
     fn start_group(&mut self, group: Group) {

@@ -970,5 +970,5 @@ fn a_decided_command_is_validated_against_the_cluster_as_it_is_now() {
     assert!(validate(&e2.snapshot, Catalog::embedded(), NOW, Reason::Empty, &idle).is_err());
 }
 
-#[path = "v1_semantics_tests.rs"]
+#[path = "disruption_v1_semantics.rs"]
 mod v1_semantics;

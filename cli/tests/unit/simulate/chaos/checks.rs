@@ -2,7 +2,7 @@
 //! holds on what is allowed.
 
 use super::*;
-use crate::simulate::chaos::{BASE, BASE_PATH};
+use crate::simulate::chaos::{BASE, BASE_PATH, CHAOS_END, LEASE_SECONDS};
 use crate::simulate::log;
 use crate::simulate::scenario::Scenario;
 use serde_json::json;

@@ -1,5 +1,7 @@
 //! The catalog against the embedded data and Karpenter's published figures.
 
+use std::sync::Arc;
+
 use super::resolve::category_and_generation;
 use super::*;
 

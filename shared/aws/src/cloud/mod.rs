@@ -5,27 +5,24 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
+mod templates;
+
 use chrono::{DateTime, Duration, Utc};
 pub use fleetwright_cloud::Cloud;
-use fleetwright_core::labels::{CAPACITY_TYPE, NODEPOOL, TAINT_UNREGISTERED};
-use fleetwright_core::model::{Taint, TaintEffect};
 use fleetwright_core::Catalog;
-use fleetwright_crds::{EC2NodeClass, KubeletConfiguration};
-use tracing::{info, instrument};
+use fleetwright_crds::EC2NodeClass;
+use tracing::{info, instrument, warn};
 
-use crate::ami::AmiFamily;
 use crate::catalog::{Cached, CATALOG_TTL};
 use crate::clients::AwsClients;
 use crate::cluster::ClusterInfo;
 use crate::error::AwsError;
 use crate::fleet::{self, LaunchRequest, Launched, Override};
 use crate::instances::{self, Instance, Termination};
-use crate::launch_template;
 use crate::nodeclass::{self, ParameterRoot, ResolvedNodeClass};
 use crate::pricing::{self, OnDemandPriceList, SpotPrices, WarmPrices};
 use crate::template_gc;
 use crate::unavailable::{is_capacity_error, UnavailableOfferings};
-use crate::userdata::{self, NodeBootstrap};
 
 /// How long a launch template this container ensured is used without checking that it still
 /// exists (well under [`template_gc::UNUSED_FOR`]).
@@ -162,137 +159,6 @@ impl Ec2Cloud {
         Ok(self.warm().catalog.store(catalog, now))
     }
 
-    async fn ensure_template(
-        &self,
-        spec: &launch_template::LaunchTemplateSpec,
-        now: DateTime<Utc>,
-    ) -> Result<String, AwsError> {
-        let name = spec.name(&self.cluster);
-        if let Some(used) = self.warm().templates.get_mut(&name) {
-            if now - *used < TEMPLATE_RECHECK {
-                *used = now;
-                return Ok(name);
-            }
-        }
-        let name = launch_template::ensure(&self.clients.ec2, &self.cluster, spec).await?;
-        self.warm().templates.insert(name.clone(), now);
-        Ok(name)
-    }
-
-    /// Forgets the launch's templates when CreateFleet did not find one (collected by another
-    /// container), so the next launch checks them and creates what is missing.
-    fn forget_missing_templates(&self, codes: &[&str], templates: &[(String, Vec<Override>)]) {
-        if codes
-            .iter()
-            .any(|c| c.contains("LaunchTemplate") && c.contains("NotFound"))
-        {
-            let mut warm = self.warm();
-            for (name, _) in templates {
-                warm.templates.remove(name);
-            }
-        }
-    }
-
-    /// One launch template per AMI among the overrides, each with the same user data.
-    async fn templates(
-        &self,
-        req: &LaunchRequest,
-        nodeclass: &EC2NodeClass,
-        resolved: &ResolvedNodeClass,
-        capacity_type: &str,
-        overrides: Vec<Override>,
-        now: DateTime<Utc>,
-    ) -> Result<Vec<(String, Vec<Override>)>, AwsError> {
-        let cluster = self.cluster_info().await?;
-        let kubelets = self.kubelets(nodeclass, resolved, &overrides, now).await?;
-        // One template per image, per kubelet settings (which differ by instance type where
-        // they hold expressions) and, for a reserved launch, per reservation it targets.
-        let mut by_image: BTreeMap<(String, Option<String>, String), Vec<Override>> =
-            BTreeMap::new();
-        for o in overrides {
-            let kubelet = kubelet_key(kubelets.get(&o.instance_type));
-            let key = (o.image_id.clone(), o.reservation.clone(), kubelet);
-            by_image.entry(key).or_default().push(o);
-        }
-        let mut tags = nodeclass.spec.tags().clone();
-        tags.insert(
-            format!("kubernetes.io/cluster/{}", self.cluster),
-            "owned".into(),
-        );
-        tags.insert("karpenter.k8s.aws/cluster".into(), self.cluster.clone());
-        // IAM scopes CreateLaunchTemplate (and the fleet's use of it) to these request tags.
-        tags.insert("eks:eks-cluster-name".into(), self.cluster.clone());
-        tags.insert("karpenter.sh/nodepool".into(), req.nodepool.clone());
-        tags.insert(
-            "karpenter.k8s.aws/ec2nodeclass".into(),
-            resolved.name.clone(),
-        );
-        let mut out = Vec::new();
-        for ((image, reservation, _), list) in by_image {
-            let kubelet = list
-                .first()
-                .and_then(|o| kubelets.get(&o.instance_type))
-                .or(nodeclass.spec.kubelet.as_ref());
-            let user_data = user_data(&cluster, req, nodeclass, kubelet, resolved, capacity_type)?;
-            let mut spec =
-                launch_template::spec(&nodeclass.spec, resolved, &image, user_data, tags.clone())?;
-            spec.capacity_reservation = reservation.map(|id| {
-                let block = resolved
-                    .reservations
-                    .iter()
-                    .any(|r| r.id == id && r.kind == "capacity-block");
-                (id, block)
-            });
-            spec.partition = partition_of(req, resolved);
-            out.push((self.ensure_template(&spec, now).await?, list));
-        }
-        Ok(out)
-    }
-
-    /// Where the class's kubelet settings hold CEL expressions: the settings each instance type
-    /// of the launch gets, evaluated against the catalog's facts of the type. Empty otherwise
-    /// (every type gets the class's settings as written).
-    async fn kubelets(
-        &self,
-        nodeclass: &EC2NodeClass,
-        resolved: &ResolvedNodeClass,
-        overrides: &[Override],
-        now: DateTime<Utc>,
-    ) -> Result<BTreeMap<String, KubeletConfiguration>, AwsError> {
-        let Some(kubelet) = nodeclass.spec.kubelet.as_ref() else {
-            return Ok(BTreeMap::new());
-        };
-        let invalid =
-            |e: userdata::UserDataError| AwsError::nodeclass(&resolved.name, "kubelet", e.0);
-        if !userdata::has_expressions(kubelet).map_err(invalid)? {
-            return Ok(BTreeMap::new());
-        }
-        let catalog = self.base_catalog(now).await?;
-        let mut out = BTreeMap::new();
-        for o in overrides {
-            if out.contains_key(&o.instance_type) {
-                continue;
-            }
-            let raw = catalog
-                .raw
-                .iter()
-                .find(|r| r.instance_type == o.instance_type)
-                .ok_or_else(|| {
-                    AwsError::nodeclass(
-                        &resolved.name,
-                        "kubelet",
-                        format!(
-                            "instance type {} is not in the catalog, so its kubelet expressions cannot be evaluated",
-                            o.instance_type
-                        ),
-                    )
-                })?;
-            let evaluated = userdata::evaluated(kubelet, raw).map_err(invalid)?;
-            out.insert(o.instance_type.clone(), evaluated);
-        }
-        Ok(out)
-    }
-
     /// A reserved launch took one of the reservation's instances: the cached resolution says so
     /// until it is refreshed, so the next launch does not count on it.
     fn took_reservation(&self, nodeclass: &str, id: &str) {
@@ -353,56 +219,87 @@ impl Ec2Cloud {
     }
 }
 
-/// What tells one instance type's kubelet settings from another's, for grouping templates.
-fn kubelet_key(kubelet: Option<&KubeletConfiguration>) -> String {
-    kubelet
-        .map(|k| serde_json::to_string(k).unwrap_or_default())
-        .unwrap_or_default()
-}
-
-/// The family's user data for a NodeClaim's labels and taints, with `kubelet` (the class's
-/// settings, evaluated for the template's instance types).
-fn user_data(
-    cluster: &ClusterInfo,
-    req: &LaunchRequest,
-    nodeclass: &EC2NodeClass,
-    kubelet: Option<&KubeletConfiguration>,
-    resolved: &ResolvedNodeClass,
-    capacity_type: &str,
-) -> Result<String, AwsError> {
-    let mut labels = req.labels.clone();
-    labels.insert(NODEPOOL.into(), req.nodepool.clone());
-    labels.insert(CAPACITY_TYPE.into(), capacity_type.into());
-    let mut taints: Vec<Taint> = req
-        .taints
-        .iter()
-        .chain(&req.startup_taints)
-        .cloned()
-        .collect();
-    taints.push(Taint {
-        key: TAINT_UNREGISTERED.into(),
-        value: String::new(),
-        effect: TaintEffect::NoExecute,
-    });
-    taints.dedup();
-    let bootstrap = NodeBootstrap {
-        cluster,
-        labels: &labels,
-        taints: &taints,
-        kubelet,
-        custom: nodeclass.spec.user_data.as_deref(),
-    };
-    let text = match resolved.family {
-        AmiFamily::AL2023 => userdata::al2023(&bootstrap),
-        AmiFamily::AL2 => userdata::al2(&bootstrap),
-        AmiFamily::Bottlerocket => userdata::bottlerocket(&bootstrap),
-        AmiFamily::Custom => Ok(nodeclass.spec.user_data.clone().unwrap_or_default()),
-    };
-    text.map_err(|e| AwsError::nodeclass(&resolved.name, "userData", e.0))
-}
-
 fn spec_key(nodeclass: &EC2NodeClass) -> String {
     serde_json::to_string(&nodeclass.spec).unwrap_or_default()
+}
+
+impl Ec2Cloud {
+    /// Finds the NodeClaim's instance, or launches it.
+    async fn launch_instance(
+        &self,
+        req: &LaunchRequest,
+        nodeclass: &EC2NodeClass,
+        now: DateTime<Utc>,
+    ) -> Result<Launched, AwsError> {
+        if let Some(existing) =
+            instances::find_for_nodeclaim(&self.clients.ec2, &self.cluster, &req.nodeclaim).await?
+        {
+            info!(instance_id = %existing.id, state = %existing.state, "nodeclaim already has an instance; not launching another");
+            return existing.adopted().map_err(|reason| AwsError::Launch {
+                nodeclaim: req.nodeclaim.clone(),
+                reason,
+            });
+        }
+        let catalog = self.catalog(now).await?;
+        let resolved = self.nodeclass(nodeclass, now).await?;
+        let launch_error = |reason: String| AwsError::Launch {
+            nodeclaim: req.nodeclaim.clone(),
+            reason,
+        };
+        let reservations = &resolved.reservations;
+        let (capacity_type, overrides) =
+            fleet::choose(req, &catalog, &resolved, now).map_err(launch_error)?;
+        let templates = self
+            .templates(req, nodeclass, &resolved, capacity_type, overrides, now)
+            .await?;
+        let tags = fleet::instance_tags(&self.cluster, req, nodeclass.spec.tags());
+        let blocks = templates.iter().flat_map(|(_, l)| l).any(|o| {
+            reservations
+                .iter()
+                .any(|r| Some(&r.id) == o.reservation.as_ref() && r.kind == "capacity-block")
+        });
+        let options = fleet::FleetOptions {
+            capacity_blocks: blocks,
+            context: nodeclass.spec.context.clone(),
+        };
+        let created = fleet::create(
+            &self.clients.ec2,
+            req,
+            capacity_type,
+            &templates,
+            &tags,
+            &options,
+        )
+        .await;
+        let (mut launched, errors) = match created {
+            Err(e) if e.code() == Some("IdempotentParameterMismatch") => {
+                return self.launched_before(req).await;
+            }
+            Err(e) => {
+                self.forget_missing_templates(&[e.code().unwrap_or_default()], &templates);
+                return Err(e);
+            }
+            Ok(answer) => answer,
+        };
+        let codes: Vec<&str> = errors.iter().map(|e| e.code.as_str()).collect();
+        self.forget_missing_templates(&codes, &templates);
+        self.record_fleet_errors(&errors, capacity_type, &templates, now);
+        if let Some(l) = launched.as_mut() {
+            l.partition = partition_of(req, &resolved);
+            // The launch templates carry the class's security groups.
+            l.security_groups = resolved.security_groups.clone();
+            l.security_groups.sort();
+            if let Some(id) = l.reservation.as_ref().map(|r| r.id.clone()) {
+                l.reservation = Some(fleet::launched_reservation(&id, reservations));
+                self.took_reservation(&resolved.name, &id);
+            }
+        }
+        launched.ok_or_else(|| AwsError::NothingLaunched {
+            nodeclaim: req.nodeclaim.clone(),
+            capacity_type: capacity_type.to_string(),
+            errors,
+        })
+    }
 }
 
 impl Cloud for Ec2Cloud {
@@ -477,74 +374,15 @@ impl Cloud for Ec2Cloud {
         nodeclass: &EC2NodeClass,
         now: DateTime<Utc>,
     ) -> Result<Launched, AwsError> {
-        if let Some(existing) =
-            instances::find_for_nodeclaim(&self.clients.ec2, &self.cluster, &req.nodeclaim).await?
-        {
-            info!(instance_id = %existing.id, state = %existing.state, "nodeclaim already has an instance; not launching another");
-            return existing.adopted().map_err(|reason| AwsError::Launch {
-                nodeclaim: req.nodeclaim.clone(),
-                reason,
-            });
-        }
-        let catalog = self.catalog(now).await?;
-        let resolved = self.nodeclass(nodeclass, now).await?;
-        let launch_error = |reason: String| AwsError::Launch {
-            nodeclaim: req.nodeclaim.clone(),
-            reason,
-        };
-        let reservations = &resolved.reservations;
-        let (capacity_type, overrides) =
-            fleet::choose(req, &catalog, &resolved, now).map_err(launch_error)?;
-        let templates = self
-            .templates(req, nodeclass, &resolved, capacity_type, overrides, now)
-            .await?;
-        let tags = fleet::instance_tags(&self.cluster, req, nodeclass.spec.tags());
-        let blocks = templates.iter().flat_map(|(_, l)| l).any(|o| {
-            reservations
-                .iter()
-                .any(|r| Some(&r.id) == o.reservation.as_ref() && r.kind == "capacity-block")
-        });
-        let options = fleet::FleetOptions {
-            capacity_blocks: blocks,
-            context: nodeclass.spec.context.clone(),
-        };
-        let created = fleet::create(
-            &self.clients.ec2,
-            req,
-            capacity_type,
-            &templates,
-            &tags,
-            &options,
-        )
-        .await;
-        let (mut launched, errors) = match created {
-            Err(e) if e.code() == Some("IdempotentParameterMismatch") => {
-                return self.launched_before(req).await;
-            }
+        let launched = self.launch_instance(req, nodeclass, now).await?;
+        // Without the catalog, the NodeClaim still gets the labels the launch itself knows.
+        match self.catalog(now).await {
+            Ok(catalog) => Ok(launched.labelled(&catalog)),
             Err(e) => {
-                self.forget_missing_templates(&[e.code().unwrap_or_default()], &templates);
-                return Err(e);
-            }
-            Ok(answer) => answer,
-        };
-        let codes: Vec<&str> = errors.iter().map(|e| e.code.as_str()).collect();
-        self.forget_missing_templates(&codes, &templates);
-        self.record_fleet_errors(&errors, capacity_type, &templates, now);
-        if let Some(l) = launched.as_mut() {
-            l.partition = partition_of(req, &resolved);
-            // The launch templates carry the class's security groups.
-            l.security_groups = resolved.security_groups.clone();
-            l.security_groups.sort();
-            if let Some(id) = l.reservation.as_ref().map(|r| r.id.clone()) {
-                l.reservation = Some(fleet::launched_reservation(&id, reservations));
-                self.took_reservation(&resolved.name, &id);
+                warn!(nodeclaim = %req.nodeclaim, error = %e, "no catalog for the instance type's labels");
+                Ok(launched)
             }
         }
-        launched.ok_or_else(|| AwsError::NothingLaunched {
-            nodeclaim: req.nodeclaim.clone(),
-            capacity_type: capacity_type.to_string(),
-            errors,
-        })
     }
 
     async fn terminate(&self, instance_id: &str) -> Result<Termination, AwsError> {

@@ -1,5 +1,6 @@
 //! Legacy conversion against Karpenter's v1alpha5/v1alpha1 and v1beta1 examples.
 
+use super::node_classes::selector_terms;
 use super::*;
 
 #[test]

@@ -1,0 +1,31 @@
+use super::*;
+
+#[test]
+fn reads_a_list_and_a_stream() {
+    let list = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a, namespace: default}\n  spec: {containers: [{name: c}]}\n";
+    assert_eq!(parse(list, "t").unwrap().pods.len(), 1);
+    let stream = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: []}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n}\n---\nkind: ConfigMap\nmetadata: {name: x}\n";
+    let dump = parse(stream, "t").unwrap();
+    assert_eq!((dump.pods.len(), dump.nodes.len()), (1, 1));
+    assert_eq!(dump.skipped, vec![("ConfigMap".to_string(), 1)]);
+    assert_eq!(dump.ca_bundle, None);
+    let with_ca = "kind: ConfigMap\nmetadata: {name: kube-root-ca.crt, namespace: karpenter}\ndata: {ca.crt: \"PEM\\n\"}\n";
+    assert_eq!(
+        parse(with_ca, "t").unwrap().ca_bundle.as_deref(),
+        Some("UEVNCg==")
+    );
+    let without = "kind: ConfigMap\nmetadata: {name: kube-root-ca.crt}\ndata: {}\n";
+    let err = parse(without, "t").unwrap_err().to_string();
+    assert!(
+        err.contains("kube-root-ca.crt") && err.contains("data.ca.crt"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_field_is_named() {
+    let bad = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  weight: heavy\n";
+    let err = parse(bad, "t").unwrap_err().to_string();
+    assert!(err.contains("NodePool default"), "{err}");
+    assert!(err.contains("spec.weight"), "{err}");
+}

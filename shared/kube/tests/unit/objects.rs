@@ -1,0 +1,75 @@
+use super::*;
+use fleetwright_core::plan::RequirementOut;
+
+fn req(key: &str, operator: &str, values: &[&str]) -> RequirementOut {
+    RequirementOut {
+        key: key.into(),
+        operator: operator.into(),
+        values: values.iter().map(|v| v.to_string()).collect(),
+        min_values: None,
+    }
+}
+
+fn planned(requirements: Vec<RequirementOut>, relaxed: Option<bool>) -> NewNodeClaim {
+    NewNodeClaim {
+        nodepool: "default".into(),
+        instance_types: vec!["m5.large".into()],
+        capacity_types: vec!["spot".into()],
+        zones: vec!["us-east-1a".into()],
+        pods: vec![],
+        requests: Default::default(),
+        price: 0.1,
+        requirements,
+        labels: Default::default(),
+        taints: vec![],
+        startup_taints: vec![],
+        node_class: "default".into(),
+        min_values_relaxed: relaxed,
+        reservation: None,
+    }
+}
+
+/// Every custom requirement becomes a label with a value it allows (Karpenter labels each
+/// one), so the node satisfies its own pool's requirements; a multi-valued well-known one
+/// waits for the launch to say which value it got.
+#[test]
+fn a_new_nodeclaim_is_labelled_for_each_requirement_and_marked_when_relaxed() {
+    let claim = nodeclaim_for(
+        &NodePool::new("default", Default::default()),
+        None,
+        &planned(
+            vec![
+                req("team", "In", &["web", "api"]),
+                req("tier", "Exists", &[]),
+                req("slot", "NotIn", &["0", "1"]),
+                req("gen", "Gt", &["4"]),
+                req("karpenter.sh/capacity-type", "In", &["spot", "on-demand"]),
+                req("kubernetes.io/arch", "In", &["arm64"]),
+            ],
+            Some(true),
+        ),
+    );
+    let labels = claim.metadata.labels.unwrap();
+    for (key, value) in [
+        ("team", "web"),
+        ("tier", "0"),
+        ("slot", "2"),
+        ("gen", "5"),
+        ("kubernetes.io/arch", "arm64"),
+    ] {
+        assert_eq!(labels.get(key).map(String::as_str), Some(value), "{key}");
+    }
+    assert!(!labels.contains_key("karpenter.sh/capacity-type"));
+    let annotations = claim.metadata.annotations.unwrap();
+    assert_eq!(annotations[MIN_VALUES_RELAXED], "true");
+    let plain = nodeclaim_for(
+        &NodePool::new("default", Default::default()),
+        None,
+        &planned(vec![], None),
+    );
+    assert!(!plain
+        .metadata
+        .annotations
+        .unwrap()
+        .contains_key(MIN_VALUES_RELAXED));
+}

@@ -1,0 +1,182 @@
+use super::*;
+use crate::tick::in_progress::{
+    annotation, continue_commands, drain_started, uncordoned, with_annotation,
+};
+use fleetwright_core::labels::TAINT_DISRUPTED;
+use fleetwright_crds::NodeClaim;
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+
+#[test]
+fn uncordoning_removes_only_the_disrupted_taint() {
+    let taint = |key: &str| Taint {
+        key: key.into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    };
+    let node = Node {
+        spec: Some(NodeSpec {
+            taints: Some(vec![taint(TAINT_DISRUPTED), taint("team")]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let out = uncordoned(&node).unwrap();
+    let keys: Vec<String> = out
+        .spec
+        .unwrap()
+        .taints
+        .unwrap()
+        .into_iter()
+        .map(|t| t.key)
+        .collect();
+    assert_eq!(keys, ["team"]);
+    assert!(uncordoned(&Node::default()).is_none());
+}
+
+/// An abandoned command takes its drain's start with it: a later command on the node must
+/// not find its grace period already over.
+#[test]
+fn abandoning_a_command_forgets_when_its_drain_started() {
+    let mut claim = NodeClaim::new("c", Default::default());
+    claim.metadata.annotations = Some(
+        [
+            (
+                DISRUPTION_ANNOTATION.to_string(),
+                "drifted/replace/r".to_string(),
+            ),
+            (
+                DRAIN_STARTED_ANNOTATION.to_string(),
+                "2026-11-01T00:00:00Z".to_string(),
+            ),
+        ]
+        .into(),
+    );
+    let cleared = with_annotation(None)(&claim).unwrap();
+    assert_eq!(drain_started(&cleared), None);
+    assert_eq!(annotation(&cleared), None);
+    let mut stale = NodeClaim::new("c", Default::default());
+    stale.metadata.annotations = Some(
+        [(
+            DRAIN_STARTED_ANNOTATION.to_string(),
+            "2026-11-01T00:00:00Z".to_string(),
+        )]
+        .into(),
+    );
+    let next = with_annotation(Some("underutilized/delete".into()))(&stale).unwrap();
+    assert_eq!(drain_started(&next), None);
+}
+
+#[test]
+fn annotations_are_set_once_and_removed() {
+    let claim = NodeClaim::new("c", Default::default());
+    let set = with_annotation(Some("empty/delete".into()))(&claim).unwrap();
+    assert_eq!(annotation(&set), Some("empty/delete"));
+    assert!(with_annotation(Some("empty/delete".into()))(&set).is_none());
+    let cleared = with_annotation(None)(&set).unwrap();
+    assert_eq!(annotation(&cleared), None);
+}
+
+/// A tick cut off between recording a command on a NodeClaim and tainting its node: the next
+/// tick taints the node before it goes on, so no command runs on a schedulable node and no
+/// node stays tainted without a command.
+#[test]
+fn a_command_whose_node_was_left_untainted_is_tainted_first() {
+    let dump = fleetwright_kube::dump::parse(
+        r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: karpenter.sh/v1
+  kind: NodeClaim
+  metadata:
+    name: default-old
+    annotations: {fleetwright.io/disruption: underutilized/delete}
+  spec:
+    nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+    requirements: []
+  status: {providerID: "aws:///us-east-1a/i-0aaa", nodeName: node-old}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: node-old}
+  spec: {providerID: "aws:///us-east-1a/i-0aaa"}
+"#,
+        "cut-off",
+    )
+    .unwrap();
+    let now = Utc::now();
+    let actions = continue_commands(&dump, &dump.nodeclaims, &[], now);
+    assert!(
+        matches!(actions.first(), Some(Action::Cordon { node }) if node == "node-old"),
+        "{actions:?}"
+    );
+    assert!(
+        actions.iter().any(
+            |a| matches!(a, Action::DrainDisrupted { nodeclaim, .. } if nodeclaim == "default-old")
+        ),
+        "{actions:?}"
+    );
+}
+
+/// An N→M command (two replacements) drains only once both are initialized, waits while
+/// one is not, and is abandoned when one is gone.
+#[test]
+fn a_command_with_two_replacements_waits_for_both_and_is_abandoned_without_one() {
+    let dump = |second: &str| {
+        fleetwright_kube::dump::parse(
+                &format!(
+                    r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: karpenter.sh/v1
+  kind: NodeClaim
+  metadata:
+    name: default-old
+    annotations: {{fleetwright.io/disruption: "underutilized/replace/default-r1,default-r2"}}
+  spec:
+    nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+    requirements: []
+  status: {{providerID: "aws:///us-east-1a/i-0aaa", nodeName: node-old}}
+- apiVersion: v1
+  kind: Node
+  metadata: {{name: node-old}}
+  spec:
+    providerID: "aws:///us-east-1a/i-0aaa"
+    taints: [{{key: karpenter.sh/disrupted, effect: NoSchedule}}]
+- apiVersion: karpenter.sh/v1
+  kind: NodeClaim
+  metadata: {{name: default-r1}}
+  spec:
+    nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+    requirements: []
+  status:
+    conditions: [{{type: Initialized, status: "True", reason: Initialized, lastTransitionTime: "2026-11-24T10:00:00Z", message: ""}}]
+{second}
+"#
+                ),
+                "two replacements",
+            )
+            .unwrap()
+    };
+    let now = Utc::now();
+    let r2_starting = "- apiVersion: karpenter.sh/v1\n  kind: NodeClaim\n  metadata: {name: default-r2}\n  spec:\n    nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n    requirements: []\n";
+    let waiting = dump(r2_starting);
+    let actions = continue_commands(&waiting, &waiting.nodeclaims, &[], now);
+    assert!(
+        matches!(actions.as_slice(), [Action::AwaitReplacement { replacement }] if replacement == "default-r2"),
+        "{actions:?}"
+    );
+    let actions = continue_commands(&waiting, &waiting.nodeclaims, &["default-r2".into()], now);
+    assert!(
+        actions.iter().any(
+            |a| matches!(a, Action::DrainDisrupted { nodeclaim, .. } if nodeclaim == "default-old")
+        ),
+        "{actions:?}"
+    );
+    let gone = dump("");
+    let actions = continue_commands(&gone, &gone.nodeclaims, &[], now);
+    assert!(
+        matches!(actions.as_slice(), [Action::Abandon { replacement, .. }] if replacement == "default-r1,default-r2"),
+        "{actions:?}"
+    );
+}

@@ -1,0 +1,43 @@
+use super::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+fn claim(name: &str, created: &str, expire_after: Option<&str>) -> NodeClaim {
+    let mut c = NodeClaim::new(name, Default::default());
+    c.metadata.creation_timestamp = Some(Time(created.parse().unwrap()));
+    c.spec.expire_after = expire_after.map(str::to_string);
+    c
+}
+
+fn names(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Expire { nodeclaim, .. } => Some(nodeclaim.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_nodeclaim_past_its_own_expire_after_expires_at_once() {
+    let claims = [
+        claim("a", "2026-01-01T00:00:00Z", Some("1h")),
+        claim("b", "2026-01-01T00:00:00Z", Some("1h")),
+        claim("c", "2026-01-01T00:30:00Z", Some("1h")),
+        claim("d", "2026-01-01T00:00:00Z", Some("Never")),
+        claim("e", "2026-01-01T00:00:00Z", None),
+        claim("f", "2026-01-01T00:00:00Z", Some("soon")),
+    ];
+    let now: DateTime<Utc> = "2026-01-01T01:00:00Z".parse().unwrap();
+    assert_eq!(names(&expired(&claims, now)), ["a", "b"]);
+    let month: DateTime<Utc> = "2026-01-31T00:00:00Z".parse().unwrap();
+    assert_eq!(names(&expired(&claims, month)), ["a", "b", "c", "e"]);
+}
+
+#[test]
+fn a_nodeclaim_being_deleted_is_not_expired_again() {
+    let mut c = claim("a", "2026-01-01T00:00:00Z", Some("1h"));
+    c.metadata.deletion_timestamp = c.metadata.creation_timestamp.clone();
+    let now: DateTime<Utc> = "2026-01-02T00:00:00Z".parse().unwrap();
+    assert!(expired(&[c], now).is_empty());
+}

@@ -1,0 +1,91 @@
+use super::*;
+use serde_json::json;
+
+const NOW: &str = "2026-11-26T12:00:00Z";
+
+fn now() -> DateTime<Utc> {
+    NOW.parse().unwrap()
+}
+
+fn pod(name: &str, grace: Option<i64>) -> Pod {
+    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{name}")},
+            "spec": {"nodeName": "node-a", "containers": [], "terminationGracePeriodSeconds": grace},
+            "status": {"phase": "Running"}}))
+        .unwrap()
+}
+
+fn names(pods: &[Pod]) -> Vec<&str> {
+    pods.iter()
+        .filter_map(|p| p.metadata.name.as_deref())
+        .collect()
+}
+
+#[test]
+fn a_pod_is_due_once_its_own_grace_would_run_past_the_deadline() {
+    let deadline = now() + Duration::seconds(60);
+    let mut leaving = pod("leaving", Some(600));
+    leaving.metadata.deletion_timestamp = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(NOW.parse().unwrap()),
+    );
+    let pods = vec![
+        pod("slow", Some(120)),
+        pod("quick", Some(30)),
+        pod("default", None),
+        pod("exact", Some(60)),
+        leaving,
+    ];
+    let (due, rest) = super::super::shutdown::due_before(pods.clone(), Some(deadline), now());
+    let due = due.unwrap();
+    assert_eq!(names(&due.pods), ["slow", "exact"]);
+    assert_eq!(due.grace_seconds, 60);
+    assert_eq!(names(&rest), ["quick", "default", "leaving"]);
+
+    let (due, rest) = super::super::shutdown::due_before(pods.clone(), None, now());
+    assert!(due.is_none());
+    assert_eq!(rest.len(), 5);
+
+    // Past the deadline, what is left still gets a second, never a removal from etcd.
+    let (due, _) =
+        super::super::shutdown::due_before(pods, Some(now() - Duration::seconds(5)), now());
+    assert_eq!(due.unwrap().grace_seconds, 1);
+}
+
+#[test]
+fn a_deleting_nodeclaim_deletes_pods_early_and_evicts_the_others() {
+    let claim: NodeClaim = serde_json::from_value(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "default-a", "finalizers": ["karpenter.sh/termination"],
+                "deletionTimestamp": "2026-11-26T11:51:00Z", "labels": {"karpenter.sh/nodepool": "default"}},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                     "requirements": [], "terminationGracePeriod": "10m"},
+            "status": {"nodeName": "node-a"}}))
+        .unwrap();
+    let node: Node = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "node-a"},
+            "spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}}))
+    .unwrap();
+    let dump = ClusterDump {
+        nodes: vec![node],
+        pods: vec![pod("slow", Some(120)), pod("quick", Some(30))],
+        ..Default::default()
+    };
+    // Deleted 9 minutes ago with 10 to go: 60 s are left, less than the slow pod's 120.
+    let actions = deletions(&dump, &[claim], &BTreeSet::new(), now());
+    let deleted = actions.iter().find_map(|a| match a {
+        Action::DeletePods {
+            pods,
+            grace_seconds,
+            ..
+        } => Some((names(pods), *grace_seconds)),
+        _ => None,
+    });
+    assert_eq!(deleted, Some((vec!["slow"], Some(60))));
+    let evicted = actions.iter().find_map(|a| match a {
+        Action::EvictForDeletion { pods, .. } => Some(names(pods)),
+        _ => None,
+    });
+    assert_eq!(evicted, Some(vec!["quick"]));
+    assert!(!actions
+        .iter()
+        .any(|a| matches!(a, Action::FinishDeletion { .. })));
+}

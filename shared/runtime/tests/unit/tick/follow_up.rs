@@ -1,0 +1,63 @@
+use super::super::in_progress::CONFIRM_AFTER;
+use super::*;
+use k8s_openapi::api::core::v1::Pod;
+
+fn drain(progress: Option<&str>, pods: Vec<Pod>) -> Action {
+    Action::DrainDisrupted {
+        nodeclaim: "c1".into(),
+        node: "n1".into(),
+        pods,
+        mark_started: None,
+        grace_over: false,
+        due: Vec::new(),
+        due_grace: None,
+        progress: progress.map(str::to_string),
+        stalled_since: None,
+    }
+}
+
+fn leaving() -> Pod {
+    let mut pod = Pod::default();
+    pod.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+    ));
+    pod
+}
+
+#[test]
+fn a_command_in_flight_is_polled_and_the_soonest_follow_up_wins() {
+    let delete = Action::DeleteNodeClaim {
+        nodeclaim: "c1".into(),
+    };
+    assert_eq!(soonest(None, std::slice::from_ref(&delete)), Some(POLL));
+    assert_eq!(soonest(Some(CONFIRM_AFTER), &[delete]), Some(POLL));
+    assert_eq!(
+        soonest(Some(Duration::seconds(3)), &[]),
+        Some(Duration::seconds(3))
+    );
+}
+
+#[test]
+fn a_drain_is_followed_only_while_it_moves() {
+    assert_eq!(
+        after(&drain(Some("3@2026-11-26T10:00:00Z"), Vec::new())),
+        Some(POLL)
+    );
+    assert_eq!(after(&drain(None, vec![leaving()])), Some(POLL));
+    // A PodDisruptionBudget holds every pod: nothing changed, nothing is leaving.
+    assert_eq!(after(&drain(None, vec![Pod::default()])), None);
+}
+
+#[test]
+fn nothing_in_flight_waits_for_the_schedule() {
+    let waits = Action::DisruptionWaits {
+        pods: 1,
+        creating: true,
+    };
+    let confirm = Action::ConfirmLater {
+        command: "empty/delete:n1".into(),
+        savings: 0.1,
+        next: false,
+    };
+    assert_eq!(soonest(None, &[waits, confirm]), None);
+}

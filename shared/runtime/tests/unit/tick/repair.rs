@@ -1,0 +1,308 @@
+use super::*;
+use serde_json::json;
+
+const NOW: &str = "2026-11-25T12:00:00Z";
+
+fn now() -> DateTime<Utc> {
+    NOW.parse().unwrap()
+}
+
+/// A node of `pool` named `n<i>` with `conditions` (type, status, minutes since the
+/// transition), and its NodeClaim `c<i>`.
+fn member(pool: &str, i: usize, conditions: &[(&str, &str, i64)]) -> (Node, NodeClaim) {
+    let conditions: Vec<_> = conditions
+        .iter()
+        .map(|(t, s, ago)| {
+            let at = now() - Duration::minutes(*ago);
+            json!({"type": t, "status": s, "lastTransitionTime": at.to_rfc3339()})
+        })
+        .collect();
+    let node = json!({
+        "metadata": {"name": format!("n{i}"), "labels": {NODEPOOL: pool}},
+        "spec": {"providerID": format!("aws:///us-east-1a/i-{i:017}")},
+        "status": {"conditions": conditions},
+    });
+    let claim = json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": format!("c{i}"), "labels": {NODEPOOL: pool}},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
+        "status": {"nodeName": format!("n{i}"), "providerID": format!("aws:///us-east-1a/i-{i:017}")},
+    });
+    (
+        serde_json::from_value(node).unwrap(),
+        serde_json::from_value(claim).unwrap(),
+    )
+}
+
+fn cluster(members: Vec<(Node, NodeClaim)>) -> ClusterDump {
+    let (nodes, claims) = members.into_iter().unzip();
+    ClusterDump {
+        nodes,
+        nodeclaims: claims,
+        ..Default::default()
+    }
+}
+
+/// The pools `default`, `web` and `batch` with one budget of `nodes` for `reasons`.
+fn pools(nodes: &str, reasons: &[&str]) -> Vec<NodePool> {
+    ["default", "web", "batch"]
+        .into_iter()
+        .map(|name| NodePool {
+            name: name.into(),
+            budgets: vec![fleetwright_core::model::Budget {
+                nodes: nodes.into(),
+                reasons: reasons.iter().map(|r| r.to_string()).collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// Decided with budgets that allow every node, so that only the pool's health holds repair.
+fn decided(dump: &ClusterDump) -> Vec<Action> {
+    repairs(dump, &dump.nodeclaims, &pools("100%", &[]), now())
+}
+
+fn repaired(actions: &[Action]) -> Vec<&str> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Repair { nodeclaim, .. } => Some(nodeclaim.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn sick(i: usize, minutes: i64) -> (Node, NodeClaim) {
+    member("web", i, &[(conditions::READY, "False", minutes)])
+}
+
+/// Karpenter v1.15: repair is paced by the pool's budgets under `Unhealthy`, the nodes
+/// unhealthy longest going first, and the nodes already being disrupted counted.
+#[test]
+fn repair_is_paced_by_the_unhealthy_budget_longest_unhealthy_first() {
+    let mut members: Vec<_> = (0..10).map(|i| member("web", i, HEALTHY)).collect();
+    members[3] = sick(3, 40);
+    members[7] = sick(7, 90);
+    let dump = cluster(members.clone());
+    let one = pools("1", &["Unhealthy"]);
+    let actions = repairs(&dump, &dump.nodeclaims, &one, now());
+    assert_eq!(repaired(&actions), ["c7"], "{actions:?}");
+    assert!(actions
+        .iter()
+        .any(|a| matches!(a, Action::Blocked { node, reason, .. }
+            if node == "n3" && reason.contains("unhealthy disruption budget of NodePool web"))));
+    // A budget for other reasons does not hold repair back.
+    let other = pools("0", &["Drifted"]);
+    assert_eq!(
+        repaired(&repairs(&dump, &dump.nodeclaims, &other, now())).len(),
+        2
+    );
+    // A pool without budgets has Karpenter's default, 10 %: one of ten.
+    let mut unset = one.clone();
+    unset.iter_mut().for_each(|p| p.budgets.clear());
+    assert_eq!(
+        repaired(&repairs(&dump, &dump.nodeclaims, &unset, now())),
+        ["c7"]
+    );
+    // A node already being disrupted takes the only slot.
+    let mut busy = members;
+    busy[0].0.spec.as_mut().unwrap().taints = Some(vec![k8s_openapi::api::core::v1::Taint {
+        key: TAINT_DISRUPTED.into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    }]);
+    let dump = cluster(busy);
+    assert!(repaired(&repairs(&dump, &dump.nodeclaims, &one, now())).is_empty());
+}
+
+#[test]
+fn do_not_repair_on_the_node_or_its_nodeclaim_vetoes_repair() {
+    for on_node in [true, false] {
+        let mut members: Vec<_> = (0..5).map(|i| member("web", i, HEALTHY)).collect();
+        members[1] = sick(1, 60);
+        let veto = [(DO_NOT_REPAIR.to_string(), "true".to_string())].into();
+        match on_node {
+            true => members[1].0.metadata.annotations = Some(veto),
+            false => members[1].1.metadata.annotations = Some(veto),
+        }
+        let actions = decided(&cluster(members));
+        assert!(repaired(&actions).is_empty(), "{actions:?}");
+        assert!(actions
+            .iter()
+            .any(|a| matches!(a, Action::Blocked { reason, .. }
+                if reason.contains(DO_NOT_REPAIR))));
+    }
+}
+
+const HEALTHY: &[(&str, &str, i64)] = &[(conditions::READY, "True", 600)];
+
+/// A kubelet registering writes `Ready=False` with no transition time: the node is as old
+/// as its creation, and is not repaired (forcefully, pods deleted) before its toleration.
+#[test]
+fn a_registering_node_with_no_transition_time_is_not_repaired_before_its_toleration() {
+    let (mut node, claim) = member("web", 1, &[]);
+    let condition =
+        json!([{"type": conditions::READY, "status": "False", "reason": "KubeletNotReady"}]);
+    node.status.as_mut().unwrap().conditions = serde_json::from_value(condition).ok();
+    let created = |minutes: i64| {
+        let at = now() - Duration::minutes(minutes);
+        serde_json::from_value(json!(at.to_rfc3339())).unwrap()
+    };
+    node.metadata.creation_timestamp = Some(created(1));
+    let young = cluster(vec![(node.clone(), claim.clone())]);
+    assert!(decided(&young).is_empty(), "{:?}", decided(&young));
+    node.metadata.creation_timestamp = None;
+    assert!(decided(&cluster(vec![(node.clone(), claim.clone())])).is_empty());
+    node.metadata.creation_timestamp = Some(created(31));
+    let old = decided(&cluster(vec![(node, claim)]));
+    assert!(
+        matches!(old.as_slice(), [Action::Repair { forceful: true, .. }]),
+        "{old:?}"
+    );
+}
+
+#[test]
+fn each_policy_waits_out_its_toleration_and_only_a_node_not_ready_goes_forcefully() {
+    let cases = [
+        (vec![(conditions::READY, "Unknown", 31)], Some(true)),
+        (vec![(conditions::READY, "False", 30)], Some(true)),
+        (vec![(conditions::READY, "Unknown", 29)], None),
+        (
+            vec![
+                (conditions::READY, "True", 600),
+                ("AcceleratedHardwareReady", "False", 11),
+            ],
+            Some(false),
+        ),
+        (
+            vec![
+                (conditions::READY, "True", 600),
+                ("AcceleratedHardwareReady", "False", 9),
+            ],
+            None,
+        ),
+        (
+            vec![
+                (conditions::READY, "True", 600),
+                ("StorageReady", "False", 45),
+            ],
+            Some(false),
+        ),
+        (
+            vec![
+                (conditions::READY, "True", 600),
+                ("KernelReady", "Unknown", 45),
+            ],
+            None,
+        ),
+        (
+            vec![
+                (conditions::READY, "True", 600),
+                ("MemoryPressure", "True", 90),
+            ],
+            None,
+        ),
+    ];
+    for (conditions, want) in cases {
+        let mut members = vec![member("default", 0, &conditions)];
+        members.extend((1..5).map(|i| member("default", i, HEALTHY)));
+        let got = decided(&cluster(members));
+        let forceful = got.iter().find_map(|a| match a {
+            Action::Repair {
+                nodeclaim,
+                forceful,
+                ..
+            } if nodeclaim == "c0" => Some(*forceful),
+            _ => None,
+        });
+        assert_eq!(forceful, want, "{conditions:?}: {got:?}");
+        assert!(got.len() <= 1, "only the unhealthy node: {got:?}");
+    }
+}
+
+#[test]
+fn the_earliest_due_condition_names_the_repair() {
+    let members = vec![member(
+        "default",
+        0,
+        &[
+            (conditions::READY, "False", 40),
+            ("AcceleratedHardwareReady", "False", 35),
+        ],
+    )];
+    let got = decided(&cluster(members));
+    assert!(
+        matches!(&got[..], [Action::Repair { condition, .. }] if condition == "AcceleratedHardwareReady=False"),
+        "{got:?}"
+    );
+}
+
+/// Every pool size up to 15 and every count of unhealthy nodes in it: all of them are
+/// repaired while at most 20 % (rounded up) are unhealthy, and none are after. Nodes
+/// unhealthy too briefly count towards the share but are not repaired; other pools' nodes do
+/// not count at all.
+#[test]
+fn no_repair_while_more_than_a_fifth_of_the_pool_is_unhealthy() {
+    for total in 1..=15usize {
+        for sick in 0..=total {
+            for young in 0..=sick.min(2) {
+                let mut members: Vec<_> = (0..total)
+                    .map(|i| {
+                        let ago = if i < young { 5 } else { 45 };
+                        let cond: &[(&str, &str, i64)] = if i < sick {
+                            &[(conditions::READY, "Unknown", ago)]
+                        } else {
+                            HEALTHY
+                        };
+                        member("web", i, cond)
+                    })
+                    .collect();
+                members.extend(
+                    (100..104).map(|i| member("batch", i, &[(conditions::READY, "False", 90)])),
+                );
+                let got = decided(&cluster(members));
+                let web = |a: &&Action| match a {
+                    Action::Repair { nodepool, .. } | Action::RepairBlocked { nodepool, .. } => {
+                        nodepool == "web"
+                    }
+                    _ => false,
+                };
+                let repaired = got
+                    .iter()
+                    .filter(web)
+                    .filter(|a| matches!(a, Action::Repair { .. }))
+                    .count();
+                let blocked = got
+                    .iter()
+                    .filter(web)
+                    .filter(|a| matches!(a, Action::RepairBlocked { .. }))
+                    .count();
+                let allowed = (total as f64 * 0.2).ceil() as usize;
+                let due = sick - young;
+                let case = format!("{sick} of {total} unhealthy, {young} briefly: {got:?}");
+                if sick <= allowed {
+                    assert_eq!((repaired, blocked), (due, 0), "{case}");
+                } else {
+                    assert_eq!((repaired, blocked), (0, due), "{case}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_node_already_being_deleted_or_without_a_claim_is_left_alone() {
+    let (node, mut claim) = member("default", 0, &[(conditions::READY, "Unknown", 60)]);
+    claim.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-11-25T11:59:00Z".parse().unwrap(),
+    ));
+    let dump = cluster(vec![(node.clone(), claim)]);
+    assert!(decided(&dump).is_empty());
+    let orphan = ClusterDump {
+        nodes: vec![node],
+        ..Default::default()
+    };
+    assert!(decided(&orphan).is_empty());
+}
