@@ -146,7 +146,7 @@ def main():
             if lines > most:
                 broken.append(f"{rel}: {lines} lines (most {most})")
             if test_code(text):
-                broken.append(f"{rel}: holds tests (they go in {crate}/tests/)")
+                broken.append(f"{rel}: holds tests (unit tests go in {crate}/tests/unit/, by a #[path] module)")
         for comp in cycles(graph):
             names = " <-> ".join("::".join(c) or "lib" for c in comp)
             if f"{crate}: {names}" not in allowed_cycles:
