@@ -75,7 +75,7 @@ tools_pid=$!
 stage "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 
-stage "scripts/check-layout.py (no import cycle between files, no new source file over 600 lines, no silent action in the dry run)"
+stage "scripts/check-layout.py (no import cycle between files, no source file over 600 lines, no test code under src/, no silent action in the dry run)"
 python3 scripts/check-layout.py
 
 # One compilation for the lints and the tests (see above). The same variables stay set for the

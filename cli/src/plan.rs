@@ -337,11 +337,10 @@ where
     })
 }
 
-/// The dump's snapshot. Every object that does not read is named with its field, all of them
-/// at once, and the command fails: a plan without them would not be the cluster's (a live read leaves
-/// them out with a warning, as the tick does). An EC2NodeClass that does not read is the
-/// exception: the tick takes it for not ready and plans without its NodePools, and so does the
-/// plan, naming the error.
+/// The dump's snapshot, without the objects that do not read, as the tick takes it. Each is
+/// named with its field, all of them at once, and the command exits non-zero once it has printed
+/// what the rest gives (a live read leaves them out with a warning, as the tick does). An
+/// EC2NodeClass that does not read is taken for not ready: its NodePools are planned without.
 pub(crate) fn readable_snapshot(
     dump: &mut fleetwright_kube::dump::ClusterDump,
     source: &str,
@@ -377,12 +376,13 @@ pub(crate) fn readable_snapshot(
         return Ok(snapshot);
     }
     for r in &rejected {
-        eprintln!("error: {source}: {}", r.error);
+        eprintln!(
+            "error: {source}: {}; left out, as the tick leaves it out",
+            r.error
+        );
+        crate::input::set_aside();
     }
-    anyhow::bail!(
-        "{source}: {} object(s) could not be read (each named above with its field); a running tick leaves such objects out and reports them",
-        rejected.len()
-    )
+    Ok(snapshot)
 }
 
 /// Karpenter's validation of the classes' kubelet expressions against every instance type of

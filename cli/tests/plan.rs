@@ -102,6 +102,26 @@ fn a_bad_operator_names_the_object_and_field_and_exits_non_zero() {
 }
 
 #[test]
+fn one_bad_nodepool_never_stops_the_others_from_being_planned() {
+    let example = std::fs::read_to_string(common::repo("examples/inflate.yaml")).unwrap();
+    let bad = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: broken}\nspec:\n  template:\n    spec:\n      requirements:\n      - {key: kubernetes.io/arch, operator: Within, values: [amd64]}\n";
+    let dump = write_temp("one-bad-pool.yaml", &format!("{example}\n---\n{bad}"));
+    let out = fleetwright(&["plan", "--cluster", &dump]);
+    assert!(!out.status.success(), "a bad object exits non-zero");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("NodePool broken"), "{stderr}");
+    assert!(stderr.contains("could not be used"), "{stderr}");
+    let plan: Value = serde_json::from_slice(&out.stdout).expect("the plan is still printed");
+    let pods: usize = plan["nodeclaims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["pods"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(pods, 10, "the good pool plans every pod: {plan}");
+}
+
+#[test]
 fn a_bad_quantity_names_the_pod_and_field() {
     let bad = "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: shop}\nspec:\n  containers:\n  - name: c\n    resources:\n      requests: {cpu: lots}\n";
     let out = fleetwright(&["plan", "--cluster", &write_temp("bad-qty.yaml", bad)]);

@@ -222,6 +222,14 @@ fn would_disrupt(actions: &[Value]) -> Vec<String> {
                 let name = format!("{}/{}", text(&a["reason"]), text(&a["command"]));
                 (name, nodes.join(","))
             }
+            // Expiration disrupts with no decision to confirm (Karpenter's `Expired`).
+            "expire" => {
+                let node = a["node"].as_str().map(str::to_string);
+                (
+                    "expired/delete".to_string(),
+                    node.unwrap_or_else(|| text(&a["nodeclaim"])),
+                )
+            }
             _ => continue,
         };
         out.extend(

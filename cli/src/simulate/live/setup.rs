@@ -167,13 +167,27 @@ impl Live {
             .create(&PostParams::default(), &SelfSubjectReview::default())
             .await
             .context("--shadow-kubeconfig: asking the API server who its identity is")?;
-        let user = review
-            .status
-            .and_then(|s| s.user_info)
-            .and_then(|u| u.username)
+        let info = review.status.and_then(|s| s.user_info).unwrap_or_default();
+        let user = (info.username)
             .context("--shadow-kubeconfig: the API server named no user for its identity")?;
+        // An identity that may do anything proves nothing about what shadow mode writes.
+        if info.groups.iter().flatten().any(|g| g == "system:masters") {
+            bail!("--shadow-kubeconfig: {user} is in system:masters; give an identity that holds only what `fleetwright manifests` grants");
+        }
         let namespace = self.namespace.clone();
-        for object in crate::manifests::rbac_for("User", &user, &namespace) {
+        let objects = crate::manifests::rbac_for("User", &user, &namespace);
+        // Someone else's RBAC of the same names is refused before anything is created.
+        for object in &objects {
+            let (api, applied) = self.resolve(object).await?;
+            if api.get_opt(&applied.name).await?.is_some() {
+                bail!(
+                    "{} {} exists and is not this run's; refusing to run the shadow beside it",
+                    applied.resource.kind,
+                    applied.name
+                );
+            }
+        }
+        for object in objects {
             self.create(&object).await?;
         }
         Ok(())

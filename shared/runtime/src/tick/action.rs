@@ -332,8 +332,10 @@ impl Action {
             | Action::EvictForDeletion { .. }
             | Action::DeletePods { .. }
             | Action::FinishDeletion { .. }
-            | Action::DeleteNodeClaim { .. }
-            | Action::DeleteDrained { .. } => OnFailure::Ordered,
+            | Action::DeleteNodeClaim { .. } => OnFailure::Ordered,
+            // It exists only because its drain finished: a failure of that drain's other
+            // steps (deleting pods whose grace runs past the deadline) does not hold it.
+            Action::DeleteDrained { .. } => OnFailure::Independent,
             _ => OnFailure::Independent,
         }
     }

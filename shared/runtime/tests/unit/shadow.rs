@@ -35,3 +35,20 @@ fn the_shadow_state_stays_within_its_bytes() {
     assert!(bytes <= BYTES_KEPT, "{bytes} bytes");
     assert!(!shadow.records.is_empty());
 }
+
+/// An expiration is a disruption the shadow reports, as a decided command is.
+#[test]
+fn an_expiration_is_a_disruption_the_shadow_would_make() {
+    let now = DateTime::parse_from_rfc3339("2026-11-23T12:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let actions = vec![
+        serde_json::json!({"action": "expire", "nodeclaim": "default-p9w4z",
+        "node": "ip-10-0-2-22.ec2.internal", "expired_at": "2026-11-09T10:00:00Z"}),
+    ];
+    let record = Shadow::default().observe(&ClusterDump::default(), &actions, None, now);
+    assert_eq!(
+        record.would_disrupt,
+        vec!["expired/delete: ip-10-0-2-22.ec2.internal".to_string()]
+    );
+}

@@ -180,8 +180,8 @@ impl<C: Cloud> Tick<C> {
         Ok(())
     }
 
-    /// Drains a candidate's node; once nothing evictable is left (or the grace period is over,
-    /// when the pods left are deleted) its NodeClaim is deleted.
+    /// Drains a candidate's node. Returns whether the drain finished: nothing evictable is left,
+    /// or the grace period is over and the pods left were deleted (its NodeClaim goes next).
     pub(super) async fn drain_disrupted(
         &self,
         node: &str,

@@ -417,6 +417,10 @@ impl<'a> TickState<'a> {
     /// Hands actions out to be applied, noting how soon they want the tick again.
     fn apply(&mut self, actions: Vec<Action>) -> Step {
         self.found.follow_up = follow_up::soonest(self.found.follow_up, &actions);
+        debug_assert!(
+            self.queued.is_empty(),
+            "actions handed out before the last were"
+        );
         self.queued = actions.into();
         self.hand_out()
     }
