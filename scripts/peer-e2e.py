@@ -13,14 +13,15 @@ identity (so it did not run as that identity); and, when Fleetwright ran in shad
 Karpenter, when its shadow recorded no tick or its identity (`fleetwright`) wrote anything but its
 Lease and state ConfigMap."""
 
-# What Fleetwright's shadow may write: its Lease and its state ConfigMap.
-SHADOW_OWN = {("leases", "fleetwright-tick"), ("configmaps", "fleetwright-state")}
-# Fleetwright's namespace on the control plane (its Lease and state ConfigMap).
-SHADOW_NAMESPACE = os.environ.get("FLEETWRIGHT_NAMESPACE", "karpenter")
 import json
 import os
 import sys
 from pathlib import Path
+
+# What Fleetwright's shadow may write: its Lease and its state ConfigMap.
+SHADOW_OWN = {("leases", "fleetwright-tick"), ("configmaps", "fleetwright-state")}
+# Fleetwright's namespace on the control plane (its Lease and state ConfigMap).
+SHADOW_NAMESPACE = os.environ.get("FLEETWRIGHT_NAMESPACE", "karpenter")
 
 # The functions' memory sizes in infra/template.yaml (tick's is the TickMemorySize default).
 MEMORY_GB = {"tick": 1.0, "interruption": 0.5, "webhook": 0.25}

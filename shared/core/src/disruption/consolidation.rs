@@ -421,7 +421,9 @@ pub(crate) fn cheaper(
             .fold(f64::INFINITY, f64::min)
     };
     let all_spot = candidates.iter().all(|c| c.spot);
-    let capacity = if all_spot && claim.capacity_types.iter().any(|c| c == CAPACITY_SPOT) {
+    // As Karpenter: a replacement that may be spot or on-demand is priced and launched as spot,
+    // so that a spot shortage fails the launch instead of buying dearer on-demand capacity.
+    let capacity = if claim.capacity_types.iter().any(|c| c == CAPACITY_SPOT) {
         CAPACITY_SPOT.to_string()
     } else {
         claim

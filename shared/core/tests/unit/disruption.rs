@@ -250,6 +250,33 @@ fn the_lighter_of_two_nodes_is_deleted_unless_its_pod_is_pinned() {
     assert!(plan.disruptions.is_empty(), "{plan:?}");
 }
 
+/// As Karpenter: an on-demand node in a pool that allows spot too is replaced by spot.
+#[test]
+fn an_on_demand_node_is_replaced_by_spot_when_its_pool_allows_both() {
+    let mut both = general("100%");
+    let mut requirements = Requirements::new();
+    for key in [INSTANCE_TYPE, ZONE] {
+        if let Some(r) = both.requirements.get(key) {
+            requirements.add(r.clone());
+        }
+    }
+    requirements.add(Requirement::in_values(
+        CAPACITY_TYPE,
+        ["spot", "on-demand"].map(String::from),
+    ));
+    both.requirements = requirements;
+    let mut c = Cluster::new(both);
+    c.node("big", "m5.8xlarge", "on-demand");
+    c.pod("small", "big", 250);
+    let plan = c.plan();
+    let replacement = plan.disruptions[0].replacement.as_ref().expect("a replace");
+    assert_eq!(
+        replacement.capacity_types,
+        vec!["spot".to_string()],
+        "{plan:?}"
+    );
+}
+
 #[test]
 fn an_oversized_node_is_replaced_by_a_cheaper_type_and_three_are_merged() {
     let mut c = Cluster::new(general("100%"));
