@@ -524,6 +524,26 @@ fn every_environment_variable_is_a_setting_the_functions_accept() {
     );
 }
 
+/// The text of every source file of the AWS adapter (`shared/aws/src`, its folders included).
+fn adapter_sources() -> Vec<String> {
+    let mut dirs = vec![std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/aws/src"
+    ))];
+    let mut out = Vec::new();
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(std::fs::read_to_string(path).unwrap());
+            }
+        }
+    }
+    out
+}
+
 /// Every AWS operation the adapter calls (`shared/aws/src`) is allowed by some statement of the
 /// template: an operation added to the code without its IAM action fails here, not in a user's
 /// account with AccessDenied.
@@ -534,10 +554,8 @@ fn every_aws_operation_the_adapter_calls_is_allowed_by_the_template() {
         .filter(|s| s["Effect"] == "Allow")
         .flat_map(actions)
         .collect();
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/aws/src");
     let mut called = std::collections::BTreeSet::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+    for text in adapter_sources() {
         called.extend(operations(&text));
     }
     assert!(called.len() >= 15, "{called:?}");
@@ -555,10 +573,9 @@ fn every_aws_operation_the_adapter_calls_is_allowed_by_the_template() {
 /// code checks too.
 #[test]
 fn launch_templates_are_deleted_by_the_adapter_and_only_when_tagged_for_the_cluster() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/aws/src");
-    let called: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .flat_map(|e| operations(&std::fs::read_to_string(e.unwrap().path()).unwrap()))
+    let called: Vec<String> = adapter_sources()
+        .iter()
+        .flat_map(|text| operations(text))
         .collect();
     assert!(called.iter().any(|op| op == "delete_launch_template"));
     let deleting: Vec<Json> = statements(&template())
