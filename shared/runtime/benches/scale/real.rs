@@ -341,8 +341,14 @@ pub fn tick(size: Size, case: Case) {
         _ => None,
     })
     .expect("valid settings");
-    // The confirming tick runs as if a tick's wait had passed since the deciding one.
-    let later = if case == Case::Confirmation { 16 } else { 0 };
+    // The confirming tick runs as if a tick's wait had passed since the deciding one, and the
+    // provisioning tick as the follow-up after the batch window (pods created within the last
+    // second are planned together a moment later).
+    let later = match case {
+        Case::Confirmation => 16,
+        Case::Provisioning => 2,
+        Case::Consolidation => 0,
+    };
     let now = Utc::now() + chrono::Duration::seconds(later);
     let (summary, elapsed) = runtime(1).block_on(async {
         let kube = client().await;
