@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::Args;
-use fleetwright_core::explain::{explain_pod, PodExplanation, Quote};
+use fleetwright_core::explain::{explain_pod, PodExplanation, PoolVerdict, Quote};
 
 use crate::catalog_args::CatalogArgs;
 use crate::plan::Output;
@@ -45,17 +45,24 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
         bail!("give --cluster DUMP or --kubeconfig FILE");
     };
     dump.node_class_cel = args.node_class_cel;
-    let snapshot = fleetwright_kube::convert::snapshot_from_dump(&dump)?;
+    let mut snapshot = crate::plan::readable_snapshot(&mut dump, &source)?;
     let catalog = args.catalog.load(Some(&snapshot))?;
+    // As `plan` and the tick: a NodePool whose EC2NodeClass the dump lacks (or says is not
+    // ready) launches nothing, so the scheduler's answer is found without it.
+    let classes = fleetwright_runtime::tick::isolation::classes_of_dump(&dump);
+    let parked = fleetwright_runtime::tick::isolation::park_known(&mut snapshot, classes.as_ref());
     let key = if args.pod.contains('/') {
         args.pod.clone()
     } else {
         format!("default/{}", args.pod)
     };
     let now = chrono::Utc::now().timestamp();
-    let Some(explanation) = explain_pod(&snapshot, &catalog, &key, now) else {
+    let Some(mut explanation) = explain_pod(&snapshot, &catalog, &key, now) else {
         bail!("--pod {key}: no such pod in {source}");
     };
+    explanation
+        .nodepools
+        .extend(parked.iter().map(unready_class));
     let out = match args.output {
         Output::Json | Output::Yaml => {
             let mut value = serde_json::to_value(&explanation)?;
@@ -112,4 +119,17 @@ fn table(e: &PodExplanation) -> String {
     }
     out.push_str(&format!("\nscheduler: {}\n", e.placement));
     out
+}
+
+/// The verdict on a NodePool whose EC2NodeClass is missing or not ready: it launches nothing.
+fn unready_class(pool: &fleetwright_core::model::NodePool) -> PoolVerdict {
+    PoolVerdict {
+        nodepool: pool.name.clone(),
+        compatible: false,
+        reason: Some(format!(
+            "its EC2NodeClass {:?} is missing or not ready, so the NodePool launches nothing",
+            pool.node_class
+        )),
+        cheapest: Vec::new(),
+    }
 }

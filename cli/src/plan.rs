@@ -345,7 +345,8 @@ pub(crate) fn readable_snapshot(
     dump: &mut fleetwright_kube::dump::ClusterDump,
     source: &str,
 ) -> anyhow::Result<fleetwright_core::Snapshot> {
-    let (snapshot, mut rejected) = fleetwright_kube::convert::take_snapshot_isolating(dump);
+    let (mut snapshot, mut rejected) = fleetwright_kube::convert::take_snapshot_isolating(dump);
+    fleetwright_runtime::tick::status_zones(dump, &mut snapshot);
     for r in rejected.iter().filter(|r| r.kind == "EC2NodeClass") {
         set_not_ready(dump, &r.name, &r.error);
     }

@@ -116,3 +116,77 @@ fn an_unknown_pod_fails_naming_it() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("shop/nope"));
 }
+
+/// A NodePool whose EC2NodeClass is missing, beside one whose class's status lists subnets in
+/// one zone only.
+const UNREADY_AND_ZONED: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: karpenter.sh/v1
+  kind: NodePool
+  metadata: {name: cheap}
+  spec:
+    weight: 90
+    template:
+      spec:
+        nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: missing}
+        requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [t4g.small]}
+- apiVersion: karpenter.sh/v1
+  kind: NodePool
+  metadata: {name: zoned}
+  spec:
+    template:
+      spec:
+        nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: zoned}
+        requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+- apiVersion: karpenter.k8s.aws/v1
+  kind: EC2NodeClass
+  metadata: {name: zoned}
+  spec:
+    role: node-role
+    amiSelectorTerms: [{alias: al2023@latest}]
+    subnetSelectorTerms: [{tags: {karpenter.sh/discovery: dev}}]
+    securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: dev}}]
+  status:
+    subnets: [{id: subnet-1, zone: us-east-1b, zoneID: use1-az2}]
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: web, namespace: default}
+  spec:
+    containers:
+    - name: app
+      image: app
+      resources:
+        requests: {cpu: "1", memory: 1Gi}
+"#;
+
+#[test]
+fn a_pool_without_its_class_launches_nothing_and_a_class_plans_only_in_its_subnets_zones() {
+    let dump = write_temp("explain-unready.yaml", UNREADY_AND_ZONED);
+    let args = ["--cluster", &dump, "--pod", "web", "--output", "json"];
+    let e: Value =
+        serde_json::from_str(&success(&fleetwright(&[&["explain"][..], &args].concat()))).unwrap();
+    let pools = e["nodepools"].as_array().unwrap();
+    let verdict = |name: &str| pools.iter().find(|p| p["nodepool"] == name).unwrap();
+    assert_eq!(verdict("cheap")["compatible"], false);
+    let reason = verdict("cheap")["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("\"missing\" is missing or not ready"),
+        "{reason}"
+    );
+    let placement = e["placement"].as_str().unwrap();
+    assert!(placement.contains("nodepool \"zoned\""), "{placement}");
+    for q in e["cheapest"].as_array().unwrap() {
+        assert_eq!(q["zone"], "us-east-1b", "{q}");
+    }
+
+    let plan = fleetwright(&["plan", "--cluster", &dump, "--output", "json"]);
+    let p: Value = serde_json::from_str(&success(&plan)).unwrap();
+    let claims = p["nodeclaims"].as_array().unwrap();
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0]["nodepool"], "zoned");
+    assert_eq!(claims[0]["zones"], serde_json::json!(["us-east-1b"]));
+}

@@ -524,8 +524,9 @@ fn placement_groups(snapshot: &mut Snapshot, resolved: &status::Resolutions) {
 }
 
 /// The zones each EC2NodeClass's status lists subnets in: for a dump, what resolving its
-/// subnets would give ([`subnet_zones`]).
-fn status_zones(dump: &ClusterDump, snapshot: &mut Snapshot) {
+/// subnets would give ([`subnet_zones`]). `plan` and `explain` read a dump the same way, so a
+/// class whose subnets are all in one zone plans there.
+pub fn status_zones(dump: &ClusterDump, snapshot: &mut Snapshot) {
     for class in &dump.nodeclasses {
         let Some(status) = &class.status else {
             continue;
