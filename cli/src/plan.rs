@@ -62,6 +62,11 @@ pub struct PlanArgs {
     /// `FLEETWRIGHT_NODE_REPAIR` (Karpenter's `NodeRepair` feature gate).
     #[arg(long)]
     pub node_repair: bool,
+    /// With `--node-repair`: repair as Karpenter did before v1.15 (its `--legacy-node-repair`;
+    /// the tick's `FLEETWRIGHT_LEGACY_NODE_REPAIR`): no budgets, and a node that is not Ready
+    /// repaired forcefully.
+    #[arg(long, requires = "node_repair")]
+    pub legacy_node_repair: bool,
     /// Evaluate the CEL expressions of EC2NodeClasses' kubelet settings (`maxPods`,
     /// `kubeReserved`, `systemReserved`) per instance type, as the tick does with
     /// `FLEETWRIGHT_NODE_CLASS_CEL` (Karpenter's `NodeClassCEL` feature gate, off by default:
@@ -131,7 +136,10 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         return crate::peer::cluster::run(&peer, (&source, &dump), snapshot, &catalog);
     }
     if args.actions {
-        let repair = args.node_repair;
+        let repair = fleetwright_runtime::tick::repair::NodeRepair::of(
+            args.node_repair,
+            args.legacy_node_repair,
+        );
         return print_actions(&dump, &mut snapshot, &catalog, instant, repair, args.output);
     }
     let now = instant.timestamp();
@@ -438,7 +446,7 @@ fn print_actions(
     snapshot: &mut fleetwright_core::Snapshot,
     catalog: &fleetwright_core::Catalog,
     now: chrono::DateTime<chrono::Utc>,
-    node_repair: bool,
+    node_repair: fleetwright_runtime::tick::repair::NodeRepair,
     output: Output,
 ) -> anyhow::Result<()> {
     let actions = fleetwright_runtime::tick::decide_all(dump, snapshot, catalog, now, node_repair);

@@ -46,7 +46,8 @@ pub fn run(args: &ShadowArgs) -> anyhow::Result<()> {
     let loaded = args.catalog.load(Some(&snapshot))?;
     let catalog = loaded.with_overlays(&snapshot.overlays);
     let now = crate::plan::instant(args.now.as_deref())?;
-    let actions = fleetwright_runtime::tick::decide_all(&dump, &snapshot, &catalog, now, false);
+    let actions =
+        fleetwright_runtime::tick::decide_all(&dump, &snapshot, &catalog, now, Default::default());
     let actions: Vec<Value> = actions
         .iter()
         .map(serde_json::to_value)

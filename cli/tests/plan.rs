@@ -517,7 +517,15 @@ fn plan_actions_repair_unhealthy_nodes_only_when_enabled() {
     assert_eq!(repairs.len(), 1, "{on:#?}");
     assert_eq!(repairs[0]["nodeclaim"], "web-1");
     assert_eq!(repairs[0]["condition"], "Ready=Unknown");
-    assert_eq!(repairs[0]["forceful"], true);
+    // Karpenter v1.15's policy bounds the drain at 10 minutes; the legacy repair of before
+    // it deletes the pods of a node that is not Ready at once.
+    assert_eq!(repairs[0]["terminateAt"], "2026-11-25T12:10:00Z");
+    let legacy = actions(&["--node-repair", "--legacy-node-repair"]);
+    let legacy = of(&legacy, "repair");
+    assert_eq!(
+        legacy[0]["terminateAt"], "2026-11-25T12:00:00Z",
+        "{legacy:#?}"
+    );
     let blocked: Vec<&str> = of(&on, "repairBlocked")
         .iter()
         .map(|a| a["node"].as_str().unwrap().to_string())

@@ -78,8 +78,9 @@ pub struct Reservation {
 }
 
 /// The settings a scenario may set.
-pub const SETTINGS: [&str; 5] = [
+pub const SETTINGS: [&str; 6] = [
     "FLEETWRIGHT_NODE_REPAIR",
+    "FLEETWRIGHT_LEGACY_NODE_REPAIR",
     "FLEETWRIGHT_MIN_VALUES_POLICY",
     "FLEETWRIGHT_REBALANCE",
     "FLEETWRIGHT_NODE_CLASS_CEL",

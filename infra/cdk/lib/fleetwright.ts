@@ -74,6 +74,11 @@ export interface FleetwrightProps {
    */
   readonly nodeRepair?: boolean;
   /**
+   * With `nodeRepair`: repair as Karpenter did before v1.15 (its `--legacy-node-repair`): no
+   * disruption budgets, and a node that is not Ready has its pods deleted at once. Default false.
+   */
+  readonly legacyNodeRepair?: boolean;
+  /**
    * The cluster CA bundle Karpenter's EC2NodeClass drift hash takes, only when Karpenter was given
    * one (its `settings.clusterCABundle`). Default: none, and the tick reads `kube-root-ca.crt`.
    */
@@ -211,6 +216,7 @@ export class Fleetwright extends Construct {
       FLEETWRIGHT_EVENT_BUS: 'default',
       FLEETWRIGHT_DRY_RUN: props.dryRun ? 'true' : 'false',
       FLEETWRIGHT_NODE_REPAIR: props.nodeRepair ? 'true' : 'false',
+      FLEETWRIGHT_LEGACY_NODE_REPAIR: props.legacyNodeRepair ? 'true' : 'false',
       FLEETWRIGHT_CLUSTER_CA_BUNDLE: props.clusterCaBundle ?? '',
       FLEETWRIGHT_NODE_CLASS_CEL: props.nodeClassCel ? 'true' : 'false',
       FLEETWRIGHT_SCHEDULER_CONFIG: props.schedulerConfig ?? '',

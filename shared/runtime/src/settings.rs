@@ -51,8 +51,8 @@ pub struct Settings {
     /// How `minValues` hold when too few types are left (Karpenter's `MIN_VALUES_POLICY`).
     pub min_values_policy: MinValuesPolicy,
     /// Replace nodes unhealthy past their toleration (Karpenter's `NodeRepair` feature gate;
-    /// off unless set).
-    pub node_repair: bool,
+    /// off unless set), as v1.15 does or, with `FLEETWRIGHT_LEGACY_NODE_REPAIR`, as before it.
+    pub node_repair: crate::tick::repair::NodeRepair,
     /// Evaluate CEL expressions in EC2NodeClass `kubelet` settings (Karpenter v1.15's
     /// `NodeClassCEL` feature gate; off unless set, as Karpenter's is).
     pub node_class_cel: bool,
@@ -239,7 +239,13 @@ impl Settings {
             kube_api,
             ssm_parameter_root: non_empty("FLEETWRIGHT_SSM_PARAMETER_ROOT").unwrap_or_default(),
             min_values_policy,
-            node_repair: parse_bool("FLEETWRIGHT_NODE_REPAIR", get("FLEETWRIGHT_NODE_REPAIR"))?,
+            node_repair: crate::tick::repair::NodeRepair::of(
+                parse_bool("FLEETWRIGHT_NODE_REPAIR", get("FLEETWRIGHT_NODE_REPAIR"))?,
+                parse_bool(
+                    "FLEETWRIGHT_LEGACY_NODE_REPAIR",
+                    get("FLEETWRIGHT_LEGACY_NODE_REPAIR"),
+                )?,
+            ),
             node_class_cel: parse_bool(
                 "FLEETWRIGHT_NODE_CLASS_CEL",
                 get("FLEETWRIGHT_NODE_CLASS_CEL"),

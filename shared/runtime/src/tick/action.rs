@@ -69,19 +69,23 @@ pub enum Action {
     ScaleDown { nodepool: String, nodeclaim: String },
     /// A static NodePool that cannot reach its replicas, and why (logged every tick).
     ShortOfReplicas { nodepool: String, reason: String },
-    /// Repair an unhealthy node: annotate its NodeClaim `unhealthy` (with a termination
-    /// timestamp of now when `forceful`: the node is not Ready, so its pods are deleted rather
-    /// than evicted) and delete it; the deletion step drains it and a later plan replaces it.
+    /// Repair an unhealthy node: annotate its NodeClaim `unhealthy` (with its termination
+    /// timestamp `terminate_at`, when its drain's grace is over and the pods still on the node
+    /// are deleted) and delete it; the deletion step drains it and a later plan replaces it.
+    #[serde(rename_all = "camelCase")]
     Repair {
         nodeclaim: String,
         node: String,
         nodepool: String,
         /// The condition that was unhealthy past its toleration (`Ready=Unknown`).
         condition: String,
-        forceful: bool,
+        /// The repair policy's bound on the drain (now: forceful, the pods deleted at once);
+        /// none leaves it to the NodeClaim's `terminationGracePeriod`.
+        terminate_at: Option<DateTime<Utc>>,
     },
     /// Delete a NodeClaim that outlived its `expireAfter` (forceful: no budget, no replacement
     /// first).
+    #[serde(rename_all = "camelCase")]
     Expire {
         nodeclaim: String,
         node: Option<String>,

@@ -466,7 +466,7 @@ pub fn decide_all(
     snapshot: &Snapshot,
     catalog: &Catalog,
     now: DateTime<Utc>,
-    node_repair: bool,
+    node_repair: repair::NodeRepair,
 ) -> Vec<Action> {
     let mut snapshot = snapshot.clone();
     status_zones(dump, &mut snapshot);

@@ -1,21 +1,25 @@
-//! Node repair, as Karpenter's node health controller with the AWS provider's repair policies
-//! (off unless `FLEETWRIGHT_NODE_REPAIR` is set, as Karpenter's `NodeRepair` feature gate is):
-//! a node whose `Ready` condition has been `False` or `Unknown` for 30 minutes, or whose
-//! node-monitoring-agent condition (`AcceleratedHardwareReady` 10 minutes, `StorageReady`,
-//! `NetworkingReady`, `KernelReady`, `ContainerRuntimeReady` 30 minutes) has been `False` that
-//! long, has its NodeClaim deleted. As in Karpenter v1.15, repair is paced by the NodePool's
-//! disruption budgets under the reason `Unhealthy` (the nodes it may take at once, with those
-//! already being disrupted counted), the nodes unhealthy longest first; `karpenter.sh/do-not-repair`
-//! on the Node or NodeClaim vetoes it. The pool's health is a guard as well: no repair while
-//! more than 20 % of a NodePool's nodes (rounded up, at least one) are unhealthy, since a fault
+//! Node repair, as Karpenter v1.15's repair with the AWS provider's reason-aware repair
+//! policies (off unless `FLEETWRIGHT_NODE_REPAIR` is set, as Karpenter's `NodeRepair` feature
+//! gate is): a node whose `Ready` condition has been `False` or `Unknown` for 30 minutes, or
+//! whose node-monitoring-agent condition has been `False` past its policy's toleration
+//! (`AcceleratedHardwareReady` 10 minutes for the GPU XID codes the AWS provider names, 30 for
+//! any other reason; `StorageReady`, `NetworkingReady`, `KernelReady`, `ContainerRuntimeReady`
+//! 30 minutes), has its NodeClaim deleted. Repair is paced by the NodePool's disruption budgets
+//! under the reason `Unhealthy` (the nodes it may take at once, with those already being
+//! disrupted counted), the nodes unhealthy longest first; `karpenter.sh/do-not-repair` on the
+//! Node or NodeClaim vetoes it. The pool's health is a guard as well: no repair while more
+//! than 20 % of a NodePool's nodes (rounded up, at least one) are unhealthy, since a fault
 //! that wide is the cluster's, not the node's.
 //!
-//! A node that is not Ready (its kubelet is gone or broken) is repaired forcefully, as Karpenter
-//! does: its NodeClaim's termination timestamp is set to now, so the deletion deletes its pods
-//! instead of waiting on evictions that cannot complete. A Ready node with a failed
-//! monitoring-agent condition is drained as any deleted NodeClaim is, through the Eviction API
-//! (PodDisruptionBudgets and `do-not-disrupt` hold until its `terminationGracePeriod`): its pods
-//! still run, so they get their graceful shutdown. Pure: the dump and `now` in, actions out.
+//! Each policy bounds the drain (10 minutes; 5 for the GPU XID codes): the NodeClaim's
+//! termination timestamp is set that far ahead (sooner if its own `terminationGracePeriod`
+//! ends first), so its pods are evicted through the Eviction API, PodDisruptionBudgets and
+//! `do-not-disrupt` holding until then, and the pods still there are deleted after.
+//!
+//! [`NodeRepair::Legacy`] (`FLEETWRIGHT_LEGACY_NODE_REPAIR`, Karpenter's `--legacy-node-repair`)
+//! keeps the node health controller of before v1.15: the seven policies with no reasons, no
+//! budgets, and a node that is not Ready repaired forcefully (its pods deleted at once).
+//! Pure: the dump and `now` in, actions out.
 
 use std::collections::BTreeMap;
 
@@ -39,59 +43,163 @@ pub const DO_NOT_REPAIR: &str = "karpenter.sh/do-not-repair";
 /// The share of a NodePool's nodes that may be unhealthy with repair still going on.
 pub const ALLOWED_UNHEALTHY_PERCENT: u32 = 20;
 
-/// One repair policy: a node condition, the status that is unhealthy, and how long it is
-/// tolerated.
+/// Whether repair is on, and which: Karpenter v1.15's (budgets, bounded drains) or the node
+/// health controller of before it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NodeRepair {
+    #[default]
+    Off,
+    On,
+    /// `--legacy-node-repair`: v1.14's policies and pacing.
+    Legacy,
+}
+
+impl NodeRepair {
+    /// From the two settings: repair on, and the legacy controller asked for.
+    pub fn of(on: bool, legacy: bool) -> Self {
+        match (on, legacy) {
+            (false, _) => NodeRepair::Off,
+            (true, false) => NodeRepair::On,
+            (true, true) => NodeRepair::Legacy,
+        }
+    }
+}
+
+/// Which reasons of a condition a policy takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reasons {
+    /// Any reason.
+    Any,
+    /// A reason that names one of these GPU XID codes: `XID` and the code anywhere in it, as
+    /// the AWS provider's `.*XID(46|48|…).*` matches.
+    Xid(&'static [&'static str]),
+}
+
+impl Reasons {
+    fn take(&self, reason: &str) -> bool {
+        match self {
+            Reasons::Any => true,
+            Reasons::Xid(codes) => codes
+                .iter()
+                .any(|code| reason.contains(&format!("XID{code}"))),
+        }
+    }
+}
+
+/// One repair policy: a node condition, the status that is unhealthy, the reasons it takes,
+/// how long it is tolerated, and how long the drain may take once it repairs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RepairPolicy {
     pub condition: &'static str,
     pub status: &'static str,
+    pub reasons: Reasons,
     pub toleration: Duration,
+    pub drain: Duration,
 }
 
-const fn policy(condition: &'static str, status: &'static str, minutes: i64) -> RepairPolicy {
+const fn policy(
+    condition: &'static str,
+    status: &'static str,
+    reasons: Reasons,
+    minutes: i64,
+    drain_minutes: i64,
+) -> RepairPolicy {
     RepairPolicy {
         condition,
         status,
+        reasons,
         toleration: Duration::minutes(minutes),
+        drain: Duration::minutes(drain_minutes),
     }
 }
 
-/// The AWS provider's repair policies (Karpenter v1.14): the kubelet's `Ready`, and the EKS
+const ACCELERATED_HARDWARE: &str = "AcceleratedHardwareReady";
+
+/// GPU faults a reboot clears. With Karpenter's `RebootForRepair` gate off (its default, and
+/// the only mode Fleetwright has) such a node is replaced, on the same timing.
+const REBOOT_CLEARABLE_XIDS: &[&str] = &[
+    "46", "48", "54", "62", "63", "95", "109", "110", "136", "140", "143", "155", "156", "158",
+];
+
+/// Fatal GPU faults: replaced as fast.
+const FATAL_XIDS: &[&str] = &["64", "74", "79", "119", "120"];
+
+/// The AWS provider's repair policies (Karpenter v1.15.0): the kubelet's `Ready`, and the EKS
 /// node monitoring agent's conditions.
-pub const POLICIES: [RepairPolicy; 7] = [
-    policy(conditions::READY, "False", 30),
-    policy(conditions::READY, "Unknown", 30),
-    policy("AcceleratedHardwareReady", "False", 10),
-    policy("StorageReady", "False", 30),
-    policy("NetworkingReady", "False", 30),
-    policy("KernelReady", "False", 30),
-    policy("ContainerRuntimeReady", "False", 30),
+pub const POLICIES: [RepairPolicy; 8] = [
+    policy(conditions::READY, "False", Reasons::Any, 30, 10),
+    policy(conditions::READY, "Unknown", Reasons::Any, 30, 10),
+    policy(
+        ACCELERATED_HARDWARE,
+        "False",
+        Reasons::Xid(REBOOT_CLEARABLE_XIDS),
+        10,
+        5,
+    ),
+    policy(
+        ACCELERATED_HARDWARE,
+        "False",
+        Reasons::Xid(FATAL_XIDS),
+        10,
+        5,
+    ),
+    policy("StorageReady", "False", Reasons::Any, 30, 10),
+    policy("NetworkingReady", "False", Reasons::Any, 30, 10),
+    policy("KernelReady", "False", Reasons::Any, 30, 10),
+    policy("ContainerRuntimeReady", "False", Reasons::Any, 30, 10),
+];
+
+/// The policy for a condition that a policy names but whose reason none of them takes: an
+/// unrecognised GPU fault waits longer before it is replaced.
+pub const FALLBACK: RepairPolicy = policy(ACCELERATED_HARDWARE, "False", Reasons::Any, 30, 10);
+
+/// The policies of the node health controller before v1.15 (`NodeRepair::Legacy`).
+pub const LEGACY_POLICIES: [RepairPolicy; 7] = [
+    policy(conditions::READY, "False", Reasons::Any, 30, 0),
+    policy(conditions::READY, "Unknown", Reasons::Any, 30, 0),
+    policy(ACCELERATED_HARDWARE, "False", Reasons::Any, 10, 0),
+    policy("StorageReady", "False", Reasons::Any, 30, 0),
+    policy("NetworkingReady", "False", Reasons::Any, 30, 0),
+    policy("KernelReady", "False", Reasons::Any, 30, 0),
+    policy("ContainerRuntimeReady", "False", Reasons::Any, 30, 0),
 ];
 
 /// The repairs due at `now`: a [`Action::Repair`] for each managed node unhealthy past its
 /// toleration in a pool healthy enough, within its pool's `Unhealthy` budget (the longest due
-/// first); a [`Action::RepairBlocked`] for each held back by the pool's health, and an
+/// first; a node not yet initialized runs no workload to protect, so it needs no budget); a
+/// [`Action::RepairBlocked`] for each held back by the pool's health, and an
 /// [`Action::Blocked`] for each held back by the budget or `do-not-repair`. `pools` are the
-/// NodePools as read (their budgets).
+/// NodePools as read (their budgets). [`NodeRepair::Legacy`] takes no budget.
 pub fn repairs(
     dump: &ClusterDump,
     claims: &[NodeClaim],
     pools: &[NodePool],
     now: DateTime<Utc>,
+    mode: NodeRepair,
 ) -> Vec<Action> {
     let mut due: Vec<(DateTime<Utc>, Action)> = claims
         .iter()
         .filter(|c| c.metadata.deletion_timestamp.is_none())
-        .filter_map(|claim| repair(dump, claim, now))
+        .filter_map(|claim| repair(dump, claim, now, mode))
         .collect();
     due.sort_by_key(|(at, _)| *at);
     let mut left: BTreeMap<String, usize> = BTreeMap::new();
     let said = now.minute().is_multiple_of(5);
     due.into_iter()
         .map(|(_, action)| {
-            let Action::Repair { node, nodepool, .. } = &action else {
+            let Action::Repair {
+                nodeclaim,
+                node,
+                nodepool,
+                ..
+            } = &action
+            else {
                 return action;
             };
+            let budgeted = mode == NodeRepair::On && initialized(claims, nodeclaim);
+            if !budgeted {
+                return action;
+            }
             let n = left
                 .entry(nodepool.clone())
                 .or_insert_with(|| allowance(dump, claims, pools, nodepool, now));
@@ -108,6 +216,19 @@ pub fn repairs(
             action
         })
         .collect()
+}
+
+/// Whether the named NodeClaim's `Initialized` condition is `True`.
+fn initialized(claims: &[NodeClaim], name: &str) -> bool {
+    claims
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some(name))
+        .and_then(|c| c.status.as_ref())
+        .is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == conditions::INITIALIZED && c.status == "True")
+        })
 }
 
 /// How many more of the pool's nodes repair may take now: its budgets for `Unhealthy`, less
@@ -172,18 +293,16 @@ fn repair(
     dump: &ClusterDump,
     claim: &NodeClaim,
     now: DateTime<Utc>,
+    mode: NodeRepair,
 ) -> Option<(DateTime<Utc>, Action)> {
     let node = dump.node_of(claim)?;
-    let (condition, due) = unhealthy_since(node)?;
-    if now < due {
-        return None;
-    }
+    let due = due_repair(node, mode, now)?;
     let node_name = node.metadata.name.clone().unwrap_or_default();
     if vetoed(node.metadata.annotations.as_ref()) || vetoed(claim.metadata.annotations.as_ref()) {
         let reason = format!("node has {DO_NOT_REPAIR}");
         let changed = now.minute().is_multiple_of(5);
         return Some((
-            due,
+            due.at,
             Action::Blocked {
                 node: node_name,
                 reason,
@@ -207,43 +326,92 @@ fn repair(
             nodes: total,
             said: now.minute().is_multiple_of(5),
         };
-        return Some((due, blocked));
+        return Some((due.at, blocked));
     }
+    let terminate_at = match mode {
+        NodeRepair::Legacy => (!ready(node)).then_some(now),
+        _ => Some(now + due.drain),
+    };
     let action = Action::Repair {
         nodeclaim: name_of(claim),
         node: node_name,
         nodepool: pool,
-        condition: format!("{}={}", condition.type_, condition.status),
-        forceful: !ready(node),
+        condition: due.condition,
+        terminate_at,
     };
-    Some((due, action))
+    Some((due.at, action))
 }
 
-/// The node's unhealthy condition that is due first, and when it is due (its last transition
-/// plus the policy's toleration). A node cannot have been unhealthy for longer than it has
-/// existed: a condition without a transition time (a kubelet still registering writes
-/// `Ready=False` so) counts from the Node's creation, and with neither known nothing is due.
-fn unhealthy_since(node: &Node) -> Option<(&NodeCondition, DateTime<Utc>)> {
+/// A node's repair once one of its policies is due: when the first became due, the condition
+/// it names, and the shortest drain of the policies due.
+struct Due {
+    at: DateTime<Utc>,
+    condition: String,
+    drain: Duration,
+}
+
+/// The node's repair if a policy is due at `now` (see [`matches`]).
+fn due_repair(node: &Node, mode: NodeRepair, now: DateTime<Utc>) -> Option<Due> {
+    let due: Vec<(&NodeCondition, &RepairPolicy, DateTime<Utc>)> = matches(node, mode)
+        .into_iter()
+        .filter(|(_, _, at)| *at <= now)
+        .collect();
+    let (condition, _, at) = due.iter().min_by_key(|(_, _, at)| *at)?;
+    Some(Due {
+        at: *at,
+        condition: format!("{}={}", condition.type_, condition.status),
+        drain: due.iter().map(|(_, p, _)| p.drain).min()?,
+    })
+}
+
+/// Each of the node's conditions that a policy names, with the policies that take its reason
+/// (the fallback when none does) and when each is due: its last transition plus the policy's
+/// toleration. A node cannot have been unhealthy for longer than it has existed: a condition
+/// without a transition time (a kubelet still registering writes `Ready=False` so) counts
+/// from the Node's creation, and with neither known nothing is due.
+fn matches(
+    node: &Node,
+    mode: NodeRepair,
+) -> Vec<(&NodeCondition, &'static RepairPolicy, DateTime<Utc>)> {
     let seconds = |t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time| {
         DateTime::from_timestamp(t.0.as_second(), 0)
     };
     let created = node.metadata.creation_timestamp.as_ref().and_then(seconds);
-    POLICIES
-        .iter()
-        .filter_map(|p| {
-            let c = matching(node, p)?;
-            let changed = c.last_transition_time.as_ref().and_then(seconds);
-            let since = match (changed, created) {
-                (Some(changed), Some(created)) => changed.max(created),
-                (known, None) | (None, known) => known?,
-            };
-            Some((c, since + p.toleration))
-        })
-        .min_by_key(|(_, due)| *due)
+    let mut out = Vec::new();
+    for c in conditions(node) {
+        let changed = c.last_transition_time.as_ref().and_then(seconds);
+        let since = match (changed, created) {
+            (Some(changed), Some(created)) => changed.max(created),
+            (known, None) | (None, known) => match known {
+                Some(known) => known,
+                None => continue,
+            },
+        };
+        for p in policies_for(c, mode) {
+            out.push((c, p, since + p.toleration));
+        }
+    }
+    out
 }
 
-fn matching<'a>(node: &'a Node, policy: &RepairPolicy) -> Option<&'a NodeCondition> {
-    conditions(node).find(|c| c.type_ == policy.condition && c.status == policy.status)
+/// The policies that take this condition: those naming its type and status whose reasons
+/// take its reason, or the fallback when they name it and none does.
+fn policies_for(c: &NodeCondition, mode: NodeRepair) -> Vec<&'static RepairPolicy> {
+    let set: &'static [RepairPolicy] = match mode {
+        NodeRepair::Legacy => &LEGACY_POLICIES,
+        _ => &POLICIES,
+    };
+    let named = |p: &&RepairPolicy| p.condition == c.type_ && p.status == c.status;
+    let reason = c.reason.as_deref().unwrap_or_default();
+    let taken: Vec<&RepairPolicy> = set
+        .iter()
+        .filter(named)
+        .filter(|p| p.reasons.take(reason))
+        .collect();
+    if taken.is_empty() && set.iter().any(|p| named(&p)) {
+        return vec![&FALLBACK];
+    }
+    taken
 }
 
 fn conditions(node: &Node) -> impl Iterator<Item = &NodeCondition> {
@@ -259,9 +427,14 @@ fn ready(node: &Node) -> bool {
     conditions(node).any(|c| c.type_ == conditions::READY && c.status == "True")
 }
 
-/// Whether any repair policy's condition holds on the node, however briefly.
+/// Whether any repair policy's condition holds on the node, however briefly (Karpenter's
+/// breaker counts a node so, whatever the reason).
 pub fn unhealthy(node: &Node) -> bool {
-    POLICIES.iter().any(|p| matching(node, p).is_some())
+    conditions(node).any(|c| {
+        POLICIES
+            .iter()
+            .any(|p| p.condition == c.type_ && p.status == c.status)
+    })
 }
 
 /// The pool's unhealthy nodes and all its nodes (the nodes labelled with it).

@@ -131,10 +131,13 @@ impl Action {
                 nodeclaim,
                 node,
                 condition,
-                forceful,
+                terminate_at,
                 ..
             } => {
-                warn!(target: TICK, nodeclaim = %nodeclaim, %node, %condition, forceful, "deleted the nodeclaim of an unhealthy node")
+                let pods_deleted_at = terminate_at
+                    .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                    .unwrap_or_default();
+                warn!(target: TICK, nodeclaim = %nodeclaim, %node, %condition, %pods_deleted_at, "deleted the nodeclaim of an unhealthy node")
             }
             Action::Expire {
                 nodeclaim,

@@ -18,14 +18,23 @@ fn defaults_need_only_the_cluster_name() {
     assert_eq!(s.kube_api, KubeApi::Eks);
     assert!(!s.dry_run);
     assert!(
-        !s.node_repair,
+        s.node_repair == crate::tick::repair::NodeRepair::Off,
         "node repair is off unless set, as in Karpenter"
     );
     let on = settings(&[
         ("FLEETWRIGHT_CLUSTER_NAME", "dev"),
         ("FLEETWRIGHT_NODE_REPAIR", "true"),
     ]);
-    assert!(on.unwrap().node_repair);
+    assert_eq!(on.unwrap().node_repair, crate::tick::repair::NodeRepair::On);
+    let legacy = settings(&[
+        ("FLEETWRIGHT_CLUSTER_NAME", "dev"),
+        ("FLEETWRIGHT_NODE_REPAIR", "true"),
+        ("FLEETWRIGHT_LEGACY_NODE_REPAIR", "true"),
+    ]);
+    assert_eq!(
+        legacy.unwrap().node_repair,
+        crate::tick::repair::NodeRepair::Legacy
+    );
 }
 
 /// Settings are logged (and printed in panics) with Debug: the webhook token is not.

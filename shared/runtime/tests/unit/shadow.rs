@@ -44,7 +44,7 @@ fn an_expiration_is_a_disruption_the_shadow_would_make() {
         .with_timezone(&Utc);
     let actions = vec![
         serde_json::json!({"action": "expire", "nodeclaim": "default-p9w4z",
-        "node": "ip-10-0-2-22.ec2.internal", "expired_at": "2026-11-09T10:00:00Z"}),
+        "node": "ip-10-0-2-22.ec2.internal", "expiredAt": "2026-11-09T10:00:00Z"}),
     ];
     let record = Shadow::default().observe(&ClusterDump::default(), &actions, None, now);
     assert_eq!(

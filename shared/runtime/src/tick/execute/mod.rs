@@ -172,10 +172,10 @@ impl<C: Cloud> Tick<C> {
             Action::Repair {
                 nodeclaim,
                 condition,
-                forceful,
+                terminate_at,
                 ..
             } => {
-                self.delete_for(nodeclaim, "unhealthy", *forceful, now)
+                self.delete_for(nodeclaim, "unhealthy", *terminate_at)
                     .await?;
                 let kind = snake_case(condition.split('=').next().unwrap_or_default());
                 ctx.summary.metrics.add_by(
@@ -187,7 +187,7 @@ impl<C: Cloud> Tick<C> {
                 ctx.summary.repaired.push(nodeclaim.clone());
             }
             Action::Expire { nodeclaim, .. } => {
-                self.delete_for(nodeclaim, "expired", false, now).await?;
+                self.delete_for(nodeclaim, "expired", None).await?;
                 ctx.summary.expired.push(nodeclaim.clone());
                 ctx.summary.metrics.add_by(
                     metrics::NODECLAIMS_DISRUPTED,
@@ -197,7 +197,7 @@ impl<C: Cloud> Tick<C> {
                 );
             }
             Action::ReservationExpiring { nodeclaim, .. } => {
-                self.delete_for(nodeclaim, "reservation-expiring", false, now)
+                self.delete_for(nodeclaim, "reservation-expiring", None)
                     .await?;
                 ctx.summary.reservation_expired.push(nodeclaim.clone());
             }

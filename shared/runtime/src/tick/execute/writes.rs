@@ -44,25 +44,24 @@ impl<C: Cloud> Tick<C> {
         }
     }
 
-    /// Marks a NodeClaim deleted for `reason` (`unhealthy`, `reservation-expiring`; and its
-    /// grace over now when `forceful`), then deletes it. Cut off between the two, the next tick
-    /// decides the same again.
+    /// Marks a NodeClaim deleted for `reason` (`unhealthy`, `reservation-expiring`; with the
+    /// termination timestamp `terminate_at` when given: the drain's grace is over then), then
+    /// deletes it. Cut off between the two, the next tick decides the same again.
     pub(super) async fn delete_for(
         &self,
         name: &str,
         reason: &str,
-        forceful: bool,
-        now: DateTime<Utc>,
+        terminate_at: Option<DateTime<Utc>>,
     ) -> Result<(), RuntimeError> {
         let mut annotations = std::collections::BTreeMap::new();
         annotations.insert(
             DISRUPTION_ANNOTATION.to_string(),
             format!("{reason}/delete"),
         );
-        if forceful {
+        if let Some(at) = terminate_at {
             annotations.insert(
                 crate::tick::repair::TERMINATION_TIMESTAMP.to_string(),
-                now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             );
         }
         self.restamp(name, &annotations).await?;

@@ -234,7 +234,7 @@ pub struct Start<'a> {
     pub dump: &'a ClusterDump,
     pub snapshot: Snapshot,
     pub now: DateTime<Utc>,
-    pub node_repair: bool,
+    pub node_repair: super::repair::NodeRepair,
     /// Which classes can launch, for leaving out the pools that cannot (None: all can).
     pub launchable: Option<BTreeMap<String, bool>>,
     /// What each EC2NodeClass resolved to this tick (empty for a dump).
@@ -251,7 +251,7 @@ pub struct TickState<'a> {
     dump: &'a ClusterDump,
     snapshot: Snapshot,
     now: DateTime<Utc>,
-    node_repair: bool,
+    node_repair: super::repair::NodeRepair,
     launchable: Option<BTreeMap<String, bool>>,
     resolved: &'a status::Resolutions,
     rejected: Vec<Rejected>,

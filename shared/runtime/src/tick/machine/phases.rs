@@ -61,12 +61,15 @@ impl TickState<'_> {
                 &self.reservations,
                 self.now,
             )),
-            Phase::Repair if self.node_repair => Decision::Actions(repair::repairs(
-                self.dump,
-                &self.claims,
-                &self.snapshot.nodepools,
-                self.now,
-            )),
+            Phase::Repair if self.node_repair != repair::NodeRepair::Off => {
+                Decision::Actions(repair::repairs(
+                    self.dump,
+                    &self.claims,
+                    &self.snapshot.nodepools,
+                    self.now,
+                    self.node_repair,
+                ))
+            }
             Phase::Repair => Decision::Nothing,
             Phase::ContinueCommands => Decision::Actions(in_progress::continue_commands(
                 self.dump,

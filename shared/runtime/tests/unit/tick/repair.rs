@@ -26,7 +26,11 @@ fn member(pool: &str, i: usize, conditions: &[(&str, &str, i64)]) -> (Node, Node
         "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
         "metadata": {"name": format!("c{i}"), "labels": {NODEPOOL: pool}},
         "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
-        "status": {"nodeName": format!("n{i}"), "providerID": format!("aws:///us-east-1a/i-{i:017}")},
+        "status": {
+            "nodeName": format!("n{i}"),
+            "providerID": format!("aws:///us-east-1a/i-{i:017}"),
+            "conditions": [{"type": conditions::INITIALIZED, "status": "True"}],
+        },
     });
     (
         serde_json::from_value(node).unwrap(),
@@ -61,7 +65,13 @@ fn pools(nodes: &str, reasons: &[&str]) -> Vec<NodePool> {
 
 /// Decided with budgets that allow every node, so that only the pool's health holds repair.
 fn decided(dump: &ClusterDump) -> Vec<Action> {
-    repairs(dump, &dump.nodeclaims, &pools("100%", &[]), now())
+    repairs(
+        dump,
+        &dump.nodeclaims,
+        &pools("100%", &[]),
+        now(),
+        NodeRepair::On,
+    )
 }
 
 fn repaired(actions: &[Action]) -> Vec<&str> {
@@ -87,7 +97,7 @@ fn repair_is_paced_by_the_unhealthy_budget_longest_unhealthy_first() {
     members[7] = sick(7, 90);
     let dump = cluster(members.clone());
     let one = pools("1", &["Unhealthy"]);
-    let actions = repairs(&dump, &dump.nodeclaims, &one, now());
+    let actions = repairs(&dump, &dump.nodeclaims, &one, now(), NodeRepair::On);
     assert_eq!(repaired(&actions), ["c7"], "{actions:?}");
     assert!(actions
         .iter()
@@ -96,14 +106,27 @@ fn repair_is_paced_by_the_unhealthy_budget_longest_unhealthy_first() {
     // A budget for other reasons does not hold repair back.
     let other = pools("0", &["Drifted"]);
     assert_eq!(
-        repaired(&repairs(&dump, &dump.nodeclaims, &other, now())).len(),
+        repaired(&repairs(
+            &dump,
+            &dump.nodeclaims,
+            &other,
+            now(),
+            NodeRepair::On
+        ))
+        .len(),
         2
     );
     // A pool without budgets has Karpenter's default, 10 %: one of ten.
     let mut unset = one.clone();
     unset.iter_mut().for_each(|p| p.budgets.clear());
     assert_eq!(
-        repaired(&repairs(&dump, &dump.nodeclaims, &unset, now())),
+        repaired(&repairs(
+            &dump,
+            &dump.nodeclaims,
+            &unset,
+            now(),
+            NodeRepair::On
+        )),
         ["c7"]
     );
     // A node already being disrupted takes the only slot.
@@ -114,7 +137,14 @@ fn repair_is_paced_by_the_unhealthy_budget_longest_unhealthy_first() {
         ..Default::default()
     }]);
     let dump = cluster(busy);
-    assert!(repaired(&repairs(&dump, &dump.nodeclaims, &one, now())).is_empty());
+    assert!(repaired(&repairs(
+        &dump,
+        &dump.nodeclaims,
+        &one,
+        now(),
+        NodeRepair::On
+    ))
+    .is_empty());
 }
 
 #[test]
@@ -157,69 +187,133 @@ fn a_registering_node_with_no_transition_time_is_not_repaired_before_its_tolerat
     assert!(decided(&cluster(vec![(node.clone(), claim.clone())])).is_empty());
     node.metadata.creation_timestamp = Some(created(31));
     let old = decided(&cluster(vec![(node, claim)]));
+    let bound = Some(now() + Duration::minutes(10));
     assert!(
-        matches!(old.as_slice(), [Action::Repair { forceful: true, .. }]),
+        matches!(old.as_slice(), [Action::Repair { terminate_at, .. }] if *terminate_at == bound),
         "{old:?}"
     );
 }
 
+/// A node with `conditions` (type, status, reason, minutes since the transition) beside four
+/// healthy ones: the drain bound of its repair, in minutes from now, if it is repaired.
+fn drain_bound(conditions: &[(&str, &str, &str, i64)], mode: NodeRepair) -> Option<Option<i64>> {
+    let (mut node, claim) = member("default", 0, &[]);
+    let written: Vec<_> = conditions
+        .iter()
+        .map(|(t, s, reason, ago)| {
+            let at = now() - Duration::minutes(*ago);
+            json!({"type": t, "status": s, "reason": reason, "lastTransitionTime": at.to_rfc3339()})
+        })
+        .collect();
+    node.status.as_mut().unwrap().conditions = serde_json::from_value(json!(written)).ok();
+    let mut members = vec![(node, claim)];
+    members.extend((1..5).map(|i| member("default", i, HEALTHY)));
+    let dump = cluster(members);
+    let got = repairs(&dump, &dump.nodeclaims, &pools("100%", &[]), now(), mode);
+    assert!(got.len() <= 1, "only the unhealthy node: {got:?}");
+    got.iter().find_map(|a| match a {
+        Action::Repair {
+            nodeclaim,
+            terminate_at,
+            ..
+        } if nodeclaim == "c0" => Some(terminate_at.map(|t| (t - now()).num_minutes())),
+        _ => None,
+    })
+}
+
+/// Karpenter v1.15.0's AWS repair policies: each waits out its toleration, GPU faults by the
+/// XID code in the condition's reason, and each bounds the drain.
 #[test]
-fn each_policy_waits_out_its_toleration_and_only_a_node_not_ready_goes_forcefully() {
-    let cases = [
-        (vec![(conditions::READY, "Unknown", 31)], Some(true)),
-        (vec![(conditions::READY, "False", 30)], Some(true)),
-        (vec![(conditions::READY, "Unknown", 29)], None),
+fn each_policy_waits_out_its_toleration_and_bounds_the_drain() {
+    let ready = (conditions::READY, "True", "KubeletReady", 600);
+    let gpu = "AcceleratedHardwareReady";
+    let cases: Vec<(Vec<(&str, &str, &str, i64)>, Option<Option<i64>>)> = vec![
         (
-            vec![
-                (conditions::READY, "True", 600),
-                ("AcceleratedHardwareReady", "False", 11),
-            ],
-            Some(false),
+            vec![(conditions::READY, "Unknown", "NodeStatusUnknown", 31)],
+            Some(Some(10)),
         ),
         (
-            vec![
-                (conditions::READY, "True", 600),
-                ("AcceleratedHardwareReady", "False", 9),
-            ],
+            vec![(conditions::READY, "False", "KubeletNotReady", 30)],
+            Some(Some(10)),
+        ),
+        (
+            vec![(conditions::READY, "Unknown", "NodeStatusUnknown", 29)],
             None,
         ),
         (
-            vec![
-                (conditions::READY, "True", 600),
-                ("StorageReady", "False", 45),
-            ],
-            Some(false),
+            vec![ready, (gpu, "False", "NvidiaXID79Error", 11)],
+            Some(Some(5)),
         ),
         (
-            vec![
-                (conditions::READY, "True", 600),
-                ("KernelReady", "Unknown", 45),
-            ],
-            None,
+            vec![ready, (gpu, "False", "XID48 double-bit ECC", 11)],
+            Some(Some(5)),
         ),
+        (vec![ready, (gpu, "False", "NvidiaXID79Error", 9)], None),
+        // An unrecognised GPU fault falls back to 30 minutes.
+        (vec![ready, (gpu, "False", "NvidiaXID13Error", 11)], None),
         (
-            vec![
-                (conditions::READY, "True", 600),
-                ("MemoryPressure", "True", 90),
-            ],
-            None,
+            vec![ready, (gpu, "False", "NvidiaXID13Error", 31)],
+            Some(Some(10)),
         ),
+        (vec![ready, (gpu, "False", "", 31)], Some(Some(10))),
+        (
+            vec![ready, ("StorageReady", "False", "DiskFailure", 45)],
+            Some(Some(10)),
+        ),
+        (vec![ready, ("KernelReady", "Unknown", "", 45)], None),
+        (vec![ready, ("MemoryPressure", "True", "", 90)], None),
     ];
     for (conditions, want) in cases {
-        let mut members = vec![member("default", 0, &conditions)];
-        members.extend((1..5).map(|i| member("default", i, HEALTHY)));
-        let got = decided(&cluster(members));
-        let forceful = got.iter().find_map(|a| match a {
-            Action::Repair {
-                nodeclaim,
-                forceful,
-                ..
-            } if nodeclaim == "c0" => Some(*forceful),
-            _ => None,
-        });
-        assert_eq!(forceful, want, "{conditions:?}: {got:?}");
-        assert!(got.len() <= 1, "only the unhealthy node: {got:?}");
+        assert_eq!(
+            drain_bound(&conditions, NodeRepair::On),
+            want,
+            "{conditions:?}"
+        );
     }
+}
+
+/// Karpenter's `--legacy-node-repair`: v1.14's policies, a node that is not Ready repaired
+/// forcefully (its pods deleted now), one that is Ready left to its own grace.
+#[test]
+fn legacy_repair_keeps_the_policies_and_force_of_before_v1_15() {
+    let ready = (conditions::READY, "True", "KubeletReady", 600);
+    let gpu = "AcceleratedHardwareReady";
+    let cases: Vec<(Vec<(&str, &str, &str, i64)>, Option<Option<i64>>)> = vec![
+        (vec![(conditions::READY, "Unknown", "", 31)], Some(Some(0))),
+        (
+            vec![ready, (gpu, "False", "NvidiaXID13Error", 11)],
+            Some(None),
+        ),
+        (vec![ready, ("StorageReady", "False", "", 45)], Some(None)),
+        (vec![ready, (gpu, "False", "", 9)], None),
+    ];
+    for (conditions, want) in cases {
+        assert_eq!(
+            drain_bound(&conditions, NodeRepair::Legacy),
+            want,
+            "{conditions:?}"
+        );
+    }
+    // No budget holds legacy repair back.
+    let mut members: Vec<_> = (0..10).map(|i| member("web", i, HEALTHY)).collect();
+    members[3] = sick(3, 40);
+    members[7] = sick(7, 90);
+    let dump = cluster(members);
+    let none = pools("0", &[]);
+    let got = repairs(&dump, &dump.nodeclaims, &none, now(), NodeRepair::Legacy);
+    assert_eq!(repaired(&got), ["c7", "c3"], "{got:?}");
+}
+
+/// An uninitialized node runs no workload to protect: its repair takes no budget.
+#[test]
+fn a_node_not_yet_initialized_is_repaired_without_budget() {
+    let mut members: Vec<_> = (0..10).map(|i| member("web", i, HEALTHY)).collect();
+    members[3] = sick(3, 40);
+    members[3].1.status.as_mut().unwrap().conditions.clear();
+    let dump = cluster(members);
+    let none = pools("0", &[]);
+    let got = repairs(&dump, &dump.nodeclaims, &none, now(), NodeRepair::On);
+    assert_eq!(repaired(&got), ["c3"], "{got:?}");
 }
 
 #[test]
@@ -232,7 +326,16 @@ fn the_earliest_due_condition_names_the_repair() {
             ("AcceleratedHardwareReady", "False", 35),
         ],
     )];
-    let got = decided(&cluster(members));
+    let mut dump = cluster(members);
+    let gpu = dump.nodes[0]
+        .status
+        .as_mut()
+        .unwrap()
+        .conditions
+        .as_mut()
+        .unwrap();
+    gpu[1].reason = Some("NvidiaXID79Error".into());
+    let got = decided(&dump);
     assert!(
         matches!(&got[..], [Action::Repair { condition, .. }] if condition == "AcceleratedHardwareReady=False"),
         "{got:?}"
