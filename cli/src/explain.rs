@@ -36,10 +36,10 @@ pub struct ExplainArgs {
 
 pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
     use std::io::Write;
-    let Some((mut dump, source)) = crate::plan::read_input(
+    let Some((mut dump, source)) = crate::read::read_input(
         args.kubeconfig.as_deref(),
         args.cluster.as_deref(),
-        &crate::plan::scheduler_config(args.scheduler_config.as_deref())?,
+        &crate::read::scheduler_config(args.scheduler_config.as_deref())?,
     )?
     else {
         bail!("give --cluster DUMP or --kubeconfig FILE");

@@ -10,6 +10,7 @@ mod peer;
 mod plan;
 #[cfg(feature = "aws")]
 mod queue;
+mod read;
 mod replay;
 mod shadow;
 mod simulate;

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use fleetwright_core::default_spread::DefaultSpread;
 use fleetwright_core::disruption::DisruptionPlan;
 use fleetwright_core::model::MinValuesPolicy;
 use fleetwright_core::{schedule, Plan, ScheduleOptions};
@@ -13,6 +12,7 @@ use fleetwright_core::{schedule, Plan, ScheduleOptions};
 use fleetwright_kube::dump::ClusterDump;
 
 use crate::catalog_args::CatalogArgs;
+use crate::read::{read_input, scheduler_config};
 
 /// The example cluster used when no dump is given: the `inflate` hands-on.
 pub const EXAMPLE_CLUSTER: &str = include_str!("../../examples/inflate.yaml");
@@ -254,31 +254,6 @@ pub fn instant(now: Option<&str>) -> anyhow::Result<chrono::DateTime<chrono::Utc
     })
 }
 
-/// The cluster a verb reads, and its name for messages: through the kubeconfig's API server, or
-/// from the dump file (its ignored keys and expanded workloads reported); None with neither.
-pub fn read_input(
-    kubeconfig: Option<&std::path::Path>,
-    cluster: Option<&std::path::Path>,
-    default_spread: &[DefaultSpread],
-) -> anyhow::Result<Option<(ClusterDump, String)>> {
-    let mut read = match (kubeconfig, cluster) {
-        (Some(kubeconfig), _) => (
-            read_cluster(kubeconfig, default_spread)?,
-            format!("the cluster of {}", kubeconfig.display()),
-        ),
-        (None, Some(path)) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let source = path.display().to_string();
-            (fleetwright_kube::dump::parse(&text, &source)?, source)
-        }
-        (None, None) => return Ok(None),
-    };
-    read.0.default_spread = default_spread.to_vec();
-    crate::input::check_dump(&read.0)?;
-    Ok(Some(read))
-}
-
 /// With default spread, says how many pending pods got none: no Service or controller in the
 /// input selects them, so kube-scheduler would deduce nothing for them either.
 fn note_unspread(dump: &ClusterDump, snapshot: &fleetwright_core::Snapshot) {
@@ -295,54 +270,6 @@ fn note_unspread(dump: &ClusterDump, snapshot: &fleetwright_core::Snapshot) {
             "note: {unspread} pending pod(s) get no default topology spread: no Service, ReplicaSet, StatefulSet, ReplicationController or Deployment in the input selects them (add `services,replicasets,statefulsets,replicationcontrollers` to the dump)"
         );
     }
-}
-
-/// `--scheduler-config FILE`: the default topology spread of Karpenter's scheduler config
-/// document (the tick's `FLEETWRIGHT_SCHEDULER_CONFIG`); none without the flag.
-pub fn scheduler_config(path: Option<&std::path::Path>) -> anyhow::Result<Vec<DefaultSpread>> {
-    let Some(path) = path else {
-        return Ok(Vec::new());
-    };
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    fleetwright_kube::scheduler_config::parse(&text)
-        .with_context(|| format!("--scheduler-config {}", path.display()))
-}
-
-/// The cluster as the tick reads it, through the kubeconfig's API server: every list it makes
-/// (pods slim and converted page by page, the CA bundle for EC2NodeClass hashes from
-/// `kube-root-ca.crt`), and nothing written.
-pub fn read_cluster(
-    kubeconfig: &std::path::Path,
-    default_spread: &[DefaultSpread],
-) -> anyhow::Result<ClusterDump> {
-    let defaults = default_spread.to_vec();
-    with_client(kubeconfig, |client| async move {
-        let reader = fleetwright_kube::snapshot::SnapshotReader::new(client)
-            .with_ca_bundle(None, "karpenter")
-            .with_default_spread(defaults);
-        reader
-            .read_dump()
-            .await
-            .with_context(|| format!("reading the cluster of {}", kubeconfig.display()))
-    })
-}
-
-/// Runs `work` with a client for the kubeconfig's API server, on a runtime of its own.
-pub fn with_client<T, F, Fut>(kubeconfig: &std::path::Path, work: F) -> anyhow::Result<T>
-where
-    F: FnOnce(kube::Client) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<T>>,
-{
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let client = fleetwright_kube::client::kubeconfig_client(kubeconfig)
-            .await
-            .with_context(|| format!("--kubeconfig {}", kubeconfig.display()))?;
-        work(client).await
-    })
 }
 
 /// The dump's snapshot, without the objects that do not read, as the tick takes it. Each is

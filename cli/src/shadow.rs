@@ -13,7 +13,8 @@ use fleetwright_runtime::shadow::{compare, Comparison, Record, Shadow, SHADOW_KE
 use serde_json::{json, Value};
 
 use crate::catalog_args::CatalogArgs;
-use crate::plan::{read_input, readable_snapshot, structured, Output};
+use crate::plan::{readable_snapshot, structured, Output};
+use crate::read::read_input;
 
 #[derive(Debug, Args)]
 pub struct ShadowArgs {
@@ -70,7 +71,7 @@ pub fn run(args: &ShadowArgs) -> anyhow::Result<()> {
 
 /// The records the shadow ticks kept in the state ConfigMap.
 fn stored(kubeconfig: &std::path::Path, namespace: &str) -> anyhow::Result<Vec<Record>> {
-    crate::plan::with_client(kubeconfig, |client| async move {
+    crate::read::with_client(kubeconfig, |client| async move {
         let shadow: Option<Shadow> = fleetwright_kube::state::load(client, namespace, SHADOW_KEY)
             .await
             .with_context(|| format!("reading the shadow records in namespace {namespace}"))?;
