@@ -128,6 +128,12 @@ pub(crate) fn rbac_for(kind: &str, subject: &str, namespace: &str) -> Vec<Value>
             &["list"],
         ),
         rule(&[""], &["events"], &["create"]),
+        // What volume attach limits are counted from, as kube-scheduler and Karpenter count them.
+        rule(
+            &["storage.k8s.io"],
+            &["storageclasses", "csinodes"],
+            &["list"],
+        ),
         rule(&["apps"], &["daemonsets"], &["list"]),
         // What default topology spread deduces each pod's selector from, as kube-scheduler.
         rule(&[""], &["services", "replicationcontrollers"], &["list"]),

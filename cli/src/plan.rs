@@ -35,7 +35,7 @@ pub fn structured(value: &serde_json::Value, output: Output) -> anyhow::Result<S
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// Cluster dump: `kubectl get pods,nodes,daemonsets,poddisruptionbudgets,persistentvolumeclaims,persistentvolumes,nodepools,ec2nodeclasses,nodeclaims -A -o yaml`.
+    /// Cluster dump: `kubectl get pods,nodes,daemonsets,poddisruptionbudgets,persistentvolumeclaims,persistentvolumes,storageclasses,csinodes,nodepools,ec2nodeclasses,nodeclaims -A -o yaml`.
     /// Without it, the embedded example cluster is planned.
     #[arg(long, value_name = "DUMP")]
     pub cluster: Option<PathBuf>,

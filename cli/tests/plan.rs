@@ -1173,3 +1173,84 @@ items:
         "{stderr}"
     );
 }
+
+/// A node whose CSINode allows one more EBS volume, a pod on it with one claim, and two pending
+/// pods with a claim each (of a gp3 class): one fits the node's attach limit, the other gets a
+/// new node, as kube-scheduler would refuse to bind it there.
+const VOLUME_LIMITS: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: karpenter.sh/v1
+  kind: NodePool
+  metadata: {name: default}
+  spec:
+    template:
+      spec:
+        nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+        requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: n1
+    labels: {karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m5.xlarge, topology.kubernetes.io/zone: us-east-1a, kubernetes.io/arch: amd64, kubernetes.io/os: linux, karpenter.sh/capacity-type: on-demand, kubernetes.io/hostname: n1}
+  status:
+    allocatable: {cpu: 3920m, memory: 14Gi, pods: "58"}
+    capacity: {cpu: "4", memory: 16Gi, pods: "58"}
+    conditions: [{type: Ready, status: "True"}]
+- apiVersion: storage.k8s.io/v1
+  kind: CSINode
+  metadata: {name: n1}
+  spec:
+    drivers: [{name: ebs.csi.aws.com, nodeID: i-1, allocatable: {count: 2}}]
+- apiVersion: storage.k8s.io/v1
+  kind: StorageClass
+  metadata: {name: gp3}
+  provisioner: ebs.csi.aws.com
+- apiVersion: v1
+  kind: PersistentVolumeClaim
+  metadata: {name: data-0, namespace: default}
+  spec: {storageClassName: gp3, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+- apiVersion: v1
+  kind: PersistentVolumeClaim
+  metadata: {name: data-1, namespace: default}
+  spec: {storageClassName: gp3, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+- apiVersion: v1
+  kind: PersistentVolumeClaim
+  metadata: {name: data-2, namespace: default}
+  spec: {storageClassName: gp3, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: db-0, namespace: default}
+  spec:
+    nodeName: n1
+    containers: [{name: db, image: db, resources: {requests: {cpu: 100m, memory: 128Mi}}}]
+    volumes: [{name: data, persistentVolumeClaim: {claimName: data-0}}]
+  status: {phase: Running}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: db-1, namespace: default}
+  spec:
+    containers: [{name: db, image: db, resources: {requests: {cpu: 100m, memory: 128Mi}}}]
+    volumes: [{name: data, persistentVolumeClaim: {claimName: data-1}}]
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: db-2, namespace: default}
+  spec:
+    containers: [{name: db, image: db, resources: {requests: {cpu: 100m, memory: 128Mi}}}]
+    volumes: [{name: data, persistentVolumeClaim: {claimName: data-2}}]
+"#;
+
+#[test]
+fn a_nodes_volume_attach_limit_sends_the_pod_past_it_to_a_new_node() {
+    let dump = write_temp("volume-limits.yaml", VOLUME_LIMITS);
+    let out = fleetwright(&["plan", "--cluster", &dump, "--output", "json"]);
+    let plan = json(&out);
+    let existing = plan["existing"].as_array().unwrap();
+    assert_eq!(existing.len(), 1, "{plan:#}");
+    assert_eq!(existing[0]["node"], "n1");
+    let claims = plan["nodeclaims"].as_array().unwrap();
+    assert_eq!(claims.len(), 1, "{plan:#}");
+    assert_eq!(claims[0]["pods"].as_array().unwrap().len(), 1);
+}

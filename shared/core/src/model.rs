@@ -220,6 +220,9 @@ pub struct Pod {
     pub host_ports: Vec<HostPort>,
     /// Zones of bound persistent volumes the pod mounts.
     pub volume_zones: Option<BTreeSet<String>>,
+    /// The persistent volume claims it mounts that count against a node's attach limit: (CSI
+    /// driver, `namespace/claim`).
+    pub volumes: Vec<(String, String)>,
     pub priority: i32,
     pub node_name: Option<String>,
     pub owner_kind: Option<String>,
@@ -331,6 +334,9 @@ pub struct Node {
     /// The last time a pod was bound to or left the node, as far as is known (seconds);
     /// `consolidateAfter` counts from here.
     pub last_pod_event: i64,
+    /// How many volumes each CSI driver can attach to the node (its CSINode); a driver not
+    /// named has no limit.
+    pub volume_limits: BTreeMap<String, u32>,
 }
 
 impl Node {

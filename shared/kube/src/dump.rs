@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{
     Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, PodStatus, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -32,6 +33,10 @@ pub struct ClusterDump {
     pub pdbs: Vec<PodDisruptionBudget>,
     pub pvcs: Vec<PersistentVolumeClaim>,
     pub pvs: Vec<PersistentVolume>,
+    /// What an unbound claim's CSI driver is read from.
+    pub storage_classes: Vec<StorageClass>,
+    /// Each node's volume attach limit per CSI driver.
+    pub csinodes: Vec<CSINode>,
     pub nodepools: Vec<NodePool>,
     pub nodeclasses: Vec<EC2NodeClass>,
     pub nodeclaims: Vec<NodeClaim>,
@@ -421,6 +426,8 @@ fn add_object(
         "PodDisruptionBudget" => dump.pdbs.push(noted(value, &kind, warnings)?),
         "PersistentVolumeClaim" => dump.pvcs.push(noted(value, &kind, warnings)?),
         "PersistentVolume" => dump.pvs.push(noted(value, &kind, warnings)?),
+        "StorageClass" => dump.storage_classes.push(noted(value, &kind, warnings)?),
+        "CSINode" => dump.csinodes.push(noted(value, &kind, warnings)?),
         "Service" => {
             let service: Service = noted(value, &kind, warnings)?;
             let selector = service.spec.and_then(|spec| spec.selector);
@@ -491,13 +498,15 @@ fn add_object(
 
 /// The kind a dump's reader takes that `kind` differs from only in case.
 fn misspelt_kind(kind: &str) -> Option<&'static str> {
-    const READ: [&str; 14] = [
+    const READ: [&str; 16] = [
         "Pod",
         "Node",
         "DaemonSet",
         "PodDisruptionBudget",
         "PersistentVolumeClaim",
         "PersistentVolume",
+        "StorageClass",
+        "CSINode",
         "NodePool",
         "EC2NodeClass",
         "NodeClaim",

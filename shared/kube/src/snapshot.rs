@@ -103,50 +103,6 @@ impl SnapshotReader {
         self
     }
 
-    /// The selectors default spread is deduced from; none without default spread. Each kind is
-    /// read page by page and only its selectors are kept (a cluster's ReplicaSets, templates
-    /// and all, would be held at once otherwise). A list that fails leaves its kind out with a
-    /// warning, as kube-scheduler goes on without it.
-    async fn selectors(&self) -> Selectors {
-        if self.default_spread.is_empty() {
-            return Selectors::default();
-        }
-        use crate::scheduler_config::selectors as of;
-        let (mut out, controllers, replica_sets, stateful_sets) = futures::join!(
-            self.selectors_of::<Service>(|p| of(p, &[], &[], &[])),
-            self.selectors_of::<ReplicationController>(|p| of(&[], p, &[], &[])),
-            self.selectors_of::<ReplicaSet>(|p| of(&[], &[], p, &[])),
-            self.selectors_of::<StatefulSet>(|p| of(&[], &[], &[], p)),
-        );
-        for more in [controllers, replica_sets, stateful_sets] {
-            out.merge(more);
-        }
-        out
-    }
-
-    async fn selectors_of<K>(&self, pick: fn(&[K]) -> Selectors) -> Selectors
-    where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
-    {
-        let mut out = Selectors::default();
-        let read = self
-            .list_pages::<K>(Read::Consistent, |page, _, first| {
-                if first {
-                    out = Selectors::default();
-                }
-                out.merge(pick(&page));
-                Ok(())
-            })
-            .await;
-        match read {
-            Ok(()) => out,
-            Err(e) => {
-                tracing::warn!(error = %e, "default topology spread goes on without this kind");
-                Selectors::default()
-            }
-        }
-    }
-
     /// Also reads the cluster's CA bundle: `given` when set, else from the `kube-root-ca.crt`
     /// ConfigMap of `namespace` (what Karpenter hashes when it runs in the cluster). Without it
     /// the read's EC2NodeClass hashes are unknown, and no NodeClaim is found drifted by them.
@@ -175,11 +131,17 @@ impl SnapshotReader {
     /// [`ClusterDump::converted_pods`]), so a large cluster is never held twice in full.
     pub async fn read_dump(&self) -> Result<ClusterDump, KubeError> {
         let started = std::time::Instant::now();
-        let (pvcs, pvs) = futures::try_join!(
-            self.list::<PersistentVolumeClaim>(Read::Cached),
-            self.list::<PersistentVolume>(Read::Cached),
-        )?;
-        let zones = crate::convert::volume_zones(&pvcs, &pvs);
+        let (volumes, (storage_classes, csinodes)) = futures::join!(
+            async {
+                futures::try_join!(
+                    self.list::<PersistentVolumeClaim>(Read::Cached),
+                    self.list::<PersistentVolume>(Read::Cached),
+                )
+            },
+            self.storage(),
+        );
+        let (pvcs, pvs) = volumes?;
+        let zones = crate::convert::claims(&pvcs, &pvs, &storage_classes);
         let (
             (pods, converted, mut rejected, convert_time),
             nodes,
@@ -216,6 +178,8 @@ impl SnapshotReader {
             pdbs,
             pvcs,
             pvs,
+            storage_classes,
+            csinodes,
             nodepools,
             nodeclasses,
             nodeclaims,
@@ -292,7 +256,7 @@ impl SnapshotReader {
 
     /// The schedulable pods, slim, and their core conversions; a pod that does not convert is
     /// left out and returned with its error.
-    async fn pods(&self, zones: &crate::convert::VolumeZones) -> Result<ReadPods, KubeError> {
+    async fn pods(&self, zones: &crate::convert::Claims) -> Result<ReadPods, KubeError> {
         let mut slim = Vec::new();
         let mut converted = Vec::new();
         let mut rejected = Vec::new();
@@ -592,6 +556,8 @@ pub fn is_pending(pod: &Pod) -> bool {
         .any(|o| o.kind == "DaemonSet");
     unschedulable && no_node && not_nominated && !daemonset
 }
+
+mod optional;
 
 #[cfg(test)]
 #[path = "../tests/unit/snapshot.rs"]

@@ -306,6 +306,8 @@ impl<'a> Ctx<'a> {
                 max_usable: node.allocatable.clone(),
                 options: Vec::new(),
                 ports: Vec::new(),
+                volumes: Vec::new(),
+                volume_limits: node.volume_limits.clone(),
                 pods: Vec::new(),
                 reserved: Resources::default(),
                 limit: None,
@@ -339,6 +341,8 @@ impl<'a> Ctx<'a> {
                 max_usable: allocatable,
                 options: Vec::new(),
                 ports: Vec::new(),
+                volumes: Vec::new(),
+                volume_limits: Default::default(),
                 pods: Vec::new(),
                 reserved: Resources::default(),
                 limit: None,
@@ -503,6 +507,7 @@ impl<'a> Ctx<'a> {
                 self.base_bins[b]
                     .ports
                     .extend(pod.host_ports.iter().cloned());
+                self.base_bins[b].mount(pod);
             }
             let (member_of, _) = memberships(&self.base_topology, pod);
             let mut owned: Vec<usize> = Vec::new();

@@ -29,6 +29,8 @@ pub fn static_claim(
         max_usable: Resources::default(),
         options,
         ports: Vec::new(),
+        volumes: Vec::new(),
+        volume_limits: Default::default(),
         pods: Vec::new(),
         reserved: Resources::default(),
         limit: None,

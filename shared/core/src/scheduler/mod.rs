@@ -14,6 +14,7 @@ mod pools;
 mod repack;
 mod reserve;
 pub(crate) mod verdict;
+mod volumes;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -240,6 +241,12 @@ pub(crate) struct Bin {
     pub max_usable: Resources,
     pub options: Vec<u32>,
     pub ports: Vec<HostPort>,
+    /// The volumes its pods mount, (CSI driver, claim), each once; kept only where a driver
+    /// has a limit.
+    pub volumes: Vec<(String, String)>,
+    /// Each CSI driver's attach limit: an existing node's CSINode (a new NodeClaim's types
+    /// carry none on AWS, as in Karpenter's AWS provider).
+    pub volume_limits: BTreeMap<String, u32>,
     pub pods: Vec<usize>,
     pub reserved: Resources,
     /// The LP target type's usable resources, when the bin was opened for one.

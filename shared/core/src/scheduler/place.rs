@@ -134,6 +134,8 @@ impl<'c, 'a> Run<'c, 'a> {
             max_usable: Resources::default(),
             options,
             ports: pool.ds_ports.clone(),
+            volumes: Vec::new(),
+            volume_limits: Default::default(),
             pods: Vec::new(),
             reserved: Resources::default(),
             limit: target.map(|t| pool.usable[t].clone()),
@@ -205,6 +207,7 @@ impl<'c, 'a> Run<'c, 'a> {
             .host_ports
             .iter()
             .any(|hp| bin.ports.iter().any(|x| x.conflicts(hp)))
+            || bin.exceeds_volume_limits(pod)
         {
             return None;
         }
@@ -382,6 +385,7 @@ impl<'c, 'a> Run<'c, 'a> {
         let bin = &mut self.bins[b];
         bin.used.add(&pod.requests);
         bin.ports.extend(pod.host_ports.iter().cloned());
+        bin.mount(pod);
         bin.pods.push(pod_index);
         if let Some(r) = commit.reqs {
             bin.reqs = r;

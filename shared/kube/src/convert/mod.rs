@@ -19,6 +19,7 @@ mod nodeclass;
 mod objects;
 mod pod;
 pub mod pod_events;
+mod volumes;
 
 pub use self::durations::duration_seconds;
 pub use self::nodeclass::{nodeclass_settings, reservation, NODE_CLASS_CEL_SETTING};
@@ -26,7 +27,8 @@ pub use self::objects::{
     daemonset, legacy_node_class_hash, legacy_template_hash, node, node_class_hash, nodeclaim,
     nodepool, overlay, pdb, template_hash,
 };
-pub use self::pod::{pod, pod_from_spec, pod_requests, volume_zones, VolumeZones};
+pub use self::pod::{pod, pod_from_spec, pod_requests};
+pub use self::volumes::{claims, volume_limits, Claims};
 pub use crate::rejected::Rejected;
 
 /// What the core sees of a bound pod that does not convert: the pod, on its node, with nothing
@@ -59,7 +61,7 @@ pub fn snapshot_from_dump(dump: &ClusterDump) -> Result<core::Snapshot, KubeErro
             })
         }
         None => {
-            let zones = volume_zones(&dump.pvcs, &dump.pvs);
+            let zones = claims(&dump.pvcs, &dump.pvs, &dump.storage_classes);
             dump.pods
                 .iter()
                 .map(|p| pod(p, &zones))
@@ -86,7 +88,7 @@ pub fn take_snapshot_isolating(dump: &mut ClusterDump) -> (core::Snapshot, Vec<R
     let pods = match dump.converted_pods.take() {
         Some(pods) => pods,
         None => {
-            let zones = volume_zones(&dump.pvcs, &dump.pvs);
+            let zones = claims(&dump.pvcs, &dump.pvs, &dump.storage_classes);
             let mut out = Vec::new();
             for p in &dump.pods {
                 match pod(p, &zones) {
@@ -137,9 +139,13 @@ fn convert_all(
     let mut keep = |kind: &str, meta: &ObjectMeta, e: KubeError| {
         errors.push((Rejected::new(kind, meta, &e), e));
     };
+    let mut limits = volume_limits(&dump.csinodes);
     for n in &dump.nodes {
         match node(n) {
-            Ok(x) => snapshot.nodes.push(x),
+            Ok(mut x) => {
+                x.volume_limits = limits.remove(&x.name).unwrap_or_default();
+                snapshot.nodes.push(x);
+            }
             Err(e) => keep("Node", &n.metadata, e),
         }
     }

@@ -66,6 +66,7 @@ pub fn node(n: &Node) -> Result<core::Node, KubeError> {
         annotations: n.metadata.annotations.clone().unwrap_or_default(),
         created: seconds(&n.metadata),
         last_pod_event: seconds(&n.metadata),
+        volume_limits: Default::default(),
     })
 }
 

@@ -3,15 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fleetwright_core::labels::{
-    DISRUPTION_COST, DO_NOT_DISRUPT, EBS_CSI_ZONE, POD_DELETION_COST, ZONE,
-};
+use fleetwright_core::labels::{DISRUPTION_COST, DO_NOT_DISRUPT, POD_DELETION_COST};
 use fleetwright_core::model::{self as core, ContainerRequests, HostPort, Namespaces, Toleration};
 use fleetwright_core::requirements::Requirement;
 use fleetwright_core::resources::Resources;
-use k8s_openapi::api::core::v1::{
-    PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, ResourceRequirements,
-};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::error::KubeError;
@@ -326,53 +322,8 @@ fn inclusion_policy(
     }
 }
 
-/// Zones of bound persistent volumes, by (namespace, claim name).
-pub type VolumeZones = BTreeMap<(String, String), BTreeSet<String>>;
-
-/// PVC name → zones of its bound volume, from the volume's node affinity or zone label.
-pub fn volume_zones(pvcs: &[PersistentVolumeClaim], pvs: &[PersistentVolume]) -> VolumeZones {
-    let mut pv_zones: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for pv in pvs {
-        let name = pv.metadata.name.clone().unwrap_or_default();
-        let mut zones = BTreeSet::new();
-        if let Some(z) = pv.metadata.labels.as_ref().and_then(|l| l.get(ZONE)) {
-            zones.insert(z.clone());
-        }
-        let terms = pv
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_affinity.as_ref())
-            .and_then(|a| a.required.as_ref());
-        for term in terms
-            .map(|t| t.node_selector_terms.as_slice())
-            .unwrap_or_default()
-        {
-            for e in term.match_expressions.iter().flatten() {
-                if (e.key == ZONE || e.key == EBS_CSI_ZONE) && e.operator == "In" {
-                    zones.extend(e.values.iter().flatten().cloned());
-                }
-            }
-        }
-        if !zones.is_empty() {
-            pv_zones.insert(name, zones);
-        }
-    }
-    let mut out = BTreeMap::new();
-    for pvc in pvcs {
-        let volume = pvc.spec.as_ref().and_then(|s| s.volume_name.clone());
-        if let Some(zones) = volume.and_then(|v| pv_zones.get(&v)) {
-            let key = (
-                pvc.metadata.namespace.clone().unwrap_or_default(),
-                pvc.metadata.name.clone().unwrap_or_default(),
-            );
-            out.insert(key, zones.clone());
-        }
-    }
-    out
-}
-
 /// Converts a pod.
-pub fn pod(p: &Pod, volume_zones: &VolumeZones) -> Result<core::Pod, KubeError> {
+pub fn pod(p: &Pod, claims: &super::Claims) -> Result<core::Pod, KubeError> {
     let obj = object("Pod", &p.metadata);
     let spec = p
         .spec
@@ -392,17 +343,7 @@ pub fn pod(p: &Pod, volume_zones: &VolumeZones) -> Result<core::Pod, KubeError> 
     let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
     out.terminal = matches!(phase, Some("Succeeded") | Some("Failed"));
     out.deleting = p.metadata.deletion_timestamp.is_some();
-    for v in spec.volumes.iter().flatten() {
-        if let Some(claim) = &v.persistent_volume_claim {
-            if let Some(z) = volume_zones.get(&(out.namespace.clone(), claim.claim_name.clone())) {
-                let merged = match &out.volume_zones {
-                    Some(prev) => prev.intersection(z).cloned().collect(),
-                    None => z.clone(),
-                };
-                out.volume_zones = Some(merged);
-            }
-        }
-    }
+    claims.apply(p, spec, &mut out);
     Ok(out)
 }
 

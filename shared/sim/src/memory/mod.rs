@@ -44,7 +44,7 @@ use serde_json::{json, Value};
 const PODS: &str = "/api/v1/pods";
 
 /// The list path, list kind and API version of each kind the snapshot reader lists.
-pub const COLLECTIONS: [(&str, &str, &str); 14] = [
+pub const COLLECTIONS: [(&str, &str, &str); 16] = [
     ("/api/v1/pods", "PodList", "v1"),
     ("/api/v1/nodes", "NodeList", "v1"),
     ("/apis/apps/v1/daemonsets", "DaemonSetList", "apps/v1"),
@@ -59,6 +59,17 @@ pub const COLLECTIONS: [(&str, &str, &str); 14] = [
         "v1",
     ),
     ("/api/v1/persistentvolumes", "PersistentVolumeList", "v1"),
+    // What volume attach limits are counted from.
+    (
+        "/apis/storage.k8s.io/v1/storageclasses",
+        "StorageClassList",
+        "storage.k8s.io/v1",
+    ),
+    (
+        "/apis/storage.k8s.io/v1/csinodes",
+        "CSINodeList",
+        "storage.k8s.io/v1",
+    ),
     (
         "/apis/karpenter.sh/v1/nodepools",
         "NodePoolList",

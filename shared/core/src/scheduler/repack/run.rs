@@ -179,6 +179,8 @@ impl<'c, 'a> Run<'c, 'a> {
                 max_usable: pool.usable[t].clone(),
                 options: vec![t as u32],
                 ports: pool.ds_ports.clone(),
+                volumes: Vec::new(),
+                volume_limits: Default::default(),
                 pods: members,
                 reserved: Resources::default(),
                 limit: None,

@@ -221,13 +221,16 @@ fn drain_bound(conditions: &[(&str, &str, &str, i64)], mode: NodeRepair) -> Opti
     })
 }
 
+/// A node's conditions (type, status, reason, minutes ago), and the drain bound expected.
+type Case<'a> = (Vec<(&'a str, &'a str, &'a str, i64)>, Option<Option<i64>>);
+
 /// Karpenter v1.15.0's AWS repair policies: each waits out its toleration, GPU faults by the
 /// XID code in the condition's reason, and each bounds the drain.
 #[test]
 fn each_policy_waits_out_its_toleration_and_bounds_the_drain() {
     let ready = (conditions::READY, "True", "KubeletReady", 600);
     let gpu = "AcceleratedHardwareReady";
-    let cases: Vec<(Vec<(&str, &str, &str, i64)>, Option<Option<i64>>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             vec![(conditions::READY, "Unknown", "NodeStatusUnknown", 31)],
             Some(Some(10)),
@@ -278,7 +281,7 @@ fn each_policy_waits_out_its_toleration_and_bounds_the_drain() {
 fn legacy_repair_keeps_the_policies_and_force_of_before_v1_15() {
     let ready = (conditions::READY, "True", "KubeletReady", 600);
     let gpu = "AcceleratedHardwareReady";
-    let cases: Vec<(Vec<(&str, &str, &str, i64)>, Option<Option<i64>>)> = vec![
+    let cases: Vec<Case> = vec![
         (vec![(conditions::READY, "Unknown", "", 31)], Some(Some(0))),
         (
             vec![ready, (gpu, "False", "NvidiaXID13Error", 11)],
