@@ -46,7 +46,10 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
     };
     dump.node_class_cel = args.node_class_cel;
     let mut snapshot = crate::plan::readable_snapshot(&mut dump, &source)?;
-    let catalog = args.catalog.load(Some(&snapshot))?;
+    let loaded = args.catalog.load(Some(&snapshot))?;
+    // As `plan`: a class whose kubelet expressions fail is not ready, and overlays apply.
+    crate::plan::check_kubelet_expressions(&mut dump, &snapshot, &loaded, &source);
+    let catalog = loaded.with_overlays(&snapshot.overlays);
     // As `plan` and the tick: a NodePool whose EC2NodeClass the dump lacks (or says is not
     // ready) launches nothing, so the scheduler's answer is found without it.
     let classes = fleetwright_runtime::tick::isolation::classes_of_dump(&dump);

@@ -324,7 +324,7 @@ pub(crate) fn readable_snapshot(
 /// Karpenter's validation of the classes' kubelet expressions against every instance type of
 /// the catalog: a class whose expression fails for one is not ready (its NodePools are not
 /// planned), and the error names the class, the field and the type.
-fn check_kubelet_expressions(
+pub(crate) fn check_kubelet_expressions(
     dump: &mut fleetwright_kube::dump::ClusterDump,
     snapshot: &fleetwright_core::Snapshot,
     catalog: &fleetwright_core::Catalog,

@@ -1254,3 +1254,29 @@ fn a_nodes_volume_attach_limit_sends_the_pod_past_it_to_a_new_node() {
     assert_eq!(claims.len(), 1, "{plan:#}");
     assert_eq!(claims[0]["pods"].as_array().unwrap().len(), 1);
 }
+
+/// A node repaired in a tick counts as going for the disruption decided after it: it is not
+/// picked again as an empty node, and the pool's one-node budget is spent.
+#[test]
+fn a_repaired_node_takes_its_place_in_the_budget_of_the_same_ticks_disruption() {
+    let cluster = fixture("repair-and-disrupt.yaml");
+    let out = fleetwright(&[
+        "plan",
+        "--actions",
+        "--node-repair",
+        "--cluster",
+        &cluster,
+        "--now",
+        "2026-11-25T12:00:00Z",
+        "--output",
+        "json",
+    ]);
+    let actions = json(&out)["actions"].as_array().unwrap().clone();
+    let of =
+        |kind: &str| -> Vec<&Value> { actions.iter().filter(|a| a["action"] == kind).collect() };
+    assert_eq!(of("repair").len(), 1, "{actions:#?}");
+    assert_eq!(of("repair")[0]["node"], "web-node-1");
+    assert!(of("confirmLater").is_empty(), "{actions:#?}");
+    assert!(of("startDisruption").is_empty(), "{actions:#?}");
+    assert!(of("blocked").iter().any(|a| a["node"] == "web-node-2"));
+}

@@ -104,7 +104,7 @@ async fn planned(api: &MemoryApi, cloud: &Arc<SimCloud>, now: DateTime<Utc>) -> 
     assert!(rejected.is_empty(), "{rejected:?}");
     apply_settings(&mut snapshot, &settings(true));
     let catalog = cloud.catalog(now).await.unwrap();
-    let actions = decide_all(&dump, &snapshot, &catalog, now, false);
+    let actions = decide_all(&dump, &snapshot, &catalog, now, Default::default());
     actions
         .iter()
         .map(|a| serde_json::to_value(a).unwrap())

@@ -494,7 +494,9 @@ fn every_environment_variable_is_a_setting_the_functions_accept() {
                 Json::Object(o) if o.contains_key("Ref") => match o["Ref"].as_str() {
                     Some("ClusterName") => CLUSTER.to_string(),
                     Some("WebhookTokenParameter") => "/fleetwright/webhook-token".to_string(),
-                    Some("DryRun" | "NodeRepair" | "NodeClassCEL") => "false".to_string(),
+                    Some("DryRun" | "NodeRepair" | "LegacyNodeRepair" | "NodeClassCEL") => {
+                        "false".to_string()
+                    }
                     Some("FollowUps") => "true".to_string(),
                     Some("TickFollowUpQueue") => {
                         "https://sqs.us-east-1.amazonaws.com/123456789012/q".to_string()

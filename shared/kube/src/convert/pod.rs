@@ -344,6 +344,9 @@ pub fn pod(p: &Pod, claims: &super::Claims) -> Result<core::Pod, KubeError> {
     out.terminal = matches!(phase, Some("Succeeded") | Some("Failed"));
     out.deleting = p.metadata.deletion_timestamp.is_some();
     claims.apply(p, spec, &mut out);
+    if out.node_name.is_none() {
+        claims.check(p, spec, &obj)?;
+    }
     Ok(out)
 }
 

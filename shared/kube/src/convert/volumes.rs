@@ -3,6 +3,12 @@
 //! driver (its CSINode), as Karpenter's volume usage counts them: a claim's driver is its bound
 //! volume's (`spec.csi.driver`, or the in-tree EBS plugin's CSI name), else its StorageClass's
 //! provisioner (an in-tree provisioner by its CSI name). A claim with neither is not counted.
+//!
+//! A pending pod whose claim kube-scheduler would never bind is no pod to provision for, as
+//! Karpenter validates it: a claim that is missing, being deleted or lost, bound to a volume
+//! that does not exist, or unbound with no StorageClass, a missing one, or one that binds
+//! `Immediate`ly. Such a pod is named with the claim and left out, so it neither buys a node nor
+//! holds disruption up. An unbound claim's StorageClass `allowedTopologies` pin its zones.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,6 +16,12 @@ use fleetwright_core::labels::{EBS_CSI_ZONE, ZONE};
 use fleetwright_core::model as core;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, PodSpec};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+
+use crate::error::KubeError;
+
+/// The annotation that makes a StorageClass the cluster's default, which admission gives a
+/// claim that names none.
+const DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
 
 /// The EBS CSI driver, which the in-tree `kubernetes.io/aws-ebs` plugin migrated to.
 const EBS_CSI_DRIVER: &str = "ebs.csi.aws.com";
@@ -30,6 +42,11 @@ pub struct Claims {
     pub zones: BTreeMap<(String, String), BTreeSet<String>>,
     /// The CSI driver each claim attaches through.
     pub drivers: BTreeMap<(String, String), String>,
+    /// Why kube-scheduler would never bind a pod with each such claim.
+    pub invalid: BTreeMap<(String, String), String>,
+    /// Every claim read; None when the input holds none to check against (a dump written
+    /// without claims).
+    pub known: Option<BTreeSet<(String, String)>>,
 }
 
 impl Claims {
@@ -57,6 +74,34 @@ impl Claims {
     }
 }
 
+impl Claims {
+    /// For a pod not yet bound: the first of its claims kube-scheduler would never bind, named
+    /// with its field.
+    pub fn check(&self, pod: &Pod, spec: &PodSpec, object: &str) -> Result<(), KubeError> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        for (i, v) in spec.volumes.iter().flatten().enumerate() {
+            let Some(claim) = claim_name(pod, v) else {
+                continue;
+            };
+            let field = match v.ephemeral {
+                Some(_) => format!("spec.volumes[{i}].ephemeral"),
+                None => format!("spec.volumes[{i}].persistentVolumeClaim.claimName"),
+            };
+            let key = (namespace.to_string(), claim);
+            let reason = match (&self.known, self.invalid.get(&key)) {
+                (_, Some(why)) => why.clone(),
+                (Some(known), None) if !known.contains(&key) => format!(
+                    "persistentvolumeclaim {}/{} not found: kube-scheduler waits for it",
+                    key.0, key.1
+                ),
+                _ => continue,
+            };
+            return Err(KubeError::field(object, field, reason));
+        }
+        Ok(())
+    }
+}
+
 /// The claim a pod volume mounts: a PersistentVolumeClaim by name, or the claim of a generic
 /// ephemeral volume (`<pod>-<volume>`).
 fn claim_name(pod: &Pod, v: &k8s_openapi::api::core::v1::Volume) -> Option<String> {
@@ -71,48 +116,145 @@ fn claim_name(pod: &Pod, v: &k8s_openapi::api::core::v1::Volume) -> Option<Strin
     ))
 }
 
-/// The claims' zones and drivers, from the claims, volumes and StorageClasses read.
+/// The claims' zones, drivers and faults, from the claims, volumes and StorageClasses read.
+/// `complete`: the claims read are all the cluster's (a live read), so a pod's claim not among
+/// them is missing; a dump is taken as complete when it holds any claim.
 pub fn claims(
     pvcs: &[PersistentVolumeClaim],
     pvs: &[PersistentVolume],
     classes: &[StorageClass],
+    complete: bool,
 ) -> Claims {
     let by_name: BTreeMap<&str, &PersistentVolume> = pvs
         .iter()
         .filter_map(|pv| Some((pv.metadata.name.as_deref()?, pv)))
         .collect();
-    let provisioners: BTreeMap<&str, &str> = classes
-        .iter()
-        .filter_map(|c| Some((c.metadata.name.as_deref()?, c.provisioner.as_str())))
-        .collect();
-    let mut out = Claims::default();
+    let classes = Classes::new(classes);
+    let mut out = Claims {
+        known: (complete || !pvcs.is_empty()).then(BTreeSet::new),
+        ..Default::default()
+    };
     for pvc in pvcs {
         let key = (
             pvc.metadata.namespace.clone().unwrap_or_default(),
             pvc.metadata.name.clone().unwrap_or_default(),
         );
+        if let Some(known) = &mut out.known {
+            known.insert(key.clone());
+        }
         let spec = pvc.spec.as_ref();
         let volume = spec
             .and_then(|s| s.volume_name.as_deref())
             .filter(|v| !v.is_empty());
+        let class = spec
+            .and_then(|s| s.storage_class_name.as_deref())
+            .or(classes.default);
+        if let Some(why) = fault(pvc, volume, class, &by_name, &classes) {
+            out.invalid.insert(key.clone(), why);
+        }
         let driver = match volume {
             // A bound claim is counted by its volume's driver, or not at all.
             Some(v) => by_name.get(v).and_then(|pv| volume_driver(pv)),
-            None => spec
-                .and_then(|s| s.storage_class_name.as_deref())
-                .and_then(|c| provisioners.get(c))
-                .map(|p| csi_name(p)),
+            None => class
+                .and_then(|c| classes.by_name.get(c))
+                .map(|c| csi_name(&c.provisioner)),
         };
-        if let Some(zones) = volume.and_then(|v| by_name.get(v)).map(|pv| pv_zones(pv)) {
-            if !zones.is_empty() {
-                out.zones.insert(key.clone(), zones);
-            }
+        let zones = match volume {
+            Some(v) => by_name.get(v).map(|pv| pv_zones(pv)),
+            None => class
+                .and_then(|c| classes.by_name.get(c))
+                .map(|c| class_zones(c)),
+        };
+        if let Some(zones) = zones.filter(|z| !z.is_empty()) {
+            out.zones.insert(key.clone(), zones);
         }
         if let Some(driver) = driver.filter(|d| !d.is_empty()) {
             out.drivers.insert(key, driver);
         }
     }
     out
+}
+
+/// The StorageClasses read, by name, and the default one.
+struct Classes<'a> {
+    by_name: BTreeMap<&'a str, &'a StorageClass>,
+    default: Option<&'a str>,
+}
+
+impl<'a> Classes<'a> {
+    fn new(classes: &'a [StorageClass]) -> Self {
+        let by_name = classes
+            .iter()
+            .filter_map(|c| Some((c.metadata.name.as_deref()?, c)))
+            .collect();
+        let default = classes
+            .iter()
+            .find(|c| {
+                c.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(DEFAULT_CLASS))
+                    .is_some_and(|v| v == "true")
+            })
+            .and_then(|c| c.metadata.name.as_deref());
+        Classes { by_name, default }
+    }
+}
+
+/// Why kube-scheduler would never bind a pod with this claim, if it would not (volumes and
+/// classes are checked only when some were read).
+fn fault(
+    pvc: &PersistentVolumeClaim,
+    volume: Option<&str>,
+    class: Option<&str>,
+    volumes: &BTreeMap<&str, &PersistentVolume>,
+    classes: &Classes,
+) -> Option<String> {
+    let name = format!(
+        "persistentvolumeclaim {}/{}",
+        pvc.metadata.namespace.as_deref().unwrap_or_default(),
+        pvc.metadata.name.as_deref().unwrap_or_default()
+    );
+    if pvc.metadata.deletion_timestamp.is_some() {
+        return Some(format!("{name} is being deleted"));
+    }
+    if pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Lost") {
+        return Some(format!("{name} lost its persistentvolume"));
+    }
+    if let Some(v) = volume {
+        let missing = !volumes.is_empty() && !volumes.contains_key(v);
+        return missing
+            .then(|| format!("{name} is bound to persistentvolume {v}, which does not exist"));
+    }
+    // Classes are checked only against the classes read (a dump may hold none).
+    if classes.by_name.is_empty() {
+        return None;
+    }
+    let Some(class) = class.filter(|c| !c.is_empty()) else {
+        return Some(format!(
+            "{name} is not bound and names no storageClassName (the cluster has no default StorageClass)"
+        ));
+    };
+    let Some(found) = classes.by_name.get(class) else {
+        return Some(format!(
+            "{name} names storageClassName {class}, which does not exist"
+        ));
+    };
+    (found.volume_binding_mode.as_deref() == Some("Immediate")).then(|| {
+        format!("{name} is not bound yet, and StorageClass {class} binds it Immediate: the pod waits for its volume, not for a node")
+    })
+}
+
+/// The zones a StorageClass's `allowedTopologies` allow (any term's zone values).
+fn class_zones(class: &StorageClass) -> BTreeSet<String> {
+    class
+        .allowed_topologies
+        .iter()
+        .flatten()
+        .flat_map(|t| t.match_label_expressions.iter().flatten())
+        .filter(|e| e.key == ZONE || e.key == EBS_CSI_ZONE)
+        .flat_map(|e| e.values.iter().cloned())
+        .collect()
 }
 
 /// The CSI driver of a volume: its `csi.driver`, or EBS's for an in-tree EBS volume.

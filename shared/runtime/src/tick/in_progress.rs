@@ -17,6 +17,9 @@ use std::collections::BTreeMap;
 
 /// On a candidate's NodeClaim: `<reason>/<command>[/<replacement NodeClaim>[,<another>...]]`.
 pub const DISRUPTION_ANNOTATION: &str = fleetwright_core::labels::DISRUPTION_COMMAND;
+/// On a NodeClaim: when its drain's grace is over (RFC 3339), as Karpenter writes it. The
+/// deletion deletes the pods left on the node from then on.
+pub const TERMINATION_TIMESTAMP: &str = "karpenter.sh/nodeclaim-termination-timestamp";
 /// The state ConfigMap key of a decision waiting for confirmation.
 pub const PENDING_KEY: &str = "pendingDisruption";
 /// On a candidate's NodeClaim: when its drain started (RFC 3339). Its `terminationGracePeriod`
@@ -91,9 +94,10 @@ pub(crate) fn uncordoned(node: &Node) -> Option<Node> {
     Some(out)
 }
 
-/// Sets (or with None removes) the command a NodeClaim carries. A drain's start belongs to the
-/// command it started under, so it goes whenever the command changes: a later command's
-/// `terminationGracePeriod` must count from its own drain, not from an abandoned one.
+/// Sets (or with None removes) the command a NodeClaim carries. A drain's start, and a repair's
+/// termination timestamp, belong to the command they came with, so they go whenever the command
+/// changes: a later command's `terminationGracePeriod` must count from its own drain, not from
+/// an abandoned one.
 pub(crate) fn with_annotation(value: Option<String>) -> impl Fn(&NodeClaim) -> Option<NodeClaim> {
     move |claim: &NodeClaim| {
         let mut out = claim.clone();
@@ -102,7 +106,8 @@ pub(crate) fn with_annotation(value: Option<String>) -> impl Fn(&NodeClaim) -> O
             .annotations
             .get_or_insert_with(Default::default);
         let stale_drain = annotations.remove(DRAIN_STARTED_ANNOTATION).is_some()
-            | annotations.remove(DRAIN_PROGRESS_ANNOTATION).is_some();
+            | annotations.remove(DRAIN_PROGRESS_ANNOTATION).is_some()
+            | annotations.remove(TERMINATION_TIMESTAMP).is_some();
         match &value {
             Some(v) if annotations.get(DISRUPTION_ANNOTATION) != Some(v) => {
                 annotations.insert(DISRUPTION_ANNOTATION.into(), v.clone());

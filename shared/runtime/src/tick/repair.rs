@@ -35,9 +35,7 @@ use super::action::Action;
 use super::claims::name_of;
 use fleetwright_crds::conditions;
 
-/// On a NodeClaim: when its drain's grace is over (RFC 3339), as Karpenter writes it. The
-/// deletion deletes the pods left on the node from then on.
-pub const TERMINATION_TIMESTAMP: &str = "karpenter.sh/nodeclaim-termination-timestamp";
+pub use super::in_progress::TERMINATION_TIMESTAMP;
 /// On a Node or NodeClaim: never repair it (Karpenter v1.15).
 pub const DO_NOT_REPAIR: &str = "karpenter.sh/do-not-repair";
 /// The share of a NodePool's nodes that may be unhealthy with repair still going on.
@@ -223,16 +221,21 @@ fn initialized(claims: &[NodeClaim], name: &str) -> bool {
     claims
         .iter()
         .find(|c| c.metadata.name.as_deref() == Some(name))
-        .and_then(|c| c.status.as_ref())
-        .is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == conditions::INITIALIZED && c.status == "True")
-        })
+        .is_some_and(claim_initialized)
 }
 
-/// How many more of the pool's nodes repair may take now: its budgets for `Unhealthy`, less
-/// the nodes already going (see [`going`]). A pool not read (gone) allows none.
+fn claim_initialized(claim: &NodeClaim) -> bool {
+    claim.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == conditions::INITIALIZED && c.status == "True")
+    })
+}
+
+/// How many more of the pool's nodes repair may take now: its budgets for `Unhealthy`, over its
+/// initialized nodes, less those already going (see [`going`]), as Karpenter counts a pool's
+/// nodes for budgets (an uninitialized node neither needs nor takes a place). A pool not read
+/// (gone) allows none.
 fn allowance(
     dump: &ClusterDump,
     claims: &[NodeClaim],
@@ -243,7 +246,15 @@ fn allowance(
     let Some(pool_spec) = pools.iter().find(|p| p.name == pool) else {
         return 0;
     };
-    let nodes = pool_nodes(dump, pool);
+    let initialized: std::collections::BTreeSet<&str> = claims
+        .iter()
+        .filter(|c| claim_initialized(c))
+        .filter_map(|c| c.status.as_ref()?.node_name.as_deref())
+        .collect();
+    let nodes: Vec<&Node> = pool_nodes(dump, pool)
+        .into_iter()
+        .filter(|n| initialized.contains(n.metadata.name.as_deref().unwrap_or_default()))
+        .collect();
     let going = going(claims, now);
     let disrupting = nodes
         .iter()
@@ -328,9 +339,16 @@ fn repair(
         };
         return Some((due.at, blocked));
     }
-    let terminate_at = match mode {
-        NodeRepair::Legacy => (!ready(node)).then_some(now),
-        _ => Some(now + due.drain),
+    // A node that is still Ready runs its pods, and nothing launches their capacity before the
+    // drain, so it is drained under PDBs by its own grace; only a node not Ready gets the bound.
+    let terminate_at = match (mode, ready(node)) {
+        (_, true) => None,
+        (NodeRepair::Legacy, false) => Some(now),
+        // The NodeClaim's own grace, when it ends first, as Karpenter takes the shorter.
+        (_, false) => Some(
+            super::in_progress::grace_deadline(claim, now)
+                .map_or(now + due.drain, |own| own.min(now + due.drain)),
+        ),
     };
     let action = Action::Repair {
         nodeclaim: name_of(claim),
@@ -464,13 +482,17 @@ pub fn allowed_unhealthy(total: usize) -> usize {
     (total * ALLOWED_UNHEALTHY_PERCENT as usize).div_ceil(100)
 }
 
-/// When the NodeClaim's termination timestamp says its grace is over, if it says.
+/// When the NodeClaim's termination timestamp says its grace is over, if it says. The timestamp
+/// belongs to the repair that wrote it: it holds only while the NodeClaim is still marked
+/// `unhealthy`, so one left behind by a repair that never went through cannot cut short the
+/// drain of a later deletion.
 pub fn termination_timestamp(claim: &NodeClaim) -> Option<DateTime<Utc>> {
-    let text = claim
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(TERMINATION_TIMESTAMP)?;
+    let annotations = claim.metadata.annotations.as_ref()?;
+    let command = annotations.get(super::in_progress::DISRUPTION_ANNOTATION)?;
+    if !command.starts_with("unhealthy/") {
+        return None;
+    }
+    let text = annotations.get(TERMINATION_TIMESTAMP)?;
     DateTime::parse_from_rfc3339(text)
         .ok()
         .map(|t| t.with_timezone(&Utc))

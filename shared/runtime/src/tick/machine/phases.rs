@@ -62,13 +62,15 @@ impl TickState<'_> {
                 self.now,
             )),
             Phase::Repair if self.node_repair != repair::NodeRepair::Off => {
-                Decision::Actions(repair::repairs(
+                let actions = repair::repairs(
                     self.dump,
                     &self.claims,
                     &self.snapshot.nodepools,
                     self.now,
                     self.node_repair,
-                ))
+                );
+                self.count_as_going(&actions);
+                Decision::Actions(actions)
             }
             Phase::Repair => Decision::Nothing,
             Phase::ContinueCommands => Decision::Actions(in_progress::continue_commands(
@@ -215,6 +217,25 @@ impl TickState<'_> {
 
     /// With no pods waiting for capacity and nothing provisioned this tick, the disruption
     /// decided and the decisions waiting confirmed.
+    /// The NodeClaims repaired this tick are going: the disruption decided after counts them
+    /// against its budgets, as Karpenter's one command per pass would (repair, then drift, then
+    /// consolidation, never two at once past a budget).
+    fn count_as_going(&mut self, actions: &[Action]) {
+        for a in actions {
+            let Action::Repair { nodeclaim, .. } = a else {
+                continue;
+            };
+            let claim = self
+                .snapshot
+                .nodeclaims
+                .iter_mut()
+                .find(|c| c.name == *nodeclaim);
+            if let Some(claim) = claim {
+                claim.deleting = true;
+            }
+        }
+    }
+
     fn disrupt(&mut self) -> Decision {
         // A shadow tick compares the fleet with Fleetwright's plan every tick, whatever it
         // decides.

@@ -225,9 +225,10 @@ fn drain_bound(conditions: &[(&str, &str, &str, i64)], mode: NodeRepair) -> Opti
 type Case<'a> = (Vec<(&'a str, &'a str, &'a str, i64)>, Option<Option<i64>>);
 
 /// Karpenter v1.15.0's AWS repair policies: each waits out its toleration, GPU faults by the
-/// XID code in the condition's reason, and each bounds the drain.
+/// XID code in the condition's reason. A node not Ready has its drain bounded; a Ready one is
+/// drained by its own grace (nothing launches its pods' capacity before the drain).
 #[test]
-fn each_policy_waits_out_its_toleration_and_bounds_the_drain() {
+fn each_policy_waits_out_its_toleration_and_a_node_not_ready_gets_a_bounded_drain() {
     let ready = (conditions::READY, "True", "KubeletReady", 600);
     let gpu = "AcceleratedHardwareReady";
     let cases: Vec<Case> = vec![
@@ -245,23 +246,31 @@ fn each_policy_waits_out_its_toleration_and_bounds_the_drain() {
         ),
         (
             vec![ready, (gpu, "False", "NvidiaXID79Error", 11)],
-            Some(Some(5)),
+            Some(None),
         ),
         (
             vec![ready, (gpu, "False", "XID48 double-bit ECC", 11)],
-            Some(Some(5)),
+            Some(None),
         ),
         (vec![ready, (gpu, "False", "NvidiaXID79Error", 9)], None),
         // An unrecognised GPU fault falls back to 30 minutes.
         (vec![ready, (gpu, "False", "NvidiaXID13Error", 11)], None),
         (
             vec![ready, (gpu, "False", "NvidiaXID13Error", 31)],
-            Some(Some(10)),
+            Some(None),
         ),
-        (vec![ready, (gpu, "False", "", 31)], Some(Some(10))),
+        (vec![ready, (gpu, "False", "", 31)], Some(None)),
+        // Not Ready as well: the shortest drain of the policies due, the GPU fault's.
+        (
+            vec![
+                (conditions::READY, "False", "KubeletNotReady", 11),
+                (gpu, "False", "NvidiaXID79Error", 11),
+            ],
+            Some(Some(5)),
+        ),
         (
             vec![ready, ("StorageReady", "False", "DiskFailure", 45)],
-            Some(Some(10)),
+            Some(None),
         ),
         (vec![ready, ("KernelReady", "Unknown", "", 45)], None),
         (vec![ready, ("MemoryPressure", "True", "", 90)], None),
@@ -411,4 +420,16 @@ fn a_node_already_being_deleted_or_without_a_claim_is_left_alone() {
         ..Default::default()
     };
     assert!(decided(&orphan).is_empty());
+}
+
+/// A NodeClaim whose own `terminationGracePeriod` ends before the policy's bound keeps it.
+#[test]
+fn the_nodeclaims_shorter_grace_bounds_the_drain() {
+    let (node, mut claim) = sick(1, 40);
+    claim.spec.termination_grace_period = Some("3m".into());
+    let got = decided(&cluster(vec![(node, claim)]));
+    assert!(
+        matches!(&got[..], [Action::Repair { terminate_at: Some(t), .. }] if *t == now() + Duration::minutes(3)),
+        "{got:?}"
+    );
 }
