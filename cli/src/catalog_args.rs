@@ -1,6 +1,7 @@
 //! Catalog flags shared by verbs: the embedded catalog of a region, or the three AWS documents.
 //! Without `--region`, the region is the one the cluster dump points at (its nodes' zone labels
-//! and providerIDs, its NodeClaims, its NodePools' zone requirements), else us-east-1.
+//! and providerIDs, its NodeClaims, its NodePools' zone requirements, its EC2NodeClasses' subnet
+//! zones), else us-east-1.
 
 use std::borrow::Cow;
 use std::path::PathBuf;
@@ -25,8 +26,8 @@ pub struct CatalogArgs {
     #[arg(long, value_name = "FILE")]
     pub prices: Option<PathBuf>,
     /// Region of the catalog (embedded: ap-northeast-2, eu-west-1, us-east-1, us-west-2).
-    /// Default: the region the dump's zone labels, providerIDs and NodePool zone requirements
-    /// point at, else us-east-1.
+    /// Default: the region the dump's zone labels, providerIDs, NodePool zone requirements and
+    /// EC2NodeClass subnet zones point at, else us-east-1.
     #[arg(long)]
     pub region: Option<String>,
 }

@@ -281,7 +281,7 @@ pub(crate) fn readable_snapshot(
     source: &str,
 ) -> anyhow::Result<fleetwright_core::Snapshot> {
     let (mut snapshot, mut rejected) = fleetwright_kube::convert::take_snapshot_isolating(dump);
-    fleetwright_runtime::tick::status_zones(dump, &mut snapshot);
+    fleetwright_runtime::tick::status_settings(dump, &mut snapshot);
     for r in rejected.iter().filter(|r| r.kind == "EC2NodeClass") {
         set_not_ready(dump, &r.name, &r.error);
     }

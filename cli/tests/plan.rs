@@ -1280,3 +1280,65 @@ fn a_repaired_node_takes_its_place_in_the_budget_of_the_same_ticks_disruption() 
     assert!(of("startDisruption").is_empty(), "{actions:#?}");
     assert!(of("blocked").iter().any(|a| a["node"] == "web-node-2"));
 }
+
+/// An EC2NodeClass whose AMIs are all amd64 (an `amiSelectorTerms` by id) boots no arm64 type,
+/// so none is planned, as Karpenter lists the class's types.
+#[test]
+fn a_class_whose_amis_are_all_amd64_plans_no_arm64_type() {
+    let dump = write_temp(
+        "amd64-amis.yaml",
+        r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: karpenter.sh/v1
+  kind: NodePool
+  metadata: {name: default}
+  spec:
+    template:
+      spec:
+        nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+        requirements: []
+- apiVersion: karpenter.k8s.aws/v1
+  kind: EC2NodeClass
+  metadata: {name: default}
+  spec:
+    role: node-role
+    amiSelectorTerms: [{id: ami-0123456789abcdef0}]
+    subnetSelectorTerms: [{tags: {karpenter.sh/discovery: dev}}]
+    securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: dev}}]
+  status:
+    amis:
+    - id: ami-0123456789abcdef0
+      name: my-al2023-amd64
+      requirements: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: web, namespace: default}
+  spec:
+    containers: [{name: web, image: web, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
+"#,
+    );
+    let plan = json(&fleetwright(&[
+        "plan",
+        "--cluster",
+        &dump,
+        "--output",
+        "json",
+    ]));
+    let claims = plan["nodeclaims"].as_array().unwrap();
+    assert_eq!(claims.len(), 1, "{plan:#}");
+    let types: Vec<&str> = claims[0]["instanceTypes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    let arm = [
+        "t4g.", "a1.", "c6g.", "c7g.", "m6g.", "m7g.", "r6g.", "c8g.",
+    ];
+    assert!(
+        types.iter().all(|t| !arm.iter().any(|a| t.starts_with(a))),
+        "{types:?}"
+    );
+}

@@ -112,6 +112,11 @@ pub fn infer(snapshot: &Snapshot) -> Option<Inferred> {
             }
         }
     }
+    for settings in snapshot.node_classes.values() {
+        for zone in settings.zones.iter().flatten() {
+            votes.add(of_zone(zone), "EC2NodeClass subnets");
+        }
+    }
     let mut ranked: Vec<(String, (usize, Vec<&'static str>))> = votes.regions.into_iter().collect();
     ranked.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
     let mut ranked = ranked.into_iter();

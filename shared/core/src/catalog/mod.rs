@@ -85,6 +85,10 @@ pub struct NodeClassSettings {
     pub zones: Option<BTreeSet<String>>,
     /// `enclaveOptions.enabled`: only types that support Nitro Enclaves can launch.
     pub enclaves: bool,
+    /// The architectures the class's AMIs are built for, as resolved: a type of another has no
+    /// image to boot, so it is left out, as Karpenter lists a class's types. None when not
+    /// known: every architecture.
+    pub architectures: Option<BTreeSet<String>>,
 }
 
 /// A placement group as the catalog needs it.
@@ -360,6 +364,13 @@ impl Catalog {
             return Ok(None);
         };
         if settings.enclaves && raw.nitro_enclaves_support.as_deref() != Some("supported") {
+            return Ok(None);
+        }
+        if settings
+            .architectures
+            .as_ref()
+            .is_some_and(|a| !a.contains(arch))
+        {
             return Ok(None);
         }
         let kubelet = resolve_kubelet(raw, &settings.kubelet, false)?;

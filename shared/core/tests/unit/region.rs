@@ -17,3 +17,23 @@ fn zones_name_their_region() {
     );
     assert_eq!(zone_of_provider_id("kwok://node-1"), None);
 }
+
+/// A dump with no nodes still names its region through its EC2NodeClasses' subnet zones.
+#[test]
+fn a_classes_subnet_zones_name_the_region() {
+    let mut snapshot = Snapshot::default();
+    snapshot.node_classes.insert(
+        "default".into(),
+        crate::catalog::NodeClassSettings {
+            zones: Some(["eu-west-1a".to_string(), "eu-west-1b".to_string()].into()),
+            ..Default::default()
+        },
+    );
+    let inferred = infer(&snapshot).unwrap();
+    assert_eq!(inferred.region, "eu-west-1");
+    assert!(
+        inferred.evidence.contains("EC2NodeClass subnets"),
+        "{}",
+        inferred.evidence
+    );
+}

@@ -10,6 +10,8 @@
 //! nothing; [`Tick::decide_all`] returns the whole tick's actions for a cluster dump.
 
 pub mod action;
+mod class_settings;
+pub use class_settings::status_settings;
 mod assumed;
 pub(crate) mod claims;
 pub mod decide;
@@ -267,7 +269,8 @@ impl<C: Cloud> Tick<C> {
         let reservations = reservations_of(&dump, &resolved);
         reservations::apply(&mut snapshot, &reservations, now);
         placement_groups(&mut snapshot, &resolved);
-        subnet_zones(&mut snapshot, &resolved);
+        class_settings::subnet_zones(&mut snapshot, &resolved);
+        class_settings::ami_architectures(&mut snapshot, &resolved);
         let mut state = TickState::new(Start {
             dump: &dump,
             snapshot,
@@ -469,7 +472,7 @@ pub fn decide_all(
     node_repair: repair::NodeRepair,
 ) -> Vec<Action> {
     let mut snapshot = snapshot.clone();
-    status_zones(dump, &mut snapshot);
+    class_settings::status_settings(dump, &mut snapshot);
     let reserved = reservations::from_status(dump);
     reservations::apply(&mut snapshot, &reserved, now);
     let resolved = status::Resolutions::new();
@@ -520,41 +523,6 @@ fn placement_groups(snapshot: &mut Snapshot, resolved: &status::Resolutions) {
             id: group.id.clone(),
             partitions,
         });
-    }
-}
-
-/// The zones each EC2NodeClass's status lists subnets in: for a dump, what resolving its
-/// subnets would give ([`subnet_zones`]). `plan` and `explain` read a dump the same way, so a
-/// class whose subnets are all in one zone plans there.
-pub fn status_zones(dump: &ClusterDump, snapshot: &mut Snapshot) {
-    for class in &dump.nodeclasses {
-        let Some(status) = &class.status else {
-            continue;
-        };
-        let zones: std::collections::BTreeSet<String> = status
-            .subnets
-            .iter()
-            .filter_map(|s| s.get("zone").and_then(|z| z.as_str()).map(str::to_string))
-            .collect();
-        if zones.is_empty() {
-            continue;
-        }
-        let name = class.metadata.name.clone().unwrap_or_default();
-        snapshot.node_classes.entry(name).or_default().zones = Some(zones);
-    }
-}
-
-/// The zones each resolved EC2NodeClass has subnets in: the only zones its NodeClaims can
-/// launch into, so the only ones the core plans (and spreads) over.
-fn subnet_zones(snapshot: &mut Snapshot, resolved: &status::Resolutions) {
-    for r in resolved.values().flatten() {
-        let zones: std::collections::BTreeSet<String> =
-            r.subnets.iter().map(|s| s.zone.clone()).collect();
-        if zones.is_empty() {
-            continue;
-        }
-        let settings = snapshot.node_classes.entry(r.name.clone()).or_default();
-        settings.zones = Some(zones);
     }
 }
 
