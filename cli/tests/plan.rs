@@ -1342,3 +1342,53 @@ items:
         "{types:?}"
     );
 }
+
+/// A StatefulSet with no pods in the dump stands in for its three replicas, each with the two
+/// claims its `volumeClaimTemplates` make; the node's EBS limit of four, two of them taken,
+/// holds one replica's claims and no more.
+#[test]
+fn a_statefulsets_stand_in_pods_count_their_template_claims_against_attach_limits() {
+    let base = VOLUME_LIMITS
+        .split("- apiVersion: v1\n  kind: Pod\n  metadata: {name: db-1")
+        .next()
+        .unwrap()
+        .to_string();
+    let dump = base.replace("allocatable: {count: 2}", "allocatable: {count: 4}")
+        + r#"- apiVersion: apps/v1
+  kind: StatefulSet
+  metadata: {name: kafka, namespace: default}
+  spec:
+    replicas: 3
+    selector: {matchLabels: {app: kafka}}
+    template:
+      metadata: {labels: {app: kafka}}
+      spec:
+        containers: [{name: kafka, image: kafka, resources: {requests: {cpu: 100m, memory: 128Mi}}}]
+    volumeClaimTemplates:
+    - metadata: {name: data}
+      spec: {storageClassName: gp3, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+    - metadata: {name: logs}
+      spec: {storageClassName: gp3, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+"#;
+    let dump = write_temp("statefulset-limits.yaml", &dump);
+    let plan = json(&fleetwright(&[
+        "plan",
+        "--cluster",
+        &dump,
+        "--output",
+        "json",
+    ]));
+    let existing = plan["existing"].as_array().unwrap();
+    assert_eq!(existing.len(), 1, "{plan:#}");
+    let on_new: usize = plan["nodeclaims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["pods"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(on_new, 2, "{plan:#}");
+    assert!(
+        plan["unschedulable"].as_array().unwrap().is_empty(),
+        "{plan:#}"
+    );
+}

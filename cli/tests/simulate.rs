@@ -405,6 +405,34 @@ fn unhealthy_nodes_are_repaired_after_their_toleration_unless_their_pool_is_fail
     let r = report(&["--scenario", &write_temp("node-repair-off.yaml", &off)]);
     assert_eq!(r["disruptions"], serde_json::json!({}), "{r:#}");
     assert_eq!(r["instancesTerminated"], 0, "{r:#}");
+
+    // A GPU fault the AWS provider names by its XID code is repaired after 10 minutes, one it
+    // does not name after 30 (its fallback).
+    for (reason, after) in [("NvidiaXID79Error", 600), ("NvidiaXID13Error", 1800)] {
+        let gpu = text.replacen(
+            "fail: {nodepool: web}",
+            &format!(
+                "fail: {{nodepool: web, condition: AcceleratedHardwareReady, status: \"False\", reason: {reason}}}"
+            ),
+            1,
+        );
+        assert_ne!(gpu, text);
+        let r = report(&[
+            "--scenario",
+            &write_temp(&format!("xid-{reason}.yaml"), &gpu),
+        ]);
+        let failed = step(
+            &r,
+            "fail a node of nodepool web (AcceleratedHardwareReady=False)",
+        )["at"]
+            .as_i64()
+            .unwrap();
+        let first = disruptions_at(&r, "unhealthy/")[0];
+        assert!(
+            (failed + after..failed + after + 60).contains(&first),
+            "{reason}: failed at {failed}, repaired at {first}"
+        );
+    }
 }
 
 /// Reserved capacity: the first nodes launch into the EC2NodeClass's two reservations (no more

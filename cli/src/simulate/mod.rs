@@ -333,7 +333,7 @@ impl Simulation {
                 let pick = |n| rng.below(n);
                 if self
                     .cluster
-                    .fail_node(&f.nodepool, &f.condition, &f.status, now, pick)
+                    .fail_node(&f.nodepool, f.failure(), now, pick)
                     .is_none()
                 {
                     warn!(target: "simulate::scenario", nodepool = %f.nodepool, "no node of the nodepool to fail");

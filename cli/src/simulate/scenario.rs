@@ -108,8 +108,9 @@ pub struct StepFile {
 }
 
 /// A node of a NodePool fails (one holding pods, picked with the seed): its `condition` takes
-/// `status` and keeps it (`Ready` `Unknown`: its kubelet is gone; `StorageReady` `False`: the
-/// node monitoring agent reports a bad disk).
+/// `status`, with `reason`, and keeps it (`Ready` `Unknown`: its kubelet is gone;
+/// `StorageReady` `False`: the node monitoring agent reports a bad disk;
+/// `AcceleratedHardwareReady` `False` with reason `NvidiaXID79Error`: a GPU fault).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Fail {
@@ -118,6 +119,19 @@ pub struct Fail {
     pub condition: String,
     #[serde(default = "unknown")]
     pub status: String,
+    #[serde(default = "simulated")]
+    pub reason: String,
+}
+
+impl Fail {
+    /// The condition, status and reason the node takes.
+    pub fn failure(&self) -> (&str, &str, &str) {
+        (&self.condition, &self.status, &self.reason)
+    }
+}
+
+fn simulated() -> String {
+    "Simulated".into()
 }
 
 fn ready() -> String {

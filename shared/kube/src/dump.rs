@@ -280,6 +280,14 @@ pub fn parse(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
     add_workload_selectors(&mut dump, &workloads);
     let (pods, expanded) = crate::workloads::expand(&workloads, &dump.pods, &mut dump.warnings)?;
     dump.pods.extend(pods);
+    for pvc in crate::workloads::stand_in_claims(&workloads, &expanded) {
+        let same = |p: &PersistentVolumeClaim| {
+            p.metadata.name == pvc.metadata.name && p.metadata.namespace == pvc.metadata.namespace
+        };
+        if !dump.pvcs.iter().any(same) {
+            dump.pvcs.push(pvc);
+        }
+    }
     dump.expanded = expanded;
     // After the expansion: a workload whose pods are all gated (or nominated, or another
     // scheduler's) has its pods, and none are made up for it.

@@ -289,6 +289,53 @@ fn add_claims(w: &Value, spec: &mut Option<k8s_openapi::api::core::v1::PodSpec>,
     }
 }
 
+/// On a claim made up for a StatefulSet's stand-in pod: the dump did not hold it.
+pub const STAND_IN: &str = "fleetwright.io/stand-in";
+
+/// The claims a StatefulSet's controller makes from its `volumeClaimTemplates` before it makes
+/// the pods, for each StatefulSet expanded: its stand-in pods' claims then read as the real ones
+/// would (their class, zones and attach driver), where the dump does not hold them already.
+pub fn stand_in_claims(
+    workloads: &[Value],
+    expanded: &[Expanded],
+) -> Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim> {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    let mut out = Vec::new();
+    for w in workloads.iter().filter(|w| w["kind"] == "StatefulSet") {
+        let id = format!("StatefulSet {}/{}", namespace(w), name(w));
+        let Some(e) = expanded.iter().find(|e| e.workload == id) else {
+            continue;
+        };
+        for t in w["spec"]["volumeClaimTemplates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let Some(claim) = t["metadata"]["name"].as_str() else {
+                continue;
+            };
+            for i in 0..e.pods {
+                let mut pvc = serde_json::json!({
+                    "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                    "metadata": {
+                        "name": format!("{claim}-{}-{i}", name(w)),
+                        "namespace": namespace(w),
+                        "annotations": {STAND_IN: "true"},
+                    },
+                    "spec": t["spec"].clone(),
+                });
+                if pvc["spec"].is_null() {
+                    pvc["spec"] = serde_json::json!({});
+                }
+                if let Ok(pvc) = serde_json::from_value::<PersistentVolumeClaim>(pvc) {
+                    out.push(pvc);
+                }
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 #[path = "../tests/unit/workloads.rs"]
 mod tests;

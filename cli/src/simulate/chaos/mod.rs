@@ -536,10 +536,10 @@ impl Chaos {
             Action::Ice(i) => self.sim.cloud.add_ice(i.clone()),
             Action::Fail(f) => {
                 let rng = &mut self.rng;
-                let failed =
-                    self.sim
-                        .cluster
-                        .fail_node(&f.nodepool, &f.condition, &f.status, now, |n| rng.below(n));
+                let failed = self
+                    .sim
+                    .cluster
+                    .fail_node(&f.nodepool, f.failure(), now, |n| rng.below(n));
                 // A failed node is an involuntary disruption: repair may take it without a drain.
                 if let Some(id) = failed.and_then(|n| self.instance_of_node(&n)) {
                     self.seen.interrupted.insert(id);

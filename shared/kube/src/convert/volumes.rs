@@ -130,8 +130,16 @@ pub fn claims(
         .filter_map(|pv| Some((pv.metadata.name.as_deref()?, pv)))
         .collect();
     let classes = Classes::new(classes);
+    // Claims made up for a StatefulSet's stand-in pods say nothing of whether the dump holds
+    // the others.
+    let read = pvcs.iter().any(|p| {
+        !p.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(crate::workloads::STAND_IN))
+    });
     let mut out = Claims {
-        known: (complete || !pvcs.is_empty()).then(BTreeSet::new),
+        known: (complete || read).then(BTreeSet::new),
         ..Default::default()
     };
     for pvc in pvcs {

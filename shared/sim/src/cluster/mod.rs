@@ -292,15 +292,15 @@ impl Cluster {
     }
 
     /// A node of `nodepool` fails (one holding workload pods while there is one; `pick` chooses
-    /// among the candidates): its `condition` takes `status` from `now` on and stays so. A
+    /// among the candidates): its `condition` takes `status`, with `reason`, from `now` on and
+    /// stays so. A
     /// failed `Ready` is tainted as the node lifecycle controller taints it (`unreachable` for
     /// `Unknown`, `not-ready` for `False`), so nothing new is scheduled there; its pods stay
     /// bound, as they do on a node whose kubelet is gone. Returns the node.
     pub fn fail_node(
         &mut self,
         nodepool: &str,
-        condition: &str,
-        status: &str,
+        (condition, status, reason): (&str, &str, &str),
         now: DateTime<Utc>,
         pick: impl FnOnce(usize) -> usize,
     ) -> Option<String> {
@@ -338,7 +338,7 @@ impl Cluster {
             .to_string();
         set_condition(
             node,
-            json!({"type": condition, "status": status, "reason": "Simulated",
+            json!({"type": condition, "status": status, "reason": reason,
                 "lastTransitionTime": stamp(now)}),
         );
         if condition == conditions::READY {
