@@ -245,7 +245,11 @@ fn pod(w: &Value, kind: &str, template: &PodTemplateSpec, i: usize) -> Pod {
             name: Some(pod_name),
             namespace: Some(namespace(w).to_string()),
             labels: meta.labels,
-            annotations: meta.annotations,
+            annotations: Some({
+                let mut a = meta.annotations.unwrap_or_default();
+                a.insert(STAND_IN.to_string(), "true".to_string());
+                a
+            }),
             owner_references: Some(vec![OwnerReference {
                 api_version: api_version.to_string(),
                 kind: owner_kind.to_string(),

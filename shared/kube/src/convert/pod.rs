@@ -344,7 +344,12 @@ pub fn pod(p: &Pod, claims: &super::Claims) -> Result<core::Pod, KubeError> {
     out.terminal = matches!(phase, Some("Succeeded") | Some("Failed"));
     out.deleting = p.metadata.deletion_timestamp.is_some();
     claims.apply(p, spec, &mut out);
-    if out.node_name.is_none() {
+    let stand_in = p
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(crate::workloads::STAND_IN));
+    if out.node_name.is_none() && !out.deleting && !stand_in {
         claims.check(p, spec, &obj)?;
     }
     Ok(out)

@@ -117,13 +117,14 @@ fn claim_name(pod: &Pod, v: &k8s_openapi::api::core::v1::Volume) -> Option<Strin
 }
 
 /// The claims' zones, drivers and faults, from the claims, volumes and StorageClasses read.
-/// `complete`: the claims read are all the cluster's (a live read), so a pod's claim not among
-/// them is missing; a dump is taken as complete when it holds any claim.
+/// `dump`: the input is a dump, whose claims are all there is when it holds any, so a pod's
+/// claim not among them is missing. A live read lists claims before pods, so a claim made
+/// since (a StatefulSet's, a generic ephemeral volume's) is not missing, only not read yet.
 pub fn claims(
     pvcs: &[PersistentVolumeClaim],
     pvs: &[PersistentVolume],
     classes: &[StorageClass],
-    complete: bool,
+    dump: bool,
 ) -> Claims {
     let by_name: BTreeMap<&str, &PersistentVolume> = pvs
         .iter()
@@ -139,12 +140,15 @@ pub fn claims(
             .is_some_and(|a| a.contains_key(crate::workloads::STAND_IN))
     });
     let mut out = Claims {
-        known: (complete || read).then(BTreeSet::new),
+        known: (dump && read).then(BTreeSet::new),
         ..Default::default()
     };
     for pvc in pvcs {
         let key = (
-            pvc.metadata.namespace.clone().unwrap_or_default(),
+            pvc.metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
             pvc.metadata.name.clone().unwrap_or_default(),
         );
         if let Some(known) = &mut out.known {
@@ -248,21 +252,34 @@ fn fault(
             "{name} names storageClassName {class}, which does not exist"
         ));
     };
-    (found.volume_binding_mode.as_deref() == Some("Immediate")).then(|| {
+    let stand_in = pvc
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(crate::workloads::STAND_IN));
+    (found.volume_binding_mode.as_deref() == Some("Immediate") && !stand_in).then(|| {
         format!("{name} is not bound yet, and StorageClass {class} binds it Immediate: the pod waits for its volume, not for a node")
     })
 }
 
-/// The zones a StorageClass's `allowedTopologies` allow (any term's zone values).
+/// The zones a StorageClass's `allowedTopologies` allow: any term's zone values (each term is
+/// an alternative), and none to pin when a term names no zone (that term allows every zone).
 fn class_zones(class: &StorageClass) -> BTreeSet<String> {
-    class
-        .allowed_topologies
-        .iter()
-        .flatten()
-        .flat_map(|t| t.match_label_expressions.iter().flatten())
-        .filter(|e| e.key == ZONE || e.key == EBS_CSI_ZONE)
-        .flat_map(|e| e.values.iter().cloned())
-        .collect()
+    let mut out = BTreeSet::new();
+    for term in class.allowed_topologies.iter().flatten() {
+        let zones: Vec<&String> = term
+            .match_label_expressions
+            .iter()
+            .flatten()
+            .filter(|e| e.key == ZONE || e.key == EBS_CSI_ZONE)
+            .flat_map(|e| e.values.iter())
+            .collect();
+        if zones.is_empty() {
+            return BTreeSet::new();
+        }
+        out.extend(zones.into_iter().cloned());
+    }
+    out
 }
 
 /// The CSI driver of a volume: its `csi.driver`, or EBS's for an in-tree EBS volume.

@@ -177,7 +177,10 @@ pub fn repairs(
 ) -> Vec<Action> {
     let mut due: Vec<(DateTime<Utc>, Action)> = claims
         .iter()
+        // A NodeClaim already being disrupted (or a repair cut off before its delete) is the
+        // command's to finish, as Karpenter leaves candidates already being disrupted.
         .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter(|c| super::in_progress::annotation(c).is_none())
         .filter_map(|claim| repair(dump, claim, now, mode))
         .collect();
     due.sort_by_key(|(at, _)| *at);
@@ -339,13 +342,12 @@ fn repair(
         };
         return Some((due.at, blocked));
     }
-    // A node that is still Ready runs its pods, and nothing launches their capacity before the
-    // drain, so it is drained under PDBs by its own grace; only a node not Ready gets the bound.
     let terminate_at = match (mode, ready(node)) {
-        (_, true) => None,
+        // The repair of before v1.15: a node not Ready at once, a Ready one by its own grace.
+        (NodeRepair::Legacy, true) => None,
         (NodeRepair::Legacy, false) => Some(now),
         // The NodeClaim's own grace, when it ends first, as Karpenter takes the shorter.
-        (_, false) => Some(
+        _ => Some(
             super::in_progress::grace_deadline(claim, now)
                 .map_or(now + due.drain, |own| own.min(now + due.drain)),
         ),

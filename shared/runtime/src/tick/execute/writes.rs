@@ -12,6 +12,7 @@ use crate::error::RuntimeError;
 use crate::metrics;
 use crate::tick::action::PodRecord;
 use crate::tick::disruption::DISRUPTION_ANNOTATION;
+use crate::tick::in_progress::TERMINATION_TIMESTAMP;
 use crate::tick::say::TICK;
 use crate::tick::{Tick, TickSummary};
 use fleetwright_crds::conditions;
@@ -44,27 +45,32 @@ impl<C: Cloud> Tick<C> {
         }
     }
 
-    /// Marks a NodeClaim deleted for `reason` (`unhealthy`, `reservation-expiring`; with the
-    /// termination timestamp `terminate_at` when given: the drain's grace is over then), then
-    /// deletes it. Cut off between the two, the next tick decides the same again.
+    /// Marks a NodeClaim deleted for `reason` (`unhealthy`, `reservation-expiring`), then
+    /// deletes it. `terminate_at` is when its drain's grace is over; a timestamp already on it
+    /// is not this deletion's (repair leaves NodeClaims that carry a command to it), so it is
+    /// replaced, or removed when there is none. Cut off between the two, the next tick carries
+    /// the marked NodeClaim on as a command.
     pub(super) async fn delete_for(
         &self,
         name: &str,
         reason: &str,
         terminate_at: Option<DateTime<Utc>>,
     ) -> Result<(), RuntimeError> {
-        let mut annotations = std::collections::BTreeMap::new();
-        annotations.insert(
-            DISRUPTION_ANNOTATION.to_string(),
-            format!("{reason}/delete"),
-        );
-        if let Some(at) = terminate_at {
-            annotations.insert(
-                crate::tick::repair::TERMINATION_TIMESTAMP.to_string(),
-                at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            );
-        }
-        self.restamp(name, &annotations).await?;
+        let command = format!("{reason}/delete");
+        self.update_metadata(name, |m| {
+            let map = m.annotations.get_or_insert_with(Default::default);
+            map.insert(DISRUPTION_ANNOTATION.to_string(), command.clone());
+            match terminate_at {
+                None => {
+                    map.remove(TERMINATION_TIMESTAMP);
+                }
+                Some(at) => {
+                    let stamp = at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                    map.insert(TERMINATION_TIMESTAMP.to_string(), stamp);
+                }
+            }
+        })
+        .await?;
         executor::delete_nodeclaim(self.kube.clone(), name, false).await?;
         Ok(())
     }

@@ -225,10 +225,9 @@ fn drain_bound(conditions: &[(&str, &str, &str, i64)], mode: NodeRepair) -> Opti
 type Case<'a> = (Vec<(&'a str, &'a str, &'a str, i64)>, Option<Option<i64>>);
 
 /// Karpenter v1.15.0's AWS repair policies: each waits out its toleration, GPU faults by the
-/// XID code in the condition's reason. A node not Ready has its drain bounded; a Ready one is
-/// drained by its own grace (nothing launches its pods' capacity before the drain).
+/// XID code in the condition's reason, and each bounds the drain (the shortest of those due).
 #[test]
-fn each_policy_waits_out_its_toleration_and_a_node_not_ready_gets_a_bounded_drain() {
+fn each_policy_waits_out_its_toleration_and_bounds_the_drain() {
     let ready = (conditions::READY, "True", "KubeletReady", 600);
     let gpu = "AcceleratedHardwareReady";
     let cases: Vec<Case> = vec![
@@ -246,20 +245,20 @@ fn each_policy_waits_out_its_toleration_and_a_node_not_ready_gets_a_bounded_drai
         ),
         (
             vec![ready, (gpu, "False", "NvidiaXID79Error", 11)],
-            Some(None),
+            Some(Some(5)),
         ),
         (
             vec![ready, (gpu, "False", "XID48 double-bit ECC", 11)],
-            Some(None),
+            Some(Some(5)),
         ),
         (vec![ready, (gpu, "False", "NvidiaXID79Error", 9)], None),
         // An unrecognised GPU fault falls back to 30 minutes.
         (vec![ready, (gpu, "False", "NvidiaXID13Error", 11)], None),
         (
             vec![ready, (gpu, "False", "NvidiaXID13Error", 31)],
-            Some(None),
+            Some(Some(10)),
         ),
-        (vec![ready, (gpu, "False", "", 31)], Some(None)),
+        (vec![ready, (gpu, "False", "", 31)], Some(Some(10))),
         // Not Ready as well: the shortest drain of the policies due, the GPU fault's.
         (
             vec![
@@ -270,7 +269,7 @@ fn each_policy_waits_out_its_toleration_and_a_node_not_ready_gets_a_bounded_drai
         ),
         (
             vec![ready, ("StorageReady", "False", "DiskFailure", 45)],
-            Some(None),
+            Some(Some(10)),
         ),
         (vec![ready, ("KernelReady", "Unknown", "", 45)], None),
         (vec![ready, ("MemoryPressure", "True", "", 90)], None),
@@ -432,4 +431,22 @@ fn the_nodeclaims_shorter_grace_bounds_the_drain() {
         matches!(&got[..], [Action::Repair { terminate_at: Some(t), .. }] if *t == now() + Duration::minutes(3)),
         "{got:?}"
     );
+}
+
+/// A NodeClaim that already carries a command (a disruption, or a repair cut off before its
+/// delete) is left to that command: repair neither decides it again nor overwrites its bound.
+#[test]
+fn a_nodeclaim_carrying_a_command_is_left_to_it() {
+    for command in ["underutilized/replace", "unhealthy/delete"] {
+        let (node, mut claim) = sick(1, 40);
+        claim.metadata.annotations = Some(
+            [(
+                super::super::in_progress::DISRUPTION_ANNOTATION.to_string(),
+                command.to_string(),
+            )]
+            .into(),
+        );
+        let got = decided(&cluster(vec![(node, claim)]));
+        assert!(repaired(&got).is_empty(), "{command}: {got:?}");
+    }
 }
