@@ -111,7 +111,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         Some(read) => read,
         None => {
             let source = "embedded example cluster".to_string();
-            let mut dump = fleetwright_kube::dump::parse(EXAMPLE_CLUSTER, &source)?;
+            let mut dump = fleetwright_kube::dump::parse_strict(EXAMPLE_CLUSTER, &source)?;
             dump.default_spread = defaults;
             crate::input::check_dump(&dump)?;
             (dump, source)

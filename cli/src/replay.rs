@@ -46,7 +46,7 @@ type Replayed = Result<Value, String>;
 pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.cluster)
         .with_context(|| format!("reading {}", args.cluster.display()))?;
-    let cluster = dump::parse(&text, &args.cluster.display().to_string())?;
+    let cluster = dump::parse_strict(&text, &args.cluster.display().to_string())?;
     crate::input::check(&cluster.warnings)?;
     let rebalance = match args.rebalance {
         Rebalance::Event => RebalanceAction::Event,

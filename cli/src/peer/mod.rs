@@ -270,7 +270,7 @@ fn read_back(input: &Value, original: &Snapshot) -> anyhow::Result<Snapshot> {
         items.extend(input[key].as_array().cloned().unwrap_or_default());
     }
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
-    let dump = fleetwright_kube::dump::parse(&list.to_string(), "peer input")?;
+    let dump = fleetwright_kube::dump::parse_strict(&list.to_string(), "peer input")?;
     let mut snapshot = fleetwright_kube::convert::snapshot_from_dump(&dump)?;
     snapshot.node_classes = original.node_classes.clone();
     Ok(snapshot)

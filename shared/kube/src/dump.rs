@@ -251,7 +251,21 @@ impl ClusterDump {
     }
 }
 
-/// Parses a dump. `source` names the input in errors.
+/// Parses a dump whose every object must read (an input the caller cannot report a left-out
+/// object from): the first that does not is the error.
+pub fn parse_strict(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
+    let dump = parse(text, source)?;
+    match dump.rejected.first() {
+        Some(r) => Err(KubeError::Document {
+            source_name: source.to_string(),
+            reason: r.error.clone(),
+        }),
+        None => Ok(dump),
+    }
+}
+
+/// Parses a dump. `source` names the input in errors. An object that does not read is left
+/// out and recorded in `rejected`, named with its field, and the others still read.
 pub fn parse(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
     let mut dump = ClusterDump::default();
     let mut legacy = Vec::new();
@@ -426,6 +440,24 @@ fn add_object(
         workloads.push(value);
         return Ok(());
     }
+    if kind.is_empty() {
+        return Err(KubeError::Document {
+            source_name: source.to_string(),
+            reason: format!("an object has no kind: {}", truncate(&value.to_string())),
+        });
+    }
+    // One object that does not read is left out and named; the others still read.
+    let meta = meta_of(&value);
+    if let Err(e) = add_typed(dump, value, &kind) {
+        dump.rejected
+            .push(crate::rejected::Rejected::new(&kind, &meta, e));
+    }
+    Ok(())
+}
+
+/// Adds one object of a kind the dump reads, typed.
+fn add_typed(dump: &mut ClusterDump, value: Value, kind: &str) -> Result<(), KubeError> {
+    let kind = kind.to_string();
     let warnings = &mut dump.warnings;
     match kind.as_str() {
         "Pod" => dump.pods.push(noted(value, &kind, warnings)?),
@@ -485,12 +517,6 @@ fn add_object(
             })?;
             dump.ca_bundle = Some(ca_bundle_of(ca));
         }
-        "" => {
-            return Err(KubeError::Document {
-                source_name: source.to_string(),
-                reason: format!("an object has no kind: {}", truncate(&value.to_string())),
-            })
-        }
         other if misspelt_kind(other).is_some() => dump.warnings.push(InputWarning {
             object: object_name(other, &value),
             path: misspelt_kind(other).unwrap_or_default().to_string(),
@@ -504,78 +530,8 @@ fn add_object(
     Ok(())
 }
 
-/// The kind a dump's reader takes that `kind` differs from only in case.
-fn misspelt_kind(kind: &str) -> Option<&'static str> {
-    const READ: [&str; 16] = [
-        "Pod",
-        "Node",
-        "DaemonSet",
-        "PodDisruptionBudget",
-        "PersistentVolumeClaim",
-        "PersistentVolume",
-        "StorageClass",
-        "CSINode",
-        "NodePool",
-        "EC2NodeClass",
-        "NodeClaim",
-        "NodeOverlay",
-        "Deployment",
-        "ReplicaSet",
-        "StatefulSet",
-        "Job",
-    ];
-    READ.into_iter()
-        .find(|known| *known != kind && known.eq_ignore_ascii_case(kind))
-}
-
-/// Deserialises one object as [`typed`] does, and adds a warning for each key its kind does not
-/// read.
-fn noted<T: DeserializeOwned>(
-    value: Value,
-    kind: &str,
-    warnings: &mut Vec<InputWarning>,
-) -> Result<T, KubeError> {
-    let object = object_name(kind, &value);
-    let (typed, unknown) = crate::strict::typed_noting(value, kind)?;
-    warnings.extend(unknown.into_iter().map(|path| InputWarning {
-        object: object.clone(),
-        path,
-        problem: Problem::Unknown,
-    }));
-    Ok(typed)
-}
-
-/// A warning for each key a Karpenter object's spec keeps without reading it. The CRD types
-/// keep such keys so that a write never drops a field of a newer Karpenter, but nothing plans on
-/// them: in a file, such a key is a typo (`limit:`, `requirments:`, `disruptions:`).
-fn kept_unread<K: kube::Resource<DynamicType = ()>>(
-    object: &K,
-    at: &str,
-    extra: &std::collections::BTreeMap<String, Value>,
-    warnings: &mut Vec<InputWarning>,
-) {
-    let name = match object.meta().namespace.as_deref() {
-        Some(ns) => format!(
-            "{} {ns}/{}",
-            K::kind(&()),
-            object.meta().name.as_deref().unwrap_or("<unnamed>")
-        ),
-        None => format!(
-            "{} {}",
-            K::kind(&()),
-            object.meta().name.as_deref().unwrap_or("<unnamed>")
-        ),
-    };
-    warnings.extend(extra.keys().map(|key| InputWarning {
-        object: name.clone(),
-        path: format!("{at}.{key}"),
-        problem: Problem::Unknown,
-    }));
-}
-
-fn truncate(s: &str) -> String {
-    s.chars().take(120).collect()
-}
+mod objects;
+use objects::{kept_unread, meta_of, misspelt_kind, noted, truncate};
 
 #[cfg(test)]
 #[path = "../tests/unit/dump.rs"]

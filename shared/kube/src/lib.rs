@@ -33,6 +33,6 @@ pub fn snapshot_from_yaml(
     text: &str,
     source: &str,
 ) -> Result<fleetwright_core::Snapshot, KubeError> {
-    let dump = dump::parse(text, source)?;
+    let dump = dump::parse_strict(text, source)?;
     convert::snapshot_from_dump(&dump)
 }

@@ -31,17 +31,29 @@ pub(crate) fn node_selector_term(
     field: &str,
 ) -> Result<Requirements, KubeError> {
     let mut reqs = Requirements::new();
-    for (i, e) in term.match_expressions.iter().flatten().enumerate() {
-        let f = format!("{field}.matchExpressions[{i}]");
-        reqs.add(requirement(
-            &e.key,
-            &e.operator,
-            e.values.as_deref().unwrap_or_default(),
-            obj,
-            &f,
-        )?);
-    }
+    let expressions = term.match_expressions.iter().flatten();
+    add_expressions(
+        &mut reqs,
+        expressions.map(|e| (&e.key, &e.operator, &e.values)),
+        obj,
+        field,
+    )?;
     Ok(reqs)
+}
+
+/// Adds `matchExpressions` (key, operator, values) to `reqs`, each named with its index.
+fn add_expressions<'a>(
+    reqs: &mut Requirements,
+    expressions: impl Iterator<Item = (&'a String, &'a String, &'a Option<Vec<String>>)>,
+    obj: &str,
+    field: &str,
+) -> Result<(), KubeError> {
+    for (i, (key, op, values)) in expressions.enumerate() {
+        let f = format!("{field}.matchExpressions[{i}]");
+        let values = values.as_deref().unwrap_or_default();
+        reqs.add(requirement(key, op, values, obj, &f)?);
+    }
+    Ok(())
 }
 
 /// A label selector as requirements (`matchLabels` as `In`, `matchExpressions` as written).
@@ -54,16 +66,13 @@ pub fn label_selector(
     for (k, v) in sel.match_labels.iter().flatten() {
         reqs.add(Requirement::single(k, v));
     }
-    for (i, e) in sel.match_expressions.iter().flatten().enumerate() {
-        let f = format!("{field}.matchExpressions[{i}]");
-        reqs.add(requirement(
-            &e.key,
-            &e.operator,
-            e.values.as_deref().unwrap_or_default(),
-            obj,
-            &f,
-        )?);
-    }
+    let expressions = sel.match_expressions.iter().flatten();
+    add_expressions(
+        &mut reqs,
+        expressions.map(|e| (&e.key, &e.operator, &e.values)),
+        obj,
+        field,
+    )?;
     Ok(reqs)
 }
 

@@ -141,7 +141,7 @@ impl SnapshotReader {
             self.storage(),
         );
         let (pvcs, pvs) = volumes?;
-        let zones = crate::convert::claims(&pvcs, &pvs, &storage_classes, true);
+        let zones = crate::convert::claims(&pvcs, &pvs, &storage_classes, false);
         let (
             (pods, converted, mut rejected, convert_time),
             nodes,

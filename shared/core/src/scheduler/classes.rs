@@ -265,6 +265,17 @@ impl<'a> Ctx<'a> {
         let mut names: BTreeSet<&str> = BTreeSet::new();
         let starting = uninitialized_nodes(snap, self.now);
         let overdue = overdue_nodes(snap, self.now);
+        let starting_claims: HashMap<&str, &NodeClaim> = snap
+            .nodeclaims
+            .iter()
+            .filter(|c| !c.initialized)
+            .flat_map(|c| {
+                [c.node_name.as_deref(), c.provider_id.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .map(move |k| (k, c))
+            })
+            .collect();
         let leaving = super::moving::leaving_nodes(snap);
         for node in &snap.nodes {
             names.insert(&node.name);
@@ -303,7 +314,7 @@ impl<'a> Ctx<'a> {
                     .cloned()
                     .collect(),
                 used: Resources::default(),
-                max_usable: node.allocatable.clone(),
+                max_usable: self.node_allocatable(node, &starting_claims),
                 options: Vec::new(),
                 ports: Vec::new(),
                 volumes: Vec::new(),
@@ -348,30 +359,6 @@ impl<'a> Ctx<'a> {
                 limit: None,
             });
         }
-    }
-
-    /// An in-flight claim's allocatable: its status, or the smallest type it may still launch as.
-    pub(crate) fn claim_allocatable(&self, claim: &NodeClaim) -> Option<Resources> {
-        if let Some(a) = &claim.allocatable {
-            return Some(a.clone());
-        }
-        let pool = self.pools.iter().find(|p| p.pool.name == claim.nodepool)?;
-        let allowed = claim.requirements.get(INSTANCE_TYPE);
-        let candidates = pool
-            .types
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| allowed.is_none_or(|r| r.has(&t.name)));
-        let mut smallest: Option<Resources> = None;
-        for (i, _) in candidates {
-            let u = &pool.usable[i];
-            smallest = Some(match smallest {
-                None => u.clone(),
-                Some(s) if (u.cpu, u.memory) < (s.cpu, s.memory) => u.clone(),
-                Some(s) => s,
-            });
-        }
-        smallest
     }
 
     pub(crate) fn build_classes(&mut self) {

@@ -5,6 +5,7 @@
 //! zones. First-fit-decreasing, capped by the LP optimum's node size, then improved by trying
 //! other caps; the plan carries its cost and the LP lower bound.
 
+mod allocatable;
 mod classes;
 mod fixed;
 pub mod moving;

@@ -61,7 +61,7 @@ pub fn snapshot_from_dump(dump: &ClusterDump) -> Result<core::Snapshot, KubeErro
             })
         }
         None => {
-            let zones = claims(&dump.pvcs, &dump.pvs, &dump.storage_classes, false);
+            let zones = claims(&dump.pvcs, &dump.pvs, &dump.storage_classes, true);
             dump.pods
                 .iter()
                 .map(|p| pod(p, &zones))
@@ -88,7 +88,7 @@ pub fn take_snapshot_isolating(dump: &mut ClusterDump) -> (core::Snapshot, Vec<R
     let pods = match dump.converted_pods.take() {
         Some(pods) => pods,
         None => {
-            let zones = claims(&dump.pvcs, &dump.pvs, &dump.storage_classes, false);
+            let zones = claims(&dump.pvcs, &dump.pvs, &dump.storage_classes, true);
             let mut out = Vec::new();
             for p in &dump.pods {
                 match pod(p, &zones) {

@@ -349,8 +349,8 @@ pub fn pod(p: &Pod, claims: &super::Claims) -> Result<core::Pod, KubeError> {
         .annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(crate::workloads::STAND_IN));
-    if out.node_name.is_none() && !out.deleting && !stand_in {
-        claims.check(p, spec, &obj)?;
+    if out.node_name.is_none() && !out.deleting {
+        claims.check(p, spec, &obj, stand_in)?;
     }
     Ok(out)
 }

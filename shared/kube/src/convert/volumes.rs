@@ -76,8 +76,15 @@ impl Claims {
 
 impl Claims {
     /// For a pod not yet bound: the first of its claims kube-scheduler would never bind, named
-    /// with its field.
-    pub fn check(&self, pod: &Pod, spec: &PodSpec, object: &str) -> Result<(), KubeError> {
+    /// with its field. A pod a dump's workload stands in for may mount claims not made yet (a
+    /// generic ephemeral volume's); only the faults of those that exist count for it.
+    pub fn check(
+        &self,
+        pod: &Pod,
+        spec: &PodSpec,
+        object: &str,
+        stand_in: bool,
+    ) -> Result<(), KubeError> {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
         for (i, v) in spec.volumes.iter().flatten().enumerate() {
             let Some(claim) = claim_name(pod, v) else {
@@ -90,7 +97,7 @@ impl Claims {
             let key = (namespace.to_string(), claim);
             let reason = match (&self.known, self.invalid.get(&key)) {
                 (_, Some(why)) => why.clone(),
-                (Some(known), None) if !known.contains(&key) => format!(
+                (Some(known), None) if !stand_in && !known.contains(&key) => format!(
                     "persistentvolumeclaim {}/{} not found: kube-scheduler waits for it",
                     key.0, key.1
                 ),

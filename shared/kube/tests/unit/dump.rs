@@ -15,17 +15,23 @@ fn reads_a_list_and_a_stream() {
         Some("UEVNCg==")
     );
     let without = "kind: ConfigMap\nmetadata: {name: kube-root-ca.crt}\ndata: {}\n";
-    let err = parse(without, "t").unwrap_err().to_string();
+    let rejected = parse(without, "t").unwrap().rejected;
+    let err = &rejected[0].error;
     assert!(
         err.contains("kube-root-ca.crt") && err.contains("data.ca.crt"),
         "{err}"
     );
 }
 
+/// An object that does not read is named with its field and left out; the others still read.
 #[test]
 fn bad_field_is_named() {
-    let bad = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  weight: heavy\n";
-    let err = parse(bad, "t").unwrap_err().to_string();
-    assert!(err.contains("NodePool default"), "{err}");
-    assert!(err.contains("spec.weight"), "{err}");
+    let bad = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  weight: heavy\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus: {conditions: [{type: Ready, status: \"True\", lastTransitionTime: \"2026-08-22 09:20:00\"}]}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: good}\n";
+    let dump = parse(bad, "t").unwrap();
+    let errors: Vec<&str> = dump.rejected.iter().map(|r| r.error.as_str()).collect();
+    assert!(errors[0].contains("NodePool default"), "{errors:?}");
+    assert!(errors[0].contains("spec.weight"), "{errors:?}");
+    assert_eq!(dump.rejected[1].object(), "Node n", "{errors:?}");
+    assert!(errors[1].contains("lastTransitionTime"), "{errors:?}");
+    assert_eq!(dump.nodes.len(), 1);
 }

@@ -351,7 +351,30 @@ fn node_initialized(node: &Node, claim: &NodeClaim, just_registered: bool) -> bo
                 .iter()
                 .any(|s| s.key == t.key && s.effect == t.effect)
     });
-    ready && !blocked
+    ready && !blocked && requested_registered(node, claim)
+}
+
+/// Whether the node advertises every resource its NodeClaim was launched for: a GPU is there
+/// only once its device plugin has registered it (the kubelet reports it as zero until then),
+/// so the NodeClaim is not initialized before, as Karpenter's `RequestedResourcesRegistered`.
+fn requested_registered(node: &Node, claim: &NodeClaim) -> bool {
+    let allocatable = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
+    let requests = claim.spec.resources.as_ref().map(|r| &r.requests);
+    requests.into_iter().flatten().all(|(name, quantity)| {
+        let wanted = quantity
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| quantity.to_string());
+        !nonzero(&wanted)
+            || allocatable
+                .and_then(|a| a.get(name))
+                .is_some_and(|q| nonzero(&q.0))
+    })
+}
+
+/// Whether a quantity is more than zero (an unreadable one counts as zero).
+fn nonzero(quantity: &str) -> bool {
+    fleetwright_core::quantity::parse_scaled(quantity, 1000).is_ok_and(|v| v > 0)
 }
 
 #[cfg(test)]

@@ -260,10 +260,15 @@ pub fn node_object(
             .unwrap_or_default(),
     );
     taints.push(json!({"key": TAINT_UNREGISTERED, "effect": "NoExecute"}));
+    // Extended resources (GPUs, pod ENIs) as their device plugins report them once running.
     let allocatable = types.get(&i.instance_type).map_or(json!({}), |t| {
         let a = &t.allocatable;
-        json!({"cpu": format!("{}m", a.cpu), "memory": a.memory.to_string(),
-               "pods": a.pods.to_string(), "ephemeral-storage": a.ephemeral.to_string()})
+        let mut out = json!({"cpu": format!("{}m", a.cpu), "memory": a.memory.to_string(),
+               "pods": a.pods.to_string(), "ephemeral-storage": a.ephemeral.to_string()});
+        for (name, amount) in &a.extended {
+            out[name.as_str()] = json!(amount.to_string());
+        }
+        out
     });
     json!({"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "uid": format!("uid-{name}"), "labels": labels,

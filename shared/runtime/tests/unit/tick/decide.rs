@@ -172,3 +172,27 @@ fn restamping_keeps_a_drifted_nodeclaims_old_hash_under_the_new_version() {
     assert!(!stamped(&unknown, "bare").contains_key(NODECLASS_HASH));
     assert_eq!(stamped(&unknown, "bare")[NODEPOOL_HASH], pool_hash);
 }
+
+/// A NodeClaim launched for a GPU is not initialized until its node advertises the GPU (the
+/// device plugin registers it after the node is Ready), as Karpenter waits for every requested
+/// resource.
+#[test]
+fn a_nodeclaim_waits_for_the_resources_it_was_launched_for() {
+    let claim: NodeClaim = serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "gpu-1"},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [], "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}},
+    }))
+    .unwrap();
+    let node = |gpus: &str| -> Node {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "3920m", "nvidia.com/gpu": gpus},
+                "conditions": [{"type": "Ready", "status": "True"}]},
+        }))
+        .unwrap()
+    };
+    assert!(!node_initialized(&node("0"), &claim, false));
+    assert!(node_initialized(&node("1"), &claim, false));
+}
