@@ -78,6 +78,9 @@ pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost"
 /// command is recorded here before the node is tainted, so a NodeClaim carrying it is being
 /// disrupted already, tainted or not.
 pub const DISRUPTION_COMMAND: &str = "fleetwright.io/disruption";
+/// On a NodeClaim: when its drain's grace is over (RFC 3339), as Karpenter writes it; the pods
+/// still on its node are deleted from then on.
+pub const TERMINATION_TIMESTAMP: &str = "karpenter.sh/nodeclaim-termination-timestamp";
 pub const TAINT_DISRUPTED: &str = "karpenter.sh/disrupted";
 pub const TAINT_UNREGISTERED: &str = "karpenter.sh/unregistered";
 /// The node lifecycle controller's taint on a node whose `Ready` condition is False.

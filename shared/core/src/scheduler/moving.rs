@@ -91,30 +91,51 @@ fn commanded(claim: &NodeClaim, claims: &BTreeSet<&str>) -> bool {
 /// not being deleted (a StatefulSet's pod excepted, whose successor waits for it), not a
 /// DaemonSet's or a static pod, not protected by `karpenter.sh/do-not-disrupt`, and not held
 /// by a PodDisruptionBudget that allows no eviction ever, nor covered by two (the Eviction API
-/// refuses those): capacity for a pod that may never leave would only be waste.
+/// refuses those): capacity for a pod that may never leave would only be waste. On a node whose
+/// drain has a deadline (a repair's termination timestamp), every pod leaves by then, held or
+/// not, so those pods get their capacity too, as Karpenter's repair pre-spins for them.
 pub fn moving_pods(snapshot: &Snapshot, now: i64) -> Vec<usize> {
     let draining = draining_nodes(snapshot);
     if draining.is_empty() {
         return Vec::new();
     }
+    let bounded = claims_of(snapshot, |_| false)
+        .into_iter()
+        .filter(|k| deadline_of(snapshot, k))
+        .collect::<BTreeSet<&str>>();
     snapshot
         .pods
         .iter()
         .enumerate()
         .filter(|(_, p)| p.node_name.as_deref().is_some_and(|n| draining.contains(n)))
-        .filter(|(_, p)| reschedulable(p, now) && !blocked(snapshot, p))
+        .filter(|(_, p)| {
+            let leaves = reschedulable(p, now) && !blocked(snapshot, p);
+            leaves || (bounded.contains(p.node_name.as_deref().unwrap_or_default()) && forced(p))
+        })
         .map(|(i, _)| i)
         .collect()
 }
 
-fn reschedulable(pod: &Pod, now: i64) -> bool {
+/// Whether the deleting NodeClaim of node `key` (its name or provider id) has a deadline.
+fn deadline_of(snapshot: &Snapshot, key: &str) -> bool {
+    snapshot.nodeclaims.iter().any(|c| {
+        c.deleting
+            && c.annotations
+                .contains_key(crate::labels::TERMINATION_TIMESTAMP)
+            && [c.node_name.as_deref(), c.provider_id.as_deref()].contains(&Some(key))
+    })
+}
+
+/// Whether a pod the drain's deadline deletes needs a place: as [`reschedulable`], whatever
+/// protects it from eviction.
+fn forced(pod: &Pod) -> bool {
     let owner = pod.owner_kind.as_deref();
     let active = !pod.deleting || owner == Some("StatefulSet");
-    !pod.terminal
-        && active
-        && owner != Some("DaemonSet")
-        && owner != Some("Node")
-        && !pod.do_not_disrupt.holds(now)
+    !pod.terminal && active && owner != Some("DaemonSet") && owner != Some("Node")
+}
+
+fn reschedulable(pod: &Pod, now: i64) -> bool {
+    forced(pod) && !pod.do_not_disrupt.holds(now)
 }
 
 fn blocked(snapshot: &Snapshot, pod: &Pod) -> bool {

@@ -17,9 +17,7 @@ use std::collections::BTreeMap;
 
 /// On a candidate's NodeClaim: `<reason>/<command>[/<replacement NodeClaim>[,<another>...]]`.
 pub const DISRUPTION_ANNOTATION: &str = fleetwright_core::labels::DISRUPTION_COMMAND;
-/// On a NodeClaim: when its drain's grace is over (RFC 3339), as Karpenter writes it. The
-/// deletion deletes the pods left on the node from then on.
-pub const TERMINATION_TIMESTAMP: &str = "karpenter.sh/nodeclaim-termination-timestamp";
+pub use fleetwright_core::labels::TERMINATION_TIMESTAMP;
 /// The state ConfigMap key of a decision waiting for confirmation.
 pub const PENDING_KEY: &str = "pendingDisruption";
 /// On a candidate's NodeClaim: when its drain started (RFC 3339). Its `terminationGracePeriod`

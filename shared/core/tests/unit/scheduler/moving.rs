@@ -190,3 +190,30 @@ fn no_draining_node_borrows_the_snapshot() {
     snapshot.nodeclaims.clear();
     assert!(matches!(unbound(&snapshot, 0), Cow::Borrowed(_)));
 }
+
+/// On a node whose drain has a deadline (a repair's termination timestamp), every pod leaves
+/// by then, so a pod a PDB or `do-not-disrupt` holds gets its capacity too.
+#[test]
+fn a_drain_with_a_deadline_plans_for_the_pods_held_from_eviction_too() {
+    let mut snapshot = cluster();
+    let mut selector = Requirements::new();
+    selector.add(Requirement::single("app", "shop"));
+    snapshot.pdbs.push(Pdb {
+        namespace: "shop".into(),
+        name: "never".into(),
+        selector,
+        disruptions_allowed: 0,
+        fully_blocking: true,
+    });
+    assert!(names(&snapshot, 0).is_empty());
+    let repaired = snapshot
+        .nodeclaims
+        .iter_mut()
+        .find(|c| c.name == "c-claim-deleting")
+        .unwrap();
+    repaired.annotations.insert(
+        crate::labels::TERMINATION_TIMESTAMP.into(),
+        "2026-11-25T12:10:00Z".into(),
+    );
+    assert_eq!(names(&snapshot, 0), ["on-claim-deleting"]);
+}
