@@ -60,13 +60,18 @@ pub struct PlanArgs {
     pub min_values_policy: MinValuesArg,
     /// With `--actions`: repair nodes unhealthy past their toleration, as the tick does with
     /// `FLEETWRIGHT_NODE_REPAIR` (Karpenter's `NodeRepair` feature gate).
-    #[arg(long)]
+    #[arg(long, requires = "actions")]
     pub node_repair: bool,
     /// With `--node-repair`: repair as Karpenter did before v1.15 (its `--legacy-node-repair`;
     /// the tick's `FLEETWRIGHT_LEGACY_NODE_REPAIR`): no budgets, and a node that is not Ready
     /// repaired forcefully.
     #[arg(long, requires = "node_repair")]
     pub legacy_node_repair: bool,
+    /// With `--node-repair`: reboot a node whose only due fault is one a reboot clears (the GPU
+    /// XID codes the AWS provider names) instead of replacing it, as the tick does with
+    /// `FLEETWRIGHT_REBOOT_FOR_REPAIR` (Karpenter's `RebootForRepair` feature gate).
+    #[arg(long, requires = "node_repair")]
+    pub reboot_for_repair: bool,
     /// Evaluate the CEL expressions of EC2NodeClasses' kubelet settings (`maxPods`,
     /// `kubeReserved`, `systemReserved`) per instance type, as the tick does with
     /// `FLEETWRIGHT_NODE_CLASS_CEL` (Karpenter's `NodeClassCEL` feature gate, off by default:
@@ -139,6 +144,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         let repair = fleetwright_runtime::tick::repair::NodeRepair::of(
             args.node_repair,
             args.legacy_node_repair,
+            args.reboot_for_repair,
         );
         return print_actions(&dump, &mut snapshot, &catalog, instant, repair, args.output);
     }

@@ -545,6 +545,53 @@ fn plan_actions_repair_unhealthy_nodes_only_when_enabled() {
         .iter()
         .any(|a| a["nodeclaim"] == "gone-1" && a["reason"] == "unhealthy"));
 
+    // A GPU fault a reboot clears: with `--reboot-for-repair` the node is rebooted, its drain
+    // bounded at 5 minutes; without it, replaced.
+    let text = std::fs::read_to_string(&cluster).unwrap();
+    let xid = text.replacen(
+        r#"conditions: [{type: Ready, status: "Unknown", lastTransitionTime: "2026-11-25T11:20:00Z"}]"#,
+        r#"conditions: [{type: Ready, status: "True"}, {type: AcceleratedHardwareReady, status: "False", reason: NvidiaXID48Error, lastTransitionTime: "2026-11-25T11:45:00Z"}]"#,
+        1,
+    );
+    assert_ne!(xid, text);
+    let xid = write_temp("node-repair-xid.yaml", &xid);
+    let gpu = |extra: &[&str]| -> Vec<Value> {
+        let mut args = vec![
+            "plan",
+            "--actions",
+            "--cluster",
+            &xid,
+            "--now",
+            "2026-11-25T12:00:00Z",
+            "--node-repair",
+        ];
+        args.extend_from_slice(extra);
+        json(&fleetwright(&args))["actions"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let rebooted = gpu(&["--reboot-for-repair"]);
+    let reboot = of(&rebooted, "reboot");
+    assert_eq!(reboot.len(), 1, "{rebooted:#?}");
+    assert_eq!(
+        (
+            &reboot[0]["nodeclaim"],
+            &reboot[0]["step"],
+            &reboot[0]["graceSeconds"]
+        ),
+        (&"web-1".into(), &"commit".into(), &300.into())
+    );
+    assert!(of(&rebooted, "repair").is_empty(), "{rebooted:#?}");
+    let replaced = gpu(&[]);
+    assert!(
+        of(&replaced, "repair")
+            .iter()
+            .any(|a| a["nodeclaim"] == "web-1"),
+        "{replaced:#?}"
+    );
+    assert!(of(&replaced, "reboot").is_empty());
+
     let off = actions(&[]);
     assert!(of(&off, "repair").is_empty() && of(&off, "repairBlocked").is_empty());
     assert_eq!(

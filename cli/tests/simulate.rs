@@ -435,6 +435,60 @@ fn unhealthy_nodes_are_repaired_after_their_toleration_unless_their_pool_is_fail
     }
 }
 
+/// Reboot for repair (Karpenter's `RebootForRepair`): a GPU fault a reboot clears reboots its
+/// node in place after the 10-minute toleration, with nothing launched or terminated; one that
+/// outlives its reboots is rebooted twice, each toleration counted from the last reboot's end,
+/// and replaced the third time. Without the setting both nodes are replaced.
+#[test]
+fn a_fault_a_reboot_clears_is_rebooted_in_place_and_one_that_outlives_two_reboots_replaced() {
+    let path = repo("examples/simulate/reboot-repair.yaml");
+    let r = report(&["--scenario", &path]);
+    let failed_at = |prefix: &str| step(&r, prefix)["at"].as_i64().unwrap();
+    let web = failed_at("fail a node of nodepool web");
+    let gpu = failed_at("fail a node of nodepool gpu");
+    let reboots = disruptions_at(&r, "unhealthy/reboot:");
+    let replaced = disruptions_at(&r, "unhealthy/delete:");
+    assert_eq!(reboots.len(), 3, "{:#}", r["disruptionEvents"]);
+    assert!((web + 600..web + 660).contains(&reboots[0]), "{reboots:?}");
+    assert!((gpu + 600..gpu + 660).contains(&reboots[1]), "{reboots:?}");
+    // The second waits its toleration out from the end of the first (about two minutes on).
+    assert!(
+        (reboots[1] + 600 + 60..reboots[1] + 600 + 240).contains(&reboots[2]),
+        "{reboots:?}"
+    );
+    assert_eq!(replaced.len(), 1, "{replaced:?}");
+    assert!(replaced[0] >= reboots[2] + 600, "{replaced:?} {reboots:?}");
+    let launched = |pool: &str| {
+        r["launches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["nodepool"] == pool)
+            .count()
+    };
+    assert_eq!(
+        (launched("web"), launched("gpu")),
+        (3, 5),
+        "{:#}",
+        r["launches"]
+    );
+    assert_eq!(r["instancesTerminated"], 1, "{r:#}");
+    let last = r["samples"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        (last["pendingPods"].as_i64(), last["runningPods"].as_i64()),
+        (Some(0), Some(12)),
+        "{last}"
+    );
+
+    let text = std::fs::read_to_string(&path).unwrap();
+    let off = text.replace("  FLEETWRIGHT_REBOOT_FOR_REPAIR: \"true\"\n", "");
+    assert_ne!(off, text);
+    let r = report(&["--scenario", &write_temp("reboot-repair-off.yaml", &off)]);
+    assert!(disruptions_at(&r, "unhealthy/reboot:").is_empty());
+    assert_eq!(disruptions_at(&r, "unhealthy/delete:").len(), 2, "{r:#}");
+    assert_eq!(r["instancesTerminated"], 2, "{r:#}");
+}
+
 /// Reserved capacity: the first nodes launch into the EC2NodeClass's two reservations (no more
 /// than they hold), the rest on demand; the capacity block's node is deleted 40 minutes before
 /// the block ends and its pods run again on capacity outside it; the lower bound stays under the

@@ -331,12 +331,12 @@ impl Simulation {
             Action::Fail(f) => {
                 let rng = &mut self.rng;
                 let pick = |n| rng.below(n);
-                if self
-                    .cluster
-                    .fail_node(&f.nodepool, f.failure(), now, pick)
-                    .is_none()
-                {
-                    warn!(target: "simulate::scenario", nodepool = %f.nodepool, "no node of the nodepool to fail");
+                match self.cluster.fail_node(&f.nodepool, f.failure(), now, pick) {
+                    Some(node) if f.persists => self.cluster.persist_failure(&node),
+                    Some(_) => {}
+                    None => {
+                        warn!(target: "simulate::scenario", nodepool = %f.nodepool, "no node of the nodepool to fail")
+                    }
                 }
             }
         }
@@ -472,6 +472,7 @@ impl World for Simulation {
                 self.admit(&node, now).await;
             }
         }
+        self.cluster.reboots(&self.cloud.reboots(), now);
         for pod in self.cluster.controllers(now) {
             self.admit(&pod, now).await;
         }

@@ -78,9 +78,10 @@ pub struct Reservation {
 }
 
 /// The settings a scenario may set.
-pub const SETTINGS: [&str; 6] = [
+pub const SETTINGS: [&str; 7] = [
     "FLEETWRIGHT_NODE_REPAIR",
     "FLEETWRIGHT_LEGACY_NODE_REPAIR",
+    "FLEETWRIGHT_REBOOT_FOR_REPAIR",
     "FLEETWRIGHT_MIN_VALUES_POLICY",
     "FLEETWRIGHT_REBALANCE",
     "FLEETWRIGHT_NODE_CLASS_CEL",
@@ -121,6 +122,9 @@ pub struct Fail {
     pub status: String,
     #[serde(default = "simulated")]
     pub reason: String,
+    /// The fault outlives the node's reboots (a reboot for repair clears one that does not).
+    #[serde(default)]
+    pub persists: bool,
 }
 
 impl Fail {

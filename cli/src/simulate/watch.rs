@@ -51,11 +51,14 @@ impl Watch {
             .repaired
             .iter()
             .map(|c| format!("unhealthy/delete:{c}"));
+        // A node may reboot more than once: each commitment is its own event.
+        let reboots = (summary.rebooted.iter()).map(|c| format!("unhealthy/reboot:{c}@{t}"));
         let reservations = (summary.reservation_expired.iter())
             .map(|c| format!("reservation-expiring/delete:{c}"));
         let expired = (summary.expired.iter()).map(|c| format!("expired/delete:{c}"));
         let commands = (summary.disruptions_started.iter().cloned())
             .chain(repairs)
+            .chain(reboots)
             .chain(reservations)
             .chain(expired);
         self.note_disruptions(commands.collect::<Vec<_>>(), t);

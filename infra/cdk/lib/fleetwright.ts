@@ -79,6 +79,12 @@ export interface FleetwrightProps {
    */
   readonly legacyNodeRepair?: boolean;
   /**
+   * With `nodeRepair`: reboot a node whose only fault is one a reboot clears (the GPU XID codes
+   * the AWS provider names) instead of replacing it, at most twice in 24 hours, as Karpenter's
+   * `RebootForRepair` feature gate. Default false.
+   */
+  readonly rebootForRepair?: boolean;
+  /**
    * The cluster CA bundle Karpenter's EC2NodeClass drift hash takes, only when Karpenter was given
    * one (its `settings.clusterCABundle`). Default: none, and the tick reads `kube-root-ca.crt`.
    */
@@ -217,6 +223,7 @@ export class Fleetwright extends Construct {
       FLEETWRIGHT_DRY_RUN: props.dryRun ? 'true' : 'false',
       FLEETWRIGHT_NODE_REPAIR: props.nodeRepair ? 'true' : 'false',
       FLEETWRIGHT_LEGACY_NODE_REPAIR: props.legacyNodeRepair ? 'true' : 'false',
+      FLEETWRIGHT_REBOOT_FOR_REPAIR: props.rebootForRepair ? 'true' : 'false',
       FLEETWRIGHT_CLUSTER_CA_BUNDLE: props.clusterCaBundle ?? '',
       FLEETWRIGHT_NODE_CLASS_CEL: props.nodeClassCel ? 'true' : 'false',
       FLEETWRIGHT_SCHEDULER_CONFIG: props.schedulerConfig ?? '',

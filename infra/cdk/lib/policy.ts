@@ -79,7 +79,7 @@ export function controllerStatements(): iam.PolicyStatement[] {
     new iam.PolicyStatement({
       sid: 'AllowScopedDeletion',
       resources: [regional('instance/*'), regional('launch-template/*')],
-      actions: ['ec2:TerminateInstances', 'ec2:DeleteLaunchTemplate'],
+      actions: ['ec2:TerminateInstances', 'ec2:RebootInstances', 'ec2:DeleteLaunchTemplate'],
       conditions: {
         StringEquals: owned,
         StringLike: { 'aws:ResourceTag/karpenter.sh/nodepool': '*' },

@@ -185,3 +185,40 @@ pub async fn terminate(
     info!(instance_id, nodeclaim = ?instance.nodeclaim(), "terminated instance");
     Ok(Termination::Terminating)
 }
+
+/// Reboots one instance after checking, in code, that this cluster launched it (a repair's
+/// reboot). `Ok(false)`: it is gone or going.
+#[instrument(skip(ec2))]
+pub async fn reboot(
+    ec2: &aws_sdk_ec2::Client,
+    cluster: &str,
+    instance_id: &str,
+) -> Result<bool, AwsError> {
+    let found = describe(ec2, Vec::new(), Some(vec![instance_id.to_string()])).await;
+    let instance = match found {
+        Ok(list) => list.into_iter().next(),
+        Err(AwsError::Api { code, .. }) if code == "InvalidInstanceID.NotFound" => None,
+        Err(e) => return Err(e),
+    };
+    let Some(instance) = instance else {
+        return Ok(false);
+    };
+    if let Some(reason) = ownership_problem(&instance.tags, cluster) {
+        warn!(instance_id, %reason, "refusing to reboot an instance this cluster does not own");
+        return Err(AwsError::Refused {
+            action: "reboot",
+            instance_id: instance_id.to_string(),
+            reason,
+        });
+    }
+    if !LIVE_STATES.contains(&instance.state.as_str()) {
+        return Ok(false);
+    }
+    ec2.reboot_instances()
+        .instance_ids(instance_id)
+        .send()
+        .await
+        .map_err(|e| crate::error::api("RebootInstances", e))?;
+    info!(instance_id, nodeclaim = ?instance.nodeclaim(), "rebooted instance");
+    Ok(true)
+}

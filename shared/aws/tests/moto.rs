@@ -707,6 +707,52 @@ async fn termination_is_refused_for_instances_this_cluster_did_not_launch() {
     );
 }
 
+/// A repair's reboot goes through RebootInstances only for an instance this cluster launched:
+/// any other is refused in code (and left running); one that is gone answers false.
+#[tokio::test]
+async fn a_reboot_is_refused_for_instances_this_cluster_did_not_launch() {
+    let (cloud, fx) = cloud_for("reboots").await;
+    let other = run_untracked(
+        &cloud,
+        &[
+            ("kubernetes.io/cluster/someone-else", "owned"),
+            ("karpenter.sh/nodepool", "default"),
+        ],
+    )
+    .await;
+    for id in [run_untracked(&cloud, &[]).await, other] {
+        let err = cloud.reboot(&id).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                AwsError::Refused {
+                    action: "reboot",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains(id.as_str()), "{err}");
+    }
+    let ours = cloud
+        .launch(
+            &request("default-reboot", &["m5.large"], &[]),
+            &fx.nodeclass("default"),
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    assert!(cloud.reboot(&ours.instance_id).await.unwrap());
+    let state = describe(&cloud, &ours.instance_id).await;
+    assert_eq!(state.state().unwrap().name().unwrap().as_str(), "running");
+    cloud.terminate(&ours.instance_id).await.unwrap();
+    assert!(
+        !cloud.reboot(&ours.instance_id).await.unwrap(),
+        "terminated"
+    );
+    assert!(!cloud.reboot("i-0000000000000dead").await.unwrap());
+}
+
 #[tokio::test]
 async fn orphans_are_owned_instances_without_a_nodeclaim_past_the_grace_period() {
     let (cloud, fx) = cloud_for("orphans").await;

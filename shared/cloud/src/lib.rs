@@ -57,6 +57,18 @@ pub trait Cloud: Send + Sync {
         instance_id: &str,
     ) -> impl Future<Output = Result<Termination, CloudError>> + Send;
 
+    /// Reboots an instance this cluster launched (a repair's reboot); refuses any other.
+    /// `Ok(false)`: the instance is gone or going. A cloud that cannot reboot refuses, and the
+    /// repair replaces the node instead.
+    fn reboot(&self, instance_id: &str) -> impl Future<Output = Result<bool, CloudError>> + Send {
+        let refused = CloudError::Refused {
+            action: "reboot",
+            instance_id: instance_id.to_string(),
+            reason: "this cloud cannot reboot instances".into(),
+        };
+        async { Err(refused) }
+    }
+
     /// Every live instance this cluster launched.
     fn instances(&self) -> impl Future<Output = Result<Vec<Instance>, CloudError>> + Send;
 
@@ -125,6 +137,10 @@ impl<T: Cloud> Cloud for Arc<T> {
         instance_id: &str,
     ) -> impl Future<Output = Result<Termination, CloudError>> + Send {
         (**self).terminate(instance_id)
+    }
+
+    fn reboot(&self, instance_id: &str) -> impl Future<Output = Result<bool, CloudError>> + Send {
+        (**self).reboot(instance_id)
     }
 
     fn instances(&self) -> impl Future<Output = Result<Vec<Instance>, CloudError>> + Send {

@@ -82,6 +82,9 @@ pub const DISRUPTION_COMMAND: &str = "fleetwright.io/disruption";
 /// still on its node are deleted from then on.
 pub const TERMINATION_TIMESTAMP: &str = "karpenter.sh/nodeclaim-termination-timestamp";
 pub const TAINT_DISRUPTED: &str = "karpenter.sh/disrupted";
+/// The fence on a node being rebooted for repair (Karpenter v1.15): nothing new is scheduled
+/// there until it boots again. Its capacity is taken as returning, not gone.
+pub const TAINT_REBOOTING: &str = "karpenter.sh/rebooting";
 pub const TAINT_UNREGISTERED: &str = "karpenter.sh/unregistered";
 /// The node lifecycle controller's taint on a node whose `Ready` condition is False.
 pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";

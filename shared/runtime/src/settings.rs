@@ -51,7 +51,9 @@ pub struct Settings {
     /// How `minValues` hold when too few types are left (Karpenter's `MIN_VALUES_POLICY`).
     pub min_values_policy: MinValuesPolicy,
     /// Replace nodes unhealthy past their toleration (Karpenter's `NodeRepair` feature gate;
-    /// off unless set), as v1.15 does or, with `FLEETWRIGHT_LEGACY_NODE_REPAIR`, as before it.
+    /// off unless set), as v1.15 does (rebooting the faults a reboot clears with
+    /// `FLEETWRIGHT_REBOOT_FOR_REPAIR`, Karpenter's `RebootForRepair` gate) or, with
+    /// `FLEETWRIGHT_LEGACY_NODE_REPAIR`, as before it.
     pub node_repair: crate::tick::repair::NodeRepair,
     /// Evaluate CEL expressions in EC2NodeClass `kubelet` settings (Karpenter v1.15's
     /// `NodeClassCEL` feature gate; off unless set, as Karpenter's is).
@@ -244,6 +246,10 @@ impl Settings {
                 parse_bool(
                     "FLEETWRIGHT_LEGACY_NODE_REPAIR",
                     get("FLEETWRIGHT_LEGACY_NODE_REPAIR"),
+                )?,
+                parse_bool(
+                    "FLEETWRIGHT_REBOOT_FOR_REPAIR",
+                    get("FLEETWRIGHT_REBOOT_FOR_REPAIR"),
                 )?,
             ),
             node_class_cel: parse_bool(

@@ -97,19 +97,21 @@ fn actions(s: &Json) -> Vec<String> {
 }
 
 #[test]
-fn every_terminate_statement_is_scoped_to_this_clusters_nodepool_instances() {
+fn every_terminate_and_reboot_statement_is_scoped_to_this_clusters_nodepool_instances() {
     let t = template();
-    let terminating: Vec<Json> = statements(&t)
+    for action in ["ec2:TerminateInstances", "ec2:RebootInstances"] {
+        scoped_to_nodepool_instances(&t, action);
+    }
+}
+
+fn scoped_to_nodepool_instances(t: &Value, action: &str) {
+    let terminating: Vec<Json> = statements(t)
         .into_iter()
-        .filter(|s| {
-            actions(s)
-                .iter()
-                .any(|a| a == "ec2:TerminateInstances" || a == "ec2:*")
-        })
+        .filter(|s| actions(s).iter().any(|a| a == action || a == "ec2:*"))
         .collect();
     assert!(
         !terminating.is_empty(),
-        "the controller must be able to terminate"
+        "the controller must be able to {action}"
     );
     for s in terminating {
         assert_eq!(s["Effect"], "Allow");
@@ -494,9 +496,10 @@ fn every_environment_variable_is_a_setting_the_functions_accept() {
                 Json::Object(o) if o.contains_key("Ref") => match o["Ref"].as_str() {
                     Some("ClusterName") => CLUSTER.to_string(),
                     Some("WebhookTokenParameter") => "/fleetwright/webhook-token".to_string(),
-                    Some("DryRun" | "NodeRepair" | "LegacyNodeRepair" | "NodeClassCEL") => {
-                        "false".to_string()
-                    }
+                    Some(
+                        "DryRun" | "NodeRepair" | "LegacyNodeRepair" | "RebootForRepair"
+                        | "NodeClassCEL",
+                    ) => "false".to_string(),
                     Some("FollowUps") => "true".to_string(),
                     Some("TickFollowUpQueue") => {
                         "https://sqs.us-east-1.amazonaws.com/123456789012/q".to_string()

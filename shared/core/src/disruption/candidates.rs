@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::catalog::{reserved_price, Catalog, NodeClassSettings};
 use crate::labels::{
     CAPACITY_ON_DEMAND, CAPACITY_RESERVED, CAPACITY_SPOT, CAPACITY_TYPE, DISRUPTION_COMMAND,
-    DO_NOT_DISRUPT, INSTANCE_TYPE, TAINT_DISRUPTED, ZONE,
+    DO_NOT_DISRUPT, INSTANCE_TYPE, TAINT_DISRUPTED, TAINT_REBOOTING, ZONE,
 };
 use crate::model::{Node, NodeClaim, NodePool, Pod, Protection, Snapshot};
 
@@ -83,9 +83,16 @@ impl Prices {
 }
 
 /// Whether a command already in progress is disrupting the node (it carries the
-/// `karpenter.sh/disrupted` taint). Such a node is no candidate, counts against its budget,
-/// and its pods are treated as moving when another command is checked.
+/// `karpenter.sh/disrupted` taint), or a reboot for repair is (`karpenter.sh/rebooting`). Such
+/// a node is no candidate and counts against its budget, for every reason.
 pub(crate) fn disrupting(node: &Node) -> bool {
+    leaving(node) || node.taints.iter().any(|t| t.key == TAINT_REBOOTING)
+}
+
+/// Whether a command in progress is taking the node away (`karpenter.sh/disrupted`): its pods
+/// are treated as moving when another command is checked. A rebooting node's pods come back to
+/// it, so they are not.
+pub(crate) fn leaving(node: &Node) -> bool {
     node.taints.iter().any(|t| t.key == TAINT_DISRUPTED)
 }
 

@@ -13,7 +13,7 @@ use crate::scheduler::{schedule, ScheduleOptions};
 
 use super::balanced::Scoring;
 use super::budget::{Budgets, Reason};
-use super::candidates::{disrupting, pdb_blocks, Candidate, Prices};
+use super::candidates::{leaving, pdb_blocks, Candidate, Prices};
 use super::{
     Blocked, Command, Disruption, Replacement, MAX_MULTI_NODE, MIN_SPLIT_SAVINGS, MIN_SPOT_OPTIONS,
 };
@@ -124,7 +124,7 @@ pub(crate) fn simulate_with_room(
             snapshot
                 .nodes
                 .iter()
-                .filter(|n| disrupting(n))
+                .filter(|n| leaving(n))
                 .map(|n| n.name.as_str()),
         )
         .collect();

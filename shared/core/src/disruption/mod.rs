@@ -259,7 +259,7 @@ fn delete_empty(
                 snapshot
                     .nodes
                     .iter()
-                    .any(|node| &node.name == n && candidates::disrupting(node))
+                    .any(|node| &node.name == n && candidates::leaving(node))
             })
     });
     if moving && !empty.is_empty() {

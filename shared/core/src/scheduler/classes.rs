@@ -282,7 +282,11 @@ impl<'a> Ctx<'a> {
             if let Some(provider) = node.provider_id.as_deref() {
                 names.insert(provider);
             }
+            // A node rebooting for repair is capacity that comes back, as Karpenter takes it:
+            // its fence and its reboot's not-ready spell neither stall nor taint it here.
+            let rebooting = node.taints.iter().any(|t| t.key == TAINT_REBOOTING);
             let stalled = !node.ready
+                && !rebooting
                 && (overdue.contains(node.name.as_str())
                     || node
                         .provider_id
@@ -303,8 +307,10 @@ impl<'a> Ctx<'a> {
                 taints: node
                     .taints
                     .iter()
+                    .filter(|t| t.key != TAINT_REBOOTING)
                     .filter(|t| {
-                        let initialized = !starting.contains(node.name.as_str())
+                        let initialized = !rebooting
+                            && !starting.contains(node.name.as_str())
                             && !node
                                 .provider_id
                                 .as_deref()

@@ -83,6 +83,13 @@ pub enum Action {
         /// none leaves it to the NodeClaim's `terminationGracePeriod`.
         terminate_at: Option<DateTime<Utc>>,
     },
+    /// A step of a reboot for repair (see [`super::reboot`]).
+    Reboot {
+        nodeclaim: String,
+        node: String,
+        #[serde(flatten)]
+        step: RebootStep,
+    },
     /// Delete a NodeClaim that outlived its `expireAfter` (forceful: no budget, no replacement
     /// first).
     #[serde(rename_all = "camelCase")]
@@ -307,6 +314,45 @@ pub enum Action {
     },
 }
 
+/// One step of a reboot, on the NodeClaim and node of its [`Action::Reboot`] (see [`super::reboot`]).
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "step", rename_all = "camelCase")]
+pub enum RebootStep {
+    /// Commit the reboot: `Rebooting=True` (`RebootRequested`), its drain's bound and the
+    /// reboot history on the NodeClaim, and the fence on the node.
+    #[serde(rename_all = "camelCase")]
+    Commit {
+        nodepool: String,
+        /// The condition that was unhealthy past its toleration.
+        condition: String,
+        grace_seconds: i64,
+        history: String,
+    },
+    /// Fence the node and evict these pods (PodDisruptionBudgets and `do-not-disrupt` hold).
+    Drain {
+        #[serde(serialize_with = "pod_keys")]
+        pods: Vec<Pod>,
+    },
+    /// Record `boot_id`, ask the cloud to reboot `instance_id` (None: the node has already
+    /// booted again, so only the condition moves on), and mark the NodeClaim `RebootIssued`
+    /// and not initialized.
+    #[serde(rename_all = "camelCase")]
+    Issue {
+        instance_id: Option<String>,
+        boot_id: String,
+    },
+    /// The node is back with a new boot: the fence goes; once `ready`, the reboot succeeded.
+    Observed { ready: bool },
+    /// The reboot failed: `Rebooting=False` (`RebootFailed`, `message`), the fence gone and,
+    /// when `replace`, the NodeClaim deleted (its drain over at `terminate_at`).
+    #[serde(rename_all = "camelCase")]
+    Fail {
+        message: String,
+        replace: bool,
+        terminate_at: Option<DateTime<Utc>>,
+    },
+}
+
 /// A disruption decision waiting for confirmation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -386,6 +432,9 @@ pub fn objects_of(action: &Action) -> Vec<String> {
             nodeclaim, node: n, ..
         }
         | Action::Repair {
+            nodeclaim, node: n, ..
+        }
+        | Action::Reboot {
             nodeclaim, node: n, ..
         }
         | Action::Initialize { nodeclaim, node: n }

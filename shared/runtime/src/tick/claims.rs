@@ -6,7 +6,8 @@ use fleetwright_core::labels::PLACEMENT_GROUP_PARTITION;
 use fleetwright_crds::conditions;
 use fleetwright_crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
-use k8s_openapi::api::core::v1::Node;
+use fleetwright_kube::objects;
+use k8s_openapi::api::core::v1::{Node, Pod};
 
 pub(crate) fn name_of(claim: &NodeClaim) -> String {
     claim.metadata.name.clone().unwrap_or_default()
@@ -74,4 +75,31 @@ pub(crate) fn awaits_partition(claim: &NodeClaim) -> bool {
     labels
         .and_then(|l| l.get(PLACEMENT_GROUP_PARTITION))
         .is_some_and(String::is_empty)
+}
+
+/// The pods on `node` that hold its instance up: not skipped by a drain, not finished, not
+/// stuck terminating.
+pub(crate) fn pods_to_move(dump: &ClusterDump, node: &str, now: DateTime<Utc>) -> Vec<Pod> {
+    dump.pods_on(node)
+        .into_iter()
+        .filter(|p| !objects::skipped_by_drain(p) && !finished(p) && !stuck(p, now))
+        .collect()
+}
+
+/// A pod still terminating a minute after its deletion deadline (the API server sets
+/// `deletionTimestamp` to the request time plus the grace period): its kubelet is gone or
+/// stuck, so waiting longer gives it nothing. Karpenter ignores such pods too.
+pub(crate) fn stuck(pod: &Pod, now: DateTime<Utc>) -> bool {
+    pod.metadata
+        .deletion_timestamp
+        .as_ref()
+        .is_some_and(|t| t.0.as_second() + 60 < now.timestamp())
+}
+
+/// A pod that has run to completion (or failed) holds nothing up.
+pub(crate) fn finished(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
 }

@@ -68,6 +68,9 @@ pub fn initializations(
         .filter(|c| {
             (has_condition(c, conditions::REGISTERED) || just_registered(c))
                 && !has_condition(c, conditions::INITIALIZED)
+                // A reboot's node initializes again only once the reboot has ended: until then
+                // the node as it was before could pass for initialized.
+                && super::reboot::in_progress(c).is_none()
         })
         .filter_map(|c| {
             let node = node_for(dump, c)?;

@@ -28,6 +28,11 @@ fn record(action: &Action, summary: &mut TickSummary) {
         ScaleDown { nodeclaim, .. } => summary.scaled_down.push(nodeclaim.clone()),
         Restamp { nodeclaim, .. } => summary.restamped.push(nodeclaim.clone()),
         Repair { nodeclaim, .. } => summary.repaired.push(nodeclaim.clone()),
+        Reboot {
+            nodeclaim,
+            step: super::reboot::RebootStep::Commit { .. },
+            ..
+        } => summary.rebooted.push(nodeclaim.clone()),
         Expire { nodeclaim, .. } => summary.expired.push(nodeclaim.clone()),
         ReservationExpiring { nodeclaim, .. } => {
             summary.reservation_expired.push(nodeclaim.clone())
@@ -68,6 +73,7 @@ fn record(action: &Action, summary: &mut TickSummary) {
         | ReleaseNode { .. }
         | DeleteNodeClaim { .. }
         | DeleteDrained { .. }
+        | Reboot { .. }
         | DrainDisrupted { .. } => {}
     }
 }

@@ -10,9 +10,10 @@ use fleetwright_crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
 use fleetwright_kube::interruption::instance_id;
 use fleetwright_kube::objects;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 
 use super::action::Action;
+pub(crate) use super::claims::pods_to_move;
 use super::claims::{
     awaits_partition, launched_at, name_of, node_for, node_provider_id, provider_id,
 };
@@ -82,15 +83,6 @@ pub fn deletions(
         });
     }
     out
-}
-
-/// The pods on `node` that hold its instance up: not skipped by a drain, not finished, not
-/// stuck terminating.
-pub(crate) fn pods_to_move(dump: &ClusterDump, node: &str, now: DateTime<Utc>) -> Vec<Pod> {
-    dump.pods_on(node)
-        .into_iter()
-        .filter(|p| !objects::skipped_by_drain(p) && !finished(p) && !stuck(p, now))
-        .collect()
 }
 
 /// When a deleting NodeClaim's node must be gone: its `terminationGracePeriod` after its
@@ -311,24 +303,6 @@ pub fn deleted_nodes(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
             })
         })
         .collect()
-}
-
-/// A pod still terminating a minute after its deletion deadline (the API server sets
-/// `deletionTimestamp` to the request time plus the grace period): its kubelet is gone or
-/// stuck, so waiting longer gives it nothing. Karpenter ignores such pods too.
-pub(crate) fn stuck(pod: &Pod, now: DateTime<Utc>) -> bool {
-    pod.metadata
-        .deletion_timestamp
-        .as_ref()
-        .is_some_and(|t| t.0.as_second() + 60 < now.timestamp())
-}
-
-/// A pod that has run to completion (or failed) holds nothing up.
-pub(crate) fn finished(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
 }
 
 #[cfg(test)]

@@ -44,6 +44,9 @@ pub fn after(action: &Action) -> Option<Duration> {
         // Its node joins within a minute or so, and its pods wait for the tick to register and
         // initialize it; the tick polls until then (see `decide::joining`).
         Action::Launch { .. } => Some(POLL),
+        // A reboot's next step (its drain, its issue, the node back) is looked at as a
+        // command's is.
+        Action::Reboot { .. } => Some(POLL),
         _ => None,
     }
 }

@@ -27,6 +27,7 @@ pub mod isolation;
 pub mod machine;
 pub mod pod_records;
 pub mod provision;
+pub mod reboot;
 pub mod repair;
 pub mod reservations;
 mod say;
@@ -106,6 +107,9 @@ pub struct TickSummary {
     /// NodeClaims deleted by node repair (their node unhealthy past its toleration).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub repaired: Vec<String>,
+    /// NodeClaims whose unhealthy node node repair began to reboot.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rebooted: Vec<String>,
     /// NodeClaims deleted because they outlived their `expireAfter`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub expired: Vec<String>,

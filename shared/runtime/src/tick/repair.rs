@@ -16,6 +16,10 @@
 //! ends first), so its pods are evicted through the Eviction API, PodDisruptionBudgets and
 //! `do-not-disrupt` holding until then, and the pods still there are deleted after.
 //!
+//! [`NodeRepair::Reboot`] (`FLEETWRIGHT_REBOOT_FOR_REPAIR`, Karpenter's `RebootForRepair`)
+//! reboots in place a node whose only due fault is one a reboot clears, at most twice in 24
+//! hours ([`super::reboot`] carries the reboot out).
+//!
 //! [`NodeRepair::Legacy`] (`FLEETWRIGHT_LEGACY_NODE_REPAIR`, Karpenter's `--legacy-node-repair`)
 //! keeps the node health controller of before v1.15: the seven policies with no reasons, no
 //! budgets, and a node that is not Ready repaired forcefully (its pods deleted at once).
@@ -25,7 +29,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Timelike, Utc};
 use fleetwright_core::disruption::budget::{self, Reason};
-use fleetwright_core::labels::{NODEPOOL, TAINT_DISRUPTED};
+use fleetwright_core::labels::{NODEPOOL, TAINT_DISRUPTED, TAINT_REBOOTING};
 use fleetwright_core::model::NodePool;
 use fleetwright_crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
@@ -33,6 +37,7 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition};
 
 use super::action::Action;
 use super::claims::name_of;
+use super::reboot::RebootStep;
 use fleetwright_crds::conditions;
 
 pub use super::in_progress::TERMINATION_TIMESTAMP;
@@ -41,26 +46,43 @@ pub const DO_NOT_REPAIR: &str = "karpenter.sh/do-not-repair";
 /// The share of a NodePool's nodes that may be unhealthy with repair still going on.
 pub const ALLOWED_UNHEALTHY_PERCENT: u32 = 20;
 
-/// Whether repair is on, and which: Karpenter v1.15's (budgets, bounded drains) or the node
-/// health controller of before it.
+/// Whether repair is on, and which: Karpenter v1.15's (budgets, bounded drains), with its
+/// `RebootForRepair` gate or without, or the node health controller of before it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum NodeRepair {
     #[default]
     Off,
     On,
-    /// `--legacy-node-repair`: v1.14's policies and pacing.
+    /// On, and the faults a reboot clears are rebooted in place ([`super::reboot`]).
+    Reboot,
+    /// `--legacy-node-repair`: v1.14's policies and pacing (it never reboots).
     Legacy,
 }
 
 impl NodeRepair {
-    /// From the two settings: repair on, and the legacy controller asked for.
-    pub fn of(on: bool, legacy: bool) -> Self {
-        match (on, legacy) {
-            (false, _) => NodeRepair::Off,
-            (true, false) => NodeRepair::On,
-            (true, true) => NodeRepair::Legacy,
+    /// From the three settings: repair on, the legacy controller asked for, and reboots.
+    pub fn of(on: bool, legacy: bool, reboot: bool) -> Self {
+        match (on, legacy, reboot) {
+            (false, _, _) => NodeRepair::Off,
+            (true, true, _) => NodeRepair::Legacy,
+            (true, false, false) => NodeRepair::On,
+            (true, false, true) => NodeRepair::Reboot,
         }
     }
+
+    /// Whether repairs are paced by budgets (v1.15's repair).
+    fn budgeted(self) -> bool {
+        matches!(self, NodeRepair::On | NodeRepair::Reboot)
+    }
+}
+
+/// What a repair policy does to the node once it is due.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RepairAction {
+    /// The NodeClaim is deleted and its node replaced.
+    Replace,
+    /// The node is rebooted in place (with [`NodeRepair::Reboot`]; else replaced).
+    Reboot,
 }
 
 /// Which reasons of a condition a policy takes.
@@ -93,6 +115,7 @@ pub struct RepairPolicy {
     pub reasons: Reasons,
     pub toleration: Duration,
     pub drain: Duration,
+    pub action: RepairAction,
 }
 
 const fn policy(
@@ -108,13 +131,22 @@ const fn policy(
         reasons,
         toleration: Duration::minutes(minutes),
         drain: Duration::minutes(drain_minutes),
+        action: RepairAction::Replace,
+    }
+}
+
+/// The policy, with a reboot as its action.
+const fn rebooted(p: RepairPolicy) -> RepairPolicy {
+    RepairPolicy {
+        action: RepairAction::Reboot,
+        ..p
     }
 }
 
 const ACCELERATED_HARDWARE: &str = "AcceleratedHardwareReady";
 
-/// GPU faults a reboot clears. With Karpenter's `RebootForRepair` gate off (its default, and
-/// the only mode Fleetwright has) such a node is replaced, on the same timing.
+/// GPU faults a reboot clears: with [`NodeRepair::Reboot`] (Karpenter's `RebootForRepair`
+/// gate) such a node is rebooted; without it (the default) replaced, on the same timing.
 const REBOOT_CLEARABLE_XIDS: &[&str] = &[
     "46", "48", "54", "62", "63", "95", "109", "110", "136", "140", "143", "155", "156", "158",
 ];
@@ -127,13 +159,13 @@ const FATAL_XIDS: &[&str] = &["64", "74", "79", "119", "120"];
 pub const POLICIES: [RepairPolicy; 8] = [
     policy(conditions::READY, "False", Reasons::Any, 30, 10),
     policy(conditions::READY, "Unknown", Reasons::Any, 30, 10),
-    policy(
+    rebooted(policy(
         ACCELERATED_HARDWARE,
         "False",
         Reasons::Xid(REBOOT_CLEARABLE_XIDS),
         10,
         5,
-    ),
+    )),
     policy(
         ACCELERATED_HARDWARE,
         "False",
@@ -181,6 +213,8 @@ pub fn repairs(
         // command's to finish, as Karpenter leaves candidates already being disrupted.
         .filter(|c| c.metadata.deletion_timestamp.is_none())
         .filter(|c| super::in_progress::annotation(c).is_none())
+        // A node being rebooted is the reboot's until it ends.
+        .filter(|c| super::reboot::in_progress(c).is_none())
         .filter_map(|claim| repair(dump, claim, now, mode))
         .collect();
     due.sort_by_key(|(at, _)| *at);
@@ -188,25 +222,19 @@ pub fn repairs(
     let said = now.minute().is_multiple_of(5);
     due.into_iter()
         .map(|(_, action)| {
-            let Action::Repair {
-                nodeclaim,
-                node,
-                nodepool,
-                ..
-            } = &action
-            else {
+            let Some((nodeclaim, node, nodepool)) = repaired(&action) else {
                 return action;
             };
-            let budgeted = mode == NodeRepair::On && initialized(claims, nodeclaim);
+            let budgeted = mode.budgeted() && initialized(claims, nodeclaim);
             if !budgeted {
                 return action;
             }
             let n = left
-                .entry(nodepool.clone())
+                .entry(nodepool.to_string())
                 .or_insert_with(|| allowance(dump, claims, pools, nodepool, now));
             if *n == 0 {
                 return Action::Blocked {
-                    node: node.clone(),
+                    node: node.to_string(),
                     reason: format!(
                         "unhealthy disruption budget of NodePool {nodepool} allows no more nodes now"
                     ),
@@ -219,6 +247,24 @@ pub fn repairs(
         .collect()
 }
 
+/// The NodeClaim, node and pool a repair or a reboot's commitment takes a budget place for.
+fn repaired(action: &Action) -> Option<(&str, &str, &str)> {
+    match action {
+        Action::Repair {
+            nodeclaim,
+            node,
+            nodepool,
+            ..
+        }
+        | Action::Reboot {
+            nodeclaim,
+            node,
+            step: RebootStep::Commit { nodepool, .. },
+        } => Some((nodeclaim, node, nodepool)),
+        _ => None,
+    }
+}
+
 /// Whether the named NodeClaim's `Initialized` condition is `True`.
 fn initialized(claims: &[NodeClaim], name: &str) -> bool {
     claims
@@ -227,12 +273,15 @@ fn initialized(claims: &[NodeClaim], name: &str) -> bool {
         .is_some_and(claim_initialized)
 }
 
+/// Whether the NodeClaim counts in its pool's budgets: initialized, or rebooting (a reboot
+/// makes it uninitialized, and it still takes its place until the reboot ends).
 fn claim_initialized(claim: &NodeClaim) -> bool {
-    claim.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == conditions::INITIALIZED && c.status == "True")
-    })
+    super::reboot::in_progress(claim).is_some()
+        || claim.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == conditions::INITIALIZED && c.status == "True")
+        })
 }
 
 /// How many more of the pool's nodes repair may take now: its budgets for `Unhealthy`, over its
@@ -280,20 +329,25 @@ fn going(claims: &[NodeClaim], now: DateTime<Utc>) -> std::collections::BTreeSet
         .filter(|c| {
             c.metadata.deletion_timestamp.is_some()
                 || super::in_progress::annotation(c).is_some()
+                || super::reboot::in_progress(c).is_some()
                 || super::expiration::expires_at(c).is_some_and(|at| now >= at)
         })
         .filter_map(|c| c.status.as_ref().and_then(|s| s.node_name.clone()))
         .collect()
 }
 
-/// Whether the node is already going: deleted, or tainted by a disruption or a deletion.
+/// Whether the node is already going or being disrupted: deleted, tainted by a disruption or
+/// a deletion, or fenced for a reboot.
 fn leaving(node: &Node) -> bool {
     node.metadata.deletion_timestamp.is_some()
         || node
             .spec
             .as_ref()
             .and_then(|s| s.taints.as_ref())
-            .is_some_and(|t| t.iter().any(|t| t.key == TAINT_DISRUPTED))
+            .is_some_and(|t| {
+                t.iter()
+                    .any(|t| t.key == TAINT_DISRUPTED || t.key == TAINT_REBOOTING)
+            })
 }
 
 /// Whether `karpenter.sh/do-not-repair: "true"` is on these annotations.
@@ -310,7 +364,7 @@ fn repair(
     mode: NodeRepair,
 ) -> Option<(DateTime<Utc>, Action)> {
     let node = dump.node_of(claim)?;
-    let due = due_repair(node, mode, now)?;
+    let due = due_repair(node, mode, super::reboot::finished_at(claim), now)?;
     let node_name = node.metadata.name.clone().unwrap_or_default();
     if vetoed(node.metadata.annotations.as_ref()) || vetoed(claim.metadata.annotations.as_ref()) {
         let reason = format!("node has {DO_NOT_REPAIR}");
@@ -342,6 +396,13 @@ fn repair(
         };
         return Some((due.at, blocked));
     }
+    if due.reboot && super::reboot::recent(claim, now) < super::reboot::BEFORE_REPLACEMENT {
+        // The NodeClaim's own grace, when it ends first, bounds the reboot's drain too.
+        let grace = super::in_progress::grace_deadline(claim, now)
+            .map_or(due.drain, |own| (own - now).min(due.drain));
+        let commit = super::reboot::commit(claim, node_name, pool, due.condition, grace, now);
+        return Some((due.at, commit));
+    }
     let terminate_at = match (mode, ready(node)) {
         // The repair of before v1.15: a node not Ready at once, a Ready one by its own grace.
         (NodeRepair::Legacy, true) => None,
@@ -363,24 +424,37 @@ fn repair(
 }
 
 /// A node's repair once one of its policies is due: when the first became due, the condition
-/// it names, and the shortest drain of the policies due.
+/// it names, the shortest drain of the policies due, and whether a reboot is what they call for
+/// (every policy due reboots, and reboots are on: a replacing one is the more disruptive).
 struct Due {
     at: DateTime<Utc>,
     condition: String,
     drain: Duration,
+    reboot: bool,
 }
 
-/// The node's repair if a policy is due at `now` (see [`matches`]).
-fn due_repair(node: &Node, mode: NodeRepair, now: DateTime<Utc>) -> Option<Due> {
+/// The node's repair if a policy is due at `now` (see [`matches`]). A node that has just
+/// rebooted (`not_before`) waits each toleration out again from then, as its conditions may
+/// not have caught up with the new boot yet.
+fn due_repair(
+    node: &Node,
+    mode: NodeRepair,
+    not_before: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Option<Due> {
     let due: Vec<(&NodeCondition, &RepairPolicy, DateTime<Utc>)> = matches(node, mode)
         .into_iter()
+        .map(|(c, p, at)| (c, p, not_before.map_or(at, |t| at.max(t + p.toleration))))
         .filter(|(_, _, at)| *at <= now)
         .collect();
     let (condition, _, at) = due.iter().min_by_key(|(_, _, at)| *at)?;
+    let reboot =
+        mode == NodeRepair::Reboot && due.iter().all(|(_, p, _)| p.action == RepairAction::Reboot);
     Some(Due {
         at: *at,
         condition: format!("{}={}", condition.type_, condition.status),
         drain: due.iter().map(|(_, p, _)| p.drain).min()?,
+        reboot,
     })
 }
 

@@ -34,6 +34,7 @@ impl Action {
             | FinishDeletion { .. }
             | StartDisruption { .. }
             | PodRecords { .. }
+            | Reboot { .. }
             | DrainDisrupted { .. } => When::Own,
             Register { .. }
             | Restamp { .. }
@@ -316,6 +317,14 @@ impl Action {
             }
             Action::DeleteDrained { nodeclaim } => {
                 debug!(target: DISRUPT, nodeclaim = %nodeclaim, "deleted the nodeclaim of a drained candidate")
+            }
+            Action::Reboot {
+                nodeclaim,
+                node,
+                step,
+            } => {
+                let step = serde_json::to_value(step).unwrap_or_default();
+                info!(target: TICK, %nodeclaim, %node, step = %step, "reboot step")
             }
             Action::DrainDisrupted {
                 node,

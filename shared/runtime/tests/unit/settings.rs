@@ -35,6 +35,23 @@ fn defaults_need_only_the_cluster_name() {
         legacy.unwrap().node_repair,
         crate::tick::repair::NodeRepair::Legacy
     );
+    let reboot = settings(&[
+        ("FLEETWRIGHT_CLUSTER_NAME", "dev"),
+        ("FLEETWRIGHT_NODE_REPAIR", "true"),
+        ("FLEETWRIGHT_REBOOT_FOR_REPAIR", "true"),
+    ]);
+    assert_eq!(
+        reboot.unwrap().node_repair,
+        crate::tick::repair::NodeRepair::Reboot
+    );
+    let bad = settings(&[
+        ("FLEETWRIGHT_CLUSTER_NAME", "dev"),
+        ("FLEETWRIGHT_REBOOT_FOR_REPAIR", "maybe"),
+    ]);
+    assert!(bad
+        .unwrap_err()
+        .to_string()
+        .contains("FLEETWRIGHT_REBOOT_FOR_REPAIR"));
 }
 
 /// Settings are logged (and printed in panics) with Debug: the webhook token is not.

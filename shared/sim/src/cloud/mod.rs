@@ -100,6 +100,8 @@ struct State {
     clock: Option<DateTime<Utc>>,
     /// Capacity reservations in the account, with their tags (`available` is their size).
     reservations: Vec<(ResolvedReservation, BTreeMap<String, String>)>,
+    /// How many times each instance was rebooted.
+    rebooted: BTreeMap<String, u32>,
 }
 
 /// The simulated cloud.
@@ -175,6 +177,11 @@ impl SimCloud {
     /// The live instances, by id.
     pub fn live(&self) -> BTreeMap<String, SimInstance> {
         self.state().live.clone()
+    }
+
+    /// How many times each instance was rebooted.
+    pub fn reboots(&self) -> BTreeMap<String, u32> {
+        self.state().rebooted.clone()
     }
 
     /// Injects an API fault (see [`CloudFault`]).
@@ -486,6 +493,25 @@ impl Cloud for SimCloud {
         s.live.remove(instance_id);
         s.terminations += 1;
         Ok(Termination::Terminating)
+    }
+
+    async fn reboot(&self, instance_id: &str) -> Result<bool, CloudError> {
+        if let Some(f) = self.take_fault("RebootInstances") {
+            return Err(api_error(&f));
+        }
+        let mut s = self.state();
+        let Some(found) = s.live.get(instance_id) else {
+            return Ok(false);
+        };
+        if let Some(reason) = ownership_problem(&found.instance.tags, &self.cluster) {
+            return Err(CloudError::Refused {
+                action: "reboot",
+                instance_id: instance_id.to_string(),
+                reason,
+            });
+        }
+        *s.rebooted.entry(instance_id.to_string()).or_default() += 1;
+        Ok(true)
     }
 
     async fn instances(&self) -> Result<Vec<Instance>, CloudError> {

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use crate::memory::{component_request, grace_seconds, State};
 use chrono::{DateTime, Utc};
 use fleetwright_core::labels::{
-    ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODEPOOL, OS, REGION, TAINT_UNREACHABLE,
-    TAINT_UNREGISTERED, ZONE,
+    ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODEPOOL, OS, REGION, TAINT_NOT_READY,
+    TAINT_UNREACHABLE, TAINT_UNREGISTERED, ZONE,
 };
 use fleetwright_core::model::{tolerates_all, TaintEffect};
 use fleetwright_core::InstanceType;
@@ -88,6 +88,44 @@ impl Cluster {
             pods.extend(daemon_pods(&daemonsets, node, now));
         }
         joined
+    }
+
+    /// Instances rebooted (`reboots`: how many times each) come back [`REBOOT_TAKES`] after
+    /// their reboot is first seen, with a new boot ID; a fault a reboot clears is gone then.
+    /// Returns the nodes that came back.
+    pub fn reboots(&mut self, reboots: &BTreeMap<String, u32>, now: DateTime<Utc>) -> Vec<String> {
+        for (id, &boots) in reboots {
+            let seen = self.rebooting.entry(id.clone()).or_insert((0, now));
+            if seen.0 != boots {
+                *seen = (boots, now);
+            }
+        }
+        let api = self.api.clone();
+        let mut state = api.lock();
+        let nodes = state.objects.entry(NODES.into()).or_default();
+        let mut back = Vec::new();
+        for node in nodes.iter_mut() {
+            let provider = node["spec"]["providerID"].as_str().unwrap_or_default();
+            let id = provider.rsplit('/').next().unwrap_or_default();
+            let Some(&(boots, at)) = self.rebooting.get(id) else {
+                continue;
+            };
+            let boot_id = format!("boot-{boots}");
+            if now - at < REBOOT_TAKES || node["status"]["nodeInfo"]["bootID"] == boot_id {
+                continue;
+            }
+            node["status"]["nodeInfo"]["bootID"] = json!(boot_id);
+            let name = node["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            if !self.persistent.contains(&name) && self.failed.remove(&name) {
+                heal(node, now);
+            }
+            info!(target: "simulate::kubelet", node = %name, boots, "node rebooted");
+            back.push(name);
+        }
+        back
     }
 
     /// The node lifecycle controller: the Node of an instance that is gone is deleted (once).
@@ -275,8 +313,30 @@ pub fn node_object(
             "creationTimestamp": stamp(now)},
         "spec": {"providerID": provider, "taints": taints},
         "status": {"allocatable": allocatable, "capacity": allocatable,
+            "nodeInfo": {"bootID": "boot-0"},
             "conditions": [{"type": conditions::READY, "status": "False",
                 "reason": conditions::KUBELET_NOT_READY}]}})
+}
+
+/// How long an instance takes to come back from a reboot.
+pub const REBOOT_TAKES: chrono::Duration = chrono::Duration::seconds(60);
+
+/// A node whose fault a reboot cleared: each condition that was not healthy is again, and the
+/// node lifecycle controller's not-ready taints are gone.
+fn heal(node: &mut Value, now: DateTime<Utc>) {
+    if let Some(list) = node["status"]["conditions"].as_array_mut() {
+        for c in list.iter_mut().filter(|c| c["status"] != "True") {
+            let reason = match c["type"] == conditions::READY {
+                true => conditions::KUBELET_READY,
+                false => "Healthy",
+            };
+            *c = json!({"type": c["type"], "status": "True", "reason": reason,
+                "lastTransitionTime": stamp(now)});
+        }
+    }
+    if let Some(taints) = node["spec"]["taints"].as_array_mut() {
+        taints.retain(|t| t["key"] != TAINT_NOT_READY && t["key"] != TAINT_UNREACHABLE);
+    }
 }
 
 fn mark_ready(node: &mut Value, claims: &[Value], now: DateTime<Utc>) {

@@ -88,6 +88,10 @@ pub struct Cluster {
     rng: Rng,
     /// Nodes whose kubelet or hardware failed: the kubelet no longer reports them Ready.
     failed: BTreeSet<String>,
+    /// Failed nodes whose fault a reboot does not clear.
+    persistent: BTreeSet<String>,
+    /// Instances rebooting: the reboot count the kubelet last saw, and since when.
+    rebooting: BTreeMap<String, (u32, DateTime<Utc>)>,
     /// Instances whose node registers and never becomes Ready.
     pub never_ready: BTreeSet<String>,
     /// Instances whose kubelet has registered its node (it does not register it again).
@@ -192,6 +196,8 @@ impl Cluster {
             waits: Vec::new(),
             rng: Rng::new(seed ^ 0x9e37_79b9),
             failed: BTreeSet::new(),
+            persistent: BTreeSet::new(),
+            rebooting: BTreeMap::new(),
             never_ready: BTreeSet::new(),
             registered: BTreeSet::new(),
             slow_exits: false,
@@ -360,6 +366,11 @@ impl Cluster {
         info!(target: "simulate::kubelet", node = %name, %condition, %status, "node failed");
         self.failed.insert(name.clone());
         Some(name)
+    }
+
+    /// The fault of a failed node outlives its reboots (a GPU that is really broken).
+    pub fn persist_failure(&mut self, node: &str) {
+        self.persistent.insert(node.to_string());
     }
 
     /// Pods of a deployment that are bound, and all of its pods.

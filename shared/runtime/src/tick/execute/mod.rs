@@ -5,6 +5,7 @@
 
 mod commands;
 mod launch;
+mod reboot;
 mod writes;
 
 use chrono::{DateTime, Utc};
@@ -186,6 +187,11 @@ impl<C: Cloud> Tick<C> {
                 );
                 ctx.summary.repaired.push(nodeclaim.clone());
             }
+            Action::Reboot {
+                nodeclaim,
+                node,
+                step,
+            } => self.reboot_step(nodeclaim, node, step, ctx).await?,
             Action::Expire { nodeclaim, .. } => {
                 self.delete_for(nodeclaim, "expired", None).await?;
                 ctx.summary.expired.push(nodeclaim.clone());

@@ -39,6 +39,7 @@ pub const PHASES: &[Phase] = &[
     Phase::Expire,
     Phase::Expiring,
     Phase::Repair,
+    Phase::Reboot,
     Phase::ContinueCommands,
     Phase::DriftMarks,
     Phase::Disrupt,
@@ -80,6 +81,8 @@ pub enum Phase {
     Expiring,
     /// Nodes unhealthy past their toleration, repaired.
     Repair,
+    /// Reboots for repair in progress, carried a step further.
+    Reboot,
     /// Disruption commands in progress, carried forward.
     ContinueCommands,
     /// NodeClaims' `Drifted` conditions.
@@ -122,7 +125,7 @@ impl Phase {
         match self {
             Plan | Replicas | Launch => Group::Provisioning,
             Register | Initialize | Restamp | Liveness | DeletedNodes | OrphanedNodes | Expire
-            | Expiring | Repair => Group::Lifecycle,
+            | Expiring | Repair | Reboot => Group::Lifecycle,
             ContinueCommands | DriftMarks | Disrupt | LaunchReplacements => Group::Disruption,
             Deletions | Statuses | PodRecords | Garbage | PartitionLabels | Stranded
             | SaveUnavailable => Group::Finishing,

@@ -15,7 +15,7 @@ use crate::tick::action::Action;
 use crate::tick::say::TICK;
 use crate::tick::{
     decide, disruption, expiration, finish, follow_up, in_progress, isolation, pod_records,
-    provision, repair, reservations, status,
+    provision, reboot, repair, reservations, status,
 };
 
 impl TickState<'_> {
@@ -73,6 +73,8 @@ impl TickState<'_> {
                 Decision::Actions(actions)
             }
             Phase::Repair => Decision::Nothing,
+            // Whatever the setting now: a reboot begun is finished (or failed and replaced).
+            Phase::Reboot => Decision::Actions(reboot::steps(self.dump, &self.claims, self.now)),
             Phase::ContinueCommands => Decision::Actions(in_progress::continue_commands(
                 self.dump,
                 &self.claims,
@@ -222,6 +224,15 @@ impl TickState<'_> {
     /// consolidation, never two at once past a budget).
     fn count_as_going(&mut self, actions: &[Action]) {
         for a in actions {
+            if let Action::Reboot {
+                node,
+                step: reboot::RebootStep::Commit { .. },
+                ..
+            } = a
+            {
+                self.fence(node);
+                continue;
+            }
             let Action::Repair { nodeclaim, .. } = a else {
                 continue;
             };
@@ -233,6 +244,19 @@ impl TickState<'_> {
             if let Some(claim) = claim {
                 claim.deleting = true;
             }
+        }
+    }
+
+    /// A node whose reboot was committed this tick, fenced as it will be: the disruption decided
+    /// after counts it as disrupted.
+    fn fence(&mut self, node: &str) {
+        let node = self.snapshot.nodes.iter_mut().find(|n| n.name == node);
+        if let Some(node) = node {
+            node.taints.push(fleetwright_core::model::Taint {
+                key: fleetwright_core::labels::TAINT_REBOOTING.into(),
+                value: String::new(),
+                effect: fleetwright_core::model::TaintEffect::NoSchedule,
+            });
         }
     }
 

@@ -1,4 +1,5 @@
 use super::*;
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
 const NOW: &str = "2026-11-26T12:00:00Z";

@@ -1,0 +1,270 @@
+//! Applying the steps of a reboot for repair ([`RebootStep`], decided in
+//! [`crate::tick::reboot`]): the NodeClaim's annotations and `Rebooting` condition, the node's
+//! fence, the drain through the Eviction API, and the cloud's reboot of an instance this cluster
+//! launched. Each write is one the next tick can redo, so a tick cut off between two of them
+//! leaves a reboot the next one carries on.
+
+use chrono::{DateTime, Utc};
+use fleetwright_cloud::{Cloud, CloudError};
+use fleetwright_core::labels::TAINT_REBOOTING;
+use fleetwright_crds::{Condition, NodeClaimStatus};
+use fleetwright_kube::executor;
+use k8s_openapi::api::core::v1::{Node, Taint};
+use tracing::{info, warn};
+
+use super::Applied;
+use crate::error::RuntimeError;
+use crate::tick::reboot::{self, RebootStep};
+use crate::tick::say::TICK;
+use crate::tick::Tick;
+use fleetwright_crds::conditions;
+
+fn stamp(now: DateTime<Utc>) -> String {
+    now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// The node with the reboot's fence, or None when it has it.
+fn fenced(node: &Node) -> Option<Node> {
+    let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
+    if taints
+        .into_iter()
+        .flatten()
+        .any(|t| t.key == TAINT_REBOOTING)
+    {
+        return None;
+    }
+    let mut out = node.clone();
+    let spec = out.spec.get_or_insert_with(Default::default);
+    spec.taints.get_or_insert_with(Vec::new).push(Taint {
+        key: TAINT_REBOOTING.into(),
+        value: None,
+        effect: "NoSchedule".into(),
+        time_added: None,
+    });
+    Some(out)
+}
+
+/// The node without the reboot's fence, or None when it has none.
+fn unfenced(node: &Node) -> Option<Node> {
+    let mut out = node.clone();
+    let taints = out.spec.as_mut()?.taints.as_mut()?;
+    let before = taints.len();
+    taints.retain(|t| t.key != TAINT_REBOOTING);
+    (taints.len() != before).then_some(out)
+}
+
+/// `status` with the `Rebooting` condition set (its transition time kept while its status is).
+fn with_rebooting(
+    status: &NodeClaimStatus,
+    on: bool,
+    reason: &str,
+    message: &str,
+    now: DateTime<Utc>,
+) -> Option<NodeClaimStatus> {
+    let mut c = executor::condition(reboot::REBOOTING, on, reason, &stamp(now));
+    c.message = Some(message.to_string());
+    executor::with_condition(status, c)
+}
+
+impl<C: Cloud> Tick<C> {
+    /// Applies one step of the reboot of `nodeclaim` (its node `node`).
+    pub(super) async fn reboot_step(
+        &self,
+        nodeclaim: &str,
+        node: &str,
+        step: &RebootStep,
+        ctx: &mut Applied<'_>,
+    ) -> Result<(), RuntimeError> {
+        let now = ctx.now;
+        match step {
+            RebootStep::Commit {
+                condition,
+                grace_seconds,
+                history,
+                ..
+            } => {
+                self.commit_reboot(nodeclaim, condition, *grace_seconds, history, now)
+                    .await?;
+                self.fence(node).await?;
+                ctx.summary.rebooted.push(nodeclaim.to_string());
+            }
+            RebootStep::Drain { pods } => {
+                self.fence(node).await?;
+                let drained = executor::drain(self.kube.clone(), pods).await;
+                info!(target: TICK, %node, evicted = drained.evicted.len(), blocked = drained.blocked.len(), failed = drained.failed.len(), "draining node for its reboot");
+            }
+            RebootStep::Issue {
+                instance_id,
+                boot_id,
+            } => {
+                self.issue_reboot(nodeclaim, node, instance_id.as_deref(), boot_id, now)
+                    .await?
+            }
+            RebootStep::Observed { ready } => {
+                executor::update_node(self.kube.clone(), node, unfenced).await?;
+                if *ready {
+                    self.end_reboot(
+                        nodeclaim,
+                        true,
+                        "node rebooted and rejoined the cluster",
+                        now,
+                    )
+                    .await?;
+                    info!(target: TICK, %nodeclaim, %node, "node rebooted and rejoined the cluster");
+                }
+            }
+            RebootStep::Fail {
+                message,
+                replace,
+                terminate_at,
+            } => {
+                self.fail_reboot(nodeclaim, node, message, *replace, *terminate_at, now)
+                    .await?
+            }
+        }
+        Ok(())
+    }
+
+    async fn fence(&self, node: &str) -> Result<(), RuntimeError> {
+        executor::update_node(self.kube.clone(), node, fenced).await?;
+        Ok(())
+    }
+
+    /// The reboot's request: its drain's bound and the history on the NodeClaim, then
+    /// `Rebooting=True` (`RebootRequested`), whose transition time starts the reboot's clocks.
+    async fn commit_reboot(
+        &self,
+        nodeclaim: &str,
+        condition: &str,
+        grace_seconds: i64,
+        history: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), RuntimeError> {
+        self.update_metadata(nodeclaim, |m| {
+            let map = m.annotations.get_or_insert_with(Default::default);
+            map.insert(reboot::GRACE.into(), format!("{grace_seconds}s"));
+            map.insert(reboot::HISTORY.into(), history.to_string());
+            map.remove(reboot::PRE_BOOT_ID);
+            map.remove(reboot::ISSUANCE_STARTED);
+        })
+        .await?;
+        let message = format!("rebooting for {condition}");
+        executor::update_nodeclaim_status(self.kube.clone(), nodeclaim, |current| {
+            let status = current.status.clone().unwrap_or_default();
+            with_rebooting(&status, true, reboot::REQUESTED, &message, now)
+        })
+        .await?;
+        warn!(target: TICK, %nodeclaim, %condition, grace_seconds, "rebooting an unhealthy node");
+        Ok(())
+    }
+
+    /// Records the boot ID, asks the cloud (unless the node has already booted again), and marks
+    /// the reboot issued. A cloud that refuses, or an instance gone, fails the reboot.
+    async fn issue_reboot(
+        &self,
+        nodeclaim: &str,
+        node: &str,
+        instance_id: Option<&str>,
+        boot_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), RuntimeError> {
+        if let Some(id) = instance_id {
+            self.update_metadata(nodeclaim, |m| {
+                let map = m.annotations.get_or_insert_with(Default::default);
+                map.insert(reboot::PRE_BOOT_ID.into(), boot_id.to_string());
+                map.entry(reboot::ISSUANCE_STARTED.into())
+                    .or_insert_with(|| stamp(now));
+            })
+            .await?;
+            let refused = match self.cloud.reboot(id).await {
+                Ok(true) => None,
+                Ok(false) => Some(format!("instance {id} is gone")),
+                Err(e @ CloudError::Refused { .. }) => Some(e.to_string()),
+                // Retried by the next ticks until the issuance timeout.
+                Err(e) => return Err(e.into()),
+            };
+            if let Some(why) = refused {
+                let message = format!("reboot rejected by the cloud provider: {why}");
+                return self
+                    .fail_reboot(nodeclaim, node, &message, true, None, now)
+                    .await;
+            }
+            info!(target: TICK, %nodeclaim, %node, instance_id = %id, "rebooted the instance");
+        }
+        executor::update_nodeclaim_status(self.kube.clone(), nodeclaim, |current| {
+            let status = current.status.clone().unwrap_or_default();
+            let message = status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == reboot::REBOOTING)
+                .and_then(|c| c.message.clone())
+                .unwrap_or_default();
+            let issued = with_rebooting(&status, true, reboot::ISSUED, &message, now)
+                .unwrap_or_else(|| status.clone());
+            let rebooting = Condition {
+                type_: conditions::INITIALIZED.into(),
+                status: "Unknown".into(),
+                reason: Some(reboot::INITIALIZED_REBOOTING.into()),
+                message: Some("node is rebooting".into()),
+                last_transition_time: Some(stamp(now)),
+                observed_generation: None,
+            };
+            executor::with_condition(&issued, rebooting)
+                .or(Some(issued))
+                .filter(|next| *next != status)
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// `Rebooting=False`, succeeded or failed, and the boot ID and issuance time cleared.
+    async fn end_reboot(
+        &self,
+        nodeclaim: &str,
+        succeeded: bool,
+        message: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), RuntimeError> {
+        self.update_metadata(nodeclaim, |m| {
+            if let Some(map) = m.annotations.as_mut() {
+                map.remove(reboot::PRE_BOOT_ID);
+                map.remove(reboot::ISSUANCE_STARTED);
+            }
+        })
+        .await?;
+        let reason = if succeeded {
+            reboot::SUCCEEDED
+        } else {
+            reboot::FAILED
+        };
+        executor::update_nodeclaim_status(self.kube.clone(), nodeclaim, |current| {
+            let status = current.status.clone().unwrap_or_default();
+            with_rebooting(&status, false, reason, message, now)
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// A failed reboot: the fence gone, `RebootFailed`, and the node replaced unless the
+    /// request itself was unreadable (its drain bounded as the reboot's was).
+    async fn fail_reboot(
+        &self,
+        nodeclaim: &str,
+        node: &str,
+        message: &str,
+        replace: bool,
+        terminate_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<(), RuntimeError> {
+        if !node.is_empty() {
+            executor::update_node(self.kube.clone(), node, unfenced).await?;
+        }
+        self.end_reboot(nodeclaim, false, message, now).await?;
+        warn!(target: TICK, %nodeclaim, %node, %message, replace, "reboot failed");
+        if replace {
+            self.delete_for(nodeclaim, "unhealthy", terminate_at)
+                .await?;
+        }
+        Ok(())
+    }
+}
