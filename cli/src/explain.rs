@@ -61,6 +61,9 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
     };
     let now = chrono::Utc::now().timestamp();
     let Some(mut explanation) = explain_pod(&snapshot, &catalog, &key, now) else {
+        if in_dump(&dump, &key) {
+            bail!("--pod {key}: it is in {source} but was left out, as the tick leaves it out (the error above says why): nothing plans capacity for it");
+        }
         bail!("--pod {key}: no such pod in {source}");
     };
     explanation
@@ -135,4 +138,12 @@ fn unready_class(pool: &fleetwright_core::model::NodePool) -> PoolVerdict {
         )),
         cheapest: Vec::new(),
     }
+}
+
+/// Whether the dump holds the pod `namespace/name`, read or not.
+fn in_dump(dump: &fleetwright_kube::dump::ClusterDump, key: &str) -> bool {
+    dump.pods.iter().any(|p| {
+        let ns = p.metadata.namespace.as_deref().unwrap_or("default");
+        format!("{ns}/{}", p.metadata.name.as_deref().unwrap_or_default()) == key
+    })
 }

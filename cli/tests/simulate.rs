@@ -612,6 +612,14 @@ fn bad_scenarios_fail_with_the_field_named() {
         err.contains("timeline[0]") && err.contains("\"web\""),
         "{err}"
     );
+    // A fault on a pool the scenario does not have (a typo) is named before anything runs.
+    let gpus = std::fs::read_to_string(repo("examples/simulate/reboot-repair.yaml"))
+        .unwrap()
+        .replace("fail: {nodepool: gpu,", "fail: {nodepool: gpus,");
+    let out = fleetwright(&["simulate", "--scenario", &write_temp("gpus.yaml", &gpus)]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("timeline[3]: nodepool \"gpus\""), "{err}");
     let path = write_temp(
         "bad-setting.yaml",
         "name: x\nduration: 5m\nobjects: []\nsettings: {FLEETWRIGHT_NODE_REPAIR: maybe}\n",

@@ -118,7 +118,9 @@ pub struct Fail {
     pub nodepool: String,
     #[serde(default = "ready")]
     pub condition: String,
-    #[serde(default = "unknown")]
+    /// Unknown for `Ready` (its kubelet gone), False for the node monitoring agent's
+    /// conditions, when not given.
+    #[serde(default)]
     pub status: String,
     #[serde(default = "simulated")]
     pub reason: String,
@@ -140,10 +142,6 @@ fn simulated() -> String {
 
 fn ready() -> String {
     conditions::READY.into()
-}
-
-fn unknown() -> String {
-    "Unknown".into()
 }
 
 /// Scale a deployment to `replicas`.
@@ -280,7 +278,13 @@ impl StepFile {
         actions.extend(self.interrupt.map(Action::Interrupt));
         actions.extend(self.change_ami.map(Action::ChangeAmi));
         actions.extend(self.ice.map(Action::Ice));
-        if let Some(fail) = self.fail {
+        if let Some(mut fail) = self.fail {
+            if fail.status.is_empty() {
+                fail.status = match fail.condition == conditions::READY {
+                    true => "Unknown".into(),
+                    false => "False".into(),
+                };
+            }
             if !["True", "False", "Unknown"].contains(&fail.status.as_str()) {
                 bail!(
                     "{field}.fail.status: {:?} is not True, False or Unknown",
@@ -324,21 +328,35 @@ fn flatten(objects: Vec<Value>) -> Vec<Value> {
     out
 }
 
-/// Checks that every deployment a step names exists among the objects.
+/// Checks that every deployment and NodePool a step names exists among the objects (or is
+/// applied by an earlier step, for a NodePool).
 fn check_deployments(objects: &[Value], timeline: &[Step]) -> anyhow::Result<()> {
-    let deployments: BTreeMap<&str, ()> = objects
-        .iter()
-        .filter(|o| o["kind"] == "Deployment")
-        .filter_map(|o| o["metadata"]["name"].as_str().map(|n| (n, ())))
-        .collect();
+    let named = |kind: &str| -> BTreeMap<&str, ()> {
+        objects
+            .iter()
+            .filter(|o| o["kind"] == kind)
+            .filter_map(|o| o["metadata"]["name"].as_str().map(|n| (n, ())))
+            .collect()
+    };
+    let deployments = named("Deployment");
+    let mut pools = named("NodePool");
     for (i, step) in timeline.iter().enumerate() {
-        let name = match &step.action {
-            Action::Scale(s) => &s.deployment,
-            Action::Delete(d) => &d.deployment,
+        let (kind, name) = match &step.action {
+            Action::Scale(s) => ("deployment", &s.deployment),
+            Action::Delete(d) => ("deployment", &d.deployment),
+            Action::Fail(f) => ("nodepool", &f.nodepool),
+            Action::Apply(o) if o["kind"] == "NodePool" => {
+                pools.extend(o["metadata"]["name"].as_str().map(|n| (n, ())));
+                continue;
+            }
             _ => continue,
         };
-        if !deployments.contains_key(name.as_str()) {
-            bail!("timeline[{i}]: deployment {name:?} is not among the scenario's objects");
+        let known = match kind {
+            "deployment" => &deployments,
+            _ => &pools,
+        };
+        if !known.contains_key(name.as_str()) {
+            bail!("timeline[{i}]: {kind} {name:?} is not among the scenario's objects");
         }
     }
     Ok(())

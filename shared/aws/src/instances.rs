@@ -186,13 +186,14 @@ pub async fn terminate(
     Ok(Termination::Terminating)
 }
 
-/// Reboots one instance after checking, in code, that this cluster launched it (a repair's
-/// reboot). `Ok(false)`: it is gone or going.
+/// Reboots one instance after checking, in code, that this cluster launched it for
+/// `nodeclaim` (a repair's reboot). `Ok(false)`: it is gone or going.
 #[instrument(skip(ec2))]
 pub async fn reboot(
     ec2: &aws_sdk_ec2::Client,
     cluster: &str,
     instance_id: &str,
+    nodeclaim: &str,
 ) -> Result<bool, AwsError> {
     let found = describe(ec2, Vec::new(), Some(vec![instance_id.to_string()])).await;
     let instance = match found {
@@ -203,7 +204,13 @@ pub async fn reboot(
     let Some(instance) = instance else {
         return Ok(false);
     };
-    if let Some(reason) = ownership_problem(&instance.tags, cluster) {
+    let other = (instance.nodeclaim() != Some(nodeclaim)).then(|| {
+        format!(
+            "it was launched for NodeClaim {:?}, not {nodeclaim}",
+            instance.nodeclaim().unwrap_or_default()
+        )
+    });
+    if let Some(reason) = ownership_problem(&instance.tags, cluster).or(other) {
         warn!(instance_id, %reason, "refusing to reboot an instance this cluster does not own");
         return Err(AwsError::Refused {
             action: "reboot",

@@ -721,7 +721,7 @@ async fn a_reboot_is_refused_for_instances_this_cluster_did_not_launch() {
     )
     .await;
     for id in [run_untracked(&cloud, &[]).await, other] {
-        let err = cloud.reboot(&id).await.unwrap_err();
+        let err = cloud.reboot(&id, "default-reboot").await.unwrap_err();
         assert!(
             matches!(
                 err,
@@ -742,15 +742,30 @@ async fn a_reboot_is_refused_for_instances_this_cluster_did_not_launch() {
         )
         .await
         .unwrap();
-    assert!(cloud.reboot(&ours.instance_id).await.unwrap());
+    // Ours, but not the NodeClaim's: refused too.
+    let err = cloud
+        .reboot(&ours.instance_id, "default-other")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AwsError::Refused { .. }), "{err}");
+    assert!(cloud
+        .reboot(&ours.instance_id, "default-reboot")
+        .await
+        .unwrap());
     let state = describe(&cloud, &ours.instance_id).await;
     assert_eq!(state.state().unwrap().name().unwrap().as_str(), "running");
     cloud.terminate(&ours.instance_id).await.unwrap();
     assert!(
-        !cloud.reboot(&ours.instance_id).await.unwrap(),
+        !cloud
+            .reboot(&ours.instance_id, "default-reboot")
+            .await
+            .unwrap(),
         "terminated"
     );
-    assert!(!cloud.reboot("i-0000000000000dead").await.unwrap());
+    assert!(!cloud
+        .reboot("i-0000000000000dead", "default-reboot")
+        .await
+        .unwrap());
 }
 
 #[tokio::test]

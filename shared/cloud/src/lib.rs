@@ -57,10 +57,15 @@ pub trait Cloud: Send + Sync {
         instance_id: &str,
     ) -> impl Future<Output = Result<Termination, CloudError>> + Send;
 
-    /// Reboots an instance this cluster launched (a repair's reboot); refuses any other.
-    /// `Ok(false)`: the instance is gone or going. A cloud that cannot reboot refuses, and the
-    /// repair replaces the node instead.
-    fn reboot(&self, instance_id: &str) -> impl Future<Output = Result<bool, CloudError>> + Send {
+    /// Reboots an instance this cluster launched for NodeClaim `nodeclaim` (a repair's reboot);
+    /// refuses any other. `Ok(false)`: the instance is gone or going. A cloud that cannot reboot
+    /// refuses, and the repair replaces the node instead.
+    fn reboot(
+        &self,
+        instance_id: &str,
+        nodeclaim: &str,
+    ) -> impl Future<Output = Result<bool, CloudError>> + Send {
+        let _ = nodeclaim;
         let refused = CloudError::Refused {
             action: "reboot",
             instance_id: instance_id.to_string(),
@@ -139,8 +144,12 @@ impl<T: Cloud> Cloud for Arc<T> {
         (**self).terminate(instance_id)
     }
 
-    fn reboot(&self, instance_id: &str) -> impl Future<Output = Result<bool, CloudError>> + Send {
-        (**self).reboot(instance_id)
+    fn reboot(
+        &self,
+        instance_id: &str,
+        nodeclaim: &str,
+    ) -> impl Future<Output = Result<bool, CloudError>> + Send {
+        (**self).reboot(instance_id, nodeclaim)
     }
 
     fn instances(&self) -> impl Future<Output = Result<Vec<Instance>, CloudError>> + Send {

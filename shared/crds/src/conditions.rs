@@ -7,6 +7,8 @@ pub const LAUNCHED: &str = "Launched";
 pub const REGISTERED: &str = "Registered";
 /// A NodeClaim's node is Ready and free of startup taints.
 pub const INITIALIZED: &str = "Initialized";
+/// A NodeClaim's node is being rebooted for repair (True until the reboot ends).
+pub const REBOOTING: &str = "Rebooting";
 /// A NodeClaim no longer matches its NodePool or EC2NodeClass (the reason says how).
 pub const DRIFTED: &str = "Drifted";
 /// A Node's kubelet condition, a Pod's, and an object's summary condition.

@@ -197,9 +197,16 @@ pub struct Disruption {
     pub budgets: Vec<BudgetSpec>,
 }
 
+/// A budget's `nodes` when left out (Karpenter's CRD default).
+fn ten_percent() -> String {
+    "10%".into()
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BudgetSpec {
+    // Defaulted to `10%` when left out, as the API server defaults it from Karpenter's CRD.
+    #[serde(default = "ten_percent")]
     #[schemars(schema_with = "validation::budget_nodes")]
     pub nodes: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

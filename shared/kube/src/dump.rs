@@ -142,7 +142,8 @@ pub fn ca_bundle_of(ca_crt: &str) -> String {
 }
 
 /// What drains and interruption decisions read of a pod: identity, owners, annotations, labels,
-/// timestamps, node, priority class and phase. A fifth of a `Pod`'s size (its spec and status
+/// timestamps, node, priority class, its own grace period (a drain with a deadline deletes it
+/// that long before) and phase. A fifth of a `Pod`'s size (its spec and status
 /// are large even when empty), which is what lets a tick hold 50,000 of them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SlimPod {
@@ -150,6 +151,7 @@ pub struct SlimPod {
     pub node_name: Option<String>,
     pub priority_class_name: Option<String>,
     pub priority: Option<i32>,
+    pub termination_grace_period_seconds: Option<i64>,
     pub phase: Option<String>,
     /// When the pod last came to or left its node, in seconds: see [`pod_event_at`].
     pub event_at: i64,
@@ -167,6 +169,7 @@ impl SlimPod {
             node_name: spec.node_name,
             priority_class_name: spec.priority_class_name,
             priority: spec.priority,
+            termination_grace_period_seconds: spec.termination_grace_period_seconds,
             phase: pod.status.and_then(|s| s.phase),
         }
     }
@@ -179,6 +182,7 @@ impl SlimPod {
                 node_name: self.node_name.clone(),
                 priority_class_name: self.priority_class_name.clone(),
                 priority: self.priority,
+                termination_grace_period_seconds: self.termination_grace_period_seconds,
                 ..Default::default()
             }),
             status: Some(PodStatus {

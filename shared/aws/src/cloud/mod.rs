@@ -389,8 +389,8 @@ impl Cloud for Ec2Cloud {
         instances::terminate(&self.clients.ec2, &self.cluster, instance_id).await
     }
 
-    async fn reboot(&self, instance_id: &str) -> Result<bool, AwsError> {
-        instances::reboot(&self.clients.ec2, &self.cluster, instance_id).await
+    async fn reboot(&self, instance_id: &str, nodeclaim: &str) -> Result<bool, AwsError> {
+        instances::reboot(&self.clients.ec2, &self.cluster, instance_id, nodeclaim).await
     }
 
     async fn instances(&self) -> Result<Vec<Instance>, AwsError> {

@@ -224,6 +224,11 @@ pub fn budget_reasons(_: &mut SchemaGenerator) -> Schema {
 pub fn budgets(g: &mut SchemaGenerator) -> Schema {
     let mut schema = g.subschema_for::<Vec<crate::BudgetSpec>>();
     schema.insert("maxItems".into(), json!(50));
+    // Required, as Karpenter's CRD has it; the API server fills it in from its default first,
+    // and a manifest read without the API server is defaulted as it would be.
+    if let Some(items) = schema.get_mut("items").and_then(|i| i.as_object_mut()) {
+        items.insert("required".into(), json!(["nodes"]));
+    }
     schema.insert(
         "x-kubernetes-validations".into(),
         json!([rule(

@@ -3,7 +3,7 @@
 //! ([`pod`]), nodes and Karpenter's objects ([`objects`]), and here the snapshot itself and the
 //! helpers both use (quantities, taint effects; selectors are [`crate::selectors`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use fleetwright_core::model::{self as core, TaintEffect};
 use fleetwright_core::resources::Resources;
@@ -157,6 +157,7 @@ fn convert_all(
         }
     }
     taint_commanded(&mut snapshot);
+    taint_rebooting(dump, &mut snapshot);
     for p in &dump.nodepools {
         match nodepool(p) {
             Ok(x) => snapshot.nodepools.push(x),
@@ -210,16 +211,42 @@ fn taint_commanded(snapshot: &mut core::Snapshot) {
         .filter(|c| c.annotations.contains_key(DISRUPTION_COMMAND))
         .filter_map(|c| c.node_name.as_deref())
         .collect();
+    let commanded: BTreeSet<String> = commanded.into_iter().map(str::to_string).collect();
+    taint(snapshot, &commanded, TAINT_DISRUPTED);
+}
+
+/// The named nodes, given the NoSchedule taint `key` where they lack it.
+fn taint(snapshot: &mut core::Snapshot, nodes: &BTreeSet<String>, key: &str) {
     for node in &mut snapshot.nodes {
-        let tainted = node.taints.iter().any(|t| t.key == TAINT_DISRUPTED);
-        if commanded.contains(node.name.as_str()) && !tainted {
+        let tainted = node.taints.iter().any(|t| t.key == key);
+        if nodes.contains(&node.name) && !tainted {
             node.taints.push(core::Taint {
-                key: TAINT_DISRUPTED.into(),
+                key: key.into(),
                 value: String::new(),
                 effect: TaintEffect::NoSchedule,
             });
         }
     }
+}
+
+/// A reboot is committed on its NodeClaim before its node is fenced, and the fence goes once
+/// the node has booted again, before it is Ready: through all of it the node is seen fenced
+/// (no candidate, counted against every budget, and its capacity coming back).
+fn taint_rebooting(dump: &ClusterDump, snapshot: &mut core::Snapshot) {
+    use fleetwright_core::labels::TAINT_REBOOTING;
+    let rebooting: BTreeSet<String> = dump
+        .nodeclaims
+        .iter()
+        .filter(|c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == fleetwright_crds::conditions::REBOOTING && c.status == "True"
+                })
+            })
+        })
+        .filter_map(|c| c.status.as_ref()?.node_name.clone())
+        .collect();
+    taint(snapshot, &rebooting, TAINT_REBOOTING);
 }
 
 /// Each node's last pod event ([`pod_events::last_pod_event`]), from its pods and its

@@ -250,9 +250,14 @@ fn fault(
         return None;
     }
     let Some(class) = class.filter(|c| !c.is_empty()) else {
-        return Some(format!(
-            "{name} is not bound and names no storageClassName (the cluster has no default StorageClass)"
-        ));
+        return Some(match class {
+            Some(_) => format!(
+                "{name} is not bound and its storageClassName is \"\" (it binds only to a persistentvolume of no class, and none is bound to it)"
+            ),
+            None => format!(
+                "{name} is not bound and names no storageClassName (the cluster has no default StorageClass)"
+            ),
+        });
     };
     let Some(found) = classes.by_name.get(class) else {
         return Some(format!(

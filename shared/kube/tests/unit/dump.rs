@@ -35,3 +35,19 @@ fn bad_field_is_named() {
     assert!(errors[1].contains("lastTransitionTime"), "{errors:?}");
     assert_eq!(dump.nodes.len(), 1);
 }
+
+/// A live read keeps a pod's own grace period: a drain with a deadline deletes the pod that
+/// long before it, so the pod gets its full shutdown.
+#[test]
+fn a_slim_pod_keeps_its_grace_period() {
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "trainer", "namespace": "ml"},
+        "spec": {"nodeName": "n1", "terminationGracePeriodSeconds": 120,
+            "containers": [{"name": "c", "image": "pause"}]},
+    }))
+    .unwrap();
+    let back = SlimPod::new(pod).to_pod();
+    let spec = back.spec.unwrap();
+    assert_eq!(spec.termination_grace_period_seconds, Some(120));
+    assert_eq!(spec.node_name.as_deref(), Some("n1"));
+}

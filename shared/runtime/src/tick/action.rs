@@ -138,6 +138,9 @@ pub enum Action {
         nodeclaim: String,
         #[serde(serialize_with = "pod_keys")]
         pods: Vec<Pod>,
+        /// How soon a pod's own shutdown must begin, or the drain's deadline comes.
+        #[serde(skip)]
+        next_due: Option<chrono::Duration>,
     },
     /// Delete pods on a draining node without the Eviction API: those still there when its
     /// `terminationGracePeriod` is over (`grace_seconds` None: each with its own grace), or,
@@ -311,6 +314,9 @@ pub enum Action {
         /// How long the pods left have not changed, when no grace period bounds the drain.
         #[serde(skip)]
         stalled_since: Option<chrono::Duration>,
+        /// How soon a pod's own shutdown must begin, or the drain's deadline comes.
+        #[serde(skip)]
+        next_due: Option<chrono::Duration>,
     },
 }
 
@@ -333,13 +339,16 @@ pub enum RebootStep {
         #[serde(serialize_with = "pod_keys")]
         pods: Vec<Pod>,
     },
-    /// Record `boot_id`, ask the cloud to reboot `instance_id` (None: the node has already
-    /// booted again, so only the condition moves on), and mark the NodeClaim `RebootIssued`
-    /// and not initialized.
+    /// Record `boot_id` and that the cloud is being asked, ask it to reboot `instance_id`
+    /// (None: it was asked before, or the node has already booted again, so only the condition
+    /// moves on: an instance is never rebooted twice for one request), and mark the NodeClaim
+    /// `RebootIssued` and not initialized.
     #[serde(rename_all = "camelCase")]
     Issue {
         instance_id: Option<String>,
         boot_id: String,
+        /// The drain's bound, should the cloud refuse and the node be replaced instead.
+        grace_seconds: Option<i64>,
     },
     /// The node is back with a new boot: the fence goes; once `ready`, the reboot succeeded.
     Observed { ready: bool },

@@ -53,12 +53,13 @@ pub fn deletions(
         if let (Some(node), false) = (&node, pods.is_empty()) {
             if !grace_over(claim, now) {
                 // Evictions first: a pod the API refuses to delete early does not hold them up.
-                let (due, rest) =
-                    super::shutdown::due_before(pods, termination_time(claim, now), now);
+                let deadline = termination_time(claim, now);
+                let (due, rest) = super::shutdown::due_before(pods, deadline, now);
                 if !rest.is_empty() {
                     out.push(Action::EvictForDeletion {
                         node: node.clone(),
                         nodeclaim: name_of(claim),
+                        next_due: super::shutdown::next_due(&rest, deadline, now),
                         pods: rest,
                     });
                 }

@@ -27,10 +27,19 @@ pub const POLL: Duration = Duration::seconds(10);
 /// validation is not followed every 15 s.
 pub fn after(action: &Action) -> Option<Duration> {
     match action {
-        Action::DrainDisrupted { progress, pods, .. } => {
+        Action::DrainDisrupted {
+            progress,
+            pods,
+            next_due,
+            ..
+        } => {
             let leaving = pods.iter().any(|p| p.metadata.deletion_timestamp.is_some());
-            (progress.is_some() || leaving).then_some(POLL)
+            let moving = (progress.is_some() || leaving).then_some(POLL);
+            moving.into_iter().chain(*next_due).min()
         }
+        // A drain a budget holds still wakes when a pod's own shutdown must begin (its grace
+        // before the deadline), and at the deadline.
+        Action::EvictForDeletion { next_due, .. } => *next_due,
         Action::StartDisruption { .. }
         | Action::AwaitReplacement { .. }
         | Action::DeleteNodeClaim { .. }
@@ -44,8 +53,12 @@ pub fn after(action: &Action) -> Option<Duration> {
         // Its node joins within a minute or so, and its pods wait for the tick to register and
         // initialize it; the tick polls until then (see `decide::joining`).
         Action::Launch { .. } => Some(POLL),
-        // A reboot's next step (its drain, its issue, the node back) is looked at as a
-        // command's is.
+        // A reboot's next step is looked at as a command's is; a drain only while it waits for
+        // nothing but time (a budget holding it is left to the schedule).
+        Action::Reboot {
+            step: super::action::RebootStep::Drain { pods },
+            ..
+        } => pods.is_empty().then_some(POLL),
         Action::Reboot { .. } => Some(POLL),
         _ => None,
     }

@@ -326,6 +326,7 @@ pub(crate) fn drain_and_delete(
                 true => (None, pods),
                 false => super::shutdown::due_before(pods, deadline, now),
             };
+            let next_due = super::shutdown::next_due(&pods, deadline, now);
             let (due, due_grace) =
                 due.map_or((Vec::new(), None), |d| (d.pods, Some(d.grace_seconds)));
             Action::DrainDisrupted {
@@ -340,6 +341,7 @@ pub(crate) fn drain_and_delete(
                     (false, None) => last.map(|(_, at)| now - at),
                     _ => None,
                 },
+                next_due,
                 pods,
             }
         })

@@ -31,7 +31,7 @@ use super::claims::{name_of, provider_id};
 use fleetwright_crds::conditions;
 
 /// The NodeClaim condition a reboot is carried on.
-pub const REBOOTING: &str = "Rebooting";
+pub const REBOOTING: &str = conditions::REBOOTING;
 pub const REQUESTED: &str = "RebootRequested";
 pub const ISSUED: &str = "RebootIssued";
 pub const SUCCEEDED: &str = "RebootSucceeded";
@@ -46,6 +46,10 @@ pub const GRACE: &str = "karpenter.sh/reboot-termination-grace-period";
 pub const ISSUANCE_STARTED: &str = "fleetwright.io/reboot-issuance-started";
 /// On a NodeClaim: when its recent reboots were committed (RFC 3339, comma-separated).
 pub const HISTORY: &str = "fleetwright.io/reboots";
+/// On a NodeClaim: the cloud is being asked to reboot its instance (RFC 3339), written before
+/// the call and removed when the call fails: found on a later tick, the call may have gone
+/// through, so it is not made again.
+pub const ASKED: &str = "fleetwright.io/reboot-asked";
 
 /// How long a node has to come back, Ready with a new boot ID, once its reboot is issued.
 pub const OBSERVATION_WINDOW: Duration = Duration::minutes(20);
@@ -96,10 +100,10 @@ pub fn steps(dump: &ClusterDump, claims: &[NodeClaim], now: DateTime<Utc>) -> Ve
 }
 
 /// The phase of a reboot in progress (`RebootRequested` or `RebootIssued`) and when it was
-/// requested, if one is.
-pub fn in_progress(claim: &NodeClaim) -> Option<(&str, DateTime<Utc>)> {
+/// requested (None when the condition does not say), if one is.
+pub fn in_progress(claim: &NodeClaim) -> Option<(&str, Option<DateTime<Utc>>)> {
     let c = rebooting(claim).filter(|c| c.status == "True")?;
-    let at = c.last_transition_time.as_deref().and_then(parse)?;
+    let at = c.last_transition_time.as_deref().and_then(parse);
     Some((c.reason.as_deref().unwrap_or(REQUESTED), at))
 }
 
@@ -212,7 +216,8 @@ fn deadline(
     node: bool,
 ) -> Option<(DateTime<Utc>, &'static str)> {
     if phase == ISSUED {
-        let at = issued_at(claim)?;
+        // Issued by a writer that did not stamp it: counted from the latest it could have been.
+        let at = issued_at(claim).unwrap_or(requested + ISSUANCE_TIMEOUT);
         return Some((
             at + OBSERVATION_WINDOW,
             "node did not recover within the observation window",
@@ -240,8 +245,11 @@ fn step(dump: &ClusterDump, claim: &NodeClaim, now: DateTime<Utc>) -> Option<Act
             .unwrap_or_default(),
         step,
     };
-    let grace = match grace(claim) {
-        Ok(grace) => grace,
+    let request = requested.ok_or_else(|| {
+        format!("condition {REBOOTING} has no lastTransitionTime to count its deadlines from")
+    });
+    let (grace, requested) = match grace(claim).and_then(|g| Ok((g, request?))) {
+        Ok(read) => read,
         // A request that cannot be read fails without replacing the node, as Karpenter's.
         Err(why) => {
             return Some(reboot(RebootStep::Fail {
@@ -289,38 +297,41 @@ fn requested_step(
         .and_then(|p| p.rsplit('/').next())
         .filter(|id| id.starts_with("i-"))
         .map(str::to_string);
+    let grace_seconds = grace.map(|g| g.num_seconds());
+    let issue = |instance_id, boot_id| RebootStep::Issue {
+        instance_id,
+        boot_id,
+        grace_seconds,
+    };
     if let Some(pre) = annotation(claim, PRE_BOOT_ID) {
-        let asked = (boot == pre).then_some(instance);
-        return match asked {
-            Some(None) => Some(no_instance()),
-            Some(instance) => Some(RebootStep::Issue {
-                instance_id: instance,
-                boot_id: pre.to_string(),
-            }),
-            None => Some(RebootStep::Issue {
-                instance_id: None,
-                boot_id: pre.to_string(),
-            }),
-        };
+        // Asked already, and not known to have failed, or booted since: only the condition
+        // moves on.
+        let again = boot == pre && annotation(claim, ASKED).is_none();
+        return Some(match (again, instance) {
+            (false, _) => issue(None, pre.to_string()),
+            (true, Some(id)) => issue(Some(id), pre.to_string()),
+            (true, None) => no_instance(),
+        });
+    }
+    // Fenced first, whatever the bound: nothing new may land on it.
+    if !fenced(node) {
+        return Some(RebootStep::Drain { pods: Vec::new() });
     }
     if grace != Some(Duration::zero()) {
         let name = node.metadata.name.as_deref().unwrap_or_default();
         let pods = super::claims::pods_to_move(dump, name, now);
         let bound = grace.map(|g| requested + g.max(MIN_DRAIN));
         let draining = !pods.is_empty() && bound.is_none_or(|b| now < b);
-        if draining || now < requested + MIN_DRAIN || !fenced(node) {
+        if draining || now < requested + MIN_DRAIN {
             return Some(RebootStep::Drain {
                 pods: if draining { pods } else { Vec::new() },
             });
         }
     }
-    match instance {
-        Some(id) => Some(RebootStep::Issue {
-            instance_id: Some(id),
-            boot_id: boot,
-        }),
-        None => Some(no_instance()),
-    }
+    Some(match instance {
+        Some(id) => issue(Some(id), boot),
+        None => no_instance(),
+    })
 }
 
 fn no_instance() -> RebootStep {

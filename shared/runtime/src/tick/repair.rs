@@ -229,6 +229,16 @@ pub fn repairs(
             if !budgeted {
                 return action;
             }
+            // A pool that did not read (or is gone) has no budgets to take: its nodes wait.
+            if !pools.iter().any(|p| p.name == nodepool) {
+                return Action::Blocked {
+                    node: node.to_string(),
+                    reason: format!(
+                        "NodePool {nodepool} is not read this tick (invalid, or gone), so its budgets are unknown"
+                    ),
+                    changed: said,
+                };
+            }
             let n = left
                 .entry(nodepool.to_string())
                 .or_insert_with(|| allowance(dump, claims, pools, nodepool, now));
@@ -366,8 +376,12 @@ fn repair(
     let node = dump.node_of(claim)?;
     let due = due_repair(node, mode, super::reboot::finished_at(claim), now)?;
     let node_name = node.metadata.name.clone().unwrap_or_default();
-    if vetoed(node.metadata.annotations.as_ref()) || vetoed(claim.metadata.annotations.as_ref()) {
-        let reason = format!("node has {DO_NOT_REPAIR}");
+    let on_node = vetoed(node.metadata.annotations.as_ref());
+    if on_node || vetoed(claim.metadata.annotations.as_ref()) {
+        let reason = match on_node {
+            true => format!("node has {DO_NOT_REPAIR}"),
+            false => format!("nodeclaim {} has {DO_NOT_REPAIR}", name_of(claim)),
+        };
         let changed = now.minute().is_multiple_of(5);
         return Some((
             due.at,

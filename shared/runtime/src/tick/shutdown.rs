@@ -31,6 +31,31 @@ pub const DEFAULT_POD_GRACE_SECONDS: i64 = 30;
 /// is left of its grace (at least 1 s), as Karpenter's termination does, so its shutdown ends
 /// by the time the node goes instead of being cut short there. The others are still evicted.
 /// A pod already shutting down is on its way and is neither.
+/// How long until the next of these pods falls due (its own grace before `deadline`), or until
+/// the deadline itself: a tick then deletes what is left, so each pod gets its full shutdown
+/// however the schedule falls. None without a deadline, or when nothing is ahead.
+pub(crate) fn next_due(
+    pods: &[Pod],
+    deadline: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Option<Duration> {
+    let deadline = deadline?;
+    pods.iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            let grace = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+                .unwrap_or(DEFAULT_POD_GRACE_SECONDS);
+            deadline - Duration::seconds(grace)
+        })
+        .chain(std::iter::once(deadline))
+        .filter(|at| *at > now)
+        .map(|at| at - now)
+        .min()
+}
+
 pub(crate) fn due_before(
     pods: Vec<Pod>,
     deadline: Option<DateTime<Utc>>,

@@ -495,7 +495,7 @@ impl Cloud for SimCloud {
         Ok(Termination::Terminating)
     }
 
-    async fn reboot(&self, instance_id: &str) -> Result<bool, CloudError> {
+    async fn reboot(&self, instance_id: &str, nodeclaim: &str) -> Result<bool, CloudError> {
         if let Some(f) = self.take_fault("RebootInstances") {
             return Err(api_error(&f));
         }
@@ -503,7 +503,9 @@ impl Cloud for SimCloud {
         let Some(found) = s.live.get(instance_id) else {
             return Ok(false);
         };
-        if let Some(reason) = ownership_problem(&found.instance.tags, &self.cluster) {
+        let other = (found.instance.nodeclaim() != Some(nodeclaim))
+            .then(|| format!("it was not launched for NodeClaim {nodeclaim}"));
+        if let Some(reason) = ownership_problem(&found.instance.tags, &self.cluster).or(other) {
             return Err(CloudError::Refused {
                 action: "reboot",
                 instance_id: instance_id.to_string(),

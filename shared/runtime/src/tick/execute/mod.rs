@@ -229,6 +229,7 @@ impl<C: Cloud> Tick<C> {
                 node,
                 nodeclaim,
                 pods,
+                ..
             } => {
                 let drained = executor::drain(self.kube.clone(), pods).await;
                 self.mark_eviction_failing(nodeclaim, !drained.failed.is_empty(), now)

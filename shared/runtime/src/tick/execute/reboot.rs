@@ -66,6 +66,48 @@ fn with_rebooting(
     executor::with_condition(status, c)
 }
 
+/// `status` with the reboot issued: `RebootIssued` (its message kept), and `Initialized`
+/// Unknown from now (a fresh time, so the observation window counts from this reboot).
+fn issued(status: &NodeClaimStatus, now: DateTime<Utc>) -> Option<NodeClaimStatus> {
+    let rebooting = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == reboot::REBOOTING);
+    let message = rebooting
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default();
+    // Issued already (this step applied twice): its times stay.
+    let already = rebooting
+        .is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some(reboot::ISSUED));
+    let mut next = with_rebooting(status, true, reboot::ISSUED, &message, now)
+        .unwrap_or_else(|| status.clone());
+    if !already {
+        next.conditions
+            .retain(|c| c.type_ != conditions::INITIALIZED);
+        next.conditions.push(Condition {
+            type_: conditions::INITIALIZED.into(),
+            status: "Unknown".into(),
+            reason: Some(reboot::INITIALIZED_REBOOTING.into()),
+            message: Some("node is rebooting".into()),
+            last_transition_time: Some(stamp(now)),
+            observed_generation: None,
+        });
+    }
+    Some(next)
+}
+
+/// Whether the cloud's answer means asking again cannot succeed: a refusal in code, or IAM
+/// denying the call.
+fn refusal(e: &CloudError) -> bool {
+    match e {
+        CloudError::Refused { .. } => true,
+        CloudError::Api { code, .. } => {
+            code.contains("Unauthorized") || code.contains("AccessDenied")
+        }
+        _ => false,
+    }
+}
+
 impl<C: Cloud> Tick<C> {
     /// Applies one step of the reboot of `nodeclaim` (its node `node`).
     pub(super) async fn reboot_step(
@@ -96,8 +138,11 @@ impl<C: Cloud> Tick<C> {
             RebootStep::Issue {
                 instance_id,
                 boot_id,
+                grace_seconds,
             } => {
-                self.issue_reboot(nodeclaim, node, instance_id.as_deref(), boot_id, now)
+                let bound = grace_seconds.map(|g| now + chrono::Duration::seconds(g));
+                let ask = instance_id.as_deref().map(|id| (id, bound));
+                self.issue_reboot(nodeclaim, node, ask, boot_id, now)
                     .await?
             }
             RebootStep::Observed { ready } => {
@@ -130,8 +175,9 @@ impl<C: Cloud> Tick<C> {
         Ok(())
     }
 
-    /// The reboot's request: its drain's bound and the history on the NodeClaim, then
-    /// `Rebooting=True` (`RebootRequested`), whose transition time starts the reboot's clocks.
+    /// The reboot's request: its drain's bound on the NodeClaim, then `Rebooting=True`
+    /// (`RebootRequested`), whose transition time starts the reboot's clocks, then the history
+    /// (a commit that did not go through spends none of the node's reboots).
     async fn commit_reboot(
         &self,
         nodeclaim: &str,
@@ -143,9 +189,9 @@ impl<C: Cloud> Tick<C> {
         self.update_metadata(nodeclaim, |m| {
             let map = m.annotations.get_or_insert_with(Default::default);
             map.insert(reboot::GRACE.into(), format!("{grace_seconds}s"));
-            map.insert(reboot::HISTORY.into(), history.to_string());
-            map.remove(reboot::PRE_BOOT_ID);
-            map.remove(reboot::ISSUANCE_STARTED);
+            for key in [reboot::PRE_BOOT_ID, reboot::ISSUANCE_STARTED, reboot::ASKED] {
+                map.remove(key);
+            }
         })
         .await?;
         let message = format!("rebooting for {condition}");
@@ -154,64 +200,62 @@ impl<C: Cloud> Tick<C> {
             with_rebooting(&status, true, reboot::REQUESTED, &message, now)
         })
         .await?;
+        self.update_metadata(nodeclaim, |m| {
+            let map = m.annotations.get_or_insert_with(Default::default);
+            map.insert(reboot::HISTORY.into(), history.to_string());
+        })
+        .await?;
         warn!(target: TICK, %nodeclaim, %condition, grace_seconds, "rebooting an unhealthy node");
         Ok(())
     }
 
-    /// Records the boot ID, asks the cloud (unless the node has already booted again), and marks
-    /// the reboot issued. A cloud that refuses, or an instance gone, fails the reboot.
+    /// Records the boot ID and that the cloud is being asked, asks it (`ask`: the instance, and
+    /// the drain's deadline should it refuse), and marks the reboot issued. A cloud that refuses,
+    /// or an instance gone, fails the reboot; any other error is retried by the next ticks
+    /// until the issuance timeout.
     async fn issue_reboot(
         &self,
         nodeclaim: &str,
         node: &str,
-        instance_id: Option<&str>,
+        ask: Option<(&str, Option<DateTime<Utc>>)>,
         boot_id: &str,
         now: DateTime<Utc>,
     ) -> Result<(), RuntimeError> {
-        if let Some(id) = instance_id {
+        if let Some((id, bound)) = ask {
             self.update_metadata(nodeclaim, |m| {
                 let map = m.annotations.get_or_insert_with(Default::default);
                 map.insert(reboot::PRE_BOOT_ID.into(), boot_id.to_string());
+                map.insert(reboot::ASKED.into(), stamp(now));
                 map.entry(reboot::ISSUANCE_STARTED.into())
                     .or_insert_with(|| stamp(now));
             })
             .await?;
-            let refused = match self.cloud.reboot(id).await {
+            let refused = match self.cloud.reboot(id, nodeclaim).await {
                 Ok(true) => None,
                 Ok(false) => Some(format!("instance {id} is gone")),
-                Err(e @ CloudError::Refused { .. }) => Some(e.to_string()),
-                // Retried by the next ticks until the issuance timeout.
-                Err(e) => return Err(e.into()),
+                Err(e) if refusal(&e) => Some(e.to_string()),
+                Err(e) => {
+                    // Known not to have gone through: the next tick asks again.
+                    self.update_metadata(nodeclaim, |m| {
+                        if let Some(map) = m.annotations.as_mut() {
+                            map.remove(reboot::ASKED);
+                        }
+                    })
+                    .await?;
+                    return Err(e.into());
+                }
             };
             if let Some(why) = refused {
                 let message = format!("reboot rejected by the cloud provider: {why}");
                 return self
-                    .fail_reboot(nodeclaim, node, &message, true, None, now)
+                    .fail_reboot(nodeclaim, node, &message, true, bound, now)
                     .await;
             }
             info!(target: TICK, %nodeclaim, %node, instance_id = %id, "rebooted the instance");
         }
         executor::update_nodeclaim_status(self.kube.clone(), nodeclaim, |current| {
             let status = current.status.clone().unwrap_or_default();
-            let message = status
-                .conditions
-                .iter()
-                .find(|c| c.type_ == reboot::REBOOTING)
-                .and_then(|c| c.message.clone())
-                .unwrap_or_default();
-            let issued = with_rebooting(&status, true, reboot::ISSUED, &message, now)
-                .unwrap_or_else(|| status.clone());
-            let rebooting = Condition {
-                type_: conditions::INITIALIZED.into(),
-                status: "Unknown".into(),
-                reason: Some(reboot::INITIALIZED_REBOOTING.into()),
-                message: Some("node is rebooting".into()),
-                last_transition_time: Some(stamp(now)),
-                observed_generation: None,
-            };
-            executor::with_condition(&issued, rebooting)
-                .or(Some(issued))
-                .filter(|next| *next != status)
+            issued(&status, now).filter(|next| *next != status)
         })
         .await?;
         Ok(())
@@ -227,8 +271,9 @@ impl<C: Cloud> Tick<C> {
     ) -> Result<(), RuntimeError> {
         self.update_metadata(nodeclaim, |m| {
             if let Some(map) = m.annotations.as_mut() {
-                map.remove(reboot::PRE_BOOT_ID);
-                map.remove(reboot::ISSUANCE_STARTED);
+                for key in [reboot::PRE_BOOT_ID, reboot::ISSUANCE_STARTED, reboot::ASKED] {
+                    map.remove(key);
+                }
             }
         })
         .await?;
@@ -245,8 +290,9 @@ impl<C: Cloud> Tick<C> {
         Ok(())
     }
 
-    /// A failed reboot: the fence gone, `RebootFailed`, and the node replaced unless the
-    /// request itself was unreadable (its drain bounded as the reboot's was).
+    /// A failed reboot: the fence gone, the node replaced unless the request itself was
+    /// unreadable (its drain bounded as the reboot's was), then `RebootFailed`: deleted first,
+    /// so a tick cut off between the two leaves a deletion, not a node to reboot again.
     async fn fail_reboot(
         &self,
         nodeclaim: &str,
@@ -259,12 +305,12 @@ impl<C: Cloud> Tick<C> {
         if !node.is_empty() {
             executor::update_node(self.kube.clone(), node, unfenced).await?;
         }
-        self.end_reboot(nodeclaim, false, message, now).await?;
         warn!(target: TICK, %nodeclaim, %node, %message, replace, "reboot failed");
         if replace {
             self.delete_for(nodeclaim, "unhealthy", terminate_at)
                 .await?;
         }
+        self.end_reboot(nodeclaim, false, message, now).await?;
         Ok(())
     }
 }

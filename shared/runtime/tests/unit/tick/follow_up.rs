@@ -13,6 +13,7 @@ fn drain(progress: Option<&str>, pods: Vec<Pod>) -> Action {
         due_grace: None,
         progress: progress.map(str::to_string),
         stalled_since: None,
+        next_due: None,
     }
 }
 
@@ -46,6 +47,41 @@ fn a_drain_is_followed_only_while_it_moves() {
     assert_eq!(after(&drain(None, vec![leaving()])), Some(POLL));
     // A PodDisruptionBudget holds every pod: nothing changed, nothing is leaving.
     assert_eq!(after(&drain(None, vec![Pod::default()])), None);
+}
+
+/// A drain with a deadline that a budget holds still wakes the tick when a pod's own
+/// shutdown must begin (its grace before the deadline), and at the deadline itself: a pod of
+/// 120 s grace under a deadline 5 minutes away falls due in 3.
+#[test]
+fn a_held_drain_wakes_when_a_pod_falls_due_and_at_its_deadline() {
+    use crate::tick::shutdown::next_due;
+    let now = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+    let deadline = now + Duration::minutes(5);
+    let slow = Pod {
+        spec: Some(k8s_openapi::api::core::v1::PodSpec {
+            termination_grace_period_seconds: Some(120),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    assert_eq!(
+        next_due(std::slice::from_ref(&slow), Some(deadline), now),
+        Some(Duration::minutes(3))
+    );
+    // Past its own due time (it was deleted then), the deadline is next.
+    let later = now + Duration::minutes(4);
+    assert_eq!(
+        next_due(std::slice::from_ref(&slow), Some(deadline), later),
+        Some(Duration::minutes(1))
+    );
+    assert_eq!(next_due(std::slice::from_ref(&slow), None, now), None);
+    let evict = Action::EvictForDeletion {
+        node: "n1".into(),
+        nodeclaim: "c1".into(),
+        pods: vec![slow],
+        next_due: Some(Duration::minutes(3)),
+    };
+    assert_eq!(after(&evict), Some(Duration::minutes(3)));
 }
 
 #[test]

@@ -246,7 +246,7 @@ fn a_requested_reboot_drains_within_its_bound_then_reboots() {
         pods,
     );
     assert!(
-        matches!(step_of(&over).as_slice(), [(_, RebootStep::Issue { instance_id: Some(id), boot_id })]
+        matches!(step_of(&over).as_slice(), [(_, RebootStep::Issue { instance_id: Some(id), boot_id, grace_seconds: Some(300) })]
             if id == "i-00000000000000001" && boot_id == "b0"),
         "{over:?}"
     );
@@ -278,6 +278,86 @@ fn a_requested_reboot_drains_within_its_bound_then_reboots() {
             }
         )]
     ));
+    // Asked, and not known to have failed (a tick cut off after the call): not asked again,
+    // though the node has not rebooted yet. Known to have failed: asked again.
+    let cut_off =
+        json!({GRACE: "300s", PRE_BOOT_ID: "b0", ISSUANCE_STARTED: ago(1), ASKED: ago(1)});
+    let asked = next(
+        vec![fenced(node(1, &[], "b0"))],
+        vec![requested_claim(6, cut_off)],
+        vec![],
+    );
+    assert!(
+        matches!(
+            step_of(&asked).as_slice(),
+            [(
+                _,
+                RebootStep::Issue {
+                    instance_id: None,
+                    ..
+                }
+            )]
+        ),
+        "{asked:?}"
+    );
+    let failed = json!({GRACE: "300s", PRE_BOOT_ID: "b0", ISSUANCE_STARTED: ago(1)});
+    let retried = next(
+        vec![fenced(node(1, &[], "b0"))],
+        vec![requested_claim(6, failed)],
+        vec![],
+    );
+    assert!(
+        matches!(
+            step_of(&retried).as_slice(),
+            [(
+                _,
+                RebootStep::Issue {
+                    instance_id: Some(_),
+                    ..
+                }
+            )]
+        ),
+        "{retried:?}"
+    );
+    // A forceful reboot (bound 0) drains nothing, but is fenced first.
+    let forceful = next(
+        vec![node(1, &[], "b0")],
+        vec![requested_claim(0, json!({GRACE: "0s"}))],
+        vec![pod("a", "n1")],
+    );
+    assert!(
+        matches!(step_of(&forceful).as_slice(), [(_, RebootStep::Drain { pods })] if pods.is_empty())
+    );
+    let forceful = next(
+        vec![fenced(node(1, &[], "b0"))],
+        vec![requested_claim(0, json!({GRACE: "0s"}))],
+        vec![pod("a", "n1")],
+    );
+    assert!(matches!(
+        step_of(&forceful).as_slice(),
+        [(
+            _,
+            RebootStep::Issue {
+                instance_id: Some(_),
+                ..
+            }
+        )]
+    ));
+    // A condition with no time to count from fails the request, without replacing the node;
+    // until then it is a reboot in progress (not repaired, not initialized again).
+    let mut untimed = requested_claim(1, json!({GRACE: "300s"}));
+    for c in untimed["status"]["conditions"].as_array_mut().unwrap() {
+        c.as_object_mut().unwrap().remove("lastTransitionTime");
+    }
+    let failed = next(vec![node(1, &[], "b0")], vec![untimed.clone()], vec![]);
+    assert!(
+        matches!(
+            step_of(&failed).as_slice(),
+            [(_, RebootStep::Fail { replace: false, .. })]
+        ),
+        "{failed:?}"
+    );
+    assert!(in_progress(&serde_json::from_value(untimed).unwrap()).is_some());
     // Asked, not yet taken, for longer than the issuance timeout: failed and replaced.
     let timed_out = next(
         vec![fenced(node(1, &[], "b0"))],
@@ -345,4 +425,32 @@ fn an_issued_reboot_ends_when_the_node_is_back_or_fails_after_the_window() {
         step_of(&next(vec![], vec![issued(21)], vec![])).as_slice(),
         [(_, RebootStep::Fail { .. })]
     ));
+}
+
+/// The read sees a rebooting node fenced whether or not its fence is written yet (a commit cut
+/// off before it, or a node back with a new boot and not Ready yet): it is no candidate for
+/// another disruption, and it counts against every budget.
+#[test]
+fn a_rebooting_node_is_read_as_fenced_whatever_its_taints_say() {
+    let mut d = dump(
+        vec![node(1, &[], "b0"), node(2, &[], "b0")],
+        vec![
+            claim(1, json!({}), vec![rebooting(REQUESTED, 1)]),
+            claim(2, json!({}), vec![]),
+        ],
+        vec![],
+    );
+    let snapshot = fleetwright_kube::convert::take_snapshot(&mut d).unwrap();
+    let fenced = |name: &str| {
+        snapshot
+            .nodes
+            .iter()
+            .find(|n| n.name == name)
+            .unwrap()
+            .taints
+            .iter()
+            .any(|t| t.key == fleetwright_core::labels::TAINT_REBOOTING)
+    };
+    assert!(fenced("n1"));
+    assert!(!fenced("n2"));
 }
