@@ -492,6 +492,7 @@ impl Chaos {
         // Another cluster's instance never joins this one.
         live.remove(FOREIGN);
         let joined = self.sim.cluster.kubelet(&live, now);
+        self.sim.cluster.reboots(&self.sim.cloud.reboots(), now);
         for node in joined.iter().filter(|n| super::node_reviewed(n)) {
             self.sim.admit(node, now).await;
         }
@@ -540,6 +541,9 @@ impl Chaos {
                     .sim
                     .cluster
                     .fail_node(&f.nodepool, f.failure(), now, |n| rng.below(n));
+                if let Some(node) = failed.as_deref().filter(|_| f.persists) {
+                    self.sim.cluster.persist_failure(node);
+                }
                 // A failed node is an involuntary disruption: repair may take it without a drain.
                 if let Some(id) = failed.and_then(|n| self.instance_of_node(&n)) {
                     self.seen.interrupted.insert(id);
