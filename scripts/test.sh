@@ -137,9 +137,13 @@ echo "without the aws feature, replay-event --from-queue says: $without_aws"
 # build of every dependency is needed), at the lowest priority, in the background while the
 # control-plane stages below mostly wait on the real clock.
 # A copy of the binary, so that later stages' builds cannot replace it under the run.
-chaos_cmd="fleetwright simulate --chaos --seeds 50"
+# Then 8 seeds of the reboot scenario: reboots for repair under the same faults (ticks cut off
+# between a reboot's writes, API errors), with the same invariants.
+chaos_cmd="fleetwright simulate --chaos --seeds 50; fleetwright simulate --chaos --seeds 8 --scenario examples/simulate/reboot-repair.yaml"
 cp target/debug/fleetwright target/chaos-fleetwright
-nice -n 19 target/chaos-fleetwright simulate --chaos --seeds 50 >target/chaos.log 2>&1 &
+(nice -n 19 target/chaos-fleetwright simulate --chaos --seeds 50 &&
+    nice -n 19 target/chaos-fleetwright simulate --chaos --seeds 8 \
+        --scenario examples/simulate/reboot-repair.yaml) >target/chaos.log 2>&1 &
 chaos_pid=$!
 pids+=("$chaos_pid")
 

@@ -144,4 +144,7 @@ fn a_budget_karpenter_would_refuse_is_an_error_naming_its_field() {
     }
     let fine = serde_json::json!({"nodes": "0", "schedule": "@daily", "duration": "8h", "reasons": ["Underutilized", "Unhealthy"]});
     assert_eq!(error(fine), None);
+    // Left out, `nodes` is `10%`, as the API server defaults it from Karpenter's CRD.
+    let defaulted = nodepool(&pool(serde_json::json!({"reasons": ["Unhealthy"]}))).unwrap();
+    assert_eq!(defaulted.budgets[1].nodes, "10%");
 }

@@ -42,18 +42,24 @@ pub(crate) fn next_due(
     let deadline = deadline?;
     pods.iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| {
-            let grace = p
-                .spec
-                .as_ref()
-                .and_then(|s| s.termination_grace_period_seconds)
-                .unwrap_or(DEFAULT_POD_GRACE_SECONDS);
-            deadline - Duration::seconds(grace)
-        })
+        .map(|p| due_at(p, deadline))
         .chain(std::iter::once(deadline))
         .filter(|at| *at > now)
         .map(|at| at - now)
         .min()
+}
+
+/// When the pod must be deleted for its own grace to end by `deadline`. A grace too long to
+/// count back from the deadline (the API server sets no upper bound) is due at once.
+fn due_at(pod: &Pod, deadline: DateTime<Utc>) -> DateTime<Utc> {
+    let grace = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .unwrap_or(DEFAULT_POD_GRACE_SECONDS);
+    Duration::try_seconds(grace)
+        .and_then(|g| deadline.checked_sub_signed(g))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
 pub(crate) fn due_before(
@@ -64,15 +70,9 @@ pub(crate) fn due_before(
     let Some(deadline) = deadline else {
         return (None, pods);
     };
-    let grace = |p: &Pod| {
-        p.spec
-            .as_ref()
-            .and_then(|s| s.termination_grace_period_seconds)
-            .unwrap_or(DEFAULT_POD_GRACE_SECONDS)
-    };
-    let (due, rest): (Vec<Pod>, Vec<Pod>) = pods.into_iter().partition(|p| {
-        p.metadata.deletion_timestamp.is_none() && now >= deadline - Duration::seconds(grace(p))
-    });
+    let (due, rest): (Vec<Pod>, Vec<Pod>) = pods
+        .into_iter()
+        .partition(|p| p.metadata.deletion_timestamp.is_none() && now >= due_at(p, deadline));
     let due = (!due.is_empty()).then(|| Due {
         pods: due,
         grace_seconds: (deadline - now).num_seconds().max(1),

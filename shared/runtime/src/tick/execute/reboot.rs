@@ -96,16 +96,16 @@ fn issued(status: &NodeClaimStatus, now: DateTime<Utc>) -> Option<NodeClaimStatu
     Some(next)
 }
 
-/// Whether the cloud's answer means asking again cannot succeed: a refusal in code, or IAM
-/// denying the call.
-fn refusal(e: &CloudError) -> bool {
-    match e {
-        CloudError::Refused { .. } => true,
-        CloudError::Api { code, .. } => {
-            code.contains("Unauthorized") || code.contains("AccessDenied")
-        }
-        _ => false,
-    }
+/// Whether IAM denied the call: asking again cannot succeed.
+fn denied(e: &CloudError) -> bool {
+    matches!(e, CloudError::Api { code, .. }
+        if code.contains("Unauthorized") || code.contains("AccessDenied"))
+}
+
+/// Whether the call was turned away before it was carried out (throttled).
+fn throttled(e: &CloudError) -> bool {
+    matches!(e, CloudError::Api { code, .. }
+        if code.contains("RequestLimitExceeded") || code.contains("Throttl"))
 }
 
 impl<C: Cloud> Tick<C> {
@@ -175,9 +175,8 @@ impl<C: Cloud> Tick<C> {
         Ok(())
     }
 
-    /// The reboot's request: its drain's bound on the NodeClaim, then `Rebooting=True`
-    /// (`RebootRequested`), whose transition time starts the reboot's clocks, then the history
-    /// (a commit that did not go through spends none of the node's reboots).
+    /// The reboot's request: its drain's bound and the history on the NodeClaim, then
+    /// `Rebooting=True` (`RebootRequested`), whose transition time starts the reboot's clocks.
     async fn commit_reboot(
         &self,
         nodeclaim: &str,
@@ -186,9 +185,13 @@ impl<C: Cloud> Tick<C> {
         history: &str,
         now: DateTime<Utc>,
     ) -> Result<(), RuntimeError> {
+        // The history first: a commit that did not go through spends one of the node's
+        // reboots (it is replaced sooner), where one written last could be lost and the node
+        // rebooted more often than twice a day.
         self.update_metadata(nodeclaim, |m| {
             let map = m.annotations.get_or_insert_with(Default::default);
             map.insert(reboot::GRACE.into(), format!("{grace_seconds}s"));
+            map.insert(reboot::HISTORY.into(), history.to_string());
             for key in [reboot::PRE_BOOT_ID, reboot::ISSUANCE_STARTED, reboot::ASKED] {
                 map.remove(key);
             }
@@ -198,11 +201,6 @@ impl<C: Cloud> Tick<C> {
         executor::update_nodeclaim_status(self.kube.clone(), nodeclaim, |current| {
             let status = current.status.clone().unwrap_or_default();
             with_rebooting(&status, true, reboot::REQUESTED, &message, now)
-        })
-        .await?;
-        self.update_metadata(nodeclaim, |m| {
-            let map = m.annotations.get_or_insert_with(Default::default);
-            map.insert(reboot::HISTORY.into(), history.to_string());
         })
         .await?;
         warn!(target: TICK, %nodeclaim, %condition, grace_seconds, "rebooting an unhealthy node");
@@ -232,23 +230,28 @@ impl<C: Cloud> Tick<C> {
             .await?;
             let refused = match self.cloud.reboot(id, nodeclaim).await {
                 Ok(true) => None,
-                Ok(false) => Some(format!("instance {id} is gone")),
-                Err(e) if refusal(&e) => Some(e.to_string()),
+                Ok(false) => Some((format!("instance {id} is gone"), true)),
+                // Fleetwright's own refusal (not this cluster's instance, or not this
+                // NodeClaim's): nothing of that instance is touched, not even to replace it.
+                Err(e @ CloudError::Refused { .. }) => Some((e.to_string(), false)),
+                Err(e) if denied(&e) => Some((e.to_string(), true)),
                 Err(e) => {
-                    // Known not to have gone through: the next tick asks again.
-                    self.update_metadata(nodeclaim, |m| {
-                        if let Some(map) = m.annotations.as_mut() {
-                            map.remove(reboot::ASKED);
-                        }
-                    })
-                    .await?;
+                    // Throttled: known not to have gone through, so the next tick asks again.
+                    // Any other error may have rebooted it: it is not asked again, and a node
+                    // that did not reboot is replaced when the observation window ends.
+                    if throttled(&e) {
+                        self.forget_asked(nodeclaim).await?;
+                    }
                     return Err(e.into());
                 }
             };
-            if let Some(why) = refused {
+            if let Some((why, replace)) = refused {
+                // Not asked, so that a tick cut off in the failure asks again (the same answer)
+                // rather than take the reboot for issued.
+                self.forget_asked(nodeclaim).await?;
                 let message = format!("reboot rejected by the cloud provider: {why}");
                 return self
-                    .fail_reboot(nodeclaim, node, &message, true, bound, now)
+                    .fail_reboot(nodeclaim, node, &message, replace, bound, now)
                     .await;
             }
             info!(target: TICK, %nodeclaim, %node, instance_id = %id, "rebooted the instance");
@@ -259,6 +262,15 @@ impl<C: Cloud> Tick<C> {
         })
         .await?;
         Ok(())
+    }
+
+    async fn forget_asked(&self, nodeclaim: &str) -> Result<(), RuntimeError> {
+        self.update_metadata(nodeclaim, |m| {
+            if let Some(map) = m.annotations.as_mut() {
+                map.remove(reboot::ASKED);
+            }
+        })
+        .await
     }
 
     /// `Rebooting=False`, succeeded or failed, and the boot ID and issuance time cleared.

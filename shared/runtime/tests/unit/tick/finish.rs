@@ -46,6 +46,19 @@ fn a_pod_is_due_once_its_own_grace_would_run_past_the_deadline() {
     assert!(due.is_none());
     assert_eq!(rest.len(), 5);
 
+    // A grace too long to count back from the deadline (the API server bounds it by nothing)
+    // is due at once, and stops nothing.
+    let huge = vec![
+        pod("forever", Some(i64::MAX)),
+        pod("long", Some(9_000_000_000_000)),
+    ];
+    let (due, _) = super::super::shutdown::due_before(huge.clone(), Some(deadline), now());
+    assert_eq!(names(&due.unwrap().pods), ["forever", "long"]);
+    assert_eq!(
+        super::super::shutdown::next_due(&huge, Some(deadline), now()),
+        Some(Duration::seconds(60))
+    );
+
     // Past the deadline, what is left still gets a second, never a removal from etcd.
     let (due, _) =
         super::super::shutdown::due_before(pods, Some(now() - Duration::seconds(5)), now());
