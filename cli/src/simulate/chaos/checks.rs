@@ -31,7 +31,7 @@ use fleetwright_sim::cluster::{NODECLAIMS, NODES, PODS};
 use fleetwright_sim::SimInstance;
 use serde_json::Value;
 
-use super::{millicores, Chaos, CHURN_WINDOW, FOREIGN};
+use super::{Chaos, CHURN_WINDOW, FOREIGN};
 #[cfg(test)]
 use crate::simulate::Simulation;
 
@@ -518,3 +518,8 @@ pub(super) fn allowed_disruptions(pool: &Value, nodes: usize) -> Option<usize> {
 #[cfg(test)]
 #[path = "../../../tests/unit/simulate/chaos/checks.rs"]
 mod tests;
+
+/// A CPU quantity in millicores (0 when it does not read).
+fn millicores(q: &str) -> i64 {
+    fleetwright_core::quantity::parse_cpu_millis(q).unwrap_or(0)
+}

@@ -541,9 +541,10 @@ impl Chaos {
                     .sim
                     .cluster
                     .fail_node(&f.nodepool, f.failure(), now, |n| rng.below(n));
-                if let Some(node) = failed.as_deref().filter(|_| f.persists) {
-                    self.sim.cluster.persist_failure(node);
-                }
+                failed
+                    .iter()
+                    .filter(|_| f.persists)
+                    .for_each(|n| self.sim.cluster.persist_failure(n));
                 // A failed node is an involuntary disruption: repair may take it without a drain.
                 if let Some(id) = failed.and_then(|n| self.instance_of_node(&n)) {
                     self.seen.interrupted.insert(id);
@@ -586,10 +587,6 @@ impl Chaos {
             .max()
             .unwrap_or(0)
     }
-}
-
-fn millicores(q: &str) -> i64 {
-    fleetwright_core::quantity::parse_cpu_millis(q).unwrap_or(0)
 }
 
 fn spot_warning(instance_id: &str, now: DateTime<Utc>) -> Value {
