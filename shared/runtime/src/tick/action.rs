@@ -338,6 +338,9 @@ pub enum RebootStep {
     Drain {
         #[serde(serialize_with = "pod_keys")]
         pods: Vec<Pod>,
+        /// How long until the drain's bound ends (the pods left then ride the reboot).
+        #[serde(skip)]
+        until_bound: Option<chrono::Duration>,
     },
     /// Record `boot_id` and that the cloud is being asked, ask it to reboot `instance_id`
     /// (None: it was asked before, or the node has already booted again, so only the condition

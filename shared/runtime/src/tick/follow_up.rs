@@ -53,12 +53,15 @@ pub fn after(action: &Action) -> Option<Duration> {
         // Its node joins within a minute or so, and its pods wait for the tick to register and
         // initialize it; the tick polls until then (see `decide::joining`).
         Action::Launch { .. } => Some(POLL),
-        // A reboot's next step is looked at as a command's is; a drain only while it waits for
-        // nothing but time (a budget holding it is left to the schedule).
+        // A reboot's next step is looked at as a command's is; a drain with pods left, when its
+        // bound ends (the reboot goes on then, whatever a budget still holds).
         Action::Reboot {
-            step: super::action::RebootStep::Drain { pods },
+            step: super::action::RebootStep::Drain { pods, until_bound },
             ..
-        } => pods.is_empty().then_some(POLL),
+        } => match pods.is_empty() {
+            true => Some(POLL),
+            false => *until_bound,
+        },
         Action::Reboot { .. } => Some(POLL),
         _ => None,
     }

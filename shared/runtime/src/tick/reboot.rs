@@ -315,7 +315,10 @@ fn requested_step(
     }
     // Fenced first, whatever the bound: nothing new may land on it.
     if !fenced(node) {
-        return Some(RebootStep::Drain { pods: Vec::new() });
+        return Some(RebootStep::Drain {
+            pods: Vec::new(),
+            until_bound: None,
+        });
     }
     if grace != Some(Duration::zero()) {
         let name = node.metadata.name.as_deref().unwrap_or_default();
@@ -325,6 +328,7 @@ fn requested_step(
         if draining || now < requested + MIN_DRAIN {
             return Some(RebootStep::Drain {
                 pods: if draining { pods } else { Vec::new() },
+                until_bound: bound.filter(|_| draining).map(|b| b - now),
             });
         }
     }

@@ -130,7 +130,7 @@ impl<C: Cloud> Tick<C> {
                 self.fence(node).await?;
                 ctx.summary.rebooted.push(nodeclaim.to_string());
             }
-            RebootStep::Drain { pods } => {
+            RebootStep::Drain { pods, .. } => {
                 self.fence(node).await?;
                 let drained = executor::drain(self.kube.clone(), pods).await;
                 info!(target: TICK, %node, evicted = drained.evicted.len(), blocked = drained.blocked.len(), failed = drained.failed.len(), "draining node for its reboot");

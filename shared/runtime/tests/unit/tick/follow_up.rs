@@ -97,3 +97,18 @@ fn nothing_in_flight_waits_for_the_schedule() {
     };
     assert_eq!(soonest(None, &[waits, confirm]), None);
 }
+
+/// A reboot's drain that a budget holds wakes the tick when its bound ends (the reboot goes on
+/// then), not every few seconds; one waiting only for its fence or its minimum is polled.
+#[test]
+fn a_reboot_drain_wakes_at_its_bound() {
+    use crate::tick::action::RebootStep;
+    let drain = |pods: Vec<Pod>, until_bound| Action::Reboot {
+        nodeclaim: "c1".into(),
+        node: "n1".into(),
+        step: RebootStep::Drain { pods, until_bound },
+    };
+    let held = drain(vec![Pod::default()], Some(Duration::minutes(4)));
+    assert_eq!(after(&held), Some(Duration::minutes(4)));
+    assert_eq!(after(&drain(Vec::new(), None)), Some(POLL));
+}

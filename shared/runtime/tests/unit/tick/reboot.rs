@@ -236,7 +236,7 @@ fn a_requested_reboot_drains_within_its_bound_then_reboots() {
         pods.clone(),
     );
     assert!(
-        matches!(step_of(&draining).as_slice(), [(_, RebootStep::Drain { pods })] if pods.len() == 1),
+        matches!(step_of(&draining).as_slice(), [(_, RebootStep::Drain { pods, until_bound: Some(left) })] if pods.len() == 1 && *left == Duration::minutes(4)),
         "{draining:?}"
     );
     // The bound is over: the pods left ride the reboot.
@@ -257,7 +257,7 @@ fn a_requested_reboot_drains_within_its_bound_then_reboots() {
         vec![],
     );
     assert!(
-        matches!(step_of(&unfenced).as_slice(), [(_, RebootStep::Drain { pods })] if pods.is_empty())
+        matches!(step_of(&unfenced).as_slice(), [(_, RebootStep::Drain { pods, .. })] if pods.is_empty())
     );
     // Asked before (the boot ID recorded) and booted since: not asked again.
     let booted = next(
@@ -326,7 +326,7 @@ fn a_requested_reboot_drains_within_its_bound_then_reboots() {
         vec![pod("a", "n1")],
     );
     assert!(
-        matches!(step_of(&forceful).as_slice(), [(_, RebootStep::Drain { pods })] if pods.is_empty())
+        matches!(step_of(&forceful).as_slice(), [(_, RebootStep::Drain { pods, .. })] if pods.is_empty())
     );
     let forceful = next(
         vec![fenced(node(1, &[], "b0"))],
