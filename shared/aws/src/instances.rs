@@ -150,6 +150,18 @@ pub async fn find_for_nodeclaim(
     Ok(found.pop())
 }
 
+/// The instance with this id, in any state; None when EC2 no longer knows it.
+async fn describe_one(
+    ec2: &aws_sdk_ec2::Client,
+    instance_id: &str,
+) -> Result<Option<Instance>, AwsError> {
+    match describe(ec2, Vec::new(), Some(vec![instance_id.to_string()])).await {
+        Ok(list) => Ok(list.into_iter().next()),
+        Err(AwsError::Api { code, .. }) if code == "InvalidInstanceID.NotFound" => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Terminates one instance after checking, in code, that this cluster launched it.
 #[instrument(skip(ec2))]
 pub async fn terminate(
@@ -157,13 +169,7 @@ pub async fn terminate(
     cluster: &str,
     instance_id: &str,
 ) -> Result<Termination, AwsError> {
-    let found = describe(ec2, Vec::new(), Some(vec![instance_id.to_string()])).await;
-    let instance = match found {
-        Ok(list) => list.into_iter().next(),
-        Err(AwsError::Api { code, .. }) if code == "InvalidInstanceID.NotFound" => None,
-        Err(e) => return Err(e),
-    };
-    let Some(instance) = instance else {
+    let Some(instance) = describe_one(ec2, instance_id).await? else {
         return Ok(Termination::AlreadyGone);
     };
     if let Some(reason) = ownership_problem(&instance.tags, cluster) {
@@ -195,13 +201,7 @@ pub async fn reboot(
     instance_id: &str,
     nodeclaim: &str,
 ) -> Result<bool, AwsError> {
-    let found = describe(ec2, Vec::new(), Some(vec![instance_id.to_string()])).await;
-    let instance = match found {
-        Ok(list) => list.into_iter().next(),
-        Err(AwsError::Api { code, .. }) if code == "InvalidInstanceID.NotFound" => None,
-        Err(e) => return Err(e),
-    };
-    let Some(instance) = instance else {
+    let Some(instance) = describe_one(ec2, instance_id).await? else {
         return Ok(false);
     };
     let other = (instance.nodeclaim() != Some(nodeclaim)).then(|| {

@@ -215,18 +215,23 @@ pub fn registered(node: &Node, claim: &NodeClaim) -> Option<Node> {
 
 /// The node with `karpenter.sh/disrupted:NoSchedule`, or None when it already has it.
 pub fn cordoned(node: &Node) -> Option<Node> {
+    with_no_schedule(node, TAINT_DISRUPTED)
+}
+
+/// The node with the NoSchedule taint `key`, or None when it already has it.
+pub fn with_no_schedule(node: &Node, key: &str) -> Option<Node> {
     let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
     if taints
         .into_iter()
         .flatten()
-        .any(|t| t.key == TAINT_DISRUPTED && t.effect == "NoSchedule")
+        .any(|t| t.key == key && t.effect == "NoSchedule")
     {
         return None;
     }
     let mut out = node.clone();
     let spec = out.spec.get_or_insert_with(Default::default);
     spec.taints.get_or_insert_with(Vec::new).push(Taint {
-        key: TAINT_DISRUPTED.into(),
+        key: key.into(),
         value: None,
         effect: "NoSchedule".into(),
         time_added: None,

@@ -9,7 +9,7 @@ use fleetwright_cloud::{Cloud, CloudError};
 use fleetwright_core::labels::TAINT_REBOOTING;
 use fleetwright_crds::{Condition, NodeClaimStatus};
 use fleetwright_kube::executor;
-use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::api::core::v1::Node;
 use tracing::{info, warn};
 
 use super::Applied;
@@ -25,23 +25,7 @@ fn stamp(now: DateTime<Utc>) -> String {
 
 /// The node with the reboot's fence, or None when it has it.
 fn fenced(node: &Node) -> Option<Node> {
-    let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
-    if taints
-        .into_iter()
-        .flatten()
-        .any(|t| t.key == TAINT_REBOOTING)
-    {
-        return None;
-    }
-    let mut out = node.clone();
-    let spec = out.spec.get_or_insert_with(Default::default);
-    spec.taints.get_or_insert_with(Vec::new).push(Taint {
-        key: TAINT_REBOOTING.into(),
-        value: None,
-        effect: "NoSchedule".into(),
-        time_added: None,
-    });
-    Some(out)
+    fleetwright_kube::objects::with_no_schedule(node, TAINT_REBOOTING)
 }
 
 /// The node without the reboot's fence, or None when it has none.
