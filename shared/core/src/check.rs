@@ -442,21 +442,27 @@ fn skew(
         .then(|| format!("{here} in {mine} against a minimum of {min}"))
 }
 
-/// The zones some instance type is offered in that a pool the pod may use allows.
+/// The zones where a pool the pod may use can launch: some instance type the pool allows is
+/// offered there. A zone where none is offered never gets a node, so kube-scheduler, which
+/// counts the zones of the nodes there are, never sees it. (Karpenter counts the zones of every
+/// type its NodeClass offers, whatever the pool allows, and so holds such a spread back.)
 fn possible_zones(
     pod: &Pod,
     snapshot: &Snapshot,
     types: &BTreeMap<String, InstanceType>,
 ) -> BTreeSet<String> {
-    let offered: BTreeSet<String> = types
-        .values()
-        .flat_map(|t| {
-            t.offerings
-                .iter()
-                .filter(|o| o.available)
-                .map(|o| o.zone.clone())
-        })
-        .collect();
+    let offered = |pool: &NodePool| -> BTreeSet<String> {
+        types
+            .values()
+            .filter(|t| t.requirements.intersects(&pool.requirements).is_ok())
+            .flat_map(|t| {
+                t.offerings
+                    .iter()
+                    .filter(|o| o.available)
+                    .map(|o| o.zone.clone())
+            })
+            .collect()
+    };
     let tolerated = |pool: &&NodePool| {
         pool.taints.iter().all(|t| {
             t.effect == TaintEffect::PreferNoSchedule
@@ -468,14 +474,13 @@ fn possible_zones(
         .iter()
         .filter(tolerated)
         .flat_map(|pool| {
-            offered.iter().filter(move |z| {
-                let labels = Labels::from([(ZONE.to_string(), BTreeSet::from([(*z).clone()]))]);
+            offered(pool).into_iter().filter(move |z| {
+                let labels = Labels::from([(ZONE.to_string(), BTreeSet::from([z.clone()]))]);
                 pool.requirements
                     .get(ZONE)
                     .is_none_or(|r| holds(r, &labels))
-                    && pod.node_selector.get(ZONE).is_none_or(|want| want == *z)
+                    && pod.node_selector.get(ZONE).is_none_or(|want| want == z)
             })
         })
-        .cloned()
         .collect()
 }

@@ -1,7 +1,7 @@
 //! Small batches against their exact optimum, computed here independently of the scheduler:
 //! every split of the pods into nodes (a subset dynamic program), each node at the cheapest
 //! catalog type whose allocatable holds its pods and that the NodePool allows. Over generated
-//! batches of 2 to 9 pods on the embedded catalog, every plan must cost within 5 % of it; and, for
+//! batches of 2 to 12 pods on the embedded catalog, every plan must cost within 1 % of it; and, for
 //! batches of 10 to 30 pods of a few shapes, a dynamic program over how many pods of each shape are
 //! left gives the same optimum exactly. (Before
 //! the exact packing of small groups, `repack/exact.rs`, this test failed; over 200 batches of 2
@@ -63,13 +63,16 @@ fn optimum(pods: &[Pod], types: &[(Resources, f64)]) -> f64 {
     best[full]
 }
 
+/// Batches of 2 to 12 pods (the size the planner packs exactly) on one general-purpose pool:
+/// every plan within 1 % of the optimum.
 #[test]
-fn small_batches_cost_within_five_percent_of_the_exact_optimum() {
+fn batches_of_up_to_twelve_pods_cost_within_one_percent_of_the_exact_optimum() {
     let pool = general_purpose_pool();
     let types = allowed_types(&pool);
     let mut rng = Rng::new(7);
+    let mut worst: f64 = 1.0;
     for case in 0..30 {
-        let n = 2 + rng.below(8);
+        let n = 2 + rng.below(11);
         let pods: Vec<Pod> = (0..n)
             .map(|i| {
                 let cpu = *rng.pick(&[100i64, 250, 500, 1000, 1500, 2000, 4000]);
@@ -86,8 +89,9 @@ fn small_batches_cost_within_five_percent_of_the_exact_optimum() {
         assert!(plan.unschedulable.is_empty(), "case {case}");
         let best = optimum(&pods, &types);
         let ratio = plan.cost.hourly / best;
+        worst = worst.max(ratio);
         assert!(
-            (1.0 - 1e-6..=1.05).contains(&ratio),
+            (1.0 - 1e-6..=1.01).contains(&ratio),
             "case {case}: ${:.4}/h against an optimum of ${best:.4}/h ({ratio:.3}), pods {:?}",
             plan.cost.hourly,
             pods.iter()
@@ -95,6 +99,7 @@ fn small_batches_cost_within_five_percent_of_the_exact_optimum() {
                 .collect::<Vec<_>>()
         );
     }
+    eprintln!("2 to 12 pods: worst plan / exact optimum {worst:.4}");
 }
 
 /// The cheapest cost of any split of `counts[k]` pods of shape `shapes[k]` into whole nodes: a

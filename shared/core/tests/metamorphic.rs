@@ -4,18 +4,22 @@
 //! cases per property from a fixed seed. Each property compares two plans of related inputs:
 //! - a limit that does not bind never changes the cost (within 1 %);
 //! - renaming pods and reordering them never changes the cost (within 1 %);
-//! - widening a pool (more types or capacity types) raises the cost by at most 6 %; more zones
-//!   can raise it for good reason, when pods spread over zones
+//! - widening a pool (more types or capacity types) does not raise the cost (within 1 % on
+//!   these cases; a wider search finds cases that it does, docs/benchmarks.md); more
+//!   zones can raise it for good reason, when pods spread over zones
 //!   (`more_zones_can_raise_the_cost_of_a_zone_spread` shows it);
-//! - a plan for a batch costs at most 10 % more than plans for the two halves of it.
+//! - a plan for a batch costs at most 5 % more than plans for the two halves of it.
 //!
-//! The target for the last two is 1 %; they print what they measure.
+//! The target for the last is 1 %; each prints what it measures. `FW_META_SEED=N` and
+//! `FW_META_CASES=N` draw other cases (a wider search than the fixed ones, which may fail), and
+//! `FW_META_DUMP=1` with `--nocapture` prints each case beyond 1.005 with both plans.
 
 mod common;
 
 use std::io::Write;
 
 use common::*;
+use fleetwright_core::check::{violations, Claim};
 use fleetwright_core::labels::*;
 use fleetwright_core::model::*;
 use fleetwright_core::requirements::Operator;
@@ -196,6 +200,14 @@ fn pods_of(apps: &[App], prefix: &str) -> Vec<Pod> {
     out
 }
 
+/// The plan for a snapshot, after the independent checker found no constraint it breaks.
+fn checked(snap: Snapshot) -> Plan {
+    let plan = plan(&snap);
+    let broken = violations(&snap, &catalog_types(), &Claim::of_plan(&plan));
+    assert!(broken.is_empty(), "{broken:#?}");
+    plan
+}
+
 fn cost(plan: &Plan) -> f64 {
     plan.nodeclaims.iter().map(|c| c.price).sum()
 }
@@ -211,14 +223,22 @@ fn shape() -> impl Strategy<Value = Shape> {
 /// Generated cases per property, from a fixed seed (the same cases on every run).
 const CASES: usize = 60;
 
-/// The cases: apps and a pool shape each.
+/// The cases: apps and a pool shape each. `FW_META_SEED` (a number) and `FW_META_CASES` draw
+/// other cases, for a wider search than the fixed ones.
 fn cases(min_apps: usize) -> Vec<(Vec<App>, Shape)> {
-    let mut runner = TestRunner::new_with_rng(
-        ProptestConfig::default(),
-        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
-    );
+    let number = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let rng = match number("FW_META_SEED") {
+        Some(seed) => {
+            let mut bytes = [0u8; 32];
+            bytes[..8].copy_from_slice(&seed.to_le_bytes());
+            TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
+        }
+        None => TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+    };
+    let mut runner = TestRunner::new_with_rng(ProptestConfig::default(), rng);
     let strategy = (prop::collection::vec(app(), min_apps..8), shape());
-    (0..CASES)
+    let count = number("FW_META_CASES").map_or(CASES, |n| n as usize);
+    (0..count)
         .map(|_| strategy.new_tree(&mut runner).unwrap().current())
         .collect()
 }
@@ -243,6 +263,29 @@ fn summary(name: &str, mut ratios: Vec<f64>) -> (f64, f64, f64) {
     out
 }
 
+fn dump(tag: &str, apps: &[App], shape: Shape, a: &Plan, b: &Plan) {
+    if std::env::var("FW_META_DUMP").is_err() {
+        return;
+    }
+    let r = cost(a) / cost(b).max(1e-9);
+    if r <= 1.005 {
+        return;
+    }
+    eprintln!("=== {tag} {shape:?} ratio {r:.4}");
+    for x in apps {
+        eprintln!("  app {x:?}");
+    }
+    for (n, p) in [("A", a), ("B", b)] {
+        eprintln!("  plan {n} ${:.4}", cost(p));
+        for c in &p.nodeclaims {
+            eprintln!(
+                "    {} {} {:?} {:?} pods={:?}",
+                c.price, c.instance_types[0], c.zones, c.capacity_types, c.pods
+            );
+        }
+    }
+}
+
 fn ratio(a: &Plan, b: &Plan) -> f64 {
     cost(a) / cost(b).max(1e-9)
 }
@@ -253,12 +296,12 @@ fn a_limit_that_does_not_bind_never_changes_the_cost() {
         .into_iter()
         .map(|(apps, shape)| {
             let pods = pods_of(&apps, "");
-            let base = plan(&snapshot(pods.clone(), pools(shape, false)));
+            let base = checked(snapshot(pods.clone(), pools(shape, false)));
             let mut limited = pools(shape, false);
             for p in &mut limited {
                 p.limits = Some(cores(100_000));
             }
-            let with_limit = plan(&snapshot(pods, limited));
+            let with_limit = checked(snapshot(pods, limited));
             assert_eq!(placed_count(&base), placed_count(&with_limit));
             ratio(&with_limit, &base)
         })
@@ -274,11 +317,13 @@ fn renaming_and_reordering_pods_changes_the_cost_little() {
     let ratios: Vec<f64> = cases(1)
         .into_iter()
         .map(|(apps, shape)| {
-            let base = plan(&snapshot(pods_of(&apps, ""), pools(shape, false)));
+            let base = checked(snapshot(pods_of(&apps, ""), pools(shape, false)));
             let mut renamed = pods_of(&apps, "zz-renamed-");
             renamed.reverse();
-            let other = plan(&snapshot(renamed, pools(shape, false)));
+            let other = checked(snapshot(renamed, pools(shape, false)));
             assert_eq!(placed_count(&base), placed_count(&other));
+            dump("rename", &apps, shape, &other, &base);
+            dump("rename", &apps, shape, &base, &other);
             ratio(&other, &base).max(ratio(&base, &other))
         })
         .collect();
@@ -290,17 +335,18 @@ fn renaming_and_reordering_pods_changes_the_cost_little() {
 }
 
 #[test]
-fn widening_a_pool_seldom_raises_the_cost() {
+fn widening_a_pool_does_not_raise_the_cost_on_these_cases() {
     let ratios: Vec<f64> = cases(1)
         .into_iter()
         .filter_map(|(apps, shape)| {
             let pods = pods_of(&apps, "");
-            let narrow = plan(&snapshot(pods.clone(), pools(shape, false)));
+            let narrow = checked(snapshot(pods.clone(), pools(shape, false)));
             if !all_placed(&narrow, pods.len()) {
                 return None;
             }
-            let wide = plan(&snapshot(pods.clone(), pools(shape, true)));
+            let wide = checked(snapshot(pods.clone(), pools(shape, true)));
             assert!(all_placed(&wide, pods.len()), "{:?}", wide.unschedulable);
+            dump("wide", &apps, shape, &wide, &narrow);
             Some(ratio(&wide, &narrow))
         })
         .collect();
@@ -314,24 +360,31 @@ fn a_batch_seldom_costs_more_than_its_two_halves() {
         .into_iter()
         .filter_map(|(apps, shape)| {
             let half = apps.len() / 2;
-            let whole = plan(&snapshot(pods_of(&apps, ""), pools(shape, false)));
+            let whole = checked(snapshot(pods_of(&apps, ""), pools(shape, false)));
             if !all_placed(&whole, pods_of(&apps, "").len()) {
                 return None;
             }
-            let first = plan(&snapshot(pods_of(&apps[..half], ""), pools(shape, false)));
-            let second = plan(&snapshot(pods_of(&apps[half..], ""), pools(shape, false)));
-            Some(cost(&whole) / (cost(&first) + cost(&second)).max(1e-9))
+            let first = checked(snapshot(pods_of(&apps[..half], ""), pools(shape, false)));
+            let second = checked(snapshot(pods_of(&apps[half..], ""), pools(shape, false)));
+            let r = cost(&whole) / (cost(&first) + cost(&second)).max(1e-9);
+            if r > 1.005 && std::env::var("FW_META_DUMP").is_ok() {
+                let mut both = first.clone();
+                both.nodeclaims.extend(second.nodeclaims.clone());
+                dump("split", &apps, shape, &whole, &both);
+            }
+            Some(r)
         })
         .collect();
     let (_, _, max) = summary("whole batch / its two halves", ratios);
     assert!(max <= SPLIT_TOLERANCE, "{max}");
 }
 
-/// How far the two heuristic properties hold today on the cases above: 1.056 and 1.094 (the
-/// target is 1.01, not reached; docs/benchmarks.md quotes the figures). The split's 1.094 is a
-/// half that got cheaper (its bins of movable pods regrouped together) while the whole did not.
-const WIDER_TOLERANCE: f64 = 1.06;
-const SPLIT_TOLERANCE: f64 = 1.10;
+/// How far the two heuristic properties hold on the cases above: widening within the 1 %
+/// target, the split at 1.047 (target 1.01, not reached; docs/benchmarks.md quotes the figures
+/// and a wider search). The split's worst case is a whole batch whose cheaper packing needs two
+/// moves that each cost more on their own, which no single move or swap finds.
+const WIDER_TOLERANCE: f64 = 1.01;
+const SPLIT_TOLERANCE: f64 = 1.05;
 
 /// Why widening a pool's zones is not among the properties: a zone spread of skew one has to
 /// use every zone the pool may launch in (an empty eligible zone holds the minimum at zero), so
@@ -346,15 +399,44 @@ fn more_zones_can_raise_the_cost_of_a_zone_spread() {
         constraint: Constraint::ZoneSpread,
     }];
     let ct = req(CAPACITY_TYPE, Operator::In, &["on-demand"]);
-    let three = plan(&snapshot(
+    let three = checked(snapshot(
         pods_of(&apps, ""),
         vec![pool_with("p", vec![ct.clone(), zones3()])],
     ));
-    let six = plan(&snapshot(
-        pods_of(&apps, ""),
-        vec![pool_with("p", vec![ct])],
-    ));
+    let six = checked(snapshot(pods_of(&apps, ""), vec![pool_with("p", vec![ct])]));
     let nodes = |p: &Plan| p.nodeclaims.len();
     assert_eq!((nodes(&three), nodes(&six)), (3, 5));
     assert!(cost(&six) > cost(&three));
+}
+
+/// The case that held widening at 1.056: in the wider burstable pool, a 2-vCPU anti-affine pod
+/// shared a t4g.xlarge with a zone-pinned pod while a t4g.2xlarge in any zone had room for it.
+/// Moved there, the pinned node shrinks to a t4g.large, and the wide plan costs what the narrow
+/// one does.
+#[test]
+fn a_pod_moves_into_room_so_a_zone_pinned_node_shrinks() {
+    let app = |replicas, cpu, mem_mib, constraint| App {
+        replicas,
+        cpu,
+        mem_mib,
+        constraint,
+    };
+    let apps = [
+        app(2, 2000, 8192, Constraint::Arch),
+        app(1, 250, 2048, Constraint::ZoneSpread),
+        app(1, 2000, 1024, Constraint::HostnameAntiAffinity),
+        app(3, 2000, 4096, Constraint::Arch),
+        app(8, 1000, 8192, Constraint::None),
+        app(1, 500, 512, Constraint::None),
+        app(3, 500, 4096, Constraint::HostnameAntiAffinity),
+    ];
+    let narrow = checked(snapshot(pods_of(&apps, ""), pools(Shape::Burstable, false)));
+    let wide = checked(snapshot(pods_of(&apps, ""), pools(Shape::Burstable, true)));
+    assert!(all_placed(&wide, 19) && all_placed(&narrow, 19));
+    assert!(
+        cost(&wide) <= cost(&narrow) + 1e-6,
+        "{} > {}",
+        cost(&wide),
+        cost(&narrow)
+    );
 }

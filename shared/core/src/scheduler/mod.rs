@@ -60,6 +60,9 @@ impl Default for ScheduleOptions {
     }
 }
 
+/// Up to this many pending pods, every packing tried is improved before the cheapest is kept.
+const IMPROVE_EACH_PODS: usize = 200;
+
 /// Schedules every pending pod of the snapshot and returns the plan.
 pub fn schedule(snapshot: &Snapshot, catalog: &Catalog, opts: &ScheduleOptions) -> Plan {
     if opts.plan_moving_pods {
@@ -397,18 +400,23 @@ impl<'a> Ctx<'a> {
     pub fn plan(&self, opts: &ScheduleOptions) -> Plan {
         let guide = &self.guide;
         let small = self.pending.len() <= opts.improve_max_pods;
-        let mut best = self.run(guide, Mode::ShapeMatch);
+        // A small batch improves every packing it tries: the packing that improves best is not
+        // always the one that starts cheapest.
+        let each = small && self.pending.len() <= IMPROVE_EACH_PODS;
+        let first = self.run(guide, Mode::ShapeMatch);
+        let mut best = if each { first.improved() } else { first };
         // Other packings, when they are cheap to try and may help; the cheapest one wins.
         for mode in [Mode::MostLeft, Mode::NoTargets, Mode::FewestPods] {
             if !small || best.ratio() <= opts.improve_above {
                 break;
             }
             let alt = self.run(guide, mode);
+            let alt = if each { alt.improved() } else { alt };
             if (alt.failed.len(), alt.hourly()) < (best.failed.len(), best.hourly() - 1e-9) {
                 best = alt;
             }
         }
-        if small {
+        if small && !each {
             best = best.improved();
         }
         best.into_plan(opts)

@@ -191,7 +191,36 @@ pub(crate) fn launch_options(
         a.0.total_cmp(&b.0)
             .then(pool.types[a.1].name.cmp(&pool.types[b.1].name))
     });
+    // As Karpenter's AWS provider launches: GPU, accelerator and bare-metal types only when
+    // nothing else holds the pods, so a capacity error on the cheap types never buys a p5 for
+    // a web pod. A pool with minValues keeps them, since they may count towards its minimum.
+    let generic: Vec<(f64, usize)> = priced
+        .iter()
+        .copied()
+        .filter(|(_, t)| !is_exotic(&pool.types[*t]))
+        .collect();
+    if pool.min_values.is_empty() && !generic.is_empty() {
+        return generic;
+    }
     priced
+}
+
+/// A bare-metal type, or one with GPUs or other accelerators.
+fn is_exotic(it: &InstanceType) -> bool {
+    let metal = it
+        .requirements
+        .get(INSTANCE_SIZE)
+        .is_some_and(|r| r.values().iter().any(|size| size.contains("metal")));
+    metal
+        || [
+            RESOURCE_NVIDIA_GPU,
+            RESOURCE_AMD_GPU,
+            RESOURCE_NEURON,
+            "aws.amazon.com/neuroncore",
+            RESOURCE_HABANA,
+        ]
+        .iter()
+        .any(|name| it.capacity.get(name) > 0)
 }
 
 /// Keeps the cheapest `max` options, extended as needed to satisfy every `minValues`.

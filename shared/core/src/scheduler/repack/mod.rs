@@ -170,6 +170,7 @@ impl Ctx<'_> {
 
 mod allowed;
 mod exact;
+mod exchange;
 mod groups;
 mod movable;
 mod patterns;

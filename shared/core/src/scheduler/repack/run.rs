@@ -42,6 +42,7 @@ impl<'c, 'a> Run<'c, 'a> {
         };
         for p in 0..pools {
             best.relax_bins(p);
+            best.exchange_pods(p);
         }
         best
     }
