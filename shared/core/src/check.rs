@@ -15,7 +15,9 @@ use crate::labels::{
     CAPACITY_TYPE, HOSTNAME, NODEPOOL, RESERVATION_ID, RESERVATION_INTERRUPTIBLE, RESERVATION_TYPE,
     ZONE,
 };
-use crate::model::{NodePool, Pod, PodAffinityTerm, Snapshot, SpreadConstraint, TaintEffect};
+use crate::model::{
+    InclusionPolicy, NodePool, Pod, PodAffinityTerm, Snapshot, SpreadConstraint, Taint, TaintEffect,
+};
 use crate::plan::Plan;
 use crate::requirements::{Operator, Requirement, Requirements};
 use crate::resources::Resources;
@@ -419,7 +421,7 @@ fn skew(
     let key = spread.topology_key.as_str();
     let mut counts: BTreeMap<String, i64> = BTreeMap::new();
     if key == ZONE {
-        for z in possible_zones(pod, snapshot, types) {
+        for z in possible_zones(pod, spread, snapshot, types) {
             counts.insert(z, 0);
         }
     } else if key != HOSTNAME {
@@ -442,12 +444,16 @@ fn skew(
         .then(|| format!("{here} in {mine} against a minimum of {min}"))
 }
 
-/// The zones where a pool the pod may use can launch: some instance type the pool allows is
-/// offered there. A zone where none is offered never gets a node, so kube-scheduler, which
-/// counts the zones of the nodes there are, never sees it. (Karpenter counts the zones of every
-/// type its NodeClass offers, whatever the pool allows, and so holds such a spread back.)
+/// The zones a spread counts: where a pool can launch (some instance type the pool allows is
+/// offered there), and where a node stands, each where the pod's zone selector allows. A zone
+/// where no pool can launch and no node stands never holds a node, so kube-scheduler never
+/// sees it. (Karpenter counts the zones of every type its NodeClass offers, whatever the pool
+/// allows, and so holds such a spread back.) Pools and nodes whose taints the pod does not
+/// tolerate count only under `nodeTaintsPolicy: Ignore`, the default; nodes count under
+/// `nodeAffinityPolicy: Honor` only where they carry the pod's nodeSelector.
 fn possible_zones(
     pod: &Pod,
+    spread: &SpreadConstraint,
     snapshot: &Snapshot,
     types: &BTreeMap<String, InstanceType>,
 ) -> BTreeSet<String> {
@@ -463,24 +469,41 @@ fn possible_zones(
             })
             .collect()
     };
-    let tolerated = |pool: &&NodePool| {
-        pool.taints.iter().all(|t| {
-            t.effect == TaintEffect::PreferNoSchedule
-                || pod.tolerations.iter().any(|tol| tolerates(tol, t))
-        })
+    let tolerated = |taints: &[Taint]| {
+        spread.node_taints_policy == InclusionPolicy::Ignore
+            || taints.iter().all(|t| {
+                t.effect == TaintEffect::PreferNoSchedule
+                    || pod.tolerations.iter().any(|tol| tolerates(tol, t))
+            })
     };
-    snapshot
+    let selected = |z: &String| pod.node_selector.get(ZONE).is_none_or(|want| want == z);
+    let from_pools = snapshot
         .nodepools
         .iter()
-        .filter(tolerated)
+        .filter(|pool| tolerated(&pool.taints))
         .flat_map(|pool| {
             offered(pool).into_iter().filter(move |z| {
                 let labels = Labels::from([(ZONE.to_string(), BTreeSet::from([z.clone()]))]);
                 pool.requirements
                     .get(ZONE)
                     .is_none_or(|r| holds(r, &labels))
-                    && pod.node_selector.get(ZONE).is_none_or(|want| want == z)
             })
+        });
+    let from_nodes = snapshot
+        .nodes
+        .iter()
+        .filter(|node| tolerated(&node.taints))
+        .filter(|node| {
+            spread.node_affinity_policy == InclusionPolicy::Ignore
+                || pod
+                    .node_selector
+                    .iter()
+                    .all(|(k, v)| node.labels.get(k) == Some(v))
         })
+        .filter_map(|node| node.labels.get(ZONE).cloned());
+    let honour = spread.node_affinity_policy == InclusionPolicy::Honor;
+    from_pools
+        .chain(from_nodes)
+        .filter(|z| !honour || selected(z))
         .collect()
 }

@@ -142,23 +142,25 @@ fn anti_affine_pods_on_one_host_or_possibly_one_zone_are_caught() {
     );
 }
 
+/// A hard zone spread of skew one over the pods labelled `app=x`.
+fn zone_spread(p: &mut Pod) {
+    let mut selector = fleetwright_core::Requirements::new();
+    selector.add(fleetwright_core::Requirement::single("app", "x"));
+    p.spread.push(SpreadConstraint {
+        max_skew: 1,
+        topology_key: ZONE.into(),
+        hard: true,
+        selector,
+        min_domains: None,
+        node_affinity_policy: InclusionPolicy::Honor,
+        node_taints_policy: InclusionPolicy::Ignore,
+    });
+}
+
 #[test]
 fn a_zone_spread_over_its_skew_is_caught() {
-    let spread = |p: &mut Pod| {
-        let mut selector = fleetwright_core::Requirements::new();
-        selector.add(fleetwright_core::Requirement::single("app", "x"));
-        p.spread.push(SpreadConstraint {
-            max_skew: 1,
-            topology_key: ZONE.into(),
-            hard: true,
-            selector,
-            min_domains: None,
-            node_affinity_policy: fleetwright_core::model::InclusionPolicy::Honor,
-            node_taints_policy: fleetwright_core::model::InclusionPolicy::Ignore,
-        });
-    };
     let mut pods: Vec<Pod> = (0..3).map(|i| pod(&format!("p{i}"), 100, GIB)).collect();
-    pods.iter_mut().for_each(spread);
+    pods.iter_mut().for_each(zone_spread);
     let snap = snapshot(pods);
     let lopsided = [
         claim(&["p0", "p1"], &["m5.large"], &["us-east-1a"]),
@@ -175,6 +177,49 @@ fn a_zone_spread_over_its_skew_is_caught() {
         violations(&snap, &common::catalog_types(), &even),
         Vec::<String>::new()
     );
+}
+
+/// Four spread pods at 2-1-1 over the pool's three zones: within a skew of one, until a zone
+/// with no pod of theirs counts too: an existing node's, or a tainted pool's under the default
+/// `nodeTaintsPolicy: Ignore`.
+#[test]
+fn a_zone_with_a_node_or_a_tainted_pool_counts_in_a_spread() {
+    let mut pods: Vec<Pod> = (0..4).map(|i| pod(&format!("p{i}"), 100, GIB)).collect();
+    pods.iter_mut().for_each(zone_spread);
+    let plan = [
+        claim(&["p0", "p1"], &["m5.large"], &["us-east-1a"]),
+        claim(&["p2"], &["m5.large"], &["us-east-1b"]),
+        claim(&["p3"], &["m5.large"], &["us-east-1c"]),
+    ];
+    let types = common::catalog_types();
+    let spread_broken = |snap: &Snapshot| {
+        violations(snap, &types, &plan)
+            .iter()
+            .any(|v| v.contains("spread"))
+    };
+    let alone = snapshot(pods);
+    assert!(!spread_broken(&alone));
+    let mut with_node = alone.clone();
+    with_node.nodes.push(Node {
+        name: "other".into(),
+        labels: [(ZONE.to_string(), "us-east-1d".to_string())].into(),
+        ..Default::default()
+    });
+    assert!(spread_broken(&with_node));
+    let mut tainted = general_purpose_pool();
+    tainted.name = "gpu".into();
+    tainted.requirements = fleetwright_core::Requirements::new();
+    tainted
+        .requirements
+        .add(fleetwright_core::Requirement::single(ZONE, "us-east-1d"));
+    tainted.taints.push(Taint {
+        key: "gpu".into(),
+        value: "true".into(),
+        effect: TaintEffect::NoSchedule,
+    });
+    let mut with_pool = alone.clone();
+    with_pool.nodepools.push(tainted);
+    assert!(spread_broken(&with_pool));
 }
 
 /// Fleetwright's plans for generated clusters of up to 30 pods, every mix kind, many seeds.

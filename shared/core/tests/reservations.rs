@@ -232,3 +232,17 @@ fn generated_clusters_with_reservations_are_valid_and_never_dearer() {
         "reservations are used where they help: {used} of 40 plans"
     );
 }
+
+/// A reservation of a bare-metal type is filled with plain pods as any other: the launch options leave
+/// out GPU and metal types only where no reservation takes them.
+#[test]
+fn a_metal_reservation_takes_plain_pods_before_on_demand() {
+    let snap = cluster(
+        pods("web", 2, 1500, 2048),
+        reserved_pool(&["reserved", "on-demand"]),
+        vec![reservation("cr-metal", "m5.metal", "us-east-1a", 1)],
+    );
+    let plan = plan(&snap);
+    check(&snap, &plan);
+    assert_eq!(taken(&plan), BTreeMap::from([("cr-metal".to_string(), 1)]));
+}

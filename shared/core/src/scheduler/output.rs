@@ -172,6 +172,7 @@ pub(crate) fn launch_options(
     }
     let wanted = max_options.saturating_mul(2).max(max_options + 20);
     let mut priced: Vec<(f64, usize)> = Vec::new();
+    let mut reserved: BTreeSet<usize> = BTreeSet::new();
     for (t, it) in pool.types.iter().enumerate() {
         if pool.min_values.is_empty() && priced.len() >= wanted {
             break;
@@ -185,6 +186,9 @@ pub(crate) fn launch_options(
             && it.requirements.intersects(&bin.reqs).is_ok();
         if let Some(o) = fits.then(|| cheapest(it, &bin.reqs, left)).flatten() {
             priced.push((o.price, t));
+            if o.reservation.is_some() {
+                reserved.insert(t);
+            }
         }
     }
     priced.sort_by(|a, b| {
@@ -193,11 +197,13 @@ pub(crate) fn launch_options(
     });
     // As Karpenter's AWS provider launches: GPU, accelerator and bare-metal types only when
     // nothing else holds the pods, so a capacity error on the cheap types never buys a p5 for
-    // a web pod. A pool with minValues keeps them, since they may count towards its minimum.
+    // a web pod. A pool with minValues keeps them, since they may count towards its minimum,
+    // and a reserved one stays, as Karpenter fills reservations first whatever their type (an
+    // idle reservation is paid for all the same).
     let generic: Vec<(f64, usize)> = priced
         .iter()
         .copied()
-        .filter(|(_, t)| !is_exotic(&pool.types[*t]))
+        .filter(|(_, t)| !is_exotic(&pool.types[*t]) || reserved.contains(t))
         .collect();
     if pool.min_values.is_empty() && !generic.is_empty() {
         return generic;
