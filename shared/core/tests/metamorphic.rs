@@ -263,6 +263,7 @@ fn summary(name: &str, mut ratios: Vec<f64>) -> (f64, f64, f64) {
     out
 }
 
+/// With `FW_META_DUMP` set, a case beyond 1.005 with both plans, on stderr beside the result.
 fn dump(tag: &str, apps: &[App], shape: Shape, a: &Plan, b: &Plan) {
     if std::env::var("FW_META_DUMP").is_err() {
         return;
@@ -271,19 +272,20 @@ fn dump(tag: &str, apps: &[App], shape: Shape, a: &Plan, b: &Plan) {
     if r <= 1.005 {
         return;
     }
-    eprintln!("=== {tag} {shape:?} ratio {r:.4}");
+    let mut out = format!("=== {tag} {shape:?} ratio {r:.4}\n");
     for x in apps {
-        eprintln!("  app {x:?}");
+        out += &format!("  app {x:?}\n");
     }
     for (n, p) in [("A", a), ("B", b)] {
-        eprintln!("  plan {n} ${:.4}", cost(p));
+        out += &format!("  plan {n} ${:.4}\n", cost(p));
         for c in &p.nodeclaims {
-            eprintln!(
-                "    {} {} {:?} {:?} pods={:?}",
+            out += &format!(
+                "    {} {} {:?} {:?} pods={:?}\n",
                 c.price, c.instance_types[0], c.zones, c.capacity_types, c.pods
             );
         }
     }
+    let _ = std::io::stderr().write_all(out.as_bytes());
 }
 
 fn ratio(a: &Plan, b: &Plan) -> f64 {
