@@ -269,17 +269,10 @@ impl Run<'_, '_> {
     /// on nodes its owner could use (a spread honouring node affinity): a trade could change
     /// which nodes count for it, here or on the nodes it shares, so such pods stay put.
     fn counts_by_node(&self, i: usize) -> bool {
-        let ctx = self.ctx;
-        let class = &ctx.classes[ctx.class_of[&i]];
-        let v = &class.variants[0];
-        let groups = &ctx.base_topology.groups;
-        v.owned
-            .iter()
-            .map(|(g, _)| g)
-            .chain(&v.owner_of)
-            .chain(&class.member_of)
-            .chain(&class.repelled_by)
-            .any(|g| groups[*g].id.key != HOSTNAME && !groups[*g].id.node_filter.is_empty())
+        let groups = &self.ctx.base_topology.groups;
+        self.ctx
+            .topology_groups(i)
+            .any(|g| groups[g].id.key != HOSTNAME && !groups[g].id.node_filter.is_empty())
     }
 
     /// Whether two pods ask the same of a node, so trading them changes nothing.

@@ -18,18 +18,12 @@ impl Ctx<'_> {
         let v = &class.variants[0];
         (class.variants.len() == 1 || v.pools.iter().any(Option::is_some))
             && pod.host_ports.is_empty()
-            && v.owned
-                .iter()
-                .map(|(g, _)| g)
-                .chain(&v.owner_of)
-                .chain(&class.member_of)
-                .chain(&class.repelled_by)
-                .all(|g| {
-                    let id = &groups[*g].id;
-                    matches!(id.key.as_str(), ZONE | CAPACITY_TYPE)
-                        || (id.key == HOSTNAME && id.kind == Kind::Anti)
-                        || keeps_apart(id)
-                })
+            && self.topology_groups(i).all(|g| {
+                let id = &groups[g].id;
+                matches!(id.key.as_str(), ZONE | CAPACITY_TYPE)
+                    || (id.key == HOSTNAME && id.kind == Kind::Anti)
+                    || keeps_apart(id)
+            })
     }
 
     /// Hostname anti-affinity and spread of a movable pod: the groups it owns and those that
@@ -58,11 +52,7 @@ impl Ctx<'_> {
         let class = &self.classes[self.class_of[&i]];
         let v = &class.variants[0];
         let mut reqs = self.pools[p].base.intersection(&v.reqs);
-        let topology = !v.owned.is_empty()
-            || !v.owner_of.is_empty()
-            || !class.member_of.is_empty()
-            || !class.repelled_by.is_empty();
-        if topology {
+        if !self.in_no_topology(i) {
             for key in [ZONE, CAPACITY_TYPE] {
                 if let Some(r) = bin_reqs.get(key) {
                     reqs.add(r.clone());
@@ -74,12 +64,21 @@ impl Ctx<'_> {
 
     /// Whether pod `i` takes part in no topology (spread, affinity or anti-affinity).
     pub(super) fn in_no_topology(&self, i: usize) -> bool {
+        self.topology_groups(i).next().is_none()
+    }
+
+    /// The topology groups pod `i` takes part in: those it owns, those its term owns, those
+    /// that count it and the inverse groups that repel it.
+    pub(super) fn topology_groups(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
         let class = &self.classes[self.class_of[&i]];
         let v = &class.variants[0];
-        v.owned.is_empty()
-            && v.owner_of.is_empty()
-            && class.member_of.is_empty()
-            && class.repelled_by.is_empty()
+        v.owned
+            .iter()
+            .map(|(g, _)| g)
+            .chain(&v.owner_of)
+            .chain(&class.member_of)
+            .chain(&class.repelled_by)
+            .copied()
     }
 }
 
