@@ -68,7 +68,12 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
     };
     explanation
         .nodepools
-        .extend(parked.iter().map(unready_class));
+        .extend(parked.iter().map(|pool| PoolVerdict {
+            nodepool: pool.name.clone(),
+            compatible: false,
+            reason: Some(crate::plan::report_parked((&dump, &source), pool)),
+            cheapest: Vec::new(),
+        }));
     let out = match args.output {
         Output::Json | Output::Yaml => {
             let mut value = serde_json::to_value(&explanation)?;
@@ -128,18 +133,6 @@ fn table(e: &PodExplanation) -> String {
 }
 
 /// The verdict on a NodePool whose EC2NodeClass is missing or not ready: it launches nothing.
-fn unready_class(pool: &fleetwright_core::model::NodePool) -> PoolVerdict {
-    PoolVerdict {
-        nodepool: pool.name.clone(),
-        compatible: false,
-        reason: Some(format!(
-            "its EC2NodeClass {:?} is missing or not ready, so the NodePool launches nothing",
-            pool.node_class
-        )),
-        cheapest: Vec::new(),
-    }
-}
-
 /// Whether the dump holds the pod `namespace/name`, read or not.
 fn in_dump(dump: &fleetwright_kube::dump::ClusterDump, key: &str) -> bool {
     dump.pods.iter().any(|p| {

@@ -179,6 +179,9 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     );
     log_plan(&plan);
     let disruption = fleetwright_core::disruption::plan(&snapshot, &catalog, now);
+    let mut plan = plan;
+    let none_left = snapshot.nodepools.is_empty();
+    name_parked((&dump, &source), &parked, none_left, &mut plan);
     fleetwright_runtime::tick::isolation::restore(&mut snapshot, parked);
     log_disruption(&disruption);
     let waiting = pending.saturating_sub(plan.unschedulable.len());
@@ -210,6 +213,57 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     use std::io::Write;
     writeln!(std::io::stdout(), "{text}")?;
     Ok(())
+}
+
+/// Names each NodePool left out of the plan for its EC2NodeClass ([`report_parked`]), and says
+/// so in the reason of every pod left pending.
+pub(crate) fn name_parked(
+    input: (&fleetwright_kube::dump::ClusterDump, &str),
+    parked: &[fleetwright_core::model::NodePool],
+    none_left: bool,
+    plan: &mut fleetwright_core::Plan,
+) {
+    let why: Vec<String> = parked.iter().map(|p| report_parked(input, p)).collect();
+    if why.is_empty() {
+        return;
+    }
+    let why = why.join("; ");
+    for pod in &mut plan.unschedulable {
+        pod.reason = if none_left {
+            why.clone()
+        } else {
+            format!("{}; {why}", pod.reason)
+        };
+    }
+}
+
+/// Prints why a NodePool is not planned, and returns it as a reason. In a file, a class the
+/// input lacks is bad input (the command exits non-zero after its output, as for any object set
+/// aside); a class that is not ready, or one a live cluster lacks, is the cluster's state: a
+/// warning.
+pub(crate) fn report_parked(
+    (dump, source): (&fleetwright_kube::dump::ClusterDump, &str),
+    pool: &fleetwright_core::model::NodePool,
+) -> String {
+    let missing = !dump
+        .nodeclasses
+        .iter()
+        .any(|c| c.metadata.name.as_deref() == Some(pool.node_class.as_str()));
+    let state = if missing { "missing" } else { "not ready" };
+    let line = format!(
+        "NodePool {:?}: spec.template.spec.nodeClassRef.name: EC2NodeClass {:?} is {state}, so the NodePool is not planned",
+        pool.name, pool.node_class
+    );
+    if missing && !dump.slim {
+        eprintln!("error: {source}: {line}");
+        crate::input::set_aside();
+    } else {
+        eprintln!("warning: {source}: {line}");
+    }
+    format!(
+        "nodepool {:?} is not planned: its EC2NodeClass {:?} is {state}",
+        pool.name, pool.node_class
+    )
 }
 
 /// With no pod to plan, what each NodePool could launch: how many instance types its

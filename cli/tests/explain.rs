@@ -167,14 +167,19 @@ items:
 fn a_pool_without_its_class_launches_nothing_and_a_class_plans_only_in_its_subnets_zones() {
     let dump = write_temp("explain-unready.yaml", UNREADY_AND_ZONED);
     let args = ["--cluster", &dump, "--pod", "web", "--output", "json"];
-    let e: Value =
-        serde_json::from_str(&success(&fleetwright(&[&["explain"][..], &args].concat()))).unwrap();
+    let out = fleetwright(&[&["explain"][..], &args].concat());
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a missing EC2NodeClass is bad input"
+    );
+    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
     let pools = e["nodepools"].as_array().unwrap();
     let verdict = |name: &str| pools.iter().find(|p| p["nodepool"] == name).unwrap();
     assert_eq!(verdict("cheap")["compatible"], false);
     let reason = verdict("cheap")["reason"].as_str().unwrap();
     assert!(
-        reason.contains("\"missing\" is missing or not ready"),
+        reason.contains("its EC2NodeClass \"missing\" is missing"),
         "{reason}"
     );
     let placement = e["placement"].as_str().unwrap();
@@ -184,7 +189,8 @@ fn a_pool_without_its_class_launches_nothing_and_a_class_plans_only_in_its_subne
     }
 
     let plan = fleetwright(&["plan", "--cluster", &dump, "--output", "json"]);
-    let p: Value = serde_json::from_str(&success(&plan)).unwrap();
+    assert_eq!(plan.status.code(), Some(1));
+    let p: Value = serde_json::from_slice(&plan.stdout).unwrap();
     let claims = p["nodeclaims"].as_array().unwrap();
     assert_eq!(claims.len(), 1);
     assert_eq!(claims[0]["nodepool"], "zoned");

@@ -7,6 +7,16 @@ use std::process::Output;
 use common::{fixture, fleetwright, write_temp};
 use serde_json::Value;
 
+/// How many pods a plan's new NodeClaims take.
+fn planned(plan: &Value) -> usize {
+    plan["nodeclaims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["pods"].as_array().unwrap().len())
+        .sum()
+}
+
 fn json(out: &Output) -> Value {
     assert!(
         out.status.success(),
@@ -112,13 +122,7 @@ fn one_bad_nodepool_never_stops_the_others_from_being_planned() {
     assert!(stderr.contains("NodePool broken"), "{stderr}");
     assert!(stderr.contains("could not be used"), "{stderr}");
     let plan: Value = serde_json::from_slice(&out.stdout).expect("the plan is still printed");
-    let pods: usize = plan["nodeclaims"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["pods"].as_array().unwrap().len())
-        .sum();
-    assert_eq!(pods, 10, "the good pool plans every pod: {plan}");
+    assert_eq!(planned(&plan), 10, "the good pool plans every pod: {plan}");
 }
 
 #[test]
@@ -129,7 +133,19 @@ fn a_bad_quantity_names_the_pod_and_field() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("Pod shop/web"), "{stderr}");
     assert!(
-        stderr.contains("spec.containers[0].resources.cpu"),
+        stderr.contains("spec.containers[0].resources.requests.cpu"),
+        "{stderr}"
+    );
+
+    // A negative request is refused as the API server refuses it, naming the field.
+    let negative = bad.replace("cpu: lots", "cpu: 500m, memory: -1Gi");
+    let out = fleetwright(&["plan", "--cluster", &write_temp("neg.yaml", &negative)]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Pod shop/web")
+            && stderr.contains("spec.containers[0].resources.requests.memory")
+            && stderr.contains("must be greater than or equal to 0"),
         "{stderr}"
     );
 }
@@ -513,15 +529,19 @@ fn plan_actions_repair_unhealthy_nodes_only_when_enabled() {
             .cloned()
             .collect()
     };
-    let repairs = of(&on, "repair");
-    assert_eq!(repairs.len(), 1, "{on:#?}");
-    assert_eq!(repairs[0]["nodeclaim"], "web-1");
-    assert_eq!(repairs[0]["condition"], "Ready=Unknown");
-    // Karpenter v1.15's policy bounds the drain at 10 minutes; the legacy repair of before
-    // it deletes the pods of a node that is not Ready at once.
-    assert_eq!(repairs[0]["terminateAt"], "2026-11-25T12:10:00Z");
+    // web-1 holds pods no other node has room for: Karpenter v1.15's repair launches their
+    // replacement first (its bounded drain comes once that is ready: `repair_prespin.rs`).
+    assert!(of(&on, "repair").is_empty(), "{on:#?}");
+    let started = of(&on, "startDisruption");
+    assert_eq!(started.len(), 1, "{on:#?}");
+    assert_eq!(started[0]["command"], "unhealthy/replace");
+    assert_eq!(started[0]["candidates"][0][1], "web-1");
+    // The legacy repair of before v1.15 deletes at once, and the pods of a node that is not
+    // Ready with it.
     let legacy = actions(&["--node-repair", "--legacy-node-repair"]);
     let legacy = of(&legacy, "repair");
+    assert_eq!(legacy[0]["nodeclaim"], "web-1");
+    assert_eq!(legacy[0]["condition"], "Ready=Unknown");
     assert_eq!(
         legacy[0]["terminateAt"], "2026-11-25T12:00:00Z",
         "{legacy:#?}"
@@ -585,9 +605,9 @@ fn plan_actions_repair_unhealthy_nodes_only_when_enabled() {
     assert!(of(&rebooted, "repair").is_empty(), "{rebooted:#?}");
     let replaced = gpu(&[]);
     assert!(
-        of(&replaced, "repair")
+        of(&replaced, "startDisruption")
             .iter()
-            .any(|a| a["nodeclaim"] == "web-1"),
+            .any(|a| a["command"] == "unhealthy/replace" && a["candidates"][0][1] == "web-1"),
         "{replaced:#?}"
     );
     assert!(of(&replaced, "reboot").is_empty());
@@ -1109,8 +1129,30 @@ fn a_pool_without_its_class_is_not_planned_and_every_bad_object_is_named() {
     ]
     .join("---\n");
     let out = fleetwright(&["plan", "--cluster", &write_temp("ghost.yaml", &dump)]);
-    let plan = json(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a missing EC2NodeClass is bad input"
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(plan["nodeclaims"][0]["nodepool"], "good", "{plan}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("NodePool \"ghost\": spec.template.spec.nodeClassRef.name: EC2NodeClass \"defualt\" is missing"),
+        "{err}"
+    );
+
+    // With no pool left to plan, the pending pod says which class is missing, not that no pool
+    // exists.
+    let dump = [pool("ghost", "defualt", 90), class.into(), pod.into()].join("---\n");
+    let out = fleetwright(&["plan", "--cluster", &write_temp("ghost-only.yaml", &dump)]);
+    assert_eq!(out.status.code(), Some(1));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reason = plan["unschedulable"][0]["reason"].as_str().unwrap();
+    assert_eq!(
+        reason,
+        "nodepool \"ghost\" is not planned: its EC2NodeClass \"defualt\" is missing"
+    );
 
     let broken = pool("broken", "default", 1).replace(
         "  weight: 1\n",
@@ -1129,6 +1171,32 @@ fn a_pool_without_its_class_is_not_planned_and_every_bad_object_is_named() {
     assert!(
         err.contains("EC2NodeClass ubuntu") && err.contains("alias"),
         "{err}"
+    );
+}
+
+/// A bad value in a workload's template is named once, on the workload and under
+/// `spec.template`, not on each replica; the other workloads still plan.
+#[test]
+fn a_bad_template_value_is_named_once_on_its_workload_and_the_rest_plans() {
+    let text = std::fs::read_to_string(fixture("deployments-only.yaml")).unwrap();
+    let bad = text.replacen(
+        "resources: {requests: {cpu: \"1\"}}",
+        "resources: {requests: {cpu: \"-1\"}}",
+        1,
+    );
+    assert_ne!(bad, text);
+    let out = fleetwright(&["plan", "--cluster", &write_temp("bad-template.yaml", &bad)]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line =
+        "Deployment default/inflate: field spec.template.spec.containers[0].resources.requests.cpu";
+    assert_eq!(err.matches(line).count(), 1, "{err}");
+    assert!(!err.contains("Pod default/inflate"), "{err}");
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        planned(&plan),
+        5,
+        "the StatefulSet's 3 and the Job's 2: {plan}"
     );
 }
 

@@ -296,7 +296,11 @@ pub fn parse(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
     }
     add_legacy(&mut dump, &legacy)?;
     add_workload_selectors(&mut dump, &workloads);
-    let (pods, expanded) = crate::workloads::expand(&workloads, &dump.pods, &mut dump.warnings)?;
+    let (pods, expanded) = crate::workloads::expand(
+        &workloads,
+        &dump.pods,
+        (&mut dump.warnings, &mut dump.rejected),
+    );
     dump.pods.extend(pods);
     for pvc in crate::workloads::stand_in_claims(&workloads, &expanded) {
         let same = |p: &PersistentVolumeClaim| {

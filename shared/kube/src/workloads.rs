@@ -10,6 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde_json::Value;
 
 use crate::error::KubeError;
+use crate::rejected::Rejected;
 use crate::strict::{InputWarning, Problem};
 
 /// The kinds expanded.
@@ -26,12 +27,15 @@ pub struct Expanded {
 
 /// The pending pods of every workload none of whose pods is among `pods`, and what was
 /// expanded. A ReplicaSet whose Deployment is in the dump is left to the Deployment. Keys of a
-/// template that a pod does not read are added to `warnings`.
+/// template that a pod does not read are added to `warnings`. A workload whose template does
+/// not read is named in `rejected` (its own kind and name, the field under `spec.template`)
+/// and stands for no pods; the others still do. (A value that reads but does not convert is
+/// named on the workload too, when its pods are converted: see [`STANDS_FOR`].)
 pub fn expand(
     workloads: &[Value],
     pods: &[Pod],
-    warnings: &mut Vec<InputWarning>,
-) -> Result<(Vec<Pod>, Vec<Expanded>), KubeError> {
+    (warnings, rejected): (&mut Vec<InputWarning>, &mut Vec<Rejected>),
+) -> (Vec<Pod>, Vec<Expanded>) {
     let mut out = Vec::new();
     let mut expanded = Vec::new();
     for w in workloads {
@@ -44,7 +48,13 @@ pub fn expand(
             continue;
         }
         let kind = w["kind"].as_str().unwrap_or_default();
-        let template = template(w, kind)?;
+        let template = match template(w, kind) {
+            Ok(t) => t,
+            Err(e) => {
+                rejected.push(Rejected::new(kind, &meta(w), e));
+                continue;
+            }
+        };
         let first = out.len();
         for i in 0..count {
             out.push(pod(w, kind, &template, i));
@@ -55,7 +65,17 @@ pub fn expand(
             first: out[first].metadata.name.clone().unwrap_or_default(),
         });
     }
-    Ok((out, expanded))
+    (out, expanded)
+}
+
+/// The workload's own name, namespace and uid, for the record of a rejection.
+fn meta(w: &Value) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name(w).to_string()),
+        namespace: Some(namespace(w).to_string()),
+        uid: w["metadata"]["uid"].as_str().map(str::to_string),
+        ..Default::default()
+    }
 }
 
 fn namespace(w: &Value) -> &str {
@@ -168,14 +188,15 @@ fn selects(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
 /// workload, a value that does not read is an error naming it.
 fn template(w: &Value, kind: &str) -> Result<PodTemplateSpec, KubeError> {
     let object = format!("{kind} {}/{}", namespace(w), name(w));
-    crate::strict::typed(w["spec"]["template"].clone(), kind).map_err(|e| match e {
+    let under_template = |e: KubeError| match e {
         KubeError::Field { field, reason, .. } => KubeError::Field {
             object,
             field: format!("spec.template.{field}"),
             reason,
         },
         other => other,
-    })
+    };
+    crate::strict::typed(w["spec"]["template"].clone(), kind).map_err(under_template)
 }
 
 /// The keys of a workload that its kind does not read, its own spec's (`replica:`) as well as
@@ -248,6 +269,7 @@ fn pod(w: &Value, kind: &str, template: &PodTemplateSpec, i: usize) -> Pod {
             annotations: Some({
                 let mut a = meta.annotations.unwrap_or_default();
                 a.insert(STAND_IN.to_string(), "true".to_string());
+                a.insert(STANDS_FOR.to_string(), format!("{kind}/{}", name(w)));
                 a
             }),
             owner_references: Some(vec![OwnerReference {
@@ -293,6 +315,9 @@ fn add_claims(w: &Value, spec: &mut Option<k8s_openapi::api::core::v1::PodSpec>,
     }
 }
 
+/// On a stand-in pod: the workload it stands for (`Deployment/web`), so an error in the
+/// template is named once, on the workload.
+pub const STANDS_FOR: &str = "fleetwright.io/stands-for";
 /// On a claim made up for a StatefulSet's stand-in pod: the dump did not hold it.
 pub const STAND_IN: &str = "fleetwright.io/stand-in";
 

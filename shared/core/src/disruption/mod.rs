@@ -139,8 +139,10 @@ mod candidates;
 mod consolidation;
 mod drift;
 mod fleet;
+mod repair;
 mod static_drift;
 pub use fleet::{fleet_cost, FleetCost};
+pub use repair::repair_command;
 #[cfg(test)]
 #[path = "../../tests/unit/disruption.rs"]
 mod tests;

@@ -94,7 +94,10 @@ pub fn take_snapshot_isolating(dump: &mut ClusterDump) -> (core::Snapshot, Vec<R
                 match pod(p, &zones) {
                     Ok(converted) => out.push(converted),
                     Err(e) => {
-                        rejected.push(Rejected::new("Pod", &p.metadata, e));
+                        let r = on_workload(p, e);
+                        if !rejected.contains(&r) {
+                            rejected.push(r);
+                        }
                         out.extend(unreadable_pod(p));
                     }
                 }
@@ -105,6 +108,32 @@ pub fn take_snapshot_isolating(dump: &mut ClusterDump) -> (core::Snapshot, Vec<R
     let (snapshot, errors) = convert_all(dump, pods);
     rejected.extend(errors.into_iter().map(|(r, _)| r));
     (snapshot, rejected)
+}
+
+/// The record of a pod that does not convert. A stand-in pod's error is its workload's template's
+/// (`Deployment web/inflate: field spec.template.spec.containers[0]...`), named once for all
+/// its replicas.
+fn on_workload(p: &k8s_openapi::api::core::v1::Pod, e: KubeError) -> Rejected {
+    let stands_for = p
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::workloads::STANDS_FOR))
+        .and_then(|w| w.split_once('/'));
+    let (Some((kind, name)), KubeError::Field { field, reason, .. }) = (stands_for, &e) else {
+        return Rejected::new("Pod", &p.metadata, e);
+    };
+    let meta = ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: p.metadata.namespace.clone(),
+        ..Default::default()
+    };
+    let object = format!(
+        "{kind} {}/{name}",
+        p.metadata.namespace.as_deref().unwrap_or("default")
+    );
+    let e = KubeError::field(object, format!("spec.template.{field}"), reason);
+    Rejected::new(kind, &meta, e)
 }
 
 /// Everything but the pods, converted, around the given core pods; the first object that does
@@ -296,7 +325,8 @@ pub(crate) fn seconds(meta: &ObjectMeta) -> i64 {
         .unwrap_or(0)
 }
 
-/// Parses a Kubernetes resource list, naming the object and field on error.
+/// Parses a Kubernetes resource list, naming the object and field on error. A negative amount
+/// is refused, as the API server refuses it in requests, limits and overhead.
 pub(crate) fn resource_list<'a, I>(
     entries: I,
     obj: &str,
@@ -307,8 +337,16 @@ where
 {
     let mut out = Resources::default();
     for (name, value) in entries {
+        let path = || format!("{field}.{name}");
         out.set_quantity(name, value)
-            .map_err(|e| KubeError::field(obj, format!("{field}.{name}"), e))?;
+            .map_err(|e| KubeError::field(obj, path(), e))?;
+        if out.get(name) < 0 {
+            return Err(KubeError::field(
+                obj,
+                path(),
+                format!("{value:?} must be greater than or equal to 0"),
+            ));
+        }
     }
     Ok(out)
 }

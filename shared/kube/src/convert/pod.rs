@@ -23,6 +23,17 @@ pub(crate) fn container_requests(
 ) -> Result<Resources, KubeError> {
     let mut merged: BTreeMap<String, &str> = BTreeMap::new();
     if let Some(r) = res {
+        // Each list is read on its own first, so an error names `requests` or `limits`.
+        resource_list(
+            quantities(r.limits.as_ref()),
+            obj,
+            &format!("{field}.limits"),
+        )?;
+        resource_list(
+            quantities(r.requests.as_ref()),
+            obj,
+            &format!("{field}.requests"),
+        )?;
         for (k, v) in quantities(r.limits.as_ref()) {
             merged.insert(k.clone(), v);
         }

@@ -10,10 +10,15 @@ fn deployment(replicas: i64) -> Value {
                         "resources": {"requests": {"cpu": "1"}}}]}}}})
 }
 
+/// Expands with warnings and rejections thrown away.
+fn expand_all(workloads: &[Value], pods: &[Pod]) -> (Vec<Pod>, Vec<Expanded>) {
+    expand(workloads, pods, (&mut Vec::new(), &mut Vec::new()))
+}
+
 #[test]
 fn a_deployment_without_pods_stands_for_its_replicas() {
     let mut warnings = Vec::new();
-    let (pods, expanded) = expand(&[deployment(3)], &[], &mut warnings).unwrap();
+    let (pods, expanded) = expand(&[deployment(3)], &[], (&mut warnings, &mut Vec::new()));
     assert_eq!(pods.len(), 3);
     assert_eq!(
         expanded,
@@ -43,9 +48,9 @@ fn a_workload_with_pods_in_the_dump_is_left_as_it_is() {
     let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "inflate-abc-1",
             "namespace": "web", "labels": {"app": "inflate"}}}))
     .unwrap();
-    let (pods, expanded) = expand(&[deployment(3)], &[pod], &mut Vec::new()).unwrap();
+    let (pods, expanded) = expand_all(&[deployment(3)], &[pod]);
     assert!(pods.is_empty() && expanded.is_empty());
-    let (pods, _) = expand(&[deployment(0)], &[], &mut Vec::new()).unwrap();
+    let (pods, _) = expand_all(&[deployment(0)], &[]);
     assert!(pods.is_empty());
 }
 
@@ -56,11 +61,11 @@ fn a_replicaset_of_a_listed_deployment_and_a_suspended_job_add_nothing() {
             "spec": {"replicas": 3, "template": {"spec": {"containers": []}}}});
     let job = json!({"kind": "Job", "metadata": {"name": "j"},
             "spec": {"suspend": true, "template": {"spec": {"containers": []}}}});
-    let (pods, _) = expand(&[deployment(2), rs, job], &[], &mut Vec::new()).unwrap();
+    let (pods, _) = expand_all(&[deployment(2), rs, job], &[]);
     assert_eq!(pods.len(), 2);
     let job = json!({"kind": "Job", "metadata": {"name": "j"},
             "spec": {"parallelism": 4, "completions": 2, "template": {"spec": {"containers": []}}}});
-    let (pods, _) = expand(&[job], &[], &mut Vec::new()).unwrap();
+    let (pods, _) = expand_all(&[job], &[]);
     assert_eq!(pods.len(), 2);
 }
 
@@ -69,7 +74,7 @@ fn a_template_typo_warns_on_the_workload_and_a_bad_value_names_it() {
     let mut d = deployment(1);
     d["spec"]["template"]["spec"]["containers"][0]["resorces"] = json!({});
     let mut warnings = Vec::new();
-    expand(&[d.clone()], &[], &mut warnings).unwrap();
+    expand(&[d.clone()], &[], (&mut warnings, &mut Vec::new()));
     assert_eq!(warnings[0].object, "Deployment web/inflate");
     assert_eq!(
         warnings[0].path,
@@ -78,10 +83,17 @@ fn a_template_typo_warns_on_the_workload_and_a_bad_value_names_it() {
     let mut typo = deployment(1);
     typo["spec"]["replica"] = json!(5);
     let mut warnings = Vec::new();
-    expand(&[typo], &[], &mut warnings).unwrap();
+    expand(&[typo], &[], (&mut warnings, &mut Vec::new()));
     assert_eq!(warnings[0].path, "spec.replica", "{warnings:?}");
     d["spec"]["template"]["spec"]["containers"] = json!("none");
-    let err = expand(&[d], &[], &mut Vec::new()).unwrap_err().to_string();
+    let mut rejected = Vec::new();
+    let (pods, _) = expand(&[d, deployment(2)], &[], (&mut Vec::new(), &mut rejected));
+    assert_eq!(
+        pods.len(),
+        2,
+        "the other Deployment still stands for its pods"
+    );
+    let err = &rejected[0].error;
     assert!(
         err.contains("Deployment web/inflate") && err.contains("spec.template.spec.containers"),
         "{err}"
@@ -93,7 +105,7 @@ fn finished_jobs_expression_selectors_and_claims_are_read_as_their_controllers_w
     let done = json!({"kind": "Job", "metadata": {"name": "j"},
             "spec": {"template": {"spec": {"containers": []}}},
             "status": {"conditions": [{"type": "Complete", "status": "True"}]}});
-    let (pods, _) = expand(&[done], &[], &mut Vec::new()).unwrap();
+    let (pods, _) = expand_all(&[done], &[]);
     assert!(pods.is_empty());
 
     let mut d = deployment(2);
@@ -102,7 +114,7 @@ fn finished_jobs_expression_selectors_and_claims_are_read_as_their_controllers_w
     let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p",
             "namespace": "web", "labels": {"app": "inflate"}}}))
     .unwrap();
-    let (pods, _) = expand(&[d], &[pod], &mut Vec::new()).unwrap();
+    let (pods, _) = expand_all(&[d], &[pod]);
     assert!(
         pods.is_empty(),
         "the selector's expressions select the pod in the dump"
@@ -113,7 +125,7 @@ fn finished_jobs_expression_selectors_and_claims_are_read_as_their_controllers_w
                 "volumeClaimTemplates": [{"metadata": {"name": "pgdata"}}]}});
     let job = json!({"kind": "Job", "metadata": {"name": "db", "namespace": "data"},
             "spec": {"template": {"spec": {"containers": []}}}});
-    let (pods, _) = expand(&[set, job], &[], &mut Vec::new()).unwrap();
+    let (pods, _) = expand_all(&[set, job], &[]);
     let claim = |p: &Pod| {
         p.spec.as_ref().unwrap().volumes.as_ref().map(|v| {
             v[0].persistent_volume_claim

@@ -310,7 +310,7 @@ fn carry_out(dump: &ClusterDump, first: &Disruption, now: DateTime<Utc>) -> Vec<
 
 /// Creates the replacements, then taints and annotates the candidates. A replacement that
 /// cannot be built (its NodePool is gone) starts nothing.
-fn start(dump: &ClusterDump, command: &Disruption) -> Option<Action> {
+pub(super) fn start(dump: &ClusterDump, command: &Disruption) -> Option<Action> {
     let replacements = command
         .replacements
         .iter()

@@ -129,10 +129,22 @@ pub fn continue_commands(
     initialized: &[String],
     now: DateTime<Utc>,
 ) -> Vec<Action> {
+    continue_commands_but(dump, claims, initialized, now, |_| false)
+}
+
+/// [`continue_commands`], leaving out the commands of the NodeClaims `theirs` picks: another
+/// phase carries those on (a repair waiting for its replacements, while repair is on).
+pub fn continue_commands_but(
+    dump: &ClusterDump,
+    claims: &[NodeClaim],
+    initialized: &[String],
+    now: DateTime<Utc>,
+    theirs: impl Fn(&NodeClaim) -> bool,
+) -> Vec<Action> {
     let mut commands: BTreeMap<&str, Vec<&NodeClaim>> = BTreeMap::new();
     for claim in claims
         .iter()
-        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter(|c| c.metadata.deletion_timestamp.is_none() && !theirs(c))
     {
         if let Some(value) = annotation(claim) {
             commands.entry(value).or_default().push(claim);

@@ -38,6 +38,7 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use super::action::Action;
 use super::claims::name_of;
 use super::reboot::RebootStep;
+pub use super::repair_policies::*;
 use fleetwright_crds::conditions;
 
 pub use super::in_progress::TERMINATION_TIMESTAMP;
@@ -75,124 +76,6 @@ impl NodeRepair {
         matches!(self, NodeRepair::On | NodeRepair::Reboot)
     }
 }
-
-/// What a repair policy does to the node once it is due.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RepairAction {
-    /// The NodeClaim is deleted and its node replaced.
-    Replace,
-    /// The node is rebooted in place (with [`NodeRepair::Reboot`]; else replaced).
-    Reboot,
-}
-
-/// Which reasons of a condition a policy takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reasons {
-    /// Any reason.
-    Any,
-    /// A reason that names one of these GPU XID codes: `XID` and the code anywhere in it, as
-    /// the AWS provider's `.*XID(46|48|…).*` matches.
-    Xid(&'static [&'static str]),
-}
-
-impl Reasons {
-    fn take(&self, reason: &str) -> bool {
-        match self {
-            Reasons::Any => true,
-            Reasons::Xid(codes) => codes
-                .iter()
-                .any(|code| reason.contains(&format!("XID{code}"))),
-        }
-    }
-}
-
-/// One repair policy: a node condition, the status that is unhealthy, the reasons it takes,
-/// how long it is tolerated, and how long the drain may take once it repairs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RepairPolicy {
-    pub condition: &'static str,
-    pub status: &'static str,
-    pub reasons: Reasons,
-    pub toleration: Duration,
-    pub drain: Duration,
-    pub action: RepairAction,
-}
-
-const fn policy(
-    condition: &'static str,
-    status: &'static str,
-    reasons: Reasons,
-    minutes: i64,
-    drain_minutes: i64,
-) -> RepairPolicy {
-    RepairPolicy {
-        condition,
-        status,
-        reasons,
-        toleration: Duration::minutes(minutes),
-        drain: Duration::minutes(drain_minutes),
-        action: RepairAction::Replace,
-    }
-}
-
-/// The policy, with a reboot as its action.
-const fn rebooted(p: RepairPolicy) -> RepairPolicy {
-    RepairPolicy {
-        action: RepairAction::Reboot,
-        ..p
-    }
-}
-
-const ACCELERATED_HARDWARE: &str = "AcceleratedHardwareReady";
-
-/// GPU faults a reboot clears: with [`NodeRepair::Reboot`] (Karpenter's `RebootForRepair`
-/// gate) such a node is rebooted; without it (the default) replaced, on the same timing.
-const REBOOT_CLEARABLE_XIDS: &[&str] = &[
-    "46", "48", "54", "62", "63", "95", "109", "110", "136", "140", "143", "155", "156", "158",
-];
-
-/// Fatal GPU faults: replaced as fast.
-const FATAL_XIDS: &[&str] = &["64", "74", "79", "119", "120"];
-
-/// The AWS provider's repair policies (Karpenter v1.15.0): the kubelet's `Ready`, and the EKS
-/// node monitoring agent's conditions.
-pub const POLICIES: [RepairPolicy; 8] = [
-    policy(conditions::READY, "False", Reasons::Any, 30, 10),
-    policy(conditions::READY, "Unknown", Reasons::Any, 30, 10),
-    rebooted(policy(
-        ACCELERATED_HARDWARE,
-        "False",
-        Reasons::Xid(REBOOT_CLEARABLE_XIDS),
-        10,
-        5,
-    )),
-    policy(
-        ACCELERATED_HARDWARE,
-        "False",
-        Reasons::Xid(FATAL_XIDS),
-        10,
-        5,
-    ),
-    policy("StorageReady", "False", Reasons::Any, 30, 10),
-    policy("NetworkingReady", "False", Reasons::Any, 30, 10),
-    policy("KernelReady", "False", Reasons::Any, 30, 10),
-    policy("ContainerRuntimeReady", "False", Reasons::Any, 30, 10),
-];
-
-/// The policy for a condition that a policy names but whose reason none of them takes: an
-/// unrecognised GPU fault waits longer before it is replaced.
-pub const FALLBACK: RepairPolicy = policy(ACCELERATED_HARDWARE, "False", Reasons::Any, 30, 10);
-
-/// The policies of the node health controller before v1.15 (`NodeRepair::Legacy`).
-pub const LEGACY_POLICIES: [RepairPolicy; 7] = [
-    policy(conditions::READY, "False", Reasons::Any, 30, 0),
-    policy(conditions::READY, "Unknown", Reasons::Any, 30, 0),
-    policy(ACCELERATED_HARDWARE, "False", Reasons::Any, 10, 0),
-    policy("StorageReady", "False", Reasons::Any, 30, 0),
-    policy("NetworkingReady", "False", Reasons::Any, 30, 0),
-    policy("KernelReady", "False", Reasons::Any, 30, 0),
-    policy("ContainerRuntimeReady", "False", Reasons::Any, 30, 0),
-];
 
 /// The repairs due at `now`: a [`Action::Repair`] for each managed node unhealthy past its
 /// toleration in a pool healthy enough, within its pool's `Unhealthy` budget (the longest due
@@ -392,13 +275,7 @@ fn repair(
             },
         ));
     }
-    let pool = claim
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(NODEPOOL))
-        .cloned()
-        .unwrap_or_default();
+    let pool = nodepool_of(claim);
     let (unhealthy, total) = pool_health(dump, &pool);
     if unhealthy > allowed_unhealthy(total) {
         let blocked = Action::RepairBlocked {
@@ -417,6 +294,17 @@ fn repair(
         let commit = super::reboot::commit(claim, node_name, pool, due.condition, grace, now);
         return Some((due.at, commit));
     }
+    Some((due.at, repair_action(claim, node, due, now, mode)))
+}
+
+/// The [`Action::Repair`] of a node whose repair is due.
+fn repair_action(
+    claim: &NodeClaim,
+    node: &Node,
+    due: Due,
+    now: DateTime<Utc>,
+    mode: NodeRepair,
+) -> Action {
     let terminate_at = match (mode, ready(node)) {
         // The repair of before v1.15: a node not Ready at once, a Ready one by its own grace.
         (NodeRepair::Legacy, true) => None,
@@ -427,14 +315,42 @@ fn repair(
                 .map_or(now + due.drain, |own| own.min(now + due.drain)),
         ),
     };
-    let action = Action::Repair {
+    Action::Repair {
         nodeclaim: name_of(claim),
-        node: node_name,
-        nodepool: pool,
+        node: node.metadata.name.clone().unwrap_or_default(),
+        nodepool: nodepool_of(claim),
         condition: due.condition,
         terminate_at,
-    };
-    Some((due.at, action))
+    }
+}
+
+/// The repair of a node admitted earlier (its replacements launched first), now: the
+/// [`Action::Repair`], or why it no longer goes ahead (the node is healthy again, or has been
+/// marked `karpenter.sh/do-not-repair` since).
+pub(crate) fn repair_now(
+    dump: &ClusterDump,
+    claim: &NodeClaim,
+    now: DateTime<Utc>,
+    mode: NodeRepair,
+) -> Result<Action, &'static str> {
+    let node = dump.node_of(claim).ok_or("its node is gone")?;
+    if vetoed(node.metadata.annotations.as_ref()) || vetoed(claim.metadata.annotations.as_ref()) {
+        return Err("it has been marked karpenter.sh/do-not-repair since");
+    }
+    let due = due_repair(node, mode, super::reboot::finished_at(claim), now)
+        .ok_or("the node is healthy again")?;
+    Ok(repair_action(claim, node, due, now, mode))
+}
+
+/// The NodePool a NodeClaim is labelled with.
+fn nodepool_of(claim: &NodeClaim) -> String {
+    claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(NODEPOOL))
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// A node's repair once one of its policies is due: when the first became due, the condition

@@ -263,6 +263,8 @@ pub struct TickState<'a> {
     claims: Vec<NodeClaim>,
     /// NodeClaims created by the phase that ran last.
     created: Vec<NodeClaim>,
+    /// NodeClaims created after the Launch phase, for the LaunchReplacements phase to launch.
+    replacements: Vec<NodeClaim>,
     created_any: bool,
     registered: Vec<String>,
     initialized: Vec<String>,
@@ -301,6 +303,7 @@ impl<'a> TickState<'a> {
             reservations: start.reservations,
             shadow: start.shadow,
             created: Vec::new(),
+            replacements: Vec::new(),
             created_any: false,
             registered: Vec::new(),
             initialized: Vec::new(),
@@ -391,7 +394,9 @@ impl<'a> TickState<'a> {
                 }
                 self.start_group(phase.group());
             }
-            if self.skip_group {
+            // NodeClaims created this tick are launched however their group ended: a
+            // repair's replacements, made before disruption decided to wait, most of all.
+            if self.skip_group && phase != Phase::LaunchReplacements {
                 self.next += 1;
                 continue;
             }

@@ -15,19 +15,22 @@ use crate::tick::action::Action;
 use crate::tick::say::TICK;
 use crate::tick::{
     decide, disruption, expiration, finish, follow_up, in_progress, isolation, pod_records,
-    provision, reboot, repair, reservations, status,
+    prespin, provision, reboot, repair, reservations, status,
 };
 
 impl TickState<'_> {
     pub(super) fn decide(&mut self, phase: Phase) -> Decision {
         let created = std::mem::take(&mut self.created);
-        if phase == Phase::LaunchReplacements {
-            // Launched now, not a tick later.
-            let launches = provision::unlaunched(&created);
-            self.claims.extend(created);
-            return Decision::Actions(launches);
+        // The NodeClaims created after the Launch phase (repair's and disruption's
+        // replacements) are launched now, not a tick later.
+        if phase_index(phase) > phase_index(Phase::Register) {
+            self.replacements.extend(created.iter().cloned());
         }
         self.claims.extend(created);
+        if phase == Phase::LaunchReplacements {
+            let replacements = std::mem::take(&mut self.replacements);
+            return Decision::Actions(provision::unlaunched(&replacements));
+        }
         match phase {
             Phase::Plan => self.plan(),
             Phase::Replicas => self.replicas(),
@@ -62,24 +65,39 @@ impl TickState<'_> {
                 self.now,
             )),
             Phase::Repair if self.node_repair != repair::NodeRepair::Off => {
-                let actions = repair::repairs(
+                let mut actions = repair::repairs(
                     self.dump,
                     &self.claims,
                     &self.snapshot.nodepools,
                     self.now,
                     self.node_repair,
                 );
+                if self.node_repair != repair::NodeRepair::Legacy {
+                    actions = match self.prespin(actions) {
+                        Ok(actions) => actions,
+                        Err(read) => return read,
+                    };
+                }
+                actions.extend(prespin::continue_prespun(
+                    self.dump,
+                    &self.claims,
+                    &self.initialized,
+                    self.now,
+                    self.node_repair,
+                ));
                 self.count_as_going(&actions);
                 Decision::Actions(actions)
             }
             Phase::Repair => Decision::Nothing,
             // Whatever the setting now: a reboot begun is finished (or failed and replaced).
             Phase::Reboot => Decision::Actions(reboot::steps(self.dump, &self.claims, self.now)),
-            Phase::ContinueCommands => Decision::Actions(in_progress::continue_commands(
+            // While repair is on, a repair waiting for its replacements is its own to carry on.
+            Phase::ContinueCommands => Decision::Actions(in_progress::continue_commands_but(
                 self.dump,
                 &self.claims,
                 &self.initialized,
                 self.now,
+                |c| self.node_repair != repair::NodeRepair::Off && prespin::prespun(c),
             )),
             Phase::DriftMarks => self.drift_marks(),
             Phase::Disrupt => self.disrupt(),
@@ -245,6 +263,36 @@ impl TickState<'_> {
                 claim.deleting = true;
             }
         }
+    }
+
+    /// Repairs of nodes with pods to move, their replacements launched first
+    /// ([`prespin::prespin`]); the catalog's read asked for first when no phase has read it.
+    /// When that read fails, they are repaired at once, as no replacement can be planned: a
+    /// failed read never holds a repair up.
+    fn prespin(&mut self, actions: Vec<Action>) -> Result<Vec<Action>, Decision> {
+        if !actions.iter().any(|a| matches!(a, Action::Repair { .. })) {
+            return Ok(actions);
+        }
+        let catalog = match self.catalog.clone() {
+            Some(c) => c,
+            None => match self.take_input() {
+                Some(Input::Catalog(c)) => {
+                    self.catalog = Some(c.clone());
+                    c
+                }
+                Some(_) => {
+                    warn!(target: TICK, "repairing without replacements first: the instance types could not be read");
+                    return Ok(actions);
+                }
+                None => return Err(Decision::Read(Need::Catalog)),
+            },
+        };
+        let catalog = catalog.with_overlays(&self.snapshot.overlays);
+        // A pool that cannot launch takes no replacement.
+        let parked = self.park();
+        let out = prespin::prespin(self.dump, &mut self.snapshot, &catalog, actions, self.now);
+        isolation::restore(&mut self.snapshot, parked);
+        Ok(out)
     }
 
     /// A node whose reboot was committed this tick, fenced as it will be: the disruption decided
@@ -419,6 +467,14 @@ impl TickState<'_> {
         };
         Decision::Actions(isolation::report(&self.rejected, &said))
     }
+}
+
+/// Where the phase stands in [`super::PHASES`].
+fn phase_index(phase: Phase) -> usize {
+    super::PHASES
+        .iter()
+        .position(|p| *p == phase)
+        .unwrap_or(usize::MAX)
 }
 
 /// The fleet's cost against the LP bound is measured on ticks in minutes divisible by this (a
