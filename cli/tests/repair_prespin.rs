@@ -160,12 +160,37 @@ fn a_prespun_repair_waits_for_its_replacement_then_repairs_with_the_policy_bound
     assert_eq!(repaired[0]["terminateAt"], "2026-11-25T12:10:00Z");
 }
 
-#[test]
-fn a_replacement_that_is_gone_does_not_hold_the_repair_and_a_recovered_node_keeps_running() {
-    let command = Some("unhealthy/replace/web-r");
-    let gone = actions("prespin-gone.yaml", &cluster(command, None, "False"));
-    assert_eq!(of(&gone, "repair").len(), 1, "{gone:#?}");
+/// The node's `Ready` condition set to `status` since 11:20.
+fn not_ready(text: &str, status: &str) -> String {
+    let out = text.replace(
+        r#"{type: Ready, status: "True", lastTransitionTime: "2026-11-25T08:00:00Z"}"#,
+        &format!(
+            r#"{{type: Ready, status: "{status}", lastTransitionTime: "2026-11-25T11:20:00Z"}}"#
+        ),
+    );
+    assert_ne!(out, text);
+    out
+}
 
+#[test]
+fn a_gone_replacement_restarts_a_ready_nodes_repair_and_repairs_one_that_runs_nothing() {
+    let command = Some("unhealthy/replace/web-r");
+    // The node runs its pods (Ready): they are not taken away before a new place is ready.
+    let gone = actions("prespin-gone.yaml", &cluster(command, None, "False"));
+    assert!(of(&gone, "repair").is_empty(), "{gone:#?}");
+    assert_eq!(
+        of(&gone, "abandon")[0]["why"],
+        "the replacement is gone before it initialized"
+    );
+    // A node whose kubelet is gone runs nothing: it is repaired without the replacement.
+    let dead = not_ready(&cluster(command, None, "False"), "Unknown");
+    let dead = actions("prespin-gone-dead.yaml", &dead);
+    assert_eq!(of(&dead, "repair").len(), 1, "{dead:#?}");
+}
+
+#[test]
+fn a_recovered_node_keeps_running_and_its_unready_replacement_is_deleted() {
+    let command = Some("unhealthy/replace/web-r");
     let healthy = actions(
         "prespin-healthy.yaml",
         &cluster(command, Some(false), "True"),
@@ -174,4 +199,90 @@ fn a_replacement_that_is_gone_does_not_hold_the_repair_and_a_recovered_node_keep
     let abandoned = of(&healthy, "abandon");
     assert_eq!(abandoned.len(), 1, "{healthy:#?}");
     assert_eq!(abandoned[0]["why"], "the node is healthy again");
+    assert_eq!(of(&healthy, "deleteNodeClaim")[0]["nodeclaim"], "web-r");
+
+    // A condition that changes status (Ready False, then Unknown) restarts its toleration; the
+    // node is no healthier, and its repair goes on once the replacement is ready.
+    let flipped = not_ready(&cluster(command, Some(true), "True"), "Unknown").replace(
+        r#"status: "Unknown", lastTransitionTime: "2026-11-25T11:20:00Z""#,
+        r#"status: "Unknown", lastTransitionTime: "2026-11-25T11:59:00Z""#,
+    );
+    let flipped = actions("prespin-flipped.yaml", &flipped);
+    assert_eq!(of(&flipped, "repair").len(), 1, "{flipped:#?}");
+}
+
+/// A NodePool at its limits has no room for a replacement: a node that runs its pods waits,
+/// and says why; one that runs nothing is repaired, and its pods planned once it is gone.
+#[test]
+fn a_pool_at_its_limits_holds_a_ready_nodes_repair_and_not_a_dead_ones() {
+    let limited = cluster(None, None, "False").replace(
+        "    disruption: {consolidationPolicy",
+        "    limits: {cpu: 2}\n    disruption: {consolidationPolicy",
+    );
+    let held = actions("prespin-limited.yaml", &limited);
+    assert!(of(&held, "repair").is_empty(), "{held:#?}");
+    assert!(of(&held, "startDisruption").is_empty(), "{held:#?}");
+    let blocked = of(&held, "blocked");
+    assert!(
+        blocked[0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("repair waits: its pods cannot all be placed first"),
+        "{held:#?}"
+    );
+    let dead = actions("prespin-limited-dead.yaml", &not_ready(&limited, "Unknown"));
+    assert_eq!(of(&dead, "repair").len(), 1, "{dead:#?}");
+}
+
+/// Two repairs in one tick never count on the same room: the first takes it and is repaired
+/// at once, the second launches its own replacement.
+#[test]
+fn two_repairs_in_one_tick_do_not_share_the_same_room() {
+    let text = cluster(None, None, "False");
+    let start = text
+        .find("- apiVersion: karpenter.sh/v1\n  kind: NodeClaim")
+        .unwrap();
+    let end = text.find("- apiVersion: v1\n  kind: Pod").unwrap();
+    let pod = &text[end..];
+    let node = |n: u32, sick: bool| {
+        let block = text[start..end]
+            .replace("web-1", &format!("web-{n}"))
+            .replace("web-node-1", &format!("web-node-{n}"))
+            .replace("i-0w000000000000001", &format!("i-0w0000000000000{n:02}"));
+        match sick {
+            true => block,
+            false => block.replace(
+                r#"StorageReady, status: "False""#,
+                r#"StorageReady, status: "True""#,
+            ),
+        }
+    };
+    // A second broken node like the first, a healthy empty one with room for one's pods, and
+    // seven full ones (two of ten unhealthy keeps within the 20 % rule).
+    let moved = |name: &str, node: u32, cpu: &str| {
+        pod.replace("name: app,", &format!("name: {name},"))
+            .replace(
+                "nodeName: web-node-1",
+                &format!("nodeName: web-node-{node}"),
+            )
+            .replace(r#"cpu: "1""#, &format!(r#"cpu: "{cpu}""#))
+    };
+    let full: String = (4..=10)
+        .map(|n| node(n, false) + &moved(&format!("full-{n}"), n, "1500m"))
+        .collect();
+    let two = format!(
+        "{}{}{}{full}{}{}",
+        &text[..end],
+        node(2, true),
+        node(3, false),
+        pod,
+        moved("app2", 2, "1")
+    )
+    .replace(
+        r#"budgets: [{nodes: "1"}]"#,
+        r#"budgets: [{nodes: "100%"}]"#,
+    );
+    let actions = actions("prespin-two.yaml", &two);
+    assert_eq!(of(&actions, "repair").len(), 1, "{actions:#?}");
+    assert_eq!(of(&actions, "startDisruption").len(), 1, "{actions:#?}");
 }

@@ -226,6 +226,46 @@ fn set_duration(text: &str, duration: &str) -> String {
         .join("\n")
 }
 
+/// Metadata written at the top level of an object (`name:` beside `kind:`) names the object by
+/// that name and says where the key belongs; the pending pod's reason does not claim that no
+/// NodePool exists.
+#[test]
+fn metadata_flattened_to_the_top_level_is_named_with_where_it_belongs() {
+    let text = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+name: default
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+name: default
+labels: {team: web}
+spec: {role: R, amiSelectorTerms: [{alias: al2023@latest}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers: [{name: c, resources: {requests: {cpu: "1"}}}]
+"#;
+    let out = fleetwright(&["plan", "--cluster", &write_temp("flat.yaml", text)]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    for expected in [
+        "NodePool default: field metadata.name: missing: `name` is written at the top level of the object, and belongs under `metadata:`",
+        "EC2NodeClass default: field metadata.name: missing: `name`, `labels` are written at the top level of the object, and belong under",
+    ] {
+        assert!(err.contains(expected), "{expected} not in:\n{err}");
+    }
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reason = plan["unschedulable"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("none could be read"), "{reason}");
+}
+
 #[test]
 fn a_kind_misspelt_in_case_and_v1beta1_leftovers_are_named_with_what_was_meant() {
     let text = r#"

@@ -66,8 +66,15 @@ pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> ReplicaPlan {
 }
 
 /// A NodeClaim whose node a disruption command is taking away (tainted
-/// `karpenter.sh/disrupted`): its replacement stands in for it.
+/// `karpenter.sh/disrupted`, or carrying the command before a cut-off tick tainted it): its
+/// replacement stands in for it.
 fn leaving(snapshot: &Snapshot, claim: &NodeClaim) -> bool {
+    if claim
+        .annotations
+        .contains_key(crate::labels::DISRUPTION_COMMAND)
+    {
+        return true;
+    }
     claim.node_name.as_deref().is_some_and(|name| {
         snapshot
             .nodes

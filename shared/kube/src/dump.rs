@@ -456,6 +456,11 @@ fn add_object(
     }
     // One object that does not read is left out and named; the others still read.
     let meta = meta_of(&value);
+    if let Some(e) = misplaced_metadata(&value, &kind) {
+        dump.rejected
+            .push(crate::rejected::Rejected::new(&kind, &meta, e));
+        return Ok(());
+    }
     if let Err(e) = add_typed(dump, value, &kind) {
         dump.rejected
             .push(crate::rejected::Rejected::new(&kind, &meta, e));
@@ -539,7 +544,7 @@ fn add_typed(dump: &mut ClusterDump, value: Value, kind: &str) -> Result<(), Kub
 }
 
 mod objects;
-use objects::{kept_unread, meta_of, misspelt_kind, noted, truncate};
+use objects::{kept_unread, meta_of, misplaced_metadata, misspelt_kind, noted, truncate};
 
 #[cfg(test)]
 #[path = "../tests/unit/dump.rs"]

@@ -142,7 +142,7 @@ mod fleet;
 mod repair;
 mod static_drift;
 pub use fleet::{fleet_cost, FleetCost};
-pub use repair::repair_command;
+pub use repair::{repair_command, RepairPlan};
 #[cfg(test)]
 #[path = "../../tests/unit/disruption.rs"]
 mod tests;

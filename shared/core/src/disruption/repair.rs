@@ -13,11 +13,51 @@ use super::candidates::{pod_cost, Candidate, Prices};
 use super::consolidation::replace_each;
 use super::Disruption;
 
-/// The command that repairs `node`: its pods planned over the cluster without it (and without
-/// the nodes other commands are taking away), onto nodes that stay and onto new NodeClaims,
-/// which launch first. A `Delete` when they all fit on nodes that stay, or when the node holds
-/// none. Why its pods cannot all be placed, otherwise (the caller may repair without them).
-pub fn repair_command(
+/// What repairing a node takes first.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RepairPlan {
+    /// The command: its replacements launch first (a `Replace`), or none is needed (a
+    /// `Delete`: its pods fit on initialized nodes that stay, or it holds none).
+    Go(Box<Disruption>),
+    /// Its pods would land on capacity that has not initialized yet: the repair waits for it,
+    /// as Karpenter never counts on an uninitialized node.
+    Wait(String),
+    /// Its pods cannot all be placed before it goes (limits, a static pool at its node limit,
+    /// a pod no pool can take): why.
+    Unplaceable(String),
+}
+
+/// How the node's repair is planned: its pods placed over the cluster without it (and without
+/// the nodes other commands are taking away), onto nodes that stay and onto new NodeClaims. Pods
+/// already leaving (being deleted, StatefulSet pods aside, whose names come back) and mirror
+/// pods need no place, as when a drain's deadline moves them.
+pub fn repair_command(snapshot: &Snapshot, catalog: &Catalog, node: &str, now: i64) -> RepairPlan {
+    let mut sim = snapshot.clone();
+    for pod in sim.pods.iter_mut() {
+        let owner = pod.owner_kind.as_deref();
+        let leaving = (pod.deleting && owner != Some("StatefulSet")) || owner == Some("Node");
+        if pod.node_name.as_deref() == Some(node) && leaving {
+            pod.terminal = true;
+        }
+    }
+    let command = match plan_command(&sim, catalog, node, now) {
+        Ok(command) => command,
+        Err(why) => return RepairPlan::Unplaceable(why),
+    };
+    let uninitialized = command
+        .moves
+        .iter()
+        .find(|(_, target)| !initialized(snapshot, target));
+    match uninitialized {
+        Some((pod, target)) => RepairPlan::Wait(format!(
+            "pod {pod} would move onto {target}, which has not initialized yet"
+        )),
+        None => RepairPlan::Go(Box::new(command)),
+    }
+}
+
+/// The repair's command as drift plans a replacement: `replace_each` under reason `Unhealthy`.
+fn plan_command(
     snapshot: &Snapshot,
     catalog: &Catalog,
     node: &str,
@@ -68,4 +108,15 @@ pub fn repair_command(
             .pop()
             .map_or_else(|| "its pods could not be planned".into(), |b| b.reason)),
     }
+}
+
+/// Whether pods may count on `target`: a ready node whose NodeClaim (if it has one) has
+/// initialized.
+fn initialized(snapshot: &Snapshot, target: &str) -> bool {
+    let ready = snapshot.nodes.iter().any(|n| n.name == target && n.ready);
+    let claim = snapshot
+        .nodeclaims
+        .iter()
+        .find(|c| c.node_name.as_deref() == Some(target));
+    ready && claim.is_none_or(|c| c.initialized)
 }

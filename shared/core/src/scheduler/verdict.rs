@@ -25,7 +25,7 @@ pub(crate) type LimitsLeft<'r> = (&'r [Option<Resources>], &'r [Option<i64>]);
 pub(crate) fn reason(ctx: &Ctx<'_>, pod_index: usize, left: LimitsLeft<'_>) -> String {
     let pod = &ctx.snapshot.pods[pod_index];
     if ctx.pools.is_empty() {
-        return "no nodepool can launch nodes (none exist or all are being deleted)".to_string();
+        return "no nodepool can launch nodes (none exists, none could be read, or all are being deleted)".to_string();
     }
     let reqs = pod.strict_requirements();
     let best = ctx

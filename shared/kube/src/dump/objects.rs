@@ -5,12 +5,46 @@ use super::*;
 
 /// An object's name and namespace, however the rest of its metadata reads.
 pub(super) fn meta_of(value: &Value) -> ObjectMeta {
-    let text = |key: &str| value["metadata"][key].as_str().map(str::to_string);
+    // A name written at the top level (metadata flattened) still names the object in errors.
+    let text = |key: &str| {
+        (value["metadata"][key].as_str())
+            .or_else(|| value[key].as_str())
+            .map(str::to_string)
+    };
     ObjectMeta {
         name: text("name"),
         namespace: text("namespace"),
         ..Default::default()
     }
+}
+
+/// The keys of `metadata` that a flattened object writes at its top level.
+const METADATA_KEYS: [&str; 4] = ["name", "namespace", "labels", "annotations"];
+
+/// The error of an object whose metadata is written at its top level (`name: default` beside
+/// `kind:` instead of under `metadata:`), a mistake of indentation the API server refuses too.
+pub(super) fn misplaced_metadata(value: &Value, kind: &str) -> Option<KubeError> {
+    if !value["metadata"]["name"].is_null() {
+        return None;
+    }
+    let flat: Vec<&str> = METADATA_KEYS
+        .into_iter()
+        .filter(|k| !value[*k].is_null())
+        .collect();
+    if flat.is_empty() {
+        return None;
+    }
+    let name = value["name"].as_str().unwrap_or("<unnamed>");
+    Some(KubeError::field(
+        format!("{kind} {name}"),
+        "metadata.name",
+        format!(
+            "missing: `{}` {} written at the top level of the object, and {} under `metadata:`",
+            flat.join("`, `"),
+            if flat.len() == 1 { "is" } else { "are" },
+            if flat.len() == 1 { "belongs" } else { "belong" },
+        ),
+    ))
 }
 
 /// The kind a dump's reader takes that `kind` differs from only in case.

@@ -4,18 +4,27 @@
 //! `karpenter.sh/disrupted` and waits; once every replacement has initialized, the node is
 //! repaired as any other (its NodeClaim deleted, the drain bounded by the repair policy).
 //!
-//! A node whose pods fit on nodes that stay, or that holds none, is repaired at once. So is one
-//! whose pods cannot all be planned before it goes (a NodePool at its limits, a static pool at
-//! its node limit): Karpenter blocks such a repair unless its `TerminateFirstRepair` gate is on,
-//! and leaves a broken node in place; Fleetwright repairs it, and plans its pods once it is gone.
-//! A replacement that is gone, or late, does not hold a repair up either: the node is repaired
-//! without it. A node healthy again before its replacements are ready keeps running: the
-//! command is abandoned, and the replacements are left to consolidation.
+//! A node whose pods fit on initialized nodes that stay, or that holds none, is repaired at
+//! once; each such repair takes its room before the next is planned. One command launches
+//! replacements per tick (Karpenter's one command per pass: a second would plan against limits
+//! the first has not yet used; the NodeClaims the tick provisioned are counted as in flight);
+//! the others wait for a later tick, as does a repair whose pods would count on capacity not
+//! yet initialized.
+//!
+//! A node that is `Ready` runs its pods, so its repair never takes them away before their new
+//! place is ready: when they cannot all be planned first (a NodePool at its limits, a static
+//! pool at its node limit, a pod no pool takes) the repair waits and says why, and when a
+//! replacement is gone or late the command is abandoned, to be planned afresh. A node that is
+//! not `Ready` runs nothing: it is repaired without replacements in those cases (as Karpenter's
+//! `TerminateFirstRepair` gate would), and its pods planned once it is gone. A node healthy
+//! again (or marked `do-not-repair`, or in a pool now more than 20 % unhealthy) before its
+//! replacements are ready keeps running: the command is abandoned, and the replacements that
+//! have not initialized are deleted.
 //!
 //! Pure: the dump, the snapshot and `now` in, actions out.
 
-use chrono::{DateTime, Utc};
-use fleetwright_core::disruption::{self, Command};
+use chrono::{DateTime, Timelike, Utc};
+use fleetwright_core::disruption::{self, Command, Disruption, RepairPlan};
 use fleetwright_core::{Catalog, Snapshot};
 use fleetwright_crds::{conditions, NodeClaim};
 use fleetwright_kube::dump::ClusterDump;
@@ -33,44 +42,59 @@ pub fn prespun(claim: &NodeClaim) -> bool {
     annotation(claim).is_some_and(|a| a.starts_with(PRESPUN))
 }
 
-/// Each [`Action::Repair`] of a node with pods to move, turned into a command that launches
-/// their replacements first (see the module); the other actions as they are. `snapshot` is left
-/// as the commands leave it (their nodes tainted, their pods moved), so the disruption decided
-/// after counts them.
+/// Each [`Action::Repair`] of a node with pods to move, planned as the module says: at once,
+/// as a command that launches replacements first, or held for a later tick with the reason.
+/// `snapshot` holds the NodeClaims this tick created (in flight), and is left as the repairs
+/// leave it (their nodes tainted, their pods moved), so the disruption decided after counts
+/// them.
 pub fn prespin(
     dump: &ClusterDump,
-    snapshot: &mut Snapshot,
-    catalog: &Catalog,
+    (snapshot, catalog): (&mut Snapshot, &Catalog),
     actions: Vec<Action>,
     now: DateTime<Utc>,
 ) -> Vec<Action> {
+    let mut launching = false;
     let mut out = Vec::new();
     for action in actions {
         let Action::Repair { node, .. } = &action else {
             out.push(action);
             continue;
         };
+        let ready = dump
+            .nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(node.as_str()))
+            .is_some_and(repair::node_ready);
+        let held = |reason: String| Action::Blocked {
+            node: node.clone(),
+            reason: format!("repair waits: {reason}"),
+            changed: now.minute().is_multiple_of(5),
+        };
         match disruption::repair_command(snapshot, catalog, node, now.timestamp()) {
-            Ok(command) if command.command == Command::Replace => {
-                let Some(start) = super::disruption::start(dump, &command) else {
-                    out.push(action);
-                    continue;
-                };
-                out.push(Action::Disrupting {
-                    command: "replace",
-                    reason: disruption::Reason::Unhealthy.as_str(),
-                    savings: command.savings,
-                    replacements: (command.replacements.iter())
-                        .map(|r| r.instance_types.clone())
-                        .collect(),
-                    nodes: command.nodes.clone(),
-                });
-                out.push(start);
-                disruption::as_started(snapshot, &command);
+            RepairPlan::Go(command) if command.command == Command::Replace => {
+                let start = super::disruption::start(dump, &command);
+                match start {
+                    Some(start) if !launching => {
+                        out.extend(started(&command, start));
+                        disruption::as_started(snapshot, &command);
+                        launching = true;
+                    }
+                    Some(_) => out.push(held(
+                        "one repair launches replacements per tick; its turn is a later one".into(),
+                    )),
+                    None => out.push(held("its replacement's NodePool is gone".into())),
+                }
             }
-            Ok(_) => out.push(action),
-            Err(why) => {
-                tracing::info!(node = %node, "repairing without a replacement first: {why}");
+            RepairPlan::Go(command) => {
+                disruption::as_started(snapshot, &command);
+                out.push(action);
+            }
+            RepairPlan::Wait(why) => out.push(held(why)),
+            RepairPlan::Unplaceable(why) if ready => {
+                out.push(held(format!("its pods cannot all be placed first: {why}")))
+            }
+            RepairPlan::Unplaceable(why) => {
+                tracing::info!(node = %node, "repairing a node that is not ready without replacements first: {why}");
                 out.push(action);
             }
         }
@@ -78,14 +102,29 @@ pub fn prespin(
     out
 }
 
-/// Each repair waiting for its replacements, a step on: the node repaired once every
-/// replacement has initialized (`initialized` names those this tick initialized), or when one
-/// is gone or late; the command abandoned when the node is healthy again; else it waits.
-/// Repairs already admitted take no budget place again.
+/// The log line of a started repair command, and the command.
+fn started(command: &Disruption, start: Action) -> [Action; 2] {
+    [
+        Action::Disrupting {
+            command: "replace",
+            reason: disruption::Reason::Unhealthy.as_str(),
+            savings: command.savings,
+            replacements: (command.replacements.iter())
+                .map(|r| r.instance_types.clone())
+                .collect(),
+            nodes: command.nodes.clone(),
+        },
+        start,
+    ]
+}
+
+/// Each repair waiting for its replacements, a step on (see the module). `initialized` names
+/// the NodeClaims this tick initialized, and `unreadable` those the read could not take (a
+/// replacement among them is not gone). Repairs already admitted take no budget place again.
 pub fn continue_prespun(
     dump: &ClusterDump,
     claims: &[NodeClaim],
-    initialized: &[String],
+    (initialized, unreadable): (&[String], &[String]),
     now: DateTime<Utc>,
     mode: NodeRepair,
 ) -> Vec<Action> {
@@ -95,57 +134,105 @@ pub fn continue_prespun(
         .filter_map(|claim| {
             let names = annotation(claim)?.strip_prefix(PRESPUN)?;
             let names = names.trim_start_matches('/');
-            let action = step(dump, claims, claim, names, initialized, now, mode);
-            // A tick cut off between recording the command and tainting the node left the
-            // taint to this one.
-            let mut actions = match &action {
-                Action::AwaitReplacement { .. } => untainted(dump, &[claim]),
-                _ => Vec::new(),
+            let step = Step {
+                dump,
+                claims,
+                claim,
+                names,
+                ready: (initialized, unreadable),
             };
-            actions.push(action);
-            Some(actions)
+            Some(step.next(now, mode))
         })
         .flatten()
         .collect()
 }
 
-fn step(
-    dump: &ClusterDump,
-    claims: &[NodeClaim],
-    claim: &NodeClaim,
-    names: &str,
-    initialized: &[String],
-    now: DateTime<Utc>,
-    mode: NodeRepair,
-) -> Action {
-    let repair = match repair::repair_now(dump, claim, now, mode) {
-        Ok(repair) => repair,
-        Err(why) => return abandon(dump, &[claim], names, why),
-    };
-    let found = |r: &str| {
-        claims
-            .iter()
-            .find(|c| c.metadata.name.as_deref() == Some(r))
-    };
-    let mut waiting = Vec::new();
-    for r in names.split(',').filter(|n| !n.is_empty()) {
-        let Some(replacement) = found(r) else {
-            return repair;
+/// One repair waiting for its replacements.
+struct Step<'a> {
+    dump: &'a ClusterDump,
+    claims: &'a [NodeClaim],
+    claim: &'a NodeClaim,
+    names: &'a str,
+    ready: (&'a [String], &'a [String]),
+}
+
+impl Step<'_> {
+    fn next(&self, now: DateTime<Utc>, mode: NodeRepair) -> Vec<Action> {
+        let repair = match repair::repair_now(self.dump, self.claim, now, mode) {
+            Ok(repair) => repair,
+            Err(why) => return self.give_up(why),
         };
-        let ready = has_condition(replacement, conditions::INITIALIZED)
-            || initialized.iter().any(|n| n == r);
-        if ready {
-            continue;
+        let node_ready = self
+            .dump
+            .node_of(self.claim)
+            .is_some_and(repair::node_ready);
+        match self.waiting(now) {
+            Ok(waiting) if waiting.is_empty() => vec![repair],
+            Ok(waiting) => {
+                // A tick cut off between recording the command and tainting the node left the
+                // taint to this one.
+                let mut out = untainted(self.dump, &[self.claim]);
+                out.push(Action::AwaitReplacement {
+                    replacement: waiting.join(","),
+                });
+                out
+            }
+            // A node that runs its pods keeps them until a new place is ready: planned afresh.
+            Err(why) if node_ready => self.give_up(why),
+            Err(_) => vec![repair],
         }
-        if replacement_overdue(replacement, now).is_some() {
-            return repair;
-        }
-        waiting.push(r);
     }
-    match waiting.is_empty() {
-        true => repair,
-        false => Action::AwaitReplacement {
-            replacement: waiting.join(","),
-        },
+
+    /// The replacements not yet initialized, or why one never will be (gone, or late).
+    fn waiting(&self, now: DateTime<Utc>) -> Result<Vec<&str>, &'static str> {
+        let (initialized, unreadable) = self.ready;
+        let mut waiting = Vec::new();
+        for r in self.replacements() {
+            let Some(replacement) = self.found(r) else {
+                if unreadable.iter().any(|u| u == r) {
+                    waiting.push(r);
+                    continue;
+                }
+                return Err("the replacement is gone before it initialized");
+            };
+            if has_condition(replacement, conditions::INITIALIZED)
+                || initialized.iter().any(|n| n == r)
+            {
+                continue;
+            }
+            if let Some(why) = replacement_overdue(replacement, now) {
+                return Err(why);
+            }
+            waiting.push(r);
+        }
+        Ok(waiting)
+    }
+
+    /// The command abandoned, and the replacements that have not initialized deleted: they
+    /// were launched for this repair alone.
+    fn give_up(&self, why: &str) -> Vec<Action> {
+        let mut out = vec![abandon(self.dump, &[self.claim], self.names, why)];
+        let (initialized, _) = self.ready;
+        for r in self.replacements() {
+            let unready = self.found(r).is_some_and(|c| {
+                !has_condition(c, conditions::INITIALIZED) && !initialized.iter().any(|n| n == r)
+            });
+            if unready {
+                out.push(Action::DeleteNodeClaim {
+                    nodeclaim: r.to_string(),
+                });
+            }
+        }
+        out
+    }
+
+    fn replacements(&self) -> impl Iterator<Item = &str> {
+        self.names.split(',').filter(|n| !n.is_empty())
+    }
+
+    fn found(&self, name: &str) -> Option<&NodeClaim> {
+        self.claims
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
     }
 }

@@ -98,6 +98,8 @@ pub fn repairs(
         .filter(|c| super::in_progress::annotation(c).is_none())
         // A node being rebooted is the reboot's until it ends.
         .filter(|c| super::reboot::in_progress(c).is_none())
+        // An expired NodeClaim is deleted this tick: the expiration's, not a repair's.
+        .filter(|c| super::expiration::expires_at(c).is_none_or(|at| now < at))
         .filter_map(|claim| repair(dump, claim, now, mode))
         .collect();
     due.sort_by_key(|(at, _)| *at);
@@ -337,9 +339,36 @@ pub(crate) fn repair_now(
     if vetoed(node.metadata.annotations.as_ref()) || vetoed(claim.metadata.annotations.as_ref()) {
         return Err("it has been marked karpenter.sh/do-not-repair since");
     }
-    let due = due_repair(node, mode, super::reboot::finished_at(claim), now)
-        .ok_or("the node is healthy again")?;
+    // A condition that changed status (Ready False to Unknown) starts its toleration again, but
+    // the node is no healthier: only a node with no unhealthy condition left is spared.
+    if !unhealthy(node) {
+        return Err("the node is healthy again");
+    }
+    let (sick, total) = pool_health(dump, &nodepool_of(claim));
+    if sick > allowed_unhealthy(total) {
+        return Err("more than 20 % of its NodePool's nodes are unhealthy now");
+    }
+    let due =
+        due_repair(node, mode, super::reboot::finished_at(claim), now).unwrap_or_else(|| Due {
+            at: now,
+            condition: conditions(node)
+                .find(|c| {
+                    POLICIES
+                        .iter()
+                        .any(|p| p.condition == c.type_ && p.status == c.status)
+                })
+                .map(|c| format!("{}={}", c.type_, c.status))
+                .unwrap_or_default(),
+            drain: FALLBACK.drain,
+            reboot: false,
+        });
     Ok(repair_action(claim, node, due, now, mode))
+}
+
+/// Whether the node's `Ready` condition is `True`: its pods are running, so its repair never
+/// takes them away before their new place is ready.
+pub(crate) fn node_ready(node: &Node) -> bool {
+    ready(node)
 }
 
 /// The NodePool a NodeClaim is labelled with.
@@ -463,7 +492,21 @@ pub fn unhealthy(node: &Node) -> bool {
 
 /// The pool's unhealthy nodes and all its nodes (the nodes labelled with it).
 fn pool_health(dump: &ClusterDump, pool: &str) -> (usize, usize) {
-    let nodes = pool_nodes(dump, pool);
+    // A node still starting (its NodeClaim, found by provider id as registration may not have
+    // linked them yet, not initialized) reports Ready False while its kubelet comes up: that is
+    // no failure, and it is no member of the pool's health yet.
+    let starting = |n: &Node| {
+        let id = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+        id.is_some()
+            && dump.nodeclaims.iter().any(|c| {
+                c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == id
+                    && !claim_initialized(c)
+            })
+    };
+    let nodes: Vec<&Node> = pool_nodes(dump, pool)
+        .into_iter()
+        .filter(|n| !starting(n))
+        .collect();
     let sick = nodes.iter().filter(|n| unhealthy(n)).count();
     (sick, nodes.len())
 }

@@ -78,10 +78,13 @@ impl TickState<'_> {
                         Err(read) => return read,
                     };
                 }
+                let unreadable: Vec<String> = isolation::errors_of(&self.rejected, "NodeClaim")
+                    .into_keys()
+                    .collect();
                 actions.extend(prespin::continue_prespun(
                     self.dump,
                     &self.claims,
-                    &self.initialized,
+                    (&self.initialized, &unreadable),
                     self.now,
                     self.node_repair,
                 ));
@@ -288,11 +291,29 @@ impl TickState<'_> {
             },
         };
         let catalog = catalog.with_overlays(&self.snapshot.overlays);
+        self.hold_created();
         // A pool that cannot launch takes no replacement.
         let parked = self.park();
-        let out = prespin::prespin(self.dump, &mut self.snapshot, &catalog, actions, self.now);
+        let out = prespin::prespin(self.dump, (&mut self.snapshot, &catalog), actions, self.now);
         isolation::restore(&mut self.snapshot, parked);
         Ok(out)
+    }
+
+    /// The NodeClaims this tick created, added to the snapshot as in flight: a repair planned
+    /// after them counts them against the limits, and never counts on them as room.
+    fn hold_created(&mut self) {
+        let read = |name: &Option<String>| {
+            self.dump
+                .nodeclaims
+                .iter()
+                .any(|c| &c.metadata.name == name)
+        };
+        let created: Vec<_> = (self.claims.iter())
+            .filter(|c| !read(&c.metadata.name))
+            .filter_map(|c| fleetwright_kube::convert::nodeclaim(c).ok())
+            .filter(|c| !self.snapshot.nodeclaims.iter().any(|s| s.name == c.name))
+            .collect();
+        self.snapshot.nodeclaims.extend(created);
     }
 
     /// A node whose reboot was committed this tick, fenced as it will be: the disruption decided
