@@ -26,8 +26,19 @@ pub fn run(args: &ConvertArgs) -> anyhow::Result<()> {
     for file in &args.files {
         objects.extend(read(file, &mut warnings)?);
     }
-    crate::input::check(&warnings)?;
     let converted = legacy::convert(&objects);
+    // A key no legacy field has is a misspelt key like any other: a warning, an error with
+    // --strict.
+    warnings.extend(
+        (converted.notes.iter())
+            .filter(|n| n.kind == legacy::NoteKind::Unknown)
+            .map(|n| InputWarning {
+                object: n.object.clone(),
+                path: n.field.clone(),
+                problem: Problem::Unknown,
+            }),
+    );
+    crate::input::check(&warnings)?;
     if converted.nodepools.is_empty() && converted.nodeclasses.is_empty() {
         bail!(
             "no Provisioner, AWSNodeTemplate or v1beta1 NodePool/EC2NodeClass found in the input"
@@ -44,7 +55,7 @@ pub fn run(args: &ConvertArgs) -> anyhow::Result<()> {
         out.push_str("---\n");
         out.push_str(&yaml::to_string(&serde_json::to_value(&checked)?));
     }
-    for note in &converted.notes {
+    for note in (converted.notes.iter()).filter(|n| n.kind != legacy::NoteKind::Unknown) {
         tracing::warn!("{note}");
     }
     write!(std::io::stdout(), "{out}")?;

@@ -64,6 +64,21 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
         if in_dump(&dump, &key) {
             bail!("--pod {key}: it is in {source} but was left out, as the tick leaves it out (the error above says why): nothing plans capacity for it");
         }
+        // A workload's name given for its pods: name the pods that stand for it.
+        let workload = dump.expanded.iter().find(|e| {
+            e.workload
+                .split_once(' ')
+                .is_some_and(|(_, name)| name == key)
+        });
+        if let Some(e) = workload {
+            let namespace = key.split_once('/').map_or("default", |(ns, _)| ns);
+            bail!(
+                "--pod {key}: no such pod in {source}; {} stands for {} pending pod(s): give --pod {namespace}/{}",
+                e.workload,
+                e.pods,
+                e.first
+            );
+        }
         bail!("--pod {key}: no such pod in {source}");
     };
     explanation

@@ -196,3 +196,23 @@ fn a_pool_without_its_class_launches_nothing_and_a_class_plans_only_in_its_subne
     assert_eq!(claims[0]["nodepool"], "zoned");
     assert_eq!(claims[0]["zones"], serde_json::json!(["us-east-1b"]));
 }
+
+/// A Deployment's name given for its pods is answered with the name of a pod that stands for it.
+#[test]
+fn a_workload_name_given_for_a_pod_names_a_pod_that_stands_for_it() {
+    let out = fleetwright(&[
+        "explain",
+        "--cluster",
+        &common::fixture("deployments-only.yaml"),
+        "--pod",
+        "inflate",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "Deployment default/inflate stands for 2 pending pod(s): give --pod default/inflate-"
+        ),
+        "{err}"
+    );
+}

@@ -334,3 +334,74 @@ spec:
         "{claim}"
     );
 }
+
+/// A misspelt key in a legacy Provisioner is an unknown key like any other: `convert` names it,
+/// and `--strict` refuses it (the spot requirement it held is not silently lost).
+#[test]
+fn a_misspelt_key_in_a_legacy_provisioner_is_named_and_strict_refuses_it() {
+    let legacy = r#"
+apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata: {name: default}
+spec:
+  providerRef: {name: default}
+  requirments:
+  - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
+"#;
+    let file = write_temp("legacy-typo.yaml", legacy);
+    let out = fleetwright(&["convert", &file]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let found = warnings(&out).join("\n");
+    assert!(
+        found.contains("Provisioner default: field spec.requirments: unknown key"),
+        "{found}"
+    );
+    let strict = fleetwright(&["--strict", "convert", &file]);
+    assert_eq!(strict.status.code(), Some(1), "{}", stderr(&strict));
+    assert!(stderr(&strict).contains("spec.requirments"));
+}
+
+/// A kind a letter or two off a kind Fleetwright reads is named with the kind meant, and a
+/// NodePool whose class reference names another kind or group is set aside with its field.
+#[test]
+fn a_misspelt_kind_and_a_class_reference_to_another_kind_are_named() {
+    let text = r#"
+apiVersion: apps/v1
+kind: Deploymnet
+metadata: {name: web}
+spec: {replicas: 4, selector: {matchLabels: {app: web}}, template: {metadata: {labels: {app: web}}, spec: {containers: [{name: c}]}}}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: odd}
+spec: {template: {spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClas, name: default}}}}
+"#;
+    let out = fleetwright(&["plan", "--cluster", &write_temp("kind-typo.yaml", text)]);
+    let err = stderr(&out);
+    assert!(err.contains("(did you mean Deployment?)"), "{err}");
+    assert!(
+        err.contains("NodePool odd: field spec.template.spec.nodeClassRef.kind: \"EC2NodeClas\" is not EC2NodeClass"),
+        "{err}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+/// Two objects of one kind and name: the last is read, as `kubectl apply` leaves it, and the
+/// one dropped is named, so its pod's demand is not counted twice.
+#[test]
+fn a_duplicated_object_is_named_and_only_the_last_is_read() {
+    let pod = |cpu: &str, namespace: &str| {
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: web{namespace}}}\nspec:\n  containers: [{{name: c, resources: {{requests: {{cpu: \"{cpu}\"}}}}}}]\n")
+    };
+    let text = [pod("1", ""), pod("2", ", namespace: default")].join("---\n");
+    let out = fleetwright(&["plan", "--cluster", &write_temp("dup-pods.yaml", &text)]);
+    let found = warnings(&out).join("\n");
+    assert!(
+        found.contains("Pod web: field metadata.name: duplicate object"),
+        "{found}"
+    );
+    // No NodePool in the file: the one pod read is left pending, once.
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pending = plan["unschedulable"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{plan}");
+}

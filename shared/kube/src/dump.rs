@@ -294,6 +294,7 @@ pub fn parse(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
         }
         add_object(&mut dump, &mut legacy, &mut workloads, value, source)?;
     }
+    drop_duplicates(&mut dump);
     add_legacy(&mut dump, &legacy)?;
     add_workload_selectors(&mut dump, &workloads);
     let (pods, expanded) = crate::workloads::expand(
@@ -399,6 +400,16 @@ fn add_legacy(dump: &mut ClusterDump, legacy: &[Value]) -> Result<(), KubeError>
     let converted = crate::legacy::convert(legacy);
     add_missing(&mut dump.nodepools, converted.nodepools, "NodePool")?;
     add_missing(&mut dump.nodeclasses, converted.nodeclasses, "EC2NodeClass")?;
+    // A key no legacy field has is a misspelt key like any other.
+    dump.warnings.extend(
+        (converted.notes.iter())
+            .filter(|n| n.kind == crate::legacy::NoteKind::Unknown)
+            .map(|n| InputWarning {
+                object: n.object.clone(),
+                path: n.field.clone(),
+                problem: Problem::Unknown,
+            }),
+    );
     dump.notes = converted.notes;
     Ok(())
 }
@@ -544,7 +555,9 @@ fn add_typed(dump: &mut ClusterDump, value: Value, kind: &str) -> Result<(), Kub
 }
 
 mod objects;
-use objects::{kept_unread, meta_of, misplaced_metadata, misspelt_kind, noted, truncate};
+use objects::{
+    drop_duplicates, kept_unread, meta_of, misplaced_metadata, misspelt_kind, noted, truncate,
+};
 
 #[cfg(test)]
 #[path = "../tests/unit/dump.rs"]

@@ -31,6 +31,9 @@ pub enum Problem {
     /// The object's kind differs from one Fleetwright reads only in case (`Nodepool`): the
     /// object is ignored. `path` holds the kind meant.
     MisspeltKind,
+    /// Another object of the same kind, namespace and name comes later in the input: this one
+    /// is ignored, as `kubectl apply` would leave only the last.
+    DuplicateObject,
 }
 
 impl fmt::Display for InputWarning {
@@ -51,6 +54,11 @@ impl fmt::Display for InputWarning {
             Problem::Duplicate => write!(
                 f,
                 "{}: field {}: duplicate key: it appears more than once in one mapping, and only its last value is read",
+                self.object, self.path
+            ),
+            Problem::DuplicateObject => write!(
+                f,
+                "{}: field {}: duplicate object: another of the same kind and name comes later in the input, and only the last is read",
                 self.object, self.path
             ),
             Problem::MisspeltKind => write!(

@@ -43,11 +43,15 @@ pub fn expand(
         if owned_by_listed_deployment(w, workloads) || has_pods(w, pods) {
             continue;
         }
+        let kind = w["kind"].as_str().unwrap_or_default();
+        if let Some(e) = bad_count(w, kind) {
+            rejected.push(Rejected::new(kind, &meta(w), e));
+            continue;
+        }
         let count = replicas(w);
         if count == 0 {
             continue;
         }
-        let kind = w["kind"].as_str().unwrap_or_default();
         let template = match template(w, kind) {
             Ok(t) => t,
             Err(e) => {
@@ -104,6 +108,26 @@ fn replicas(w: &Value) -> usize {
         _ => spec["replicas"].as_i64().unwrap_or(1),
     };
     n.clamp(0, MAX_REPLICAS) as usize
+}
+
+/// A count of pods that is no whole number at least 0 (`replicas: -2`, `replicas: "3"`), which
+/// the API server refuses: named, rather than read as some other count.
+fn bad_count(w: &Value, kind: &str) -> Option<KubeError> {
+    let fields: &[&str] = match kind {
+        "Job" => &["parallelism", "completions"],
+        _ => &["replicas"],
+    };
+    fields.iter().find_map(|field| {
+        let value = &w["spec"][*field];
+        let fine = value.is_null() || value.as_i64().is_some_and(|n| n >= 0);
+        (!fine).then(|| {
+            KubeError::field(
+                format!("{kind} {}/{}", namespace(w), name(w)),
+                format!("spec.{field}"),
+                format!("{value} is not a whole number of at least 0"),
+            )
+        })
+    })
 }
 
 /// A Job whose status says it completed or failed.

@@ -238,11 +238,7 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
             "spec.template.spec.startupTaints",
         )?,
         limits,
-        node_class: tmpl
-            .node_class_ref
-            .as_ref()
-            .map(|r| r.name.clone())
-            .unwrap_or_default(),
+        node_class: node_class(tmpl.node_class_ref.as_ref(), &obj)?,
         consolidation_policy,
         consolidate_after,
         expire_after,
@@ -253,6 +249,30 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
         min_values_policy: Default::default(),
         replicas: spec.replicas,
     })
+}
+
+/// The EC2NodeClass a NodePool names. A reference to another kind or group (`EC2NodeClas`,
+/// `karpenter.sh`) names no class the AWS provider reads: the NodePool could launch nothing.
+fn node_class(r: Option<&fleetwright_crds::NodeClassRef>, obj: &str) -> Result<String, KubeError> {
+    let Some(r) = r else {
+        return Ok(String::new());
+    };
+    let field = "spec.template.spec.nodeClassRef";
+    if !r.kind.is_empty() && r.kind != "EC2NodeClass" {
+        let why = format!(
+            "{:?} is not EC2NodeClass, the only kind the AWS provider reads",
+            r.kind
+        );
+        return Err(KubeError::field(obj, format!("{field}.kind"), why));
+    }
+    if !r.group.is_empty() && r.group != "karpenter.k8s.aws" {
+        let why = format!(
+            "{:?} is not karpenter.k8s.aws, EC2NodeClass's group",
+            r.group
+        );
+        return Err(KubeError::field(obj, format!("{field}.group"), why));
+    }
+    Ok(r.name.clone())
 }
 
 /// What Karpenter's CRD validates of a static NodePool (`spec.replicas`), for objects that did

@@ -67,8 +67,31 @@ pub(super) fn misspelt_kind(kind: &str) -> Option<&'static str> {
         "StatefulSet",
         "Job",
     ];
-    READ.into_iter()
-        .find(|known| *known != kind && known.eq_ignore_ascii_case(kind))
+    // A case slip, or a letter or two off (`Deploymnet`, `EC2NodeClas`): one for a short
+    // kind, two for a long one, so that another real kind (`Role`) is not taken for one.
+    let near = |known: &str| {
+        let most = if known.len() >= 8 { 2 } else { 1 };
+        distance(&known.to_ascii_lowercase(), &kind.to_ascii_lowercase()) <= most
+    };
+    READ.into_iter().find(|known| *known != kind && near(known))
+}
+
+/// The edit distance between two words (insertions, deletions and substitutions).
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, x) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, y) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(x != *y));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// Deserialises one object as [`typed`] does, and adds a warning for each key its kind does not
@@ -118,4 +141,50 @@ pub(super) fn kept_unread<K: kube::Resource<DynamicType = ()>>(
 
 pub(super) fn truncate(s: &str) -> String {
     s.chars().take(120).collect()
+}
+
+/// Keeps the last of the objects of one kind, namespace and name, as `kubectl apply` leaves
+/// the last one applied; each one dropped is a warning.
+pub(super) fn drop_duplicates(dump: &mut ClusterDump) {
+    let w = &mut dump.warnings;
+    dedupe(&mut dump.pods, w);
+    dedupe(&mut dump.nodes, w);
+    dedupe(&mut dump.daemonsets, w);
+    dedupe(&mut dump.pdbs, w);
+    dedupe(&mut dump.pvcs, w);
+    dedupe(&mut dump.pvs, w);
+    dedupe(&mut dump.storage_classes, w);
+    dedupe(&mut dump.csinodes, w);
+    dedupe(&mut dump.nodepools, w);
+    dedupe(&mut dump.nodeclasses, w);
+    dedupe(&mut dump.nodeclaims, w);
+    dedupe(&mut dump.nodeoverlays, w);
+}
+
+fn dedupe<K: kube::Resource<DynamicType = ()>>(
+    list: &mut Vec<K>,
+    warnings: &mut Vec<InputWarning>,
+) {
+    // A pod written without a namespace is in `default`, as the API server puts it.
+    let key = |o: &K| {
+        let m = o.meta();
+        (
+            m.namespace.clone().unwrap_or_else(|| "default".into()),
+            m.name.clone(),
+        )
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    let mut keep = vec![false; list.len()];
+    for (i, o) in list.iter().enumerate().rev() {
+        keep[i] = seen.insert(key(o));
+        if !keep[i] {
+            warnings.push(InputWarning {
+                object: object_name(&K::kind(&()), &serde_json::json!({"metadata": o.meta()})),
+                path: "metadata.name".into(),
+                problem: Problem::DuplicateObject,
+            });
+        }
+    }
+    let mut flags = keep.into_iter();
+    list.retain(|_| flags.next().unwrap_or(true));
 }

@@ -38,6 +38,8 @@ pub enum NoteKind {
     Unmapped,
     /// v1 would behave differently without it, so the legacy default was written explicitly.
     Defaulted,
+    /// No field of the legacy kind has this name (a misspelt or mis-indented key): dropped.
+    Unknown,
 }
 
 impl std::fmt::Display for Note {
@@ -45,6 +47,7 @@ impl std::fmt::Display for Note {
         let kind = match self.kind {
             NoteKind::Unmapped => "not mapped",
             NoteKind::Defaulted => "defaulted",
+            NoteKind::Unknown => "unknown key",
         };
         write!(
             f,
@@ -138,12 +141,14 @@ impl Notes {
         self.add(field, NoteKind::Unmapped, reason);
     }
 
-    /// Reports every field left in `rest` (the ones no rule took) under `prefix`.
+    /// Reports every field left in `rest` (the ones no rule took) under `prefix`: no field of
+    /// the legacy kind has such a name.
     fn leftovers(&mut self, prefix: &str, rest: Map<String, Value>) {
         for key in rest.keys() {
-            self.unmapped(
+            self.add(
                 &format!("{prefix}.{key}"),
-                "no v1 equivalent is known for this field",
+                NoteKind::Unknown,
+                "no field of this kind has this name, so it is dropped (check its spelling and indentation)",
             );
         }
     }

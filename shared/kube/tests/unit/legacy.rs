@@ -79,5 +79,5 @@ fn unknown_legacy_fields_are_reported_with_their_path() {
     assert_eq!(fields, ["spec.limits.other", "spec.futureField"]);
     assert!(out.notes[0]
         .to_string()
-        .starts_with("Provisioner p: spec.limits.other: not mapped"));
+        .starts_with("Provisioner p: spec.limits.other: unknown key"));
 }

@@ -142,3 +142,19 @@ fn finished_jobs_expression_selectors_and_claims_are_read_as_their_controllers_w
         .collect();
     assert_eq!(names.len(), 3, "{names:?}");
 }
+
+/// A count the API server would refuse is named on its workload, which stands for no pods.
+#[test]
+fn a_replica_count_that_is_no_whole_number_is_named() {
+    for bad in [json!(-2), json!("3"), json!(1.5)] {
+        let mut d = deployment(1);
+        d["spec"]["replicas"] = bad.clone();
+        let mut rejected = Vec::new();
+        let (pods, _) = expand(&[d], &[], (&mut Vec::new(), &mut rejected));
+        assert!(pods.is_empty(), "{bad}");
+        assert!(
+            rejected[0].error.contains("field spec.replicas"),
+            "{bad}: {rejected:?}"
+        );
+    }
+}
