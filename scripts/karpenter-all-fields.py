@@ -25,6 +25,18 @@ def sample(schema, depth=0):
     if t == 'number': return 1
     if t == 'boolean': return True
     return "x"
+def our_class(value):
+    # A class reference names the AWS provider's class, as any NodePool Fleetwright plans with
+    # does; another provider's NodePool is ignored.
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k == 'nodeClassRef' and isinstance(v, dict):
+                v.update(group='karpenter.k8s.aws', kind='EC2NodeClass')
+            else:
+                our_class(v)
+    elif isinstance(value, list):
+        for v in value: our_class(v)
+    return value
 out = []
 for path in sys.argv[1:]:
     crd = yaml.safe_load(open(path))
@@ -35,5 +47,5 @@ for path in sys.argv[1:]:
         obj = {"apiVersion": crd['spec']['group'] + "/" + v['name'], "kind": kind, "metadata": {"name": "all-" + kind.lower()}}
         for k in ('spec', 'status'):
             if k in props: obj[k] = sample(props[k])
-        out.append(obj)
+        out.append(our_class(obj))
 print(json.dumps({"apiVersion": "v1", "kind": "List", "items": out}, indent=1, sort_keys=True))

@@ -200,6 +200,11 @@ fn a_recovered_node_keeps_running_and_its_unready_replacement_is_deleted() {
     assert_eq!(abandoned.len(), 1, "{healthy:#?}");
     assert_eq!(abandoned[0]["why"], "the node is healthy again");
     assert_eq!(of(&healthy, "deleteNodeClaim")[0]["nodeclaim"], "web-r");
+    // The replacement goes before the command does: a tick cut off between the two leaves a
+    // command whose replacement is gone, which the next tick abandons, never a replacement
+    // that nothing names.
+    let at = |kind: &str| healthy.iter().position(|a| a["action"] == kind).unwrap();
+    assert!(at("deleteNodeClaim") < at("abandon"), "{healthy:#?}");
 
     // A condition that changes status (Ready False, then Unknown) restarts its toleration; the
     // node is no healthier, and its repair goes on once the replacement is ready.

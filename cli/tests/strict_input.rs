@@ -405,3 +405,95 @@ fn a_duplicated_object_is_named_and_only_the_last_is_read() {
     let pending = plan["unschedulable"].as_array().unwrap();
     assert_eq!(pending.len(), 1, "{plan}");
 }
+
+/// What Karpenter's CRDs refuse in an object written by hand is named with its field, and only
+/// that object is set aside: a class with both a role and an instance profile, an AMI family
+/// that does not exist, a negative `maxPods`, a NodePool weight past 100.
+#[test]
+fn what_karpenters_crds_refuse_is_named_with_its_field() {
+    let class = |name: &str, extra: &str| {
+        format!("apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {{name: {name}}}\nspec:\n  role: R\n  amiSelectorTerms: [{{alias: al2023@latest}}]\n{extra}")
+    };
+    let pool = |name: &str, class: &str, extra: &str| {
+        format!("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {{name: {name}}}\nspec:\n{extra}  template:\n    spec:\n      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: {class}}}\n")
+    };
+    let text = [
+        class("both", "  instanceProfile: P\n"),
+        class("family", "  amiFamily: AL2024\n"),
+        class("pods", "  kubelet: {maxPods: -5}\n"),
+        class("good", ""),
+        pool("heavy", "good", "  weight: 500\n"),
+        pool("fine", "good", ""),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, resources: {requests: {cpu: \"1\"}}}]\n".into(),
+    ]
+    .join("---\n");
+    let out = fleetwright(&["plan", "--cluster", &write_temp("crd-rules.yaml", &text)]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    for expected in [
+        "EC2NodeClass both: field spec: must specify exactly one of role and instanceProfile",
+        "EC2NodeClass family: field spec.amiFamily: \"AL2024\" is not one of",
+        "EC2NodeClass pods: field spec.kubelet.maxPods: -5 is below 0",
+        "NodePool heavy: field spec.weight: 500 is outside 1–100",
+    ] {
+        assert!(err.contains(expected), "{expected} not in:\n{err}");
+    }
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["nodeclaims"][0]["nodepool"], "fine", "{plan}");
+}
+
+/// Another provider's objects are not Fleetwright's: an EKS Auto Mode NodePool (its class an
+/// `eks.amazonaws.com` NodeClass) is ignored with a warning and plans nothing, its NodeClass is
+/// not taken for a misspelt NodeClaim, and another tool's kinds with top-level keys (a
+/// kustomization) are no error. A Deployment given twice stands for its replicas once.
+#[test]
+fn another_providers_objects_are_ignored_and_a_workload_given_twice_counts_once() {
+    let text = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: general-purpose}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: eks.amazonaws.com, kind: NodeClass, name: default}
+---
+apiVersion: eks.amazonaws.com/v1
+kind: NodeClass
+metadata: {name: default}
+spec: {role: R}
+---
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: web
+resources: [deploy.yaml]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec: {replicas: 2, selector: {matchLabels: {app: web}}, template: {metadata: {labels: {app: web}}, spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec: {replicas: 3, selector: {matchLabels: {app: web}}, template: {metadata: {labels: {app: web}}, spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}}
+"#;
+    let out = fleetwright(&["plan", "--cluster", &write_temp("auto-mode.yaml", text)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let found = warnings(&out).join("\n");
+    assert!(
+        found.contains("NodePool general-purpose: field spec.template.spec.nodeClassRef: another provider's class"),
+        "{found}"
+    );
+    assert!(
+        found.contains("Deployment web: field metadata.name: duplicate object"),
+        "{found}"
+    );
+    assert!(!found.contains("did you mean"), "{found}");
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(plan["nodeclaims"].as_array().unwrap().is_empty(), "{plan}");
+    assert_eq!(
+        plan["unschedulable"].as_array().unwrap().len(),
+        3,
+        "the last Deployment's 3 replicas, once: {plan}"
+    );
+}

@@ -295,6 +295,8 @@ pub fn parse(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
         add_object(&mut dump, &mut legacy, &mut workloads, value, source)?;
     }
     drop_duplicates(&mut dump);
+    drop_foreign(&mut dump);
+    let workloads = drop_duplicate_workloads(workloads, &mut dump.warnings);
     add_legacy(&mut dump, &legacy)?;
     add_workload_selectors(&mut dump, &workloads);
     let (pods, expanded) = crate::workloads::expand(
@@ -541,11 +543,15 @@ fn add_typed(dump: &mut ClusterDump, value: Value, kind: &str) -> Result<(), Kub
             })?;
             dump.ca_bundle = Some(ca_bundle_of(ca));
         }
-        other if misspelt_kind(other).is_some() => dump.warnings.push(InputWarning {
-            object: object_name(other, &value),
-            path: misspelt_kind(other).unwrap_or_default().to_string(),
-            problem: Problem::MisspeltKind,
-        }),
+        other if misspelt_kind(other, api_version(&value)).is_some() => {
+            dump.warnings.push(InputWarning {
+                object: object_name(other, &value),
+                path: (misspelt_kind(other, api_version(&value)))
+                    .unwrap_or_default()
+                    .to_string(),
+                problem: Problem::MisspeltKind,
+            })
+        }
         other => match dump.skipped.iter_mut().find(|(k, _)| k == other) {
             Some((_, n)) => *n += 1,
             None => dump.skipped.push((other.to_string(), 1)),
@@ -556,7 +562,8 @@ fn add_typed(dump: &mut ClusterDump, value: Value, kind: &str) -> Result<(), Kub
 
 mod objects;
 use objects::{
-    drop_duplicates, kept_unread, meta_of, misplaced_metadata, misspelt_kind, noted, truncate,
+    api_version, drop_duplicate_workloads, drop_duplicates, drop_foreign, kept_unread, meta_of,
+    misplaced_metadata, misspelt_kind, noted, truncate,
 };
 
 #[cfg(test)]

@@ -162,6 +162,10 @@ impl SnapshotReader {
             self.overlays(),
         )?;
         rejected.extend(bad_pools.into_iter().chain(bad_classes).chain(bad_claims));
+        // Another provider's NodePools (EKS Auto Mode's) are not Fleetwright's to plan with,
+        // nor to write a status to.
+        let mut nodepools = nodepools;
+        nodepools.retain(|p| !crate::convert::foreign(p));
         let ca_bundle = self.ca_bundle().await?;
         let selectors = self.selectors().await;
         tracing::debug!(

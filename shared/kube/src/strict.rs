@@ -34,6 +34,9 @@ pub enum Problem {
     /// Another object of the same kind, namespace and name comes later in the input: this one
     /// is ignored, as `kubectl apply` would leave only the last.
     DuplicateObject,
+    /// A NodePool whose class is another provider's (`path` is its `nodeClassRef`): not
+    /// Fleetwright's, so it is ignored.
+    Foreign,
 }
 
 impl fmt::Display for InputWarning {
@@ -59,6 +62,11 @@ impl fmt::Display for InputWarning {
             Problem::DuplicateObject => write!(
                 f,
                 "{}: field {}: duplicate object: another of the same kind and name comes later in the input, and only the last is read",
+                self.object, self.path
+            ),
+            Problem::Foreign => write!(
+                f,
+                "{}: field {}: another provider's class, not an EC2NodeClass: the NodePool is not Fleetwright's, so it is ignored",
                 self.object, self.path
             ),
             Problem::MisspeltKind => write!(
@@ -347,3 +355,21 @@ fn merge(out: &mut Map<String, Value>, merged: Vec<Value>) {
 #[cfg(test)]
 #[path = "../tests/unit/strict.rs"]
 mod tests;
+
+/// The edit distance between two words (insertions, deletions and substitutions).
+pub(crate) fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, x) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, y) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(x != *y));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}

@@ -130,16 +130,19 @@ pub fn capacity_reservation_selector_terms(g: &mut SchemaGenerator) -> Schema {
     schema
 }
 
+/// The AMI families Karpenter v1.15's CRD admits.
+pub const AMI_FAMILIES: [&str; 7] = [
+    "AL2",
+    "AL2023",
+    "Bottlerocket",
+    "Custom",
+    "Windows2019",
+    "Windows2022",
+    "Windows2025",
+];
+
 pub fn ami_family(_: &mut SchemaGenerator) -> Schema {
-    one_of(&[
-        "AL2",
-        "AL2023",
-        "Bottlerocket",
-        "Custom",
-        "Windows2019",
-        "Windows2022",
-        "Windows2025",
-    ])
+    one_of(&AMI_FAMILIES)
 }
 
 /// The EC2NodeClass's tags: none empty, none of the tags Karpenter and EKS set themselves.

@@ -13,8 +13,32 @@ use fleetwright_core::resources::Resources;
 
 use crate::crds::{EC2NodeClass, KubeletConfiguration, MaxPods};
 use crate::error::KubeError;
+use fleetwright_crds::validation::AMI_FAMILIES;
 
 use super::{object, resource_list};
+
+/// What Karpenter's CRD (and, for the schemaless kubelet settings, its validation) refuses in
+/// an EC2NodeClass that did not pass an API server (a file): the field and why.
+fn crd_rules(spec: &crate::crds::EC2NodeClassSpec) -> Result<(), (&'static str, String)> {
+    // The CRD's rule holds for a spec that is written (one without any is admitted); every
+    // written spec names its AMIs.
+    let written = !spec.ami_selector_terms.is_empty();
+    if spec.role.is_some() == spec.instance_profile.is_some() && written {
+        let why = "must specify exactly one of role and instanceProfile".to_string();
+        return Err(("spec", why));
+    }
+    if let Some(family) = spec.ami_family.as_deref() {
+        if !AMI_FAMILIES.contains(&family) {
+            let why = format!("{family:?} is not one of {}", AMI_FAMILIES.join(", "));
+            return Err(("spec.amiFamily", why));
+        }
+    }
+    let max_pods = spec.kubelet.as_ref().and_then(|k| k.max_pods.as_ref());
+    if let Some(n) = max_pods.and_then(MaxPods::count).filter(|n| *n < 0) {
+        return Err(("spec.kubelet.maxPods", format!("{n} is below 0")));
+    }
+    Ok(())
+}
 
 /// The node-class settings that shape allocatable resources. `node_class_cel` is Karpenter's
 /// `NodeClassCEL` feature gate: without it, a class whose kubelet settings hold a CEL
@@ -24,6 +48,7 @@ pub fn nodeclass_settings(
     node_class_cel: bool,
 ) -> Result<NodeClassSettings, KubeError> {
     let obj = object("EC2NodeClass", &c.metadata);
+    crd_rules(&c.spec).map_err(|(field, why)| KubeError::field(&obj, field, why))?;
     for (i, term) in c.spec.ami_selector_terms.iter().enumerate() {
         if let Some(alias) = &term.alias {
             check_alias(alias).map_err(|e| {

@@ -221,6 +221,10 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
             reasons: b.reasons.clone(),
         });
     }
+    if let Some(w) = spec.weight.filter(|w| !(1..=100).contains(w)) {
+        let why = format!("{w} is outside 1–100, which Karpenter's CRD refuses");
+        return Err(KubeError::field(&obj, "spec.weight", why));
+    }
     Ok(core::NodePool {
         name: p.metadata.name.clone().unwrap_or_default(),
         weight: spec.weight.unwrap_or(0),
@@ -249,6 +253,21 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
         min_values_policy: Default::default(),
         replicas: spec.replicas,
     })
+}
+
+/// Whether a NodePool's class belongs to another provider (EKS Auto Mode's
+/// `eks.amazonaws.com/NodeClass`, say): such a NodePool is not Fleetwright's, and is read as if
+/// it were not there. A kind or group a letter or two off EC2NodeClass's is a typo, not another
+/// provider's: [`nodepool`] names it.
+pub fn foreign(pool: &NodePool) -> bool {
+    let Some(r) = pool.spec.template.spec.node_class_ref.as_ref() else {
+        return false;
+    };
+    let far = |value: &str, ours: &str| {
+        !value.is_empty()
+            && crate::strict::distance(&value.to_ascii_lowercase(), &ours.to_ascii_lowercase()) > 2
+    };
+    far(&r.kind, "EC2NodeClass") || far(&r.group, "karpenter.k8s.aws")
 }
 
 /// The EC2NodeClass a NodePool names. A reference to another kind or group (`EC2NodeClas`,

@@ -24,7 +24,8 @@ const METADATA_KEYS: [&str; 4] = ["name", "namespace", "labels", "annotations"];
 /// The error of an object whose metadata is written at its top level (`name: default` beside
 /// `kind:` instead of under `metadata:`), a mistake of indentation the API server refuses too.
 pub(super) fn misplaced_metadata(value: &Value, kind: &str) -> Option<KubeError> {
-    if !value["metadata"]["name"].is_null() {
+    // Another tool's kinds (a kustomization) may well have such keys at the top level.
+    if !reads(kind) || !value["metadata"]["name"].is_null() {
         return None;
     }
     let flat: Vec<&str> = METADATA_KEYS
@@ -47,51 +48,45 @@ pub(super) fn misplaced_metadata(value: &Value, kind: &str) -> Option<KubeError>
     ))
 }
 
-/// The kind a dump's reader takes that `kind` differs from only in case.
-pub(super) fn misspelt_kind(kind: &str) -> Option<&'static str> {
-    const READ: [&str; 16] = [
-        "Pod",
-        "Node",
-        "DaemonSet",
-        "PodDisruptionBudget",
-        "PersistentVolumeClaim",
-        "PersistentVolume",
-        "StorageClass",
-        "CSINode",
-        "NodePool",
-        "EC2NodeClass",
-        "NodeClaim",
-        "NodeOverlay",
-        "Deployment",
-        "ReplicaSet",
-        "StatefulSet",
-        "Job",
-    ];
-    // A case slip, or a letter or two off (`Deploymnet`, `EC2NodeClas`): one for a short
-    // kind, two for a long one, so that another real kind (`Role`) is not taken for one.
-    let near = |known: &str| {
-        let most = if known.len() >= 8 { 2 } else { 1 };
-        distance(&known.to_ascii_lowercase(), &kind.to_ascii_lowercase()) <= most
-    };
-    READ.into_iter().find(|known| *known != kind && near(known))
+/// The kinds a dump's reader takes, each with its API group.
+const READ: [(&str, &str); 16] = [
+    ("Pod", ""),
+    ("Node", ""),
+    ("DaemonSet", "apps"),
+    ("PodDisruptionBudget", "policy"),
+    ("PersistentVolumeClaim", ""),
+    ("PersistentVolume", ""),
+    ("StorageClass", "storage.k8s.io"),
+    ("CSINode", "storage.k8s.io"),
+    ("NodePool", "karpenter.sh"),
+    ("EC2NodeClass", "karpenter.k8s.aws"),
+    ("NodeClaim", "karpenter.sh"),
+    ("NodeOverlay", "karpenter.sh"),
+    ("Deployment", "apps"),
+    ("ReplicaSet", "apps"),
+    ("StatefulSet", "apps"),
+    ("Job", "batch"),
+];
+
+/// Whether a dump's reader takes objects of this kind.
+pub(super) fn reads(kind: &str) -> bool {
+    READ.iter().any(|(known, _)| *known == kind)
 }
 
-/// The edit distance between two words (insertions, deletions and substitutions).
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, x) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, y) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(x != *y));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
+/// The kind of the same API group (of `api_version`, when given) a dump's reader takes that
+/// `kind` is a slip of: a case slip, or a letter or two off (`Deploymnet`, `EC2NodeClas`), one
+/// for a short kind and two for a long one, so that another real kind (`Role`, or EKS Auto
+/// Mode's `NodeClass` in its own group) is not taken for one.
+pub(super) fn misspelt_kind(kind: &str, api_version: Option<&str>) -> Option<&'static str> {
+    let group = api_version.map(|v| v.rsplit_once('/').map_or("", |(g, _)| g));
+    let near = |known: &str| {
+        let most = if known.len() >= 8 { 2 } else { 1 };
+        crate::strict::distance(&known.to_ascii_lowercase(), &kind.to_ascii_lowercase()) <= most
+    };
+    READ.into_iter()
+        .filter(|(_, g)| group.is_none_or(|group| group == *g))
+        .map(|(known, _)| known)
+        .find(|known| *known != kind && near(known))
 }
 
 /// Deserialises one object as [`typed`] does, and adds a warning for each key its kind does not
@@ -145,6 +140,24 @@ pub(super) fn truncate(s: &str) -> String {
 
 /// Keeps the last of the objects of one kind, namespace and name, as `kubectl apply` leaves
 /// the last one applied; each one dropped is a warning.
+/// Leaves out another provider's NodePools (EKS Auto Mode's), each with a warning: they are not
+/// Fleetwright's to plan with.
+pub(super) fn drop_foreign(dump: &mut ClusterDump) {
+    let warnings = &mut dump.warnings;
+    dump.nodepools.retain(|p| {
+        if !crate::convert::foreign(p) {
+            return true;
+        }
+        let name = p.metadata.name.clone().unwrap_or_default();
+        warnings.push(InputWarning {
+            object: format!("NodePool {name}"),
+            path: "spec.template.spec.nodeClassRef".into(),
+            problem: Problem::Foreign,
+        });
+        false
+    });
+}
+
 pub(super) fn drop_duplicates(dump: &mut ClusterDump) {
     let w = &mut dump.warnings;
     dedupe(&mut dump.pods, w);
@@ -176,7 +189,8 @@ fn dedupe<K: kube::Resource<DynamicType = ()>>(
     let mut seen = std::collections::BTreeSet::new();
     let mut keep = vec![false; list.len()];
     for (i, o) in list.iter().enumerate().rev() {
-        keep[i] = seen.insert(key(o));
+        // Objects named only by `generateName` are each their own.
+        keep[i] = o.meta().name.is_none() || seen.insert(key(o));
         if !keep[i] {
             warnings.push(InputWarning {
                 object: object_name(&K::kind(&()), &serde_json::json!({"metadata": o.meta()})),
@@ -187,4 +201,41 @@ fn dedupe<K: kube::Resource<DynamicType = ()>>(
     }
     let mut flags = keep.into_iter();
     list.retain(|_| flags.next().unwrap_or(true));
+}
+
+/// An object's `apiVersion`, if it has one.
+pub(super) fn api_version(value: &Value) -> Option<&str> {
+    value.get("apiVersion").and_then(Value::as_str)
+}
+
+/// The workloads with only the last of each kind, namespace and name kept, as `kubectl apply`
+/// leaves it; each one dropped is a warning, so its replicas are not counted twice.
+pub(super) fn drop_duplicate_workloads(
+    workloads: Vec<Value>,
+    warnings: &mut Vec<InputWarning>,
+) -> Vec<Value> {
+    let key = |w: &Value| {
+        let text = |v: &Value| v.as_str().map(str::to_string);
+        (
+            text(&w["kind"]),
+            text(&w["metadata"]["namespace"]).unwrap_or_else(|| "default".into()),
+            text(&w["metadata"]["name"]),
+        )
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    let mut kept: Vec<Value> = Vec::new();
+    for w in workloads.into_iter().rev() {
+        let k = key(&w);
+        if k.2.is_none() || seen.insert(k.clone()) {
+            kept.push(w);
+            continue;
+        }
+        warnings.push(InputWarning {
+            object: object_name(k.0.as_deref().unwrap_or_default(), &w),
+            path: "metadata.name".into(),
+            problem: Problem::DuplicateObject,
+        });
+    }
+    kept.reverse();
+    kept
 }

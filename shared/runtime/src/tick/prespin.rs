@@ -60,11 +60,7 @@ pub fn prespin(
             out.push(action);
             continue;
         };
-        let ready = dump
-            .nodes
-            .iter()
-            .find(|n| n.metadata.name.as_deref() == Some(node.as_str()))
-            .is_some_and(repair::node_ready);
+        let ready = ready(dump, node);
         let held = |reason: String| Action::Blocked {
             node: node.clone(),
             reason: format!("repair waits: {reason}"),
@@ -100,6 +96,36 @@ pub fn prespin(
         }
     }
     out
+}
+
+/// The repairs when the instance types could not be read, so no replacement can be planned: a
+/// node that is not `Ready` runs nothing and is repaired; a `Ready` one waits for a tick that
+/// reads them.
+pub fn without_catalog(
+    dump: &ClusterDump,
+    actions: Vec<Action>,
+    now: DateTime<Utc>,
+) -> Vec<Action> {
+    actions
+        .into_iter()
+        .map(|action| match &action {
+            Action::Repair { node, .. } if ready(dump, node) => Action::Blocked {
+                node: node.clone(),
+                reason: "repair waits: the instance types could not be read to plan its pods"
+                    .into(),
+                changed: now.minute().is_multiple_of(5),
+            },
+            _ => action,
+        })
+        .collect()
+}
+
+/// Whether the named node's `Ready` condition is `True`.
+fn ready(dump: &ClusterDump, node: &str) -> bool {
+    dump.nodes
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(node))
+        .is_some_and(repair::node_ready)
 }
 
 /// The log line of a started repair command, and the command.
@@ -188,8 +214,12 @@ impl Step<'_> {
         let (initialized, unreadable) = self.ready;
         let mut waiting = Vec::new();
         for r in self.replacements() {
-            let Some(replacement) = self.found(r) else {
-                if unreadable.iter().any(|u| u == r) {
+            // A replacement being deleted (interrupted, say) is no place for the pods.
+            let found = self
+                .found(r)
+                .filter(|c| c.metadata.deletion_timestamp.is_none());
+            let Some(replacement) = found else {
+                if self.found(r).is_none() && unreadable.iter().any(|u| u == r) {
                     waiting.push(r);
                     continue;
                 }
@@ -211,7 +241,9 @@ impl Step<'_> {
     /// The command abandoned, and the replacements that have not initialized deleted: they
     /// were launched for this repair alone.
     fn give_up(&self, why: &str) -> Vec<Action> {
-        let mut out = vec![abandon(self.dump, &[self.claim], self.names, why)];
+        // The replacements go first: a tick cut off after them finds them gone and abandons
+        // the command; one cut off after the abandon would leave them with nothing naming them.
+        let mut out = Vec::new();
         let (initialized, _) = self.ready;
         for r in self.replacements() {
             let unready = self.found(r).is_some_and(|c| {
@@ -223,6 +255,7 @@ impl Step<'_> {
                 });
             }
         }
+        out.push(abandon(self.dump, &[self.claim], self.names, why));
         out
     }
 

@@ -270,8 +270,8 @@ impl TickState<'_> {
 
     /// Repairs of nodes with pods to move, their replacements launched first
     /// ([`prespin::prespin`]); the catalog's read asked for first when no phase has read it.
-    /// When that read fails, they are repaired at once, as no replacement can be planned: a
-    /// failed read never holds a repair up.
+    /// When that read fails, no replacement can be planned: nodes that run nothing are repaired
+    /// at once, and `Ready` ones wait ([`prespin::without_catalog`]).
     fn prespin(&mut self, actions: Vec<Action>) -> Result<Vec<Action>, Decision> {
         if !actions.iter().any(|a| matches!(a, Action::Repair { .. })) {
             return Ok(actions);
@@ -283,9 +283,11 @@ impl TickState<'_> {
                     self.catalog = Some(c.clone());
                     c
                 }
-                Some(_) => {
-                    warn!(target: TICK, "repairing without replacements first: the instance types could not be read");
-                    return Ok(actions);
+                Some(input) => {
+                    if let Input::Failed(e) = input {
+                        self.group_error.get_or_insert(e);
+                    }
+                    return Ok(prespin::without_catalog(self.dump, actions, self.now));
                 }
                 None => return Err(Decision::Read(Need::Catalog)),
             },
