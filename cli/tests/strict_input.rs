@@ -384,6 +384,18 @@ spec: {template: {spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeC
         "{err}"
     );
     assert_eq!(out.status.code(), Some(1));
+
+    // A group with a version after it, as one of Karpenter's own examples writes it, is ours.
+    let versioned = text.replace(
+        "group: karpenter.k8s.aws, kind: EC2NodeClas,",
+        "group: karpenter.k8s.aws/v1, kind: EC2NodeClass,",
+    );
+    let out = fleetwright(&[
+        "plan",
+        "--cluster",
+        &write_temp("versioned.yaml", &versioned),
+    ]);
+    assert!(!stderr(&out).contains("NodePool odd"), "{}", stderr(&out));
 }
 
 /// Two objects of one kind and name: the last is read, as `kubectl apply` leaves it, and the

@@ -267,7 +267,13 @@ pub fn foreign(pool: &NodePool) -> bool {
         !value.is_empty()
             && crate::strict::distance(&value.to_ascii_lowercase(), &ours.to_ascii_lowercase()) > 2
     };
-    far(&r.kind, "EC2NodeClass") || far(&r.group, "karpenter.k8s.aws")
+    far(&r.kind, "EC2NodeClass") || far(group(&r.group), "karpenter.k8s.aws")
+}
+
+/// A class reference's group without a version some write after it (`karpenter.k8s.aws/v1`,
+/// as one of Karpenter's own examples does).
+fn group(written: &str) -> &str {
+    written.split('/').next().unwrap_or(written)
 }
 
 /// The EC2NodeClass a NodePool names. A reference to another kind or group (`EC2NodeClas`,
@@ -284,7 +290,7 @@ fn node_class(r: Option<&fleetwright_crds::NodeClassRef>, obj: &str) -> Result<S
         );
         return Err(KubeError::field(obj, format!("{field}.kind"), why));
     }
-    if !r.group.is_empty() && r.group != "karpenter.k8s.aws" {
+    if !r.group.is_empty() && group(&r.group) != "karpenter.k8s.aws" {
         let why = format!(
             "{:?} is not karpenter.k8s.aws, EC2NodeClass's group",
             r.group
