@@ -125,7 +125,7 @@ fn ready(dump: &ClusterDump, node: &str) -> bool {
     dump.nodes
         .iter()
         .find(|n| n.metadata.name.as_deref() == Some(node))
-        .is_some_and(repair::node_ready)
+        .is_some_and(repair::ready)
 }
 
 /// The log line of a started repair command, and the command.
@@ -188,10 +188,7 @@ impl Step<'_> {
             Ok(repair) => repair,
             Err(why) => return self.give_up(why),
         };
-        let node_ready = self
-            .dump
-            .node_of(self.claim)
-            .is_some_and(repair::node_ready);
+        let node_ready = self.dump.node_of(self.claim).is_some_and(repair::ready);
         match self.waiting(now) {
             Ok(waiting) if waiting.is_empty() => vec![repair],
             Ok(waiting) => {

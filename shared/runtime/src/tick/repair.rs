@@ -365,12 +365,6 @@ pub(crate) fn repair_now(
     Ok(repair_action(claim, node, due, now, mode))
 }
 
-/// Whether the node's `Ready` condition is `True`: its pods are running, so its repair never
-/// takes them away before their new place is ready.
-pub(crate) fn node_ready(node: &Node) -> bool {
-    ready(node)
-}
-
 /// The NodePool a NodeClaim is labelled with.
 fn nodepool_of(claim: &NodeClaim) -> String {
     claim
@@ -475,8 +469,9 @@ fn conditions(node: &Node) -> impl Iterator<Item = &NodeCondition> {
         .flatten()
 }
 
-/// Whether the node's `Ready` condition is `True`.
-fn ready(node: &Node) -> bool {
+/// Whether the node's `Ready` condition is `True`: its pods are running, so a repair never
+/// takes them away before their new place is ready.
+pub(crate) fn ready(node: &Node) -> bool {
     conditions(node).any(|c| c.type_ == conditions::READY && c.status == "True")
 }
 
