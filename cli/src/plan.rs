@@ -278,8 +278,8 @@ fn pool_summary(
         .map(|pool| {
             let settings = snapshot.node_class_settings(pool);
             let reqs = pool.node_requirements();
-            let mut priced: Vec<(String, f64)> = catalog
-                .instance_types_shared(&settings)
+            let all = catalog.instance_types_shared(&settings);
+            let mut priced: Vec<(String, f64)> = all
                 .iter()
                 .filter(|t| reqs.compatible(&t.requirements).is_ok())
                 .filter_map(|t| Some((t.name.clone(), t.cheapest_offering(&reqs)?.price)))
@@ -296,8 +296,9 @@ fn pool_summary(
                     high.1
                 ),
                 _ => format!(
-                    "no pod to plan; nodepool {:?} allows no instance type offered in {}",
-                    pool.name, catalog.region
+                    "no pod to plan; nodepool {:?} allows no instance type: {}",
+                    pool.name,
+                    fleetwright_core::scheduler::emptied_by(&reqs, (&all, &settings), catalog)
                 ),
             }
         })

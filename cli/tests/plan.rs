@@ -1247,6 +1247,22 @@ fn a_dump_with_pools_and_no_pods_summarises_what_each_pool_allows() {
         note.contains(" instance type(s), from ") && note.contains("/h to "),
         "{note}"
     );
+    // A pool whose requirements leave no type says which requirement did it.
+    let typo = pools_only.replacen(
+        "requirements:",
+        "requirements:\n      - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.huge]}",
+        1,
+    );
+    assert!(
+        typo.contains("m5.huge"),
+        "the fixture's pool has requirements"
+    );
+    let out = fleetwright(&["plan", "--cluster", &write_temp("no-type.yaml", &typo)]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("allows no instance type: requirement node.kubernetes.io/instance-type In [m5.huge] leaves none"),
+        "{stderr}"
+    );
 }
 
 /// A dump of a Karpenter cluster taken without its NodeClaims: the nodes the pools own are

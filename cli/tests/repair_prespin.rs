@@ -291,3 +291,59 @@ fn two_repairs_in_one_tick_do_not_share_the_same_room() {
     assert_eq!(of(&actions, "repair").len(), 1, "{actions:#?}");
     assert_eq!(of(&actions, "startDisruption").len(), 1, "{actions:#?}");
 }
+
+/// A `Ready` node whose replacements did not initialize is not repaired again at once: the
+/// failure is recorded on its NodeClaim, and the next repair waits 10 minutes, doubling with
+/// each failure in a row. A node that is not `Ready` runs nothing and never waits.
+#[test]
+fn a_ready_nodes_repair_whose_replacements_failed_backs_off() {
+    let gone = actions(
+        "backoff-gone.yaml",
+        &cluster(Some("unhealthy/replace/web-r"), None, "False"),
+    );
+    let recorded = of(&gone, "recordRepairFailure");
+    assert_eq!(recorded.len(), 1, "{gone:#?}");
+    assert_eq!(recorded[0]["nodeclaim"], "web-1");
+    assert_eq!(recorded[0]["mark"], "1@2026-11-25T12:00:00Z");
+
+    let marked = |mark: &str| {
+        cluster(None, None, "False").replacen(
+            "annotations: {}",
+            &format!("annotations: {{fleetwright.io/repair-failed: \"{mark}\"}}"),
+            1,
+        )
+    };
+    let started = |name: &str, text: &str| of(&actions(name, text), "startDisruption").len();
+    // The first failure five minutes ago: 10 minutes' backoff, so it waits, and says why.
+    let waiting = actions("backoff-wait.yaml", &marked("1@2026-11-25T11:55:00Z"));
+    assert!(of(&waiting, "startDisruption").is_empty(), "{waiting:#?}");
+    let blocked = of(&waiting, "blocked");
+    assert!(
+        blocked.iter().any(|b| b["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not initialize; it tries again at 2026-11-25T12:05:00Z")),
+        "{waiting:#?}"
+    );
+    // Fifteen minutes after the first failure it tries again; after the second, it waits 20.
+    assert_eq!(
+        started("backoff-over.yaml", &marked("1@2026-11-25T11:45:00Z")),
+        1
+    );
+    assert_eq!(
+        started("backoff-second.yaml", &marked("2@2026-11-25T11:45:00Z")),
+        0
+    );
+    // A record a day old is forgotten.
+    assert_eq!(
+        started("backoff-old.yaml", &marked("5@2026-11-24T11:00:00Z")),
+        1
+    );
+    // A node that runs nothing is repaired whatever its record.
+    let dead = not_ready(&marked("1@2026-11-25T11:59:00Z"), "Unknown");
+    let dead = actions("backoff-dead.yaml", &dead);
+    assert!(
+        !of(&dead, "startDisruption").is_empty() || !of(&dead, "repair").is_empty(),
+        "{dead:#?}"
+    );
+}

@@ -402,7 +402,7 @@ impl Scenario {
             }
         }
         check_deployments(&objects, &timeline).with_context(|| source.to_string())?;
-        warnings.extend(unknown_keys(&objects, source));
+        warnings.extend(read_objects(&objects, source)?);
         if let Some(name) = file
             .settings
             .keys()
@@ -472,13 +472,37 @@ fn duplicate_keys(
         .collect()
 }
 
-/// The keys of the scenario's objects that their kinds do not read. Objects that do not read
-/// at all are the simulation's own error to report.
-fn unknown_keys(objects: &[Value], source: &str) -> Vec<InputWarning> {
-    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
-    fleetwright_kube::dump::parse(&list.to_string(), source)
-        .map(|dump| dump.warnings)
-        .unwrap_or_default()
+/// The scenario's objects read as a tick reads a file: the keys their kinds do not read (the
+/// warnings), and every object that does not read or convert, all named at once before
+/// anything runs rather than left out of every tick. Each workload is read with at least one
+/// replica, so that a template the timeline only scales up later is checked too; expressions in
+/// a class's kubelet settings are compiled whatever the gate, which only decides whether the
+/// class is used.
+fn read_objects(objects: &[Value], source: &str) -> anyhow::Result<Vec<InputWarning>> {
+    let items: Vec<Value> = objects.iter().cloned().map(at_least_one_replica).collect();
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let mut dump = fleetwright_kube::dump::parse(&list.to_string(), source)?;
+    dump.node_class_cel = true;
+    let refused = fleetwright_kube::convert::take_snapshot_isolating(&mut dump).1;
+    if refused.is_empty() {
+        return Ok(dump.warnings);
+    }
+    let errors: Vec<String> = refused.iter().map(|r| format!("  {}", r.error)).collect();
+    bail!(
+        "{source}: {} object(s) do not read:\n{}",
+        refused.len(),
+        errors.join("\n")
+    )
+}
+
+/// A Deployment, ReplicaSet or StatefulSet scaled to zero, with one replica.
+fn at_least_one_replica(mut object: Value) -> Value {
+    let scaled = ["Deployment", "ReplicaSet", "StatefulSet"]
+        .contains(&object["kind"].as_str().unwrap_or_default());
+    if scaled && object["spec"]["replicas"].as_i64() == Some(0) {
+        object["spec"]["replicas"] = 1.into();
+    }
+    object
 }
 
 #[cfg(test)]

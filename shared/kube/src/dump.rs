@@ -274,12 +274,15 @@ pub fn parse(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
     let mut dump = ClusterDump::default();
     let mut legacy = Vec::new();
     let mut workloads = Vec::new();
-    for (doc_index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let (value, duplicates) =
-            crate::strict::document(document).map_err(|e| KubeError::Document {
-                source_name: source.to_string(),
-                reason: format!("document {}: {e}", doc_index + 1),
-            })?;
+    for (doc_index, document) in documents(text).into_iter().enumerate() {
+        let (value, duplicates) = match document {
+            Ok(read) => read,
+            Err(e) => {
+                dump.rejected
+                    .push(unreadable_document(source, doc_index + 1, e));
+                continue;
+            }
+        };
         if value.is_null() {
             continue;
         }
@@ -486,7 +489,14 @@ fn add_typed(dump: &mut ClusterDump, value: Value, kind: &str) -> Result<(), Kub
     let kind = kind.to_string();
     let warnings = &mut dump.warnings;
     match kind.as_str() {
-        "Pod" => dump.pods.push(noted(value, &kind, warnings)?),
+        "Pod" => {
+            let object = object_name(&kind, &value);
+            let pod: Pod = noted(value, &kind, warnings)?;
+            if let Some(spec) = &pod.spec {
+                crate::api_rules::pod_spec(spec, &object, "spec")?;
+            }
+            dump.pods.push(pod)
+        }
         "Node" => dump.nodes.push(noted(value, &kind, warnings)?),
         "DaemonSet" => dump.daemonsets.push(noted(value, &kind, warnings)?),
         "PodDisruptionBudget" => dump.pdbs.push(noted(value, &kind, warnings)?),
@@ -519,7 +529,10 @@ fn add_typed(dump: &mut ClusterDump, value: Value, kind: &str) -> Result<(), Kub
             dump.nodepools.push(pool);
         }
         "EC2NodeClass" => {
+            let required =
+                crate::api_rules::nodeclass_required(&value, &object_name(&kind, &value));
             let class: EC2NodeClass = noted(value, &kind, warnings)?;
+            warnings.extend(required);
             kept_unread(&class, "spec", &class.spec.extra, warnings);
             dump.nodeclasses.push(class);
         }
@@ -560,7 +573,9 @@ fn add_typed(dump: &mut ClusterDump, value: Value, kind: &str) -> Result<(), Kub
     Ok(())
 }
 
+mod documents;
 mod objects;
+use documents::{documents, unreadable_document};
 use objects::{
     api_version, drop_duplicate_workloads, drop_duplicates, drop_foreign, kept_unread, meta_of,
     misplaced_metadata, misspelt_kind, noted, truncate,

@@ -257,7 +257,6 @@ async fn evict_one(client: Client, pod: &Pod, key: &str) -> Evicted {
     }
 }
 
-/// Writes a NodeClaim's status through the status subresource; on 409 re-reads and retries.
 /// Reads NodeClaim `name`, applies `change` (labels, annotations, spec) and writes it back;
 /// on 409 re-reads and tries again. Returns false when `change` had nothing to do.
 pub async fn update_nodeclaim(
@@ -271,6 +270,7 @@ pub async fn update_nodeclaim(
         .changed("NodeClaim", name)
 }
 
+/// Writes a NodeClaim's status through the status subresource; on 409 re-reads and retries.
 pub async fn update_nodeclaim_status(
     client: Client,
     name: &str,

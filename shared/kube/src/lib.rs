@@ -2,6 +2,7 @@
 //! dumps, EKS IAM tokens, and the conversion of Kubernetes objects into the core's snapshot model.
 
 pub mod admission;
+pub mod api_rules;
 pub mod client;
 pub mod convert;
 pub use fleetwright_crds as crds;

@@ -37,6 +37,9 @@ pub enum Problem {
     /// A NodePool whose class is another provider's (`path` is its `nodeClassRef`): not
     /// Fleetwright's, so it is ignored.
     Foreign,
+    /// A field the kind's CRD requires is missing or empty: `kubectl apply` refuses the object,
+    /// though the plan can be made without it.
+    Required,
 }
 
 impl fmt::Display for InputWarning {
@@ -67,6 +70,11 @@ impl fmt::Display for InputWarning {
             Problem::Foreign => write!(
                 f,
                 "{}: field {}: another provider's class, not an EC2NodeClass: the NodePool is not Fleetwright's, so it is ignored",
+                self.object, self.path
+            ),
+            Problem::Required => write!(
+                f,
+                "{}: field {}: required by Karpenter's CRD, so `kubectl apply` refuses the object without it (the plan is made without it)",
                 self.object, self.path
             ),
             Problem::MisspeltKind => write!(

@@ -52,7 +52,7 @@ pub fn expand(
         if count == 0 {
             continue;
         }
-        let template = match template(w, kind) {
+        let template = match template(w, kind).and_then(|t| admitted(w, kind, t)) {
             Ok(t) => t,
             Err(e) => {
                 rejected.push(Rejected::new(kind, &meta(w), e));
@@ -221,6 +221,21 @@ fn template(w: &Value, kind: &str) -> Result<PodTemplateSpec, KubeError> {
         other => other,
     };
     crate::strict::typed(w["spec"]["template"].clone(), kind).map_err(under_template)
+}
+
+/// The template, when the API server would admit the workload: a selector that selects it,
+/// and a pod spec it admits.
+fn admitted(
+    w: &Value,
+    kind: &str,
+    template: PodTemplateSpec,
+) -> Result<PodTemplateSpec, KubeError> {
+    let object = format!("{kind} {}/{}", namespace(w), name(w));
+    crate::api_rules::workload_selector(w, &object, selects)?;
+    if let Some(spec) = &template.spec {
+        crate::api_rules::pod_spec(spec, &object, "spec.template.spec")?;
+    }
+    Ok(template)
 }
 
 /// The keys of a workload that its kind does not read, its own spec's (`replica:`) as well as

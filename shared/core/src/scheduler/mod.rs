@@ -31,6 +31,7 @@ use classes::pending_pods;
 pub use classes::INITIALIZATION_GRACE;
 pub use fixed::static_claim;
 use pools::build_pools;
+pub use pools::emptied_by;
 pub(crate) use pools::within_limits;
 
 /// Knobs for one scheduling pass.

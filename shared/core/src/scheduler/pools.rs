@@ -2,6 +2,7 @@
 //! requirements, DaemonSet overhead and host ports per type, and what their limits leave.
 
 use super::*;
+use crate::catalog::NodeClassSettings;
 
 pub(crate) fn build_pools(snapshot: &Snapshot, catalog: &Catalog) -> Vec<PoolCtx> {
     let mut pools: Vec<&NodePool> = snapshot.nodepools.iter().filter(|p| !p.deleting).collect();
@@ -13,7 +14,7 @@ pub(crate) fn build_pools(snapshot: &Snapshot, catalog: &Catalog) -> Vec<PoolCtx
             let all = catalog.instance_types_shared(&settings);
             let mut ctx = pool_ctx(snapshot, pool, &all);
             if ctx.types.is_empty() {
-                ctx.empty = Some(emptied_by(&ctx.base, &all, catalog));
+                ctx.empty = Some(emptied_by(&ctx.base, (&all, &settings), catalog));
             }
             ctx
         })
@@ -23,7 +24,11 @@ pub(crate) fn build_pools(snapshot: &Snapshot, catalog: &Catalog) -> Vec<PoolCtx
 /// Why no instance type is left for a pool: the first of its requirements (with those before
 /// it) that leaves none of the catalog's types with an available offering, and which region's
 /// catalog that was, with the values the catalog does have for that key.
-pub(crate) fn emptied_by(base: &Requirements, all: &[InstanceType], catalog: &Catalog) -> String {
+pub fn emptied_by(
+    base: &Requirements,
+    (all, settings): (&[InstanceType], &NodeClassSettings),
+    catalog: &Catalog,
+) -> String {
     let region = &catalog.region;
     if all.is_empty() {
         return format!("the {region} catalog has no instance type for its EC2NodeClass");
@@ -39,6 +44,9 @@ pub(crate) fn emptied_by(base: &Requirements, all: &[InstanceType], catalog: &Ca
             .filter(|t| t.cheapest_offering(&so_far).is_some())
             .collect();
         if next.is_empty() {
+            if let Some(why) = all_unavailable(&so_far, catalog, settings) {
+                return why;
+            }
             return format!(
                 "requirement {req} leaves none of the {} instance types of the {region} catalog \
                  that its other requirements allow (values there: {})",
@@ -49,6 +57,45 @@ pub(crate) fn emptied_by(base: &Requirements, all: &[InstanceType], catalog: &Ca
         left = next;
     }
     format!("no instance type of the {region} catalog has an available offering under [{base}]")
+}
+
+/// When types the requirements allow do exist, and only insufficient-capacity marks left them
+/// without an available offering (a type with none resolves to nothing): that is why none is
+/// left, not the requirement. Resolves the catalog again without the marks, so only on this
+/// path (a pool with no type).
+fn all_unavailable(
+    reqs: &Requirements,
+    catalog: &Catalog,
+    settings: &NodeClassSettings,
+) -> Option<String> {
+    if catalog.unavailable.is_empty() {
+        return None;
+    }
+    let mut open = catalog.clone();
+    open.unavailable.clear();
+    let types = open.instance_types_shared(settings);
+    let mut names: Vec<&str> = types
+        .iter()
+        .filter(|t| t.requirements.intersects(reqs).is_ok())
+        .filter(|t| t.cheapest_offering(reqs).is_some())
+        .map(|t| t.name.as_str())
+        .collect();
+    if names.is_empty() {
+        return None;
+    }
+    names.sort_unstable();
+    let more = names.len().saturating_sub(5);
+    let more = if more > 0 {
+        format!(" and {more} other(s)")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "the {} instance types its requirements allow have no offering available now (an \
+         insufficient-capacity error marked them unavailable for a while): {}{more}",
+        catalog.region,
+        names[..names.len().min(5)].join(", ")
+    ))
 }
 
 /// Up to ten values that the types offer for a label key (zones from their offerings).
@@ -297,3 +344,7 @@ impl PoolCtx {
         out
     }
 }
+
+#[cfg(test)]
+#[path = "../../tests/unit/scheduler/pools.rs"]
+mod tests;

@@ -4,7 +4,7 @@ use super::*;
 fn reads_a_list_and_a_stream() {
     let list = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a, namespace: default}\n  spec: {containers: [{name: c}]}\n";
     assert_eq!(parse(list, "t").unwrap().pods.len(), 1);
-    let stream = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: []}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n}\n---\nkind: ConfigMap\nmetadata: {name: x}\n";
+    let stream = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: c}]}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n}\n---\nkind: ConfigMap\nmetadata: {name: x}\n";
     let dump = parse(stream, "t").unwrap();
     assert_eq!((dump.pods.len(), dump.nodes.len()), (1, 1));
     assert_eq!(dump.skipped, vec![("ConfigMap".to_string(), 1)]);

@@ -58,13 +58,15 @@ fn a_workload_with_pods_in_the_dump_is_left_as_it_is() {
 fn a_replicaset_of_a_listed_deployment_and_a_suspended_job_add_nothing() {
     let rs = json!({"kind": "ReplicaSet", "metadata": {"name": "inflate-5d8", "namespace": "web",
             "ownerReferences": [{"kind": "Deployment", "name": "inflate"}]},
-            "spec": {"replicas": 3, "template": {"spec": {"containers": []}}}});
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "inflate"}},
+                "template": {"metadata": {"labels": {"app": "inflate"}},
+                    "spec": {"containers": [{"name": "c"}]}}}});
     let job = json!({"kind": "Job", "metadata": {"name": "j"},
-            "spec": {"suspend": true, "template": {"spec": {"containers": []}}}});
+            "spec": {"suspend": true, "template": {"spec": {"containers": [{"name": "c"}]}}}});
     let (pods, _) = expand_all(&[deployment(2), rs, job], &[]);
     assert_eq!(pods.len(), 2);
     let job = json!({"kind": "Job", "metadata": {"name": "j"},
-            "spec": {"parallelism": 4, "completions": 2, "template": {"spec": {"containers": []}}}});
+            "spec": {"parallelism": 4, "completions": 2, "template": {"spec": {"containers": [{"name": "c"}]}}}});
     let (pods, _) = expand_all(&[job], &[]);
     assert_eq!(pods.len(), 2);
 }
@@ -103,7 +105,7 @@ fn a_template_typo_warns_on_the_workload_and_a_bad_value_names_it() {
 #[test]
 fn finished_jobs_expression_selectors_and_claims_are_read_as_their_controllers_would() {
     let done = json!({"kind": "Job", "metadata": {"name": "j"},
-            "spec": {"template": {"spec": {"containers": []}}},
+            "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}},
             "status": {"conditions": [{"type": "Complete", "status": "True"}]}});
     let (pods, _) = expand_all(&[done], &[]);
     assert!(pods.is_empty());
@@ -121,10 +123,11 @@ fn finished_jobs_expression_selectors_and_claims_are_read_as_their_controllers_w
     );
 
     let set = json!({"kind": "StatefulSet", "metadata": {"name": "db", "namespace": "data"},
-            "spec": {"replicas": 2, "template": {"spec": {"containers": []}},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "db"}},
+                "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "c"}]}},
                 "volumeClaimTemplates": [{"metadata": {"name": "pgdata"}}]}});
     let job = json!({"kind": "Job", "metadata": {"name": "db", "namespace": "data"},
-            "spec": {"template": {"spec": {"containers": []}}}});
+            "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}});
     let (pods, _) = expand_all(&[set, job], &[]);
     let claim = |p: &Pod| {
         p.spec.as_ref().unwrap().volumes.as_ref().map(|v| {

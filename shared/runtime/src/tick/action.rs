@@ -290,6 +290,15 @@ pub enum Action {
     ReleaseNode { node: String },
     /// A candidate of a command with no node left: delete its NodeClaim.
     DeleteNodeClaim { nodeclaim: String },
+    /// A repair of a `Ready` node gave up on replacements that did not initialize: record it
+    /// (`fleetwright.io/repair-failed`), so the next repair waits its backoff.
+    RecordRepairFailure { nodeclaim: String, mark: String },
+    /// A replacement not launched yet whose command never started (no candidate names it):
+    /// delete it before it launches.
+    DropReplacement {
+        nodeclaim: String,
+        candidates: String,
+    },
     /// A candidate whose drain finished: delete its NodeClaim (the node is disrupted).
     DeleteDrained { nodeclaim: String },
     /// Drain a candidate's node; its drain finishes once nothing evictable is left, or when its
@@ -439,6 +448,8 @@ pub fn objects_of(action: &Action) -> Vec<String> {
         | Action::ReservationExpiring { nodeclaim, .. }
         | Action::GiveUp { nodeclaim, .. }
         | Action::DeleteNodeClaim { nodeclaim }
+        | Action::DropReplacement { nodeclaim, .. }
+        | Action::RecordRepairFailure { nodeclaim, .. }
         | Action::DeleteDrained { nodeclaim } => vec![claim(nodeclaim)],
         Action::Register {
             nodeclaim, node: n, ..

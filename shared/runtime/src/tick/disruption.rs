@@ -29,7 +29,7 @@ use super::action::Action;
 use super::claims::name_of as name;
 use super::provision::create;
 
-use super::in_progress::{claims_of, drain_and_delete};
+use super::in_progress::{claims_of, drain_and_delete, REPLACEMENT_FOR};
 pub use super::in_progress::{
     BLOCKED_KEY, CONFIRM_AFTER, DISRUPTION_ANNOTATION, DRAIN_PROGRESS_ANNOTATION, DRAIN_STALL,
     DRAIN_STARTED_ANNOTATION, PENDING_KEY, REPLACEMENT_TTL,
@@ -311,12 +311,7 @@ fn carry_out(dump: &ClusterDump, first: &Disruption, now: DateTime<Utc>) -> Vec<
 /// Creates the replacements, then taints and annotates the candidates. A replacement that
 /// cannot be built (its NodePool is gone) starts nothing.
 pub(super) fn start(dump: &ClusterDump, command: &Disruption) -> Option<Action> {
-    let replacements = command
-        .replacements
-        .iter()
-        .map(|r| create(dump, &r.nodeclaim))
-        .collect::<Option<Vec<Action>>>()?;
-    let candidates = command
+    let candidates: Vec<(String, String)> = command
         .nodes
         .iter()
         .filter_map(|node| {
@@ -326,6 +321,20 @@ pub(super) fn start(dump: &ClusterDump, command: &Disruption) -> Option<Action> 
             Some((node.clone(), name(claim)))
         })
         .collect();
+    let whose = (candidates.iter().map(|(_, claim)| claim.as_str()))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut replacements = command
+        .replacements
+        .iter()
+        .map(|r| create(dump, &r.nodeclaim))
+        .collect::<Option<Vec<Action>>>()?;
+    for r in &mut replacements {
+        if let Action::CreateNodeClaim { claim, .. } = r {
+            (claim.metadata.annotations.get_or_insert_default())
+                .insert(REPLACEMENT_FOR.to_string(), whose.clone());
+        }
+    }
     Some(Action::StartDisruption {
         command: format!(
             "{}/{}",

@@ -72,6 +72,8 @@ fn record(action: &Action, summary: &mut TickSummary) {
         | NodeDeleted { .. }
         | ReleaseNode { .. }
         | DeleteNodeClaim { .. }
+        | DropReplacement { .. }
+        | RecordRepairFailure { .. }
         | DeleteDrained { .. }
         | Reboot { .. }
         | DrainDisrupted { .. } => {}

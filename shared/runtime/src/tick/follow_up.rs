@@ -43,6 +43,7 @@ pub fn after(action: &Action) -> Option<Duration> {
         Action::StartDisruption { .. }
         | Action::AwaitReplacement { .. }
         | Action::DeleteNodeClaim { .. }
+        | Action::DropReplacement { .. }
         | Action::DeletePods { .. }
         | Action::FinishDeletion { .. }
         | Action::ForgetNodeClaim { .. }

@@ -4,7 +4,7 @@
 //! the annotation goes, and an Event says why).
 
 use super::action::Action;
-use super::claims::{has_condition, name_of as name};
+use super::claims::{has_condition, name_of as name, provider_id};
 use chrono::{DateTime, Duration, Utc};
 use fleetwright_core::labels::TAINT_DISRUPTED;
 use fleetwright_core::scheduler::INITIALIZATION_GRACE;
@@ -23,6 +23,11 @@ pub const PENDING_KEY: &str = "pendingDisruption";
 /// On a candidate's NodeClaim: when its drain started (RFC 3339). Its `terminationGracePeriod`
 /// counts from here; at the deadline the pods still left are deleted.
 pub const DRAIN_STARTED_ANNOTATION: &str = "fleetwright.io/drain-started";
+/// On a replacement's NodeClaim: the candidates' NodeClaims (comma-separated) whose command it
+/// was created for. The replacement is created before the command is recorded on them (its
+/// name comes from the API server), so a tick cut off in between leaves a replacement no
+/// command names; this says whose it was.
+pub const REPLACEMENT_FOR: &str = "fleetwright.io/replacement-for";
 /// The state ConfigMap key of the nodes last reported as blocked, with their reasons, so each
 /// reason is evented once and not every minute.
 pub const BLOCKED_KEY: &str = "blockedDisruptions";
@@ -211,6 +216,40 @@ pub(crate) fn continue_command(
     actions.extend(untainted(dump, in_progress));
     actions.extend(drains);
     actions
+}
+
+/// The replacements not launched yet whose command never started: created for candidates that
+/// are all still there, none of which carries a command naming them (a tick cut off between
+/// creating them and recording the command, or a roll-back whose deletion failed). Each is
+/// deleted before it launches, and the next decision plans afresh. A replacement whose
+/// candidates are gone is ordinary capacity by then, and launches.
+pub fn orphaned_replacements(claims: &[NodeClaim]) -> Vec<Action> {
+    let by_name = |n: &str| {
+        claims
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(n))
+    };
+    claims
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none() && provider_id(c).is_none())
+        .filter_map(|c| {
+            let name = c.metadata.name.as_deref()?;
+            let candidates = c.metadata.annotations.as_ref()?.get(REPLACEMENT_FOR)?;
+            let found: Vec<&NodeClaim> = (candidates.split(','))
+                .filter(|n| !n.is_empty())
+                .map(by_name)
+                .collect::<Option<_>>()?;
+            let named = |k: &&NodeClaim| {
+                annotation(k)
+                    .and_then(|a| a.split('/').nth(2))
+                    .is_some_and(|names| names.split(',').any(|n| n == name))
+            };
+            (!found.is_empty() && !found.iter().any(named)).then(|| Action::DropReplacement {
+                nodeclaim: name.to_string(),
+                candidates: candidates.clone(),
+            })
+        })
+        .collect()
 }
 
 /// Why a replacement that has not initialized is given up on, if it is: it registered

@@ -23,19 +23,56 @@
 //!
 //! Pure: the dump, the snapshot and `now` in, actions out.
 
-use chrono::{DateTime, Timelike, Utc};
+use chrono::{DateTime, Duration, Timelike, Utc};
 use fleetwright_core::disruption::{self, Command, Disruption, RepairPlan};
 use fleetwright_core::{Catalog, Snapshot};
 use fleetwright_crds::{conditions, NodeClaim};
 use fleetwright_kube::dump::ClusterDump;
 
 use super::action::Action;
-use super::claims::has_condition;
+use super::claims::{has_condition, name_of};
 use super::in_progress::{abandon, annotation, replacement_overdue, untainted};
 use super::repair::{self, NodeRepair};
 
 /// The command a repair waiting for its replacements carries, before their names.
 pub const PRESPUN: &str = "unhealthy/replace";
+
+/// On a `Ready` node's NodeClaim: `<n>@<RFC 3339>`, how many of its repairs in a row gave up on
+/// replacements that never initialized (a broken AMI, a startup taint never removed), and when
+/// the last did. The next waits [`backoff`], so a node whose replacements cannot come up does
+/// not launch and delete a fleet every ten minutes.
+pub const REPAIR_FAILED: &str = "fleetwright.io/repair-failed";
+
+/// A record of failed repairs older than this is forgotten: the count starts again.
+const FAILURES_FORGOTTEN: Duration = Duration::hours(24);
+
+/// How long a repair waits after its `n`th failure in a row: 10 minutes, doubling, at most 2
+/// hours.
+pub fn backoff(n: u32) -> Duration {
+    let minutes = 10i64.saturating_mul(1 << n.saturating_sub(1).min(4));
+    Duration::minutes(minutes.min(120))
+}
+
+/// The failed repairs in a row the NodeClaim records, and when the last failed, unless the
+/// record is forgotten.
+fn failures(claim: &NodeClaim, now: DateTime<Utc>) -> Option<(u32, DateTime<Utc>)> {
+    let mark = claim.metadata.annotations.as_ref()?.get(REPAIR_FAILED)?;
+    let (n, at) = mark.split_once('@')?;
+    let at = DateTime::parse_from_rfc3339(at).ok()?.with_timezone(&Utc);
+    (now - at < FAILURES_FORGOTTEN).then_some((n.parse().ok()?, at))
+}
+
+/// Why the repair of the NodeClaim's node waits for its backoff, if it does.
+fn backed_off(claim: &NodeClaim, now: DateTime<Utc>) -> Option<String> {
+    let (n, at) = failures(claim, now)?;
+    let until = at + backoff(n);
+    (now < until).then(|| {
+        format!(
+            "the replacements of its last {n} repair(s) did not initialize; it tries again at {}",
+            until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    })
+}
 
 /// Whether the NodeClaim's node is being repaired with its replacements launched first.
 pub fn prespun(claim: &NodeClaim) -> bool {
@@ -66,6 +103,13 @@ pub fn prespin(
             reason: format!("repair waits: {reason}"),
             changed: now.minute().is_multiple_of(5),
         };
+        let claim = dump.nodeclaims.iter().find(|c| {
+            c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str())
+        });
+        if let Some(why) = claim.filter(|_| ready).and_then(|c| backed_off(c, now)) {
+            out.push(held(why));
+            continue;
+        }
         match disruption::repair_command(snapshot, catalog, node, now.timestamp()) {
             RepairPlan::Go(command) if command.command == Command::Replace => {
                 let start = super::disruption::start(dump, &command);
@@ -186,7 +230,7 @@ impl Step<'_> {
     fn next(&self, now: DateTime<Utc>, mode: NodeRepair) -> Vec<Action> {
         let repair = match repair::repair_now(self.dump, self.claim, now, mode) {
             Ok(repair) => repair,
-            Err(why) => return self.give_up(why),
+            Err(why) => return self.give_up(why, None),
         };
         let node_ready = self.dump.node_of(self.claim).is_some_and(repair::ready);
         match self.waiting(now) {
@@ -200,8 +244,9 @@ impl Step<'_> {
                 });
                 out
             }
-            // A node that runs its pods keeps them until a new place is ready: planned afresh.
-            Err(why) if node_ready => self.give_up(why),
+            // A node that runs its pods keeps them until a new place is ready: planned afresh,
+            // after a backoff.
+            Err(why) if node_ready => self.give_up(why, Some(now)),
             Err(_) => vec![repair],
         }
     }
@@ -236,8 +281,9 @@ impl Step<'_> {
     }
 
     /// The command abandoned, and the replacements that have not initialized deleted: they
-    /// were launched for this repair alone.
-    fn give_up(&self, why: &str) -> Vec<Action> {
+    /// were launched for this repair alone. When the replacements failed (`failed_at`), the
+    /// failure is recorded for the next repair's backoff.
+    fn give_up(&self, why: &str, failed_at: Option<DateTime<Utc>>) -> Vec<Action> {
         // The replacements go first: a tick cut off after them finds them gone and abandons
         // the command; one cut off after the abandon would leave them with nothing naming them.
         let mut out = Vec::new();
@@ -251,6 +297,16 @@ impl Step<'_> {
                     nodeclaim: r.to_string(),
                 });
             }
+        }
+        if let Some(now) = failed_at {
+            let n = failures(self.claim, now).map_or(0, |(n, _)| n) + 1;
+            out.push(Action::RecordRepairFailure {
+                nodeclaim: name_of(self.claim),
+                mark: format!(
+                    "{n}@{}",
+                    now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ),
+            });
         }
         out.push(abandon(self.dump, &[self.claim], self.names, why));
         out

@@ -121,11 +121,20 @@ pub fn replicas(dump: &ClusterDump, plan: &ReplicaPlan) -> Vec<Action> {
     create.chain(delete).chain(short).collect()
 }
 
-/// Every NodeClaim with no instance yet that is not being deleted.
+/// Every NodeClaim with no instance yet that is not being deleted, launched; a replacement
+/// whose command never started is deleted instead
+/// ([`super::in_progress::orphaned_replacements`]).
 pub fn unlaunched(claims: &[NodeClaim]) -> Vec<Action> {
-    claims
+    let orphans = super::in_progress::orphaned_replacements(claims);
+    let orphan = |c: &NodeClaim| {
+        orphans.iter().any(|o| {
+            matches!(o, Action::DropReplacement { nodeclaim, .. } if Some(nodeclaim.as_str()) == c.metadata.name.as_deref())
+        })
+    };
+    let launches: Vec<Action> = claims
         .iter()
         .filter(|c| provider_id(c).is_none() && c.metadata.deletion_timestamp.is_none())
+        .filter(|c| !orphan(c))
         .map(|c| Action::Launch {
             nodeclaim: name_of(c),
             instance_types: allowed(c, INSTANCE_TYPE),
@@ -133,7 +142,8 @@ pub fn unlaunched(claims: &[NodeClaim]) -> Vec<Action> {
             capacity_types: allowed(c, CAPACITY_TYPE),
             claim: Box::new(c.clone()),
         })
-        .collect()
+        .collect();
+    orphans.into_iter().chain(launches).collect()
 }
 
 /// The values a NodeClaim's `In` requirements on `key` allow (empty: any).

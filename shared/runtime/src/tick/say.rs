@@ -54,6 +54,8 @@ impl Action {
             | Cordon { .. }
             | SaveRejected { .. }
             | DeleteNodeClaim { .. }
+            | DropReplacement { .. }
+            | RecordRepairFailure { .. }
             | DeleteDrained { .. } => When::After,
             ShortOfReplicas { .. }
             | RepairBlocked { .. }
@@ -311,6 +313,15 @@ impl Action {
             }
             Action::ReleaseNode { node } => {
                 info!(target: TICK, %node, "the node is being deleted and no nodeclaim accounts for it; letting it go")
+            }
+            Action::RecordRepairFailure { nodeclaim, mark } => {
+                info!(target: DISRUPT, nodeclaim = %nodeclaim, failures = %mark, "the repair's replacements did not initialize; its next repair waits a backoff")
+            }
+            Action::DropReplacement {
+                nodeclaim,
+                candidates,
+            } => {
+                info!(target: DISRUPT, nodeclaim = %nodeclaim, candidates = %candidates, "deleting a replacement whose disruption never started (no candidate's command names it); the next decision plans afresh")
             }
             Action::DeleteNodeClaim { nodeclaim } => {
                 debug!(target: DISRUPT, nodeclaim = %nodeclaim, "deleted the nodeclaim of a candidate with no node")

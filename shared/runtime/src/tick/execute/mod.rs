@@ -332,7 +332,21 @@ impl<C: Cloud> Tick<C> {
             Action::Abandon {
                 why, candidates, ..
             } => self.abandon(why, candidates, now).await?,
-            Action::DeleteNodeClaim { nodeclaim } => {
+            Action::RecordRepairFailure { nodeclaim, mark } => {
+                let mark = mark.clone();
+                executor::update_nodeclaim(self.kube.clone(), nodeclaim, move |c| {
+                    let mut next = c.clone();
+                    let annotations = next
+                        .metadata
+                        .annotations
+                        .get_or_insert_with(Default::default);
+                    let key = crate::tick::prespin::REPAIR_FAILED;
+                    (annotations.insert(key.into(), mark.clone()).as_ref() != Some(&mark))
+                        .then_some(next)
+                })
+                .await?;
+            }
+            Action::DeleteNodeClaim { nodeclaim } | Action::DropReplacement { nodeclaim, .. } => {
                 executor::delete_nodeclaim(self.kube.clone(), nodeclaim, false).await?;
             }
             Action::DeleteDrained { nodeclaim } => {

@@ -180,3 +180,49 @@ items:
         "{actions:?}"
     );
 }
+
+/// A replacement created for a command that no candidate carries (the tick was cut off between
+/// creating it and recording the command) is deleted before it launches; one its candidate's
+/// command names launches, and one whose candidate is gone is ordinary capacity.
+#[test]
+fn a_replacement_no_command_names_is_deleted_before_it_launches() {
+    let claim = |name: &str, annotations: &str| {
+        format!("- apiVersion: karpenter.sh/v1\n  kind: NodeClaim\n  metadata: {{name: {name}, annotations: {{{annotations}}}}}\n  spec:\n    nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}\n    requirements: []\n")
+    };
+    let claims = |items: &[String]| {
+        let text = format!("apiVersion: v1\nkind: List\nitems:\n{}", items.join(""));
+        fleetwright_kube::dump::parse(&text, "orphans")
+            .unwrap()
+            .nodeclaims
+    };
+    let replacement = |name: &str, whose: &str| {
+        claim(
+            name,
+            &format!("fleetwright.io/replacement-for: \"{whose}\""),
+        )
+    };
+    let launched_or_dropped = |items: &[String]| -> Vec<String> {
+        crate::tick::provision::unlaunched(&claims(items))
+            .iter()
+            .map(|a| match a {
+                Action::Launch { nodeclaim, .. } => format!("launch {nodeclaim}"),
+                Action::DropReplacement { nodeclaim, .. } => format!("drop {nodeclaim}"),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    };
+    let commanded = claim("old", "fleetwright.io/disruption: \"drifted/replace/r1\"");
+    let bare = claim("old", "");
+    let out = launched_or_dropped(&[commanded.clone(), replacement("r1", "old")]);
+    assert_eq!(out, ["launch old", "launch r1"]);
+    let out = launched_or_dropped(&[bare.clone(), replacement("r1", "old")]);
+    assert_eq!(out, ["drop r1", "launch old"]);
+    // The candidate carries a later command that names other replacements.
+    let other = claim("old", "fleetwright.io/disruption: \"drifted/replace/r2\"");
+    let out = launched_or_dropped(&[other, replacement("r1", "old"), replacement("r2", "old")]);
+    assert_eq!(out, ["drop r1", "launch old", "launch r2"]);
+    let out = launched_or_dropped(&[replacement("r1", "old")]);
+    assert_eq!(out, ["launch r1"]);
+    let out = launched_or_dropped(&[claim("r1", "")]);
+    assert_eq!(out, ["launch r1"]);
+}
