@@ -147,11 +147,28 @@ fn table(e: &PodExplanation) -> String {
     out
 }
 
-/// The verdict on a NodePool whose EC2NodeClass is missing or not ready: it launches nothing.
 /// Whether the dump holds the pod `namespace/name`, read or not.
 fn in_dump(dump: &fleetwright_kube::dump::ClusterDump, key: &str) -> bool {
-    dump.pods.iter().any(|p| {
+    let listed = dump.pods.iter().any(|p| {
         let ns = p.metadata.namespace.as_deref().unwrap_or("default");
         format!("{ns}/{}", p.metadata.name.as_deref().unwrap_or_default()) == key
+    });
+    listed || set_aside_for(dump, key)
+}
+
+/// Whether the read set aside the pod, or the workload whose pods its name is one of (a
+/// Deployment's `<name>-deployment-<i>`, a StatefulSet's `<name>-<i>`).
+fn set_aside_for(dump: &fleetwright_kube::dump::ClusterDump, key: &str) -> bool {
+    let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
+    dump.rejected.iter().any(|r| {
+        let same_namespace = r.namespace.as_deref().unwrap_or("default") == namespace;
+        let own = match r.kind.as_str() {
+            "Pod" => r.name == name,
+            "Deployment" | "ReplicaSet" | "StatefulSet" | "Job" => {
+                name.starts_with(&format!("{}-", r.name))
+            }
+            _ => false,
+        };
+        same_namespace && own
     })
 }

@@ -43,7 +43,7 @@ pub fn check(warnings: &[InputWarning]) -> anyhow::Result<()> {
     if strict() {
         let listed: Vec<String> = warnings.iter().map(ToString::to_string).collect();
         anyhow::bail!(
-            "--strict: {} key(s) in the input would be ignored:\n  {}",
+            "--strict: {} problem(s) in the input (keys ignored, or missing):\n  {}",
             warnings.len(),
             listed.join("\n  ")
         );
@@ -60,13 +60,18 @@ pub fn check(warnings: &[InputWarning]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// [`check`] on a dump's warnings, then a note for each workload expanded into pending pods.
-pub fn check_dump(dump: &ClusterDump) -> anyhow::Result<()> {
+/// [`check`] on a dump's warnings, then a note for each workload expanded into pending pods
+/// (but those `set_aside`, whose pods nothing plans).
+pub fn check_dump(
+    dump: &ClusterDump,
+    set_aside: &[fleetwright_kube::rejected::Rejected],
+) -> anyhow::Result<()> {
     check(&dump.warnings)?;
     if crate::verbosity::get() == crate::verbosity::Level::Quiet {
         return Ok(());
     }
-    for e in &dump.expanded {
+    let planned = |workload: &str| !set_aside.iter().any(|r| r.object() == workload);
+    for e in dump.expanded.iter().filter(|e| planned(&e.workload)) {
         eprintln!(
             "note: {} has none of its pods in the input: planned as {} pending pod(s) of its template ({}, …)",
             e.workload, e.pods, e.first

@@ -8,6 +8,7 @@ mod input;
 mod manifests;
 mod peer;
 mod plan;
+mod pools;
 #[cfg(feature = "aws")]
 mod queue;
 mod read;

@@ -118,7 +118,6 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
             let source = "embedded example cluster".to_string();
             let mut dump = fleetwright_kube::dump::parse_strict(EXAMPLE_CLUSTER, &source)?;
             dump.default_spread = defaults;
-            crate::input::check_dump(&dump)?;
             (dump, source)
         }
     };
@@ -141,6 +140,14 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         return crate::peer::cluster::run(&peer, (&source, &dump), snapshot, &catalog);
     }
     if args.actions {
+        // The tick's actions leave such a NodePool out too; each is named as the plan names it.
+        let classes = fleetwright_runtime::tick::isolation::classes_of_dump(&dump);
+        let parked =
+            fleetwright_runtime::tick::isolation::park_known(&mut snapshot, classes.as_ref());
+        for pool in &parked {
+            report_parked((&dump, &source), pool);
+        }
+        fleetwright_runtime::tick::isolation::restore(&mut snapshot, parked);
         let repair = fleetwright_runtime::tick::repair::NodeRepair::of(
             args.node_repair,
             args.legacy_node_repair,
@@ -159,8 +166,14 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     if moving > 0 {
         tracing::info!(pods = moving, "planning for the pod(s) of deleting node(s)");
     }
-    if pending + moving == 0 && crate::verbosity::get() != crate::verbosity::Level::Quiet {
-        for line in pool_summary(&snapshot, &catalog) {
+    if crate::verbosity::get() != crate::verbosity::Level::Quiet {
+        // With pods to plan, only the pools that allow nothing are worth a line.
+        let summary = crate::pools::summary(&snapshot, &catalog);
+        let all = pending + moving == 0;
+        for line in summary
+            .iter()
+            .filter(|l| all || l.contains(crate::pools::NO_TYPE))
+        {
             eprintln!("note: {line}");
         }
     }
@@ -250,10 +263,17 @@ pub(crate) fn report_parked(
         .iter()
         .any(|c| c.metadata.name.as_deref() == Some(pool.node_class.as_str()));
     let state = if missing { "missing" } else { "not ready" };
-    let line = format!(
-        "NodePool {:?}: spec.template.spec.nodeClassRef.name: EC2NodeClass {:?} is {state}, so the NodePool is not planned",
-        pool.name, pool.node_class
-    );
+    let line = if pool.node_class.is_empty() {
+        format!(
+            "NodePool {:?}: spec.template.spec.nodeClassRef: required (the EC2NodeClass its nodes launch with), so the NodePool is not planned",
+            pool.name
+        )
+    } else {
+        format!(
+            "NodePool {:?}: spec.template.spec.nodeClassRef.name: EC2NodeClass {:?} is {state}, so the NodePool is not planned",
+            pool.name, pool.node_class
+        )
+    };
     if missing && !dump.slim {
         eprintln!("error: {source}: {line}");
         crate::input::set_aside();
@@ -264,45 +284,6 @@ pub(crate) fn report_parked(
         "nodepool {:?} is not planned: its EC2NodeClass {:?} is {state}",
         pool.name, pool.node_class
     )
-}
-
-/// With no pod to plan, what each NodePool could launch: how many instance types its
-/// requirements allow, the cheapest and dearest of them, and their price range.
-fn pool_summary(
-    snapshot: &fleetwright_core::Snapshot,
-    catalog: &fleetwright_core::Catalog,
-) -> Vec<String> {
-    snapshot
-        .nodepools
-        .iter()
-        .map(|pool| {
-            let settings = snapshot.node_class_settings(pool);
-            let reqs = pool.node_requirements();
-            let all = catalog.instance_types_shared(&settings);
-            let mut priced: Vec<(String, f64)> = all
-                .iter()
-                .filter(|t| reqs.compatible(&t.requirements).is_ok())
-                .filter_map(|t| Some((t.name.clone(), t.cheapest_offering(&reqs)?.price)))
-                .collect();
-            priced.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
-            match (priced.first(), priced.last()) {
-                (Some(low), Some(high)) => format!(
-                    "no pod to plan; nodepool {:?} allows {} instance type(s), from {} at ${:.4}/h to {} at ${:.4}/h",
-                    pool.name,
-                    priced.len(),
-                    low.0,
-                    low.1,
-                    high.0,
-                    high.1
-                ),
-                _ => format!(
-                    "no pod to plan; nodepool {:?} allows no instance type: {}",
-                    pool.name,
-                    fleetwright_core::scheduler::emptied_by(&reqs, (&all, &settings), catalog)
-                ),
-            }
-        })
-        .collect()
 }
 
 /// `--now`: an RFC 3339 instant, or now.
@@ -341,6 +322,19 @@ pub(crate) fn readable_snapshot(
     dump: &mut fleetwright_kube::dump::ClusterDump,
     source: &str,
 ) -> anyhow::Result<fleetwright_core::Snapshot> {
+    let empty = dump.pods.is_empty()
+        && dump.nodes.is_empty()
+        && dump.nodepools.is_empty()
+        && dump.nodeclaims.is_empty()
+        && dump.nodeclasses.is_empty()
+        && dump.rejected.is_empty()
+        && dump.skipped.is_empty()
+        && dump.warnings.is_empty();
+    if empty && !dump.slim {
+        eprintln!(
+            "warning: {source}: no object read (an empty file, or every document commented out)"
+        );
+    }
     let (mut snapshot, mut rejected) = fleetwright_kube::convert::take_snapshot_isolating(dump);
     fleetwright_runtime::tick::status_settings(dump, &mut snapshot);
     for r in rejected.iter().filter(|r| r.kind == "EC2NodeClass") {
@@ -359,26 +353,24 @@ pub(crate) fn readable_snapshot(
             false
         });
     }
-    if rejected.is_empty() {
-        return Ok(snapshot);
-    }
     // A live cluster is planned as the tick plans it: without the objects that do not read.
-    if dump.slim {
-        for r in &rejected {
-            eprintln!(
-                "warning: {source}: left out, as the tick leaves it out: {}",
-                r.error
-            );
-        }
-        return Ok(snapshot);
-    }
-    for r in &rejected {
+    for r in rejected.iter().filter(|_| dump.slim) {
         eprintln!(
-            "error: {source}: {}; left out, as the tick leaves it out",
+            "warning: {source}: left out, as the tick leaves it out: {}",
             r.error
         );
+    }
+    for r in rejected.iter().filter(|_| !dump.slim) {
+        let then = match r.kind.as_str() {
+            "document" => "the other documents are still read",
+            _ => "left out, as the tick leaves it out",
+        };
+        eprintln!("error: {source}: {}; {then}", r.error);
         crate::input::set_aside();
     }
+    // The ignored keys come after the objects set aside, so that `--strict` stops with every
+    // problem of the input named, not the keys alone.
+    crate::input::check_dump(dump, &rejected)?;
     Ok(snapshot)
 }
 

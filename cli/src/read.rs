@@ -6,7 +6,8 @@ use fleetwright_core::default_spread::DefaultSpread;
 use fleetwright_kube::dump::ClusterDump;
 
 /// The cluster a verb reads, and its name for messages: through the kubeconfig's API server, or
-/// from the dump file (its ignored keys and expanded workloads reported); None with neither.
+/// from the dump file; None with neither. Its ignored keys and expanded workloads are reported
+/// with the objects set aside, by [`crate::plan::readable_snapshot`].
 pub fn read_input(
     kubeconfig: Option<&std::path::Path>,
     cluster: Option<&std::path::Path>,
@@ -26,7 +27,6 @@ pub fn read_input(
         (None, None) => return Ok(None),
     };
     read.0.default_spread = default_spread.to_vec();
-    crate::input::check_dump(&read.0)?;
     Ok(Some(read))
 }
 

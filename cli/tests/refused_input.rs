@@ -61,7 +61,7 @@ fn objects_the_api_server_refuses_are_named_and_the_rest_is_planned() {
         "Pod default/over: field spec.containers[0].resources.requests: cpu \"2\" must be less than or equal to its limit \"1\"",
         "Pod default/equals: field spec.tolerations[0].operator: \"Equals\" is not one of \"Equal\", \"Exists\"",
         "Deployment default/web: field spec.template.metadata.labels: the selector does not select them",
-        "(document 8): not YAML:",
+        "refused.yaml: document 8: not YAML:",
     ] {
         assert!(err.contains(expected), "{expected} not in:\n{err}");
     }
@@ -84,7 +84,8 @@ fn a_nodeclass_without_its_required_terms_is_warned_about_and_strict_refuses_it(
         "spec.subnetSelectorTerms",
         "spec.securityGroupSelectorTerms",
     ] {
-        let warning = format!("EC2NodeClass default: field {field}: required by Karpenter's CRD");
+        let warning =
+            format!("EC2NodeClass default: field {field}: required, so `kubectl apply` refuses");
         assert!(err.contains(&warning), "{warning} not in:\n{err}");
     }
     assert!(!err.contains("spec.amiFamily"), "{err}");
@@ -109,4 +110,118 @@ fn a_scenario_with_an_object_that_does_not_read_is_refused_before_it_runs() {
         "{err}"
     );
     assert!(err.contains("\"one\""), "{err}");
+}
+
+/// An object the timeline applies is read before the run as the scenario's own are: a bad
+/// operator stops the run with the object, field and step named; a misspelt key warns, and
+/// `--strict` refuses it.
+#[test]
+fn an_object_the_timeline_applies_is_checked_before_the_run() {
+    let text = std::fs::read_to_string(repo("examples/simulate/requirements-drift.yaml")).unwrap();
+    let anchor =
+        "          - {key: karpenter.k8s.aws/instance-size, operator: In, values: [\"xlarge\"]}";
+    assert!(
+        text.contains(anchor),
+        "the example applies a NodePool with a size requirement"
+    );
+    let bad = text.replacen(
+        anchor,
+        &anchor.replace("operator: In", "operator: Within"),
+        1,
+    );
+    let out = fleetwright(&[
+        "simulate",
+        "--scenario",
+        &write_temp("apply-bad.yaml", &bad),
+        "--speed",
+        "0",
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("NodePool general") && err.contains("\"Within\""),
+        "{err}"
+    );
+    assert!(
+        err.contains("once the timeline applies NodePool general at 180s"),
+        "{err}"
+    );
+
+    let typo = text.replacen(
+        "      disruption:\n        consolidationPolicy: WhenEmpty\n        consolidateAfter: 1m",
+        "      disruption:\n        consolidationPolicy: WhenEmpty\n        consolidateAftr: 1m",
+        1,
+    );
+    assert_ne!(
+        typo, text,
+        "the applied NodePool has a consolidateAfter to misspell"
+    );
+    let file = write_temp("apply-typo.yaml", &typo);
+    let out = fleetwright(&["--strict", "simulate", "--scenario", &file, "--speed", "0"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("NodePool general: field spec.disruption.consolidateAftr"),
+        "{err}"
+    );
+}
+
+/// `--strict` names the objects set aside as well as the keys it refuses, all in one run; a
+/// NodePool without a `nodeClassRef` says that field is required; a workload at zero replicas
+/// is checked as the API server checks it; `plan --actions` exits 1 on the same input as `plan`;
+/// `explain` on a pod that was set aside says so.
+#[test]
+fn every_problem_is_named_in_one_run_whatever_the_verb() {
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: default}\nspec:\n  replicas: 0\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: api}}\n    spec:\n      containers: [{name: c}]\n";
+    let orphan = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: classless}\nspec:\n  template:\n    spec:\n      requirements: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]\n";
+    let text = [
+        CLASS.to_string(),
+        POOL.replace("requirements:", "requirments:"),
+        pod("over", "  containers: [{name: c, resources: {requests: {cpu: \"2\"}, limits: {cpu: \"1\"}}}]\n"),
+        deployment.to_string(),
+        orphan.to_string(),
+    ]
+    .join("---\n");
+    let file = write_temp("every-problem.yaml", &text);
+    let strict = fleetwright(&["--strict", "plan", "--cluster", &file]);
+    let err = stderr(&strict);
+    assert_eq!(strict.status.code(), Some(1), "{err}");
+    for expected in [
+        "Pod default/over: field spec.containers[0].resources.requests",
+        "Deployment default/web: field spec.template.metadata.labels",
+        "spec.template.spec.requirments",
+    ] {
+        assert!(err.contains(expected), "{expected} not in:\n{err}");
+    }
+    let actions = fleetwright(&["plan", "--actions", "--cluster", &file]);
+    let err = stderr(&actions);
+    assert_eq!(actions.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("NodePool \"classless\": spec.template.spec.nodeClassRef: required"),
+        "{err}"
+    );
+    let explain = fleetwright(&["explain", "--cluster", &file, "--pod", "default/over"]);
+    let err = stderr(&explain);
+    assert!(
+        err.contains("it is in") && err.contains("was left out"),
+        "{err}"
+    );
+}
+
+/// An object without `apiVersion` is warned about, and a file with no object says so.
+#[test]
+fn a_missing_api_version_and_an_empty_file_are_named() {
+    let text = pod("p", "  containers: [{name: c}]\n").replace("apiVersion: v1\n", "");
+    let out = fleetwright(&["plan", "--cluster", &write_temp("no-version.yaml", &text)]);
+    assert!(
+        stderr(&out).contains("Pod default/p: field apiVersion: required"),
+        "{}",
+        stderr(&out)
+    );
+    let out = fleetwright(&[
+        "plan",
+        "--cluster",
+        &write_temp("empty.yaml", "# nothing yet\n"),
+    ]);
+    assert!(stderr(&out).contains("no object read"), "{}", stderr(&out));
 }

@@ -62,7 +62,7 @@ pub struct SimulateArgs {
     /// Simulated seconds per wall-clock second; 0 runs as fast as it can.
     #[arg(long, default_value_t = 0.0)]
     speed: f64,
-    #[arg(long, value_enum, default_value = "log")]
+    #[arg(short = 'o', long, value_enum, default_value = "log")]
     output: Output,
     /// Overrides the scenario's seed (with --chaos: the first seed).
     #[arg(long)]

@@ -403,6 +403,7 @@ impl Scenario {
         }
         check_deployments(&objects, &timeline).with_context(|| source.to_string())?;
         warnings.extend(read_objects(&objects, source)?);
+        warnings.extend(read_applied(&objects, &timeline, source)?);
         if let Some(name) = file
             .settings
             .keys()
@@ -493,6 +494,50 @@ fn read_objects(objects: &[Value], source: &str) -> anyhow::Result<Vec<InputWarn
         refused.len(),
         errors.join("\n")
     )
+}
+
+/// The objects the timeline applies, each read (as [`read_objects`] reads the scenario's) in
+/// the cluster as it is once applied, so that a NodePool applied with a bad operator or a
+/// misspelt key is named before anything runs, not left out of every tick after it lands. What
+/// the cluster before it already said is not said again.
+fn read_applied(
+    objects: &[Value],
+    timeline: &[Step],
+    source: &str,
+) -> anyhow::Result<Vec<InputWarning>> {
+    let mut cluster = objects.to_vec();
+    let mut said: Vec<String> = Vec::new();
+    let base = read_objects(&cluster, source)?;
+    said.extend(base.iter().map(ToString::to_string));
+    let mut warnings = Vec::new();
+    for step in timeline {
+        let Action::Apply(object) = &step.action else {
+            continue;
+        };
+        let same = |o: &Value| {
+            o["kind"] == object["kind"] && o["metadata"]["name"] == object["metadata"]["name"]
+        };
+        match cluster.iter_mut().find(|o| same(o)) {
+            Some(old) => *old = (**object).clone(),
+            None => cluster.push((**object).clone()),
+        }
+        let read = read_objects(&cluster, source).map_err(|e| {
+            let (kind, name) = (&object["kind"], &object["metadata"]["name"]);
+            let (kind, name) = (kind.as_str(), name.as_str());
+            let (kind, name) = (kind.unwrap_or_default(), name.unwrap_or_default());
+            anyhow::anyhow!(
+                "{e}\n  (once the timeline applies {kind} {name} at {}s)",
+                step.at
+            )
+        })?;
+        for w in read {
+            if !said.contains(&w.to_string()) {
+                said.push(w.to_string());
+                warnings.push(w);
+            }
+        }
+    }
+    Ok(warnings)
 }
 
 /// A Deployment, ReplicaSet or StatefulSet scaled to zero, with one replica.

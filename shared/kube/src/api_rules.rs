@@ -78,7 +78,8 @@ fn toleration(t: &Toleration) -> Result<(), (&'static str, String)> {
     let key = t.key.as_deref().unwrap_or_default();
     let value = t.value.as_deref().unwrap_or_default();
     match operator {
-        "" | "Equal" | "Exists" => {}
+        // Newer API servers also admit the numeric `Gt` and `Lt`: never refused here.
+        "" | "Equal" | "Exists" | "Gt" | "Lt" => {}
         other => {
             let why = format!("{other:?} is not one of \"Equal\", \"Exists\"");
             return Err(("operator", why));

@@ -278,8 +278,7 @@ pub fn parse(text: &str, source: &str) -> Result<ClusterDump, KubeError> {
         let (value, duplicates) = match document {
             Ok(read) => read,
             Err(e) => {
-                dump.rejected
-                    .push(unreadable_document(source, doc_index + 1, e));
+                dump.rejected.push(unreadable_document(doc_index + 1, e));
                 continue;
             }
         };
@@ -472,6 +471,16 @@ fn add_object(
     }
     // One object that does not read is left out and named; the others still read.
     let meta = meta_of(&value);
+    if value
+        .get("apiVersion")
+        .is_none_or(|v| v.as_str().is_none_or(str::is_empty))
+    {
+        dump.warnings.push(InputWarning {
+            object: object_name(&kind, &value),
+            path: "apiVersion".into(),
+            problem: Problem::Required,
+        });
+    }
     if let Some(e) = misplaced_metadata(&value, &kind) {
         dump.rejected
             .push(crate::rejected::Rejected::new(&kind, &meta, e));
@@ -490,8 +499,13 @@ fn add_typed(dump: &mut ClusterDump, value: Value, kind: &str) -> Result<(), Kub
     let warnings = &mut dump.warnings;
     match kind.as_str() {
         "Pod" => {
-            let object = object_name(&kind, &value);
             let pod: Pod = noted(value, &kind, warnings)?;
+            let meta = &pod.metadata;
+            let object = format!(
+                "Pod {}/{}",
+                meta.namespace.as_deref().unwrap_or("default"),
+                meta.name.as_deref().unwrap_or("<unnamed>")
+            );
             if let Some(spec) = &pod.spec {
                 crate::api_rules::pod_spec(spec, &object, "spec")?;
             }

@@ -37,8 +37,8 @@ pub enum Problem {
     /// A NodePool whose class is another provider's (`path` is its `nodeClassRef`): not
     /// Fleetwright's, so it is ignored.
     Foreign,
-    /// A field the kind's CRD requires is missing or empty: `kubectl apply` refuses the object,
-    /// though the plan can be made without it.
+    /// A field the kind (or its CRD) requires is missing or empty: `kubectl apply` refuses the
+    /// object, though the plan can be made without it.
     Required,
 }
 
@@ -74,7 +74,7 @@ impl fmt::Display for InputWarning {
             ),
             Problem::Required => write!(
                 f,
-                "{}: field {}: required by Karpenter's CRD, so `kubectl apply` refuses the object without it (the plan is made without it)",
+                "{}: field {}: required, so `kubectl apply` refuses the object without it (the plan is made without it)",
                 self.object, self.path
             ),
             Problem::MisspeltKind => write!(

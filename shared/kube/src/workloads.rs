@@ -48,10 +48,7 @@ pub fn expand(
             rejected.push(Rejected::new(kind, &meta(w), e));
             continue;
         }
-        let count = replicas(w);
-        if count == 0 {
-            continue;
-        }
+        // The API server refuses a bad workload whatever its replicas: checked at zero too.
         let template = match template(w, kind).and_then(|t| admitted(w, kind, t)) {
             Ok(t) => t,
             Err(e) => {
@@ -59,6 +56,10 @@ pub fn expand(
                 continue;
             }
         };
+        let count = replicas(w);
+        if count == 0 {
+            continue;
+        }
         let first = out.len();
         for i in 0..count {
             out.push(pod(w, kind, &template, i));

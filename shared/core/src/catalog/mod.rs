@@ -360,6 +360,33 @@ impl Catalog {
         raw: &RawInstanceType,
         settings: &NodeClassSettings,
     ) -> Result<Option<InstanceType>, ExpressionError> {
+        self.resolve_marked(raw, settings, true)
+    }
+
+    /// The types insufficient-capacity marks hold (those of [`Catalog::unavailable`]), resolved
+    /// as if the marks were lifted: what a pool would have without them. A handful of types,
+    /// resolved on their own, so cheap enough for an error path inside every simulation.
+    pub fn marked_types(&self, settings: &NodeClassSettings) -> Vec<InstanceType> {
+        if self.unavailable.is_empty() {
+            return Vec::new();
+        }
+        let names: BTreeSet<&str> = (self.unavailable.iter())
+            .map(|(_, name, _)| name.as_str())
+            .collect();
+        (self.raw.iter())
+            .filter(|raw| names.contains(raw.instance_type.as_str()))
+            .filter_map(|raw| self.resolve_marked(raw, settings, false).ok().flatten())
+            .collect()
+    }
+
+    /// A raw type resolved for a node class; `marks`: whether insufficient-capacity marks make
+    /// offerings unavailable.
+    fn resolve_marked(
+        &self,
+        raw: &RawInstanceType,
+        settings: &NodeClassSettings,
+        marks: bool,
+    ) -> Result<Option<InstanceType>, ExpressionError> {
         let Some(arch) = architecture(raw) else {
             return Ok(None);
         };
@@ -375,6 +402,12 @@ impl Catalog {
         }
         let kubelet = resolve_kubelet(raw, &settings.kubelet, false)?;
         let mut offerings = self.offerings(raw);
+        if !marks {
+            // Priced on-demand and spot offerings are available but for a mark.
+            for o in &mut offerings {
+                o.available = o.price < f64::MAX;
+            }
+        }
         offerings.extend(self.reserved_offerings(raw, &settings.reservations));
         if let Some(zones) = &settings.zones {
             offerings.retain(|o| zones.contains(&o.zone));

@@ -44,7 +44,9 @@ pub fn emptied_by(
             .filter(|t| t.cheapest_offering(&so_far).is_some())
             .collect();
         if next.is_empty() {
-            if let Some(why) = all_unavailable(&so_far, catalog, settings) {
+            // Only when the whole set of requirements has types but for the marks: a typo
+            // elsewhere is still the requirement's fault.
+            if let Some(why) = all_unavailable(base, catalog, settings) {
                 return why;
             }
             return format!(
@@ -61,19 +63,13 @@ pub fn emptied_by(
 
 /// When types the requirements allow do exist, and only insufficient-capacity marks left them
 /// without an available offering (a type with none resolves to nothing): that is why none is
-/// left, not the requirement. Resolves the catalog again without the marks, so only on this
-/// path (a pool with no type).
+/// left, not the requirement.
 fn all_unavailable(
     reqs: &Requirements,
     catalog: &Catalog,
     settings: &NodeClassSettings,
 ) -> Option<String> {
-    if catalog.unavailable.is_empty() {
-        return None;
-    }
-    let mut open = catalog.clone();
-    open.unavailable.clear();
-    let types = open.instance_types_shared(settings);
+    let types = catalog.marked_types(settings);
     let mut names: Vec<&str> = types
         .iter()
         .filter(|t| t.requirements.intersects(reqs).is_ok())

@@ -19,46 +19,70 @@ pub(super) fn documents(text: &str) -> Vec<Document> {
     }
     let mut out = Vec::new();
     for (first_line, chunk) in split_documents(text) {
-        // Blank lines before the document keep its errors' line numbers the file's own.
-        let padded = "\n".repeat(first_line) + chunk;
-        match read(&padded) {
-            Ok(docs) => out.extend(docs.into_iter().map(Ok)),
-            Err(e) => out.push(Err(e)),
+        let error = match read(chunk) {
+            Ok(docs) => {
+                out.extend(docs.into_iter().map(Ok));
+                continue;
+            }
+            // Read again behind blank lines, so that its error's line numbers are the file's
+            // own (only a bad document pays for the padding).
+            Err(_) => read(&("\n".repeat(first_line) + chunk))
+                .err()
+                .unwrap_or_default(),
+        };
+        if chunk.contains('\t') && error.contains("cannot start any token") {
+            out.push(Err(format!(
+                "{error} (a tab? YAML indents with spaces only)"
+            )));
+        } else {
+            out.push(Err(error));
         }
     }
     out
 }
 
-/// The text between `---` lines, each with the (zero-based) line it starts on.
+/// The documents of a stream as text, split before each `---` line (and before the `%`
+/// directives that precede it, which belong to the document it starts), each with the
+/// (zero-based) line it starts on. Text with nothing but comments and blank lines is no
+/// document.
 fn split_documents(text: &str) -> Vec<(usize, &str)> {
     let mut out = Vec::new();
     let (mut start, mut first_line) = (0, 0);
+    let mut directives: Option<(usize, usize)> = None;
     let mut offset = 0;
     for (n, line) in text.split_inclusive('\n').enumerate() {
-        let marker = line.trim_end();
-        if marker == "---" || marker.starts_with("--- ") {
-            out.push((first_line, &text[start..offset]));
-            // A document may start on its marker's line (`--- {kind: Pod}`).
-            (start, first_line) = (offset + 3, n);
+        let content = line.trim_end();
+        if content == "---" || content.starts_with("--- ") {
+            let (at, at_line) = directives.take().unwrap_or((offset, n));
+            out.push((first_line, &text[start..at]));
+            (start, first_line) = (at, at_line);
+        } else if content.starts_with('%') {
+            directives.get_or_insert((offset, n));
+        } else if !content.is_empty() && !content.starts_with('#') {
+            directives = None;
         }
         offset += line.len();
     }
     out.push((first_line, &text[start..]));
+    out.retain(|(_, chunk)| chunk.lines().any(has_content));
     out
 }
 
-/// The record of a document that is not YAML: left out and named, with where it failed.
-pub(super) fn unreadable_document(
-    source: &str,
-    number: usize,
-    error: String,
-) -> crate::rejected::Rejected {
+/// A line of a document's own: not blank, a comment, or a directive.
+fn has_content(line: &str) -> bool {
+    let line = line.trim();
+    !line.is_empty() && !line.starts_with('#') && !line.starts_with('%')
+}
+
+/// The record of a document that is not YAML: left out and named, with where it failed (the
+/// reader's messages name the file).
+pub(super) fn unreadable_document(number: usize, error: String) -> crate::rejected::Rejected {
     crate::rejected::Rejected {
         kind: "document".to_string(),
         name: number.to_string(),
         namespace: None,
         uid: None,
-        error: format!("{source} (document {number}): not YAML: {error}"),
+        error: format!("document {number}: not YAML: {error}"),
     }
 }
 

@@ -30,6 +30,7 @@ pub mod prespin;
 pub mod provision;
 pub mod reboot;
 pub mod repair;
+pub mod repair_backoff;
 mod repair_policies;
 pub mod reservations;
 mod say;

@@ -23,7 +23,7 @@
 //!
 //! Pure: the dump, the snapshot and `now` in, actions out.
 
-use chrono::{DateTime, Duration, Timelike, Utc};
+use chrono::{DateTime, Timelike, Utc};
 use fleetwright_core::disruption::{self, Command, Disruption, RepairPlan};
 use fleetwright_core::{Catalog, Snapshot};
 use fleetwright_crds::{conditions, NodeClaim};
@@ -33,46 +33,10 @@ use super::action::Action;
 use super::claims::{has_condition, name_of};
 use super::in_progress::{abandon, annotation, replacement_overdue, untainted};
 use super::repair::{self, NodeRepair};
+use super::repair_backoff;
 
 /// The command a repair waiting for its replacements carries, before their names.
 pub const PRESPUN: &str = "unhealthy/replace";
-
-/// On a `Ready` node's NodeClaim: `<n>@<RFC 3339>`, how many of its repairs in a row gave up on
-/// replacements that never initialized (a broken AMI, a startup taint never removed), and when
-/// the last did. The next waits [`backoff`], so a node whose replacements cannot come up does
-/// not launch and delete a fleet every ten minutes.
-pub const REPAIR_FAILED: &str = "fleetwright.io/repair-failed";
-
-/// A record of failed repairs older than this is forgotten: the count starts again.
-const FAILURES_FORGOTTEN: Duration = Duration::hours(24);
-
-/// How long a repair waits after its `n`th failure in a row: 10 minutes, doubling, at most 2
-/// hours.
-pub fn backoff(n: u32) -> Duration {
-    let minutes = 10i64.saturating_mul(1 << n.saturating_sub(1).min(4));
-    Duration::minutes(minutes.min(120))
-}
-
-/// The failed repairs in a row the NodeClaim records, and when the last failed, unless the
-/// record is forgotten.
-fn failures(claim: &NodeClaim, now: DateTime<Utc>) -> Option<(u32, DateTime<Utc>)> {
-    let mark = claim.metadata.annotations.as_ref()?.get(REPAIR_FAILED)?;
-    let (n, at) = mark.split_once('@')?;
-    let at = DateTime::parse_from_rfc3339(at).ok()?.with_timezone(&Utc);
-    (now - at < FAILURES_FORGOTTEN).then_some((n.parse().ok()?, at))
-}
-
-/// Why the repair of the NodeClaim's node waits for its backoff, if it does.
-fn backed_off(claim: &NodeClaim, now: DateTime<Utc>) -> Option<String> {
-    let (n, at) = failures(claim, now)?;
-    let until = at + backoff(n);
-    (now < until).then(|| {
-        format!(
-            "the replacements of its last {n} repair(s) did not initialize; it tries again at {}",
-            until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-        )
-    })
-}
 
 /// Whether the NodeClaim's node is being repaired with its replacements launched first.
 pub fn prespun(claim: &NodeClaim) -> bool {
@@ -103,13 +67,6 @@ pub fn prespin(
             reason: format!("repair waits: {reason}"),
             changed: now.minute().is_multiple_of(5),
         };
-        let claim = dump.nodeclaims.iter().find(|c| {
-            c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str())
-        });
-        if let Some(why) = claim.filter(|_| ready).and_then(|c| backed_off(c, now)) {
-            out.push(held(why));
-            continue;
-        }
         match disruption::repair_command(snapshot, catalog, node, now.timestamp()) {
             RepairPlan::Go(command) if command.command == Command::Replace => {
                 let start = super::disruption::start(dump, &command);
@@ -298,14 +255,10 @@ impl Step<'_> {
                 });
             }
         }
-        if let Some(now) = failed_at {
-            let n = failures(self.claim, now).map_or(0, |(n, _)| n) + 1;
+        if let Some(mark) = failed_at.and_then(|now| repair_backoff::next_mark(self.claim, now)) {
             out.push(Action::RecordRepairFailure {
                 nodeclaim: name_of(self.claim),
-                mark: format!(
-                    "{n}@{}",
-                    now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                ),
+                mark,
             });
         }
         out.push(abandon(self.dump, &[self.claim], self.names, why));

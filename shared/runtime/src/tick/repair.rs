@@ -110,6 +110,20 @@ pub fn repairs(
             let Some((nodeclaim, node, nodepool)) = repaired(&action) else {
                 return action;
             };
+            // Only a repair that pre-spins its replacements (not a reboot, not the legacy mode's)
+            // backs off after they failed.
+            let prespins = mode.budgeted() && matches!(action, Action::Repair { .. });
+            let claim = claims.iter().find(|c| c.metadata.name.as_deref() == Some(nodeclaim));
+            // A node that is not `Ready` runs nothing to keep: it never waits.
+            let running = |c: &&NodeClaim| dump.node_of(c).is_some_and(ready);
+            let backoff = claim.filter(|_| prespins).filter(running);
+            if let Some(why) = backoff.and_then(|c| super::repair_backoff::waits(c, now)) {
+                return Action::Blocked {
+                    node: node.to_string(),
+                    reason: format!("repair waits: {why}"),
+                    changed: said,
+                };
+            }
             let budgeted = mode.budgeted() && initialized(claims, nodeclaim);
             if !budgeted {
                 return action;

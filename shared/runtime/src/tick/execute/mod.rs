@@ -340,7 +340,7 @@ impl<C: Cloud> Tick<C> {
                         .metadata
                         .annotations
                         .get_or_insert_with(Default::default);
-                    let key = crate::tick::prespin::REPAIR_FAILED;
+                    let key = crate::tick::repair_backoff::REPAIR_FAILED;
                     (annotations.insert(key.into(), mark.clone()).as_ref() != Some(&mark))
                         .then_some(next)
                 })

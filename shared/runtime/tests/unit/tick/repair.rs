@@ -450,3 +450,37 @@ fn a_nodeclaim_carrying_a_command_is_left_to_it() {
         assert!(repaired(&got).is_empty(), "{command}: {got:?}");
     }
 }
+
+/// A `Ready` node whose repair's replacements failed waits its backoff without holding the
+/// pool's `Unhealthy` budget: a dead node behind it in the queue is repaired meanwhile.
+#[test]
+fn a_backed_off_repair_leaves_the_budget_to_the_next_node() {
+    let mut members: Vec<_> = (0..10).map(|i| member("web", i, HEALTHY)).collect();
+    // n2 runs its pods with a bad network for 90 minutes, and failed a repair 5 minutes ago.
+    members[2] = member(
+        "web",
+        2,
+        &[
+            (conditions::READY, "True", 300),
+            ("NetworkingReady", "False", 90),
+        ],
+    );
+    let mark = (now() - Duration::minutes(5)).to_rfc3339();
+    (members[2].1.metadata.annotations.get_or_insert_default()).insert(
+        super::super::repair_backoff::REPAIR_FAILED.into(),
+        format!("1@{mark}"),
+    );
+    members[5] = sick(5, 40);
+    let dump = cluster(members.clone());
+    let one = pools("1", &["Unhealthy"]);
+    let actions = repairs(&dump, &dump.nodeclaims, &one, now(), NodeRepair::On);
+    assert_eq!(repaired(&actions), ["c5"], "{actions:?}");
+    assert!(actions
+        .iter()
+        .any(|a| matches!(a, Action::Blocked { node, reason, .. }
+        if node == "n2" && reason.contains("did not initialize; it tries again at"))));
+    // Its backoff over, it is first again.
+    let later = now() + Duration::minutes(6);
+    let actions = repairs(&dump, &dump.nodeclaims, &one, later, NodeRepair::On);
+    assert_eq!(repaired(&actions), ["c2"], "{actions:?}");
+}
