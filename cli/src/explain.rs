@@ -162,11 +162,18 @@ fn set_aside_for(dump: &fleetwright_kube::dump::ClusterDump, key: &str) -> bool 
     let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
     dump.rejected.iter().any(|r| {
         let same_namespace = r.namespace.as_deref().unwrap_or("default") == namespace;
+        // The names a file's workload gives its pods (`<name>-deployment-<i>`, `<name>-<i>`).
+        let numbered = |infix: &str| {
+            let prefix = format!("{}-{infix}", r.name);
+            name.strip_prefix(&prefix)
+                .is_some_and(|i| !i.is_empty() && i.chars().all(|c| c.is_ascii_digit()))
+        };
         let own = match r.kind.as_str() {
             "Pod" => r.name == name,
-            "Deployment" | "ReplicaSet" | "StatefulSet" | "Job" => {
-                name.starts_with(&format!("{}-", r.name))
-            }
+            "Deployment" => numbered("deployment-"),
+            "ReplicaSet" => numbered("replicaset-"),
+            "Job" => numbered("job-"),
+            "StatefulSet" => numbered(""),
             _ => false,
         };
         same_namespace && own

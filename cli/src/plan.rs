@@ -322,19 +322,6 @@ pub(crate) fn readable_snapshot(
     dump: &mut fleetwright_kube::dump::ClusterDump,
     source: &str,
 ) -> anyhow::Result<fleetwright_core::Snapshot> {
-    let empty = dump.pods.is_empty()
-        && dump.nodes.is_empty()
-        && dump.nodepools.is_empty()
-        && dump.nodeclaims.is_empty()
-        && dump.nodeclasses.is_empty()
-        && dump.rejected.is_empty()
-        && dump.skipped.is_empty()
-        && dump.warnings.is_empty();
-    if empty && !dump.slim {
-        eprintln!(
-            "warning: {source}: no object read (an empty file, or every document commented out)"
-        );
-    }
     let (mut snapshot, mut rejected) = fleetwright_kube::convert::take_snapshot_isolating(dump);
     fleetwright_runtime::tick::status_settings(dump, &mut snapshot);
     for r in rejected.iter().filter(|r| r.kind == "EC2NodeClass") {

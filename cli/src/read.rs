@@ -22,6 +22,13 @@ pub fn read_input(
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading {}", path.display()))?;
             let source = path.display().to_string();
+            let blank = |l: &str| {
+                let l = l.trim();
+                l.is_empty() || l.starts_with('#') || l == "---" || l == "..."
+            };
+            if text.lines().all(blank) {
+                eprintln!("warning: {source}: no object in it (an empty file, or every document commented out)");
+            }
             (fleetwright_kube::dump::parse(&text, &source)?, source)
         }
         (None, None) => return Ok(None),

@@ -223,5 +223,5 @@ fn a_missing_api_version_and_an_empty_file_are_named() {
         "--cluster",
         &write_temp("empty.yaml", "# nothing yet\n"),
     ]);
-    assert!(stderr(&out).contains("no object read"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no object in it"), "{}", stderr(&out));
 }

@@ -471,10 +471,9 @@ fn add_object(
     }
     // One object that does not read is left out and named; the others still read.
     let meta = meta_of(&value);
-    if value
-        .get("apiVersion")
-        .is_none_or(|v| v.as_str().is_none_or(str::is_empty))
-    {
+    let unversioned =
+        (value.get("apiVersion")).is_none_or(|v| v.as_str().is_none_or(str::is_empty));
+    if unversioned && objects::reads(&kind) {
         dump.warnings.push(InputWarning {
             object: object_name(&kind, &value),
             path: "apiVersion".into(),
@@ -506,7 +505,10 @@ fn add_typed(dump: &mut ClusterDump, value: Value, kind: &str) -> Result<(), Kub
                 meta.namespace.as_deref().unwrap_or("default"),
                 meta.name.as_deref().unwrap_or("<unnamed>")
             );
-            if let Some(spec) = &pod.spec {
+            // A pod bound to a node was admitted (it runs): only a pending one written by hand
+            // is checked, so a node's pods are never lost to the check.
+            let pending = |s: &&PodSpec| s.node_name.as_deref().is_none_or(str::is_empty);
+            if let Some(spec) = pod.spec.as_ref().filter(pending) {
                 crate::api_rules::pod_spec(spec, &object, "spec")?;
             }
             dump.pods.push(pod)

@@ -23,6 +23,30 @@ impl Clone for Resolved {
     }
 }
 
+impl Resolved {
+    /// The types kept for these settings and fingerprint, or those `resolve` gives, kept.
+    pub(super) fn get_or_insert(
+        &self,
+        settings: &NodeClassSettings,
+        fingerprint: u64,
+        resolve: impl FnOnce() -> Vec<InstanceType>,
+    ) -> Arc<Vec<InstanceType>> {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, _, types)) = kept
+            .iter()
+            .find(|(s, f, _)| *f == fingerprint && s == settings)
+        {
+            return types.clone();
+        }
+        let types = Arc::new(resolve());
+        if kept.len() >= RESOLVED_KEPT {
+            kept.remove(0);
+        }
+        kept.push((settings.clone(), fingerprint, types.clone()));
+        types
+    }
+}
+
 /// How many node classes' types a catalog keeps resolved.
 const RESOLVED_KEPT: usize = 16;
 
@@ -49,24 +73,11 @@ struct TypeFacts {
 impl Catalog {
     /// [`Catalog::instance_types`], resolved once per node class and shared.
     pub fn instance_types_shared(&self, settings: &NodeClassSettings) -> Arc<Vec<InstanceType>> {
-        let fingerprint = self.fingerprint();
-        let mut kept = self.resolved.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, _, types)) = kept
-            .iter()
-            .find(|(s, f, _)| *f == fingerprint && s == settings)
-        {
-            return types.clone();
-        }
-        let types = Arc::new(self.resolve_all(settings));
-        if kept.len() >= RESOLVED_KEPT {
-            kept.remove(0);
-        }
-        kept.push((settings.clone(), fingerprint, types.clone()));
-        types
+        (self.resolved).get_or_insert(settings, self.fingerprint(), || self.resolve_all(settings))
     }
 
     /// A hash of the public fields that change what a node class resolves to.
-    fn fingerprint(&self) -> u64 {
+    pub(super) fn fingerprint(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         self.region.hash(&mut h);

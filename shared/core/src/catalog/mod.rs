@@ -7,6 +7,7 @@
 //! every region).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::error::CoreError;
 use crate::labels::*;
@@ -177,6 +178,9 @@ pub struct Catalog {
     /// The types resolved for each node class lately (every scheduling pass of a tick, and
     /// each consolidation move it tries, asks again).
     resolved: Resolved,
+    /// [`Catalog::marked_types`] for each node class lately: a pool emptied by the marks asks
+    /// for them in every scheduling pass.
+    marked: Resolved,
 }
 
 impl Catalog {
@@ -234,6 +238,7 @@ impl Catalog {
             overlays: Vec::new(),
             facts: Facts::default(),
             resolved: Resolved::default(),
+            marked: Resolved::default(),
         }
     }
 
@@ -253,6 +258,7 @@ impl Catalog {
             overlays: Vec::new(),
             facts: Facts::default(),
             resolved: Resolved::default(),
+            marked: Resolved::default(),
         }
     }
 
@@ -366,10 +372,16 @@ impl Catalog {
     /// The types insufficient-capacity marks hold (those of [`Catalog::unavailable`]), resolved
     /// as if the marks were lifted: what a pool would have without them. A handful of types,
     /// resolved on their own, so cheap enough for an error path inside every simulation.
-    pub fn marked_types(&self, settings: &NodeClassSettings) -> Vec<InstanceType> {
+    pub fn marked_types(&self, settings: &NodeClassSettings) -> Arc<Vec<InstanceType>> {
         if self.unavailable.is_empty() {
-            return Vec::new();
+            return Arc::default();
         }
+        self.marked.get_or_insert(settings, self.fingerprint(), || {
+            self.resolve_unmarked(settings)
+        })
+    }
+
+    fn resolve_unmarked(&self, settings: &NodeClassSettings) -> Vec<InstanceType> {
         let names: BTreeSet<&str> = (self.unavailable.iter())
             .map(|(_, name, _)| name.as_str())
             .collect();

@@ -87,8 +87,9 @@ fn all_unavailable(
         String::new()
     };
     Some(format!(
-        "the {} instance types its requirements allow have no offering available now (an \
-         insufficient-capacity error marked them unavailable for a while): {}{more}",
+        "the {} instance types its requirements allow have no offering available now (a launch \
+         error marked them unavailable for a while: insufficient capacity, or a quota or \
+         subnet limit): {}{more}",
         catalog.region,
         names[..names.len().min(5)].join(", ")
     ))

@@ -38,6 +38,9 @@ use super::repair_backoff;
 /// The command a repair waiting for its replacements carries, before their names.
 pub const PRESPUN: &str = "unhealthy/replace";
 
+/// Why a pre-spun repair is abandoned when one of its replacements is gone.
+const GONE: &str = "the replacement is gone before it initialized";
+
 /// Whether the NodeClaim's node is being repaired with its replacements launched first.
 pub fn prespun(claim: &NodeClaim) -> bool {
     annotation(claim).is_some_and(|a| a.starts_with(PRESPUN))
@@ -67,7 +70,18 @@ pub fn prespin(
             reason: format!("repair waits: {reason}"),
             changed: now.minute().is_multiple_of(5),
         };
+        let claim = dump.nodeclaims.iter().find(|c| {
+            c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str())
+        });
+        let backoff = claim
+            .filter(|_| ready)
+            .and_then(|c| repair_backoff::waits(c, now));
         match disruption::repair_command(snapshot, catalog, node, now.timestamp()) {
+            // Its last replacements failed: it launches none again before its backoff ends (a
+            // repair that needs none goes ahead).
+            RepairPlan::Go(command) if command.command == Command::Replace && backoff.is_some() => {
+                out.push(held(backoff.unwrap_or_default()))
+            }
             RepairPlan::Go(command) if command.command == Command::Replace => {
                 let start = super::disruption::start(dump, &command);
                 match start {
@@ -202,8 +216,10 @@ impl Step<'_> {
                 out
             }
             // A node that runs its pods keeps them until a new place is ready: planned afresh,
-            // after a backoff.
-            Err(why) if node_ready => self.give_up(why, Some(now)),
+            // after a backoff when the replacements did not initialize in time (one that is
+            // gone, deleted after insufficient capacity or an interruption, says nothing about
+            // the next).
+            Err(why) if node_ready => self.give_up(why, (why != GONE).then_some(now)),
             Err(_) => vec![repair],
         }
     }
@@ -222,7 +238,7 @@ impl Step<'_> {
                     waiting.push(r);
                     continue;
                 }
-                return Err("the replacement is gone before it initialized");
+                return Err(GONE);
             };
             if has_condition(replacement, conditions::INITIALIZED)
                 || initialized.iter().any(|n| n == r)

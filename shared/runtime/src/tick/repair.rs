@@ -102,7 +102,10 @@ pub fn repairs(
         .filter(|c| super::expiration::expires_at(c).is_none_or(|at| now < at))
         .filter_map(|claim| repair(dump, claim, now, mode))
         .collect();
-    due.sort_by_key(|(at, _)| *at);
+    // A repair backing off after its replacements failed comes after every other, so that it
+    // never holds the budget place a dead node's repair needs (the pre-spin holds it, if it
+    // would launch replacements again).
+    due.sort_by_key(|(at, action)| (backing_off(dump, claims, action, now, mode), *at));
     let mut left: BTreeMap<String, usize> = BTreeMap::new();
     let said = now.minute().is_multiple_of(5);
     due.into_iter()
@@ -110,20 +113,6 @@ pub fn repairs(
             let Some((nodeclaim, node, nodepool)) = repaired(&action) else {
                 return action;
             };
-            // Only a repair that pre-spins its replacements (not a reboot, not the legacy mode's)
-            // backs off after they failed.
-            let prespins = mode.budgeted() && matches!(action, Action::Repair { .. });
-            let claim = claims.iter().find(|c| c.metadata.name.as_deref() == Some(nodeclaim));
-            // A node that is not `Ready` runs nothing to keep: it never waits.
-            let running = |c: &&NodeClaim| dump.node_of(c).is_some_and(ready);
-            let backoff = claim.filter(|_| prespins).filter(running);
-            if let Some(why) = backoff.and_then(|c| super::repair_backoff::waits(c, now)) {
-                return Action::Blocked {
-                    node: node.to_string(),
-                    reason: format!("repair waits: {why}"),
-                    changed: said,
-                };
-            }
             let budgeted = mode.budgeted() && initialized(claims, nodeclaim);
             if !budgeted {
                 return action;
@@ -157,6 +146,27 @@ pub fn repairs(
 }
 
 /// The NodeClaim, node and pool a repair or a reboot's commitment takes a budget place for.
+/// Whether the repair is of a `Ready` node whose last pre-spun replacements failed, within its
+/// backoff ([`super::repair_backoff`]). Only a repair that pre-spins (not a reboot, not the
+/// legacy mode's) backs off; a node that is not `Ready` runs nothing to keep.
+fn backing_off(
+    dump: &ClusterDump,
+    claims: &[NodeClaim],
+    action: &Action,
+    now: DateTime<Utc>,
+    mode: NodeRepair,
+) -> bool {
+    let Action::Repair { nodeclaim, .. } = action else {
+        return false;
+    };
+    let claim = claims
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some(nodeclaim.as_str()));
+    let running = |c: &&NodeClaim| dump.node_of(c).is_some_and(ready);
+    let held = claim.filter(|_| mode.budgeted()).filter(running);
+    held.is_some_and(|c| super::repair_backoff::waits(c, now).is_some())
+}
+
 fn repaired(action: &Action) -> Option<(&str, &str, &str)> {
     match action {
         Action::Repair {

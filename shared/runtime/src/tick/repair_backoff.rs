@@ -11,8 +11,9 @@ use fleetwright_crds::NodeClaim;
 pub const REPAIR_FAILED: &str = "fleetwright.io/repair-failed";
 
 /// A failure recorded less than this ago is the one being given up on now (its abandon cut off
-/// or refused, and tried again): a second failure comes no sooner than the first backoff ends.
-const RECORDED_JUST_NOW: Duration = Duration::minutes(5);
+/// or refused, and tried again): a second failure comes no sooner than the first backoff (10
+/// minutes) and a replacement's time to initialize (10 more) after it.
+const RECORDED_JUST_NOW: Duration = Duration::minutes(15);
 
 /// A record of failed repairs older than this is forgotten: the count starts again.
 const FAILURES_FORGOTTEN: Duration = Duration::hours(24);

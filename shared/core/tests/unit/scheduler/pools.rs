@@ -32,7 +32,7 @@ fn a_pool_emptied_by_unavailable_offerings_says_so_not_that_its_requirement_is_w
     let all = catalog.instance_types_shared(&Default::default());
     let why = emptied_by(&reqs, (&all, &Default::default()), &catalog);
     assert!(
-        why.contains("have no offering available now (an insufficient-capacity error")
+        why.contains("have no offering available now (a launch error marked them")
             && why.contains("m5.large"),
         "{why}"
     );

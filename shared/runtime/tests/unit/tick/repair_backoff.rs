@@ -21,7 +21,7 @@ fn the_backoff_doubles_from_ten_minutes_to_two_hours() {
 #[test]
 fn each_failure_is_counted_once_and_odd_marks_hold_nothing() {
     let claim = marked("2@2026-11-25T12:00:00Z");
-    assert_eq!(next_mark(&claim, at("2026-11-25T12:03:00Z")), None);
+    assert_eq!(next_mark(&claim, at("2026-11-25T12:13:00Z")), None);
     assert_eq!(
         next_mark(&claim, at("2026-11-25T12:30:00Z")).as_deref(),
         Some("3@2026-11-25T12:30:00Z")
