@@ -178,13 +178,12 @@ pub fn run(peer: &Path, which: &str, seed: u64, repeat: usize) -> anyhow::Result
     if which.starts_with("generated") {
         summary::print_distribution(&mut out, &rows)?;
     }
-    let broken: usize = rows
-        .iter()
-        .map(|r| r.fleetwright.violations.len() + r.karpenter.violations.len())
-        .sum();
+    // Karpenter's scheduler is not deterministic (Go's map order): a constraint its plan breaks
+    // in one run is listed above as its loss, and only Fleetwright's own fail the comparison.
+    let broken: usize = rows.iter().map(|r| r.fleetwright.violations.len()).sum();
     anyhow::ensure!(
         broken == 0,
-        "the independent checker found {broken} broken constraint(s) (listed above)"
+        "the independent checker found {broken} constraint(s) Fleetwright's plan breaks (listed above)"
     );
     Ok(())
 }
