@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use fleetwright_core::disruption::DisruptionPlan;
-use fleetwright_core::model::MinValuesPolicy;
+use fleetwright_core::model::{MinValuesPolicy, TerminateFirst};
 use fleetwright_core::{schedule, Plan, ScheduleOptions};
 
 use fleetwright_kube::dump::ClusterDump;
@@ -78,6 +78,16 @@ pub struct PlanArgs {
     /// without it such a class is not ready, and its NodePools are not planned).
     #[arg(long)]
     pub node_class_cel: bool,
+    /// Delete a static NodePool's drifted node before its replacement when the pool is at its
+    /// `limits.nodes`, its refill taking the freed slot, as the tick does with
+    /// `FLEETWRIGHT_TERMINATE_FIRST_DRIFT` (Karpenter's `TerminateFirstDrift` feature gate, off
+    /// by default: such a node is then kept, reported blocked).
+    #[arg(long)]
+    pub terminate_first_drift: bool,
+    /// With `--node-repair`: the same for an unhealthy node, as the tick does with
+    /// `FLEETWRIGHT_TERMINATE_FIRST_REPAIR` (Karpenter's `TerminateFirstRepair` feature gate).
+    #[arg(long, requires = "node_repair")]
+    pub terminate_first_repair: bool,
     /// Karpenter v1.15's scheduler config document (YAML or JSON; Karpenter's own format, not a
     /// KubeSchedulerConfiguration): its `podTopologySpread.defaultConstraints` are given to pods
     /// without spread constraints of their own, with the selector kube-scheduler deduces from
@@ -130,6 +140,10 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     };
     for pool in &mut snapshot.nodepools {
         pool.min_values_policy = policy;
+        pool.terminate_first = TerminateFirst {
+            drift: args.terminate_first_drift,
+            repair: args.terminate_first_repair,
+        };
     }
     let loaded = args.catalog.load(Some(&snapshot))?;
     check_kubelet_expressions(&mut dump, &snapshot, &loaded, &source);

@@ -95,6 +95,17 @@ export interface FleetwrightProps {
    */
   readonly nodeClassCel?: boolean;
   /**
+   * Delete a static NodePool's drifted node before its replacement when the pool is at its
+   * `limits.nodes`, its refill taking the freed slot, as Karpenter v1.15's `TerminateFirstDrift`
+   * feature gate. Default false: such a node is kept and reported blocked.
+   */
+  readonly terminateFirstDrift?: boolean;
+  /**
+   * With `nodeRepair`: the same for an unhealthy node, as Karpenter v1.15's
+   * `TerminateFirstRepair` feature gate. Default false.
+   */
+  readonly terminateFirstRepair?: boolean;
+  /**
    * Karpenter v1.15's scheduler config document (its `SCHEDULER_CONFIG`): the cluster's
    * kube-scheduler `podTopologySpread.defaultConstraints`. Default: none.
    */
@@ -226,6 +237,8 @@ export class Fleetwright extends Construct {
       FLEETWRIGHT_REBOOT_FOR_REPAIR: props.rebootForRepair ? 'true' : 'false',
       FLEETWRIGHT_CLUSTER_CA_BUNDLE: props.clusterCaBundle ?? '',
       FLEETWRIGHT_NODE_CLASS_CEL: props.nodeClassCel ? 'true' : 'false',
+      FLEETWRIGHT_TERMINATE_FIRST_DRIFT: props.terminateFirstDrift ? 'true' : 'false',
+      FLEETWRIGHT_TERMINATE_FIRST_REPAIR: props.terminateFirstRepair ? 'true' : 'false',
       FLEETWRIGHT_SCHEDULER_CONFIG: props.schedulerConfig ?? '',
     };
     const common = (fn: string, logGroupId: string) => ({

@@ -396,6 +396,16 @@ pub enum ConsolidationPolicy {
     Balanced,
 }
 
+/// Karpenter's `TerminateFirstDrift` and `TerminateFirstRepair` feature gates (alpha in v1.15,
+/// off unless set): whether a static NodePool at its `limits.nodes`, which cannot stage a
+/// replacement, deletes a drifted (`drift`) or unhealthy (`repair`) node first, for its refill
+/// to take the freed slot. Off, such a node is kept and reported blocked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TerminateFirst {
+    pub drift: bool,
+    pub repair: bool,
+}
+
 /// How a NodePool's `minValues` hold when too few instance types are left to meet them
 /// (Karpenter's `MIN_VALUES_POLICY` setting, v1.6).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -443,6 +453,8 @@ pub struct NodePool {
     pub template_hash: Option<String>,
     /// The cluster's `minValues` policy (a setting, not a NodePool field; the same for all).
     pub min_values_policy: MinValuesPolicy,
+    /// The cluster's terminate-first gates (settings, not NodePool fields; the same for all).
+    pub terminate_first: TerminateFirst,
     /// `spec.replicas`: a static NodePool keeps exactly this many nodes, whatever the pods;
     /// pending pods launch nothing in it and its nodes are never consolidated.
     pub replicas: Option<i64>,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::error::RuntimeError;
 
-pub use fleetwright_core::model::MinValuesPolicy;
+pub use fleetwright_core::model::{MinValuesPolicy, TerminateFirst};
 pub use fleetwright_kube::interruption::RebalanceAction;
 
 /// How the functions reach the Kubernetes API.
@@ -58,6 +58,11 @@ pub struct Settings {
     /// Evaluate CEL expressions in EC2NodeClass `kubelet` settings (Karpenter v1.15's
     /// `NodeClassCEL` feature gate; off unless set, as Karpenter's is).
     pub node_class_cel: bool,
+    /// Delete a static NodePool's drifted (`FLEETWRIGHT_TERMINATE_FIRST_DRIFT`) or unhealthy
+    /// (`FLEETWRIGHT_TERMINATE_FIRST_REPAIR`) node before its replacement when the pool is at
+    /// its `limits.nodes` (Karpenter v1.15's `TerminateFirstDrift` and `TerminateFirstRepair`
+    /// gates; off unless set, as Karpenter's are: the node is then kept, reported blocked).
+    pub terminate_first: TerminateFirst,
     /// The cluster CA bundle Karpenter's EC2NodeClass hash takes, when Karpenter was given one
     /// (its `CLUSTER_CA_BUNDLE`); unset, the tick reads `kube-root-ca.crt`, which is what
     /// Karpenter hashes by default.
@@ -92,6 +97,7 @@ impl std::fmt::Debug for Settings {
             min_values_policy,
             node_repair,
             node_class_cel,
+            terminate_first,
             cluster_ca_bundle,
             scheduler_config,
             follow_up,
@@ -115,6 +121,7 @@ impl std::fmt::Debug for Settings {
             .field("min_values_policy", min_values_policy)
             .field("node_repair", node_repair)
             .field("node_class_cel", node_class_cel)
+            .field("terminate_first", terminate_first)
             .field("cluster_ca_bundle", cluster_ca_bundle)
             .field("scheduler_config", scheduler_config)
             .field("follow_up", follow_up)
@@ -256,6 +263,16 @@ impl Settings {
                 "FLEETWRIGHT_NODE_CLASS_CEL",
                 get("FLEETWRIGHT_NODE_CLASS_CEL"),
             )?,
+            terminate_first: TerminateFirst {
+                drift: parse_bool(
+                    "FLEETWRIGHT_TERMINATE_FIRST_DRIFT",
+                    get("FLEETWRIGHT_TERMINATE_FIRST_DRIFT"),
+                )?,
+                repair: parse_bool(
+                    "FLEETWRIGHT_TERMINATE_FIRST_REPAIR",
+                    get("FLEETWRIGHT_TERMINATE_FIRST_REPAIR"),
+                )?,
+            },
             cluster_ca_bundle: non_empty("FLEETWRIGHT_CLUSTER_CA_BUNDLE"),
             scheduler_config: non_empty("FLEETWRIGHT_SCHEDULER_CONFIG"),
             follow_up: match non_empty("FLEETWRIGHT_FOLLOW_UP") {

@@ -497,8 +497,13 @@ fn every_environment_variable_is_a_setting_the_functions_accept() {
                     Some("ClusterName") => CLUSTER.to_string(),
                     Some("WebhookTokenParameter") => "/fleetwright/webhook-token".to_string(),
                     Some(
-                        "DryRun" | "NodeRepair" | "LegacyNodeRepair" | "RebootForRepair"
-                        | "NodeClassCEL",
+                        "DryRun"
+                        | "NodeRepair"
+                        | "LegacyNodeRepair"
+                        | "RebootForRepair"
+                        | "NodeClassCEL"
+                        | "TerminateFirstDrift"
+                        | "TerminateFirstRepair",
                     ) => "false".to_string(),
                     Some("FollowUps") => "true".to_string(),
                     Some("TickFollowUpQueue") => {

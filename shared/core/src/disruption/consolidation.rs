@@ -1,7 +1,7 @@
-//! Commands: deleting empty nodes, replacing expired or drifted ones, and consolidation (multi-node
-//! first, then single nodes; N→1 strictly cheaper, N→M with a margin, and room kept for
-//! kube-scheduler's spreading), each checked by re-running the scheduler over the cluster without
-//! the candidates.
+//! Commands: deleting empty nodes, and consolidation (multi-node first, then single nodes; N→1
+//! strictly cheaper, N→M with a margin, and room kept for kube-scheduler's spreading), each
+//! checked by re-running the scheduler over the cluster without the candidates; and where a
+//! candidate's pods would go ([`simulate`]), which drift and repair share.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,6 +30,7 @@ pub(crate) fn delete_all(candidates: &[&Candidate], reason: Reason) -> Vec<Disru
         replacements: Vec::new(),
         savings: round4(candidates.iter().map(|c| c.price).sum()),
         moves: Vec::new(),
+        terminate_first: None,
     }]
 }
 
@@ -191,75 +192,6 @@ pub(crate) fn simulate_with_room(
     }
 }
 
-/// Expired and drifted nodes, one command each (budgets already applied).
-pub(crate) fn replace_each(
-    snapshot: &Snapshot,
-    catalog: &Catalog,
-    candidates: &[&Candidate],
-    reason: Reason,
-    now: i64,
-    blocked: &mut Vec<Blocked>,
-) -> Vec<Disruption> {
-    let mut out = Vec::new();
-    let mut staged: BTreeMap<&str, i64> = BTreeMap::new();
-    for c in candidates {
-        let moved = match c.pool.replicas {
-            Some(replicas) => {
-                let staged = staged.entry(c.pool.name.as_str()).or_insert(0);
-                super::static_drift::static_room(snapshot, c.pool, replicas, *staged).and_then(
-                    |()| {
-                        *staged += 1;
-                        replace_static(snapshot, catalog, c, now)
-                    },
-                )
-            }
-            None => simulate(snapshot, catalog, &[c], now),
-        };
-        match moved {
-            Ok(moved) => {
-                let replacements: Vec<Replacement> =
-                    moved.claims.into_iter().map(replacement_of).collect();
-                let cost: f64 = replacements.iter().map(|r| r.price).sum();
-                out.push(Disruption {
-                    command: if replacements.is_empty() {
-                        Command::Delete
-                    } else {
-                        Command::Replace
-                    },
-                    reason,
-                    nodes: vec![c.node.name.clone()],
-                    replacement: (replacements.len() == 1).then(|| replacements[0].clone()),
-                    replacements,
-                    savings: round4(c.price - cost),
-                    moves: moved.onto,
-                });
-            }
-            Err(why) => blocked.push(Blocked {
-                node: c.node.name.clone(),
-                reason: format!("{}: {why}", reason.as_str()),
-            }),
-        }
-    }
-    out
-}
-
-/// A static pool's node is replaced by the node its template launches (the pool keeps its
-/// replicas), whatever its pods need: they move onto that node, planned as in flight, or
-/// elsewhere.
-/// A static pool's drifted node replaced by its template's node, the candidate's pods placed
-/// with that node in flight.
-fn replace_static(
-    snapshot: &Snapshot,
-    catalog: &Catalog,
-    c: &Candidate,
-    now: i64,
-) -> Result<Moved, String> {
-    let (claim, with) = super::static_drift::staged(snapshot, catalog, c, now)?;
-    let mut moved = simulate(&with, catalog, &[c], now)?;
-    moved.claims.insert(0, claim);
-    Ok(moved)
-}
-
 pub(crate) fn replacement_of(claim: NewNodeClaim) -> Replacement {
     Replacement {
         instance_types: claim.instance_types.clone(),
@@ -334,6 +266,7 @@ pub(crate) fn consolidation(
         replacements,
         savings: round4(total - price),
         moves: onto,
+        terminate_first: None,
     })
 }
 

@@ -17,9 +17,11 @@ pub use self::balanced::{Score, BALANCED_K};
 use self::budget::Budgets;
 pub use self::budget::Reason;
 use self::candidates::{candidates, settled, Applies, Candidate, Prices};
-use self::consolidation::{consolidate, delete_all, replace_each};
+use self::consolidation::{consolidate, delete_all};
 use self::drift::drifted;
 pub use self::drift::{drift, INSTANCE_TYPE_CHECK_AFTER};
+use self::replace::replace_each;
+pub use self::replace::STATIC_AT_LIMIT;
 use crate::catalog::Catalog;
 use crate::model::{ConsolidationPolicy, Snapshot};
 use crate::plan::NewNodeClaim;
@@ -102,6 +104,11 @@ pub struct Disruption {
     /// go to the replacements.
     #[serde(skip)]
     pub moves: Vec<(String, String)>,
+    /// Karpenter's terminate-first reason ([`STATIC_AT_LIMIT`]) for a delete-only command whose
+    /// node goes before anything replaces it, its static pool's refill taking the slot it
+    /// frees; None for every other command.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminate_first: Option<&'static str>,
 }
 
 fn reason_name<S: serde::Serializer>(r: &Reason, s: S) -> Result<S::Ok, S::Error> {
@@ -140,6 +147,7 @@ mod consolidation;
 mod drift;
 mod fleet;
 mod repair;
+mod replace;
 mod static_drift;
 pub use fleet::{fleet_cost, FleetCost};
 pub use repair::{repair_command, RepairPlan};

@@ -10,7 +10,7 @@ use crate::model::Snapshot;
 
 use super::budget::Reason;
 use super::candidates::{pod_cost, Candidate, Prices};
-use super::consolidation::replace_each;
+use super::replace::replace_each;
 use super::Disruption;
 
 /// What repairing a node takes first.

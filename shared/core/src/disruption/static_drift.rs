@@ -1,5 +1,6 @@
-//! Drift replacement in static NodePools: one node launched for each drifted one, from the
-//! pool's template, and only while the pool is at its replicas and below its `limits.nodes`.
+//! Drift and repair replacement in static NodePools: one node launched for each drifted or
+//! unhealthy one, from the pool's template, and only while the pool is at its replicas and below
+//! its `limits.nodes`.
 
 use crate::catalog::Catalog;
 use crate::labels::DISRUPTION_COMMAND;
@@ -9,6 +10,14 @@ use crate::requirements::{Operator, Requirement, Requirements};
 use crate::scheduler::static_claim;
 
 use super::candidates::Candidate;
+
+/// Why a static pool cannot stage a replacement now, in words.
+pub(super) enum NoRoom {
+    /// It is above its replicas: its scale-down goes first.
+    ScalingDown(String),
+    /// It is at its `limits.nodes`.
+    AtLimit(String),
+}
 
 /// Whether a static pool may stage one more replacement, `staged` being staged already by this
 /// plan: not while it is above its replicas (a scale-down goes first), and not past its
@@ -20,7 +29,7 @@ pub(super) fn static_room(
     pool: &NodePool,
     replicas: i64,
     staged: i64,
-) -> Result<(), String> {
+) -> Result<(), NoRoom> {
     let all: Vec<&NodeClaim> = snapshot
         .nodeclaims
         .iter()
@@ -31,15 +40,15 @@ pub(super) fn static_room(
         .filter(|c| !c.deleting && !c.annotations.contains_key(DISRUPTION_COMMAND))
         .count() as i64;
     if staying > replicas {
-        return Err(format!(
+        return Err(NoRoom::ScalingDown(format!(
             "static NodePool is above its {replicas} replica(s); its scale-down goes first"
-        ));
+        )));
     }
     let limit = pool.limits.as_ref().and_then(|l| l.extended.get("nodes"));
     match limit {
-        Some(&limit) if all.len() as i64 + staged >= limit => Err(format!(
+        Some(&limit) if all.len() as i64 + staged >= limit => Err(NoRoom::AtLimit(format!(
             "static NodePool is at its node limit (limits.nodes {limit}) and cannot stage a replacement"
-        )),
+        ))),
         _ => Ok(()),
     }
 }

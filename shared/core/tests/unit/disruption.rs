@@ -999,3 +999,6 @@ fn a_decided_command_is_validated_against_the_cluster_as_it_is_now() {
 
 #[path = "disruption_v1_semantics.rs"]
 mod v1_semantics;
+
+#[path = "disruption_terminate_first.rs"]
+mod terminate_first;

@@ -251,6 +251,7 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
         template_hash: Some(template_hash(p)?),
         // A setting of the cluster, not of the NodePool: the caller applies it.
         min_values_policy: Default::default(),
+        terminate_first: Default::default(),
         replicas: spec.replicas,
     })
 }

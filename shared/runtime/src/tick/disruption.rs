@@ -41,7 +41,7 @@ fn command_key(d: &Disruption) -> String {
     format!(
         "{}/{}:{}",
         d.reason.as_str(),
-        command_name(d.command),
+        command_name(d),
         d.nodes.join(",")
     )
 }
@@ -51,7 +51,7 @@ fn taken_message(d: &Disruption) -> String {
     let mut message = format!(
         "Disrupting Node: {}/{}, savings ${:.4}/h",
         d.reason.as_str(),
-        command_name(d.command),
+        command_name(d),
         d.savings
     );
     for r in &d.replacements {
@@ -72,10 +72,13 @@ fn first_five(types: &[String]) -> String {
     }
 }
 
-fn command_name(c: Command) -> &'static str {
-    match c {
-        Command::Delete => "delete",
-        Command::Replace => "replace",
+/// Karpenter's decision name: `delete`, `replace`, or `terminate-first` for a delete-only
+/// command whose node goes before its static pool refills the slot.
+fn command_name(d: &Disruption) -> &'static str {
+    match (d.command, d.terminate_first) {
+        (_, Some(_)) => "terminate-first",
+        (Command::Delete, None) => "delete",
+        (Command::Replace, None) => "replace",
     }
 }
 
@@ -281,7 +284,7 @@ fn node_event(dump: &ClusterDump, node: &str, reason: &str, message: String) -> 
 /// with no replacement to wait for, drain at once (as Karpenter's would).
 fn carry_out(dump: &ClusterDump, first: &Disruption, now: DateTime<Utc>) -> Vec<Action> {
     let mut actions = vec![Action::Disrupting {
-        command: command_name(first.command),
+        command: command_name(first),
         reason: first.reason.as_str(),
         savings: first.savings,
         replacements: first
@@ -336,11 +339,7 @@ pub(super) fn start(dump: &ClusterDump, command: &Disruption) -> Option<Action> 
         }
     }
     Some(Action::StartDisruption {
-        command: format!(
-            "{}/{}",
-            command.reason.as_str(),
-            command_name(command.command)
-        ),
+        command: format!("{}/{}", command.reason.as_str(), command_name(command)),
         replacements,
         candidates,
     })

@@ -462,6 +462,7 @@ pub async fn persist_unavailable(
 pub fn apply_settings(snapshot: &mut Snapshot, settings: &Settings) {
     for pool in &mut snapshot.nodepools {
         pool.min_values_policy = settings.min_values_policy;
+        pool.terminate_first = settings.terminate_first;
     }
 }
 

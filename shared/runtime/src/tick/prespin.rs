@@ -97,6 +97,9 @@ pub fn prespin(
                 }
             }
             RepairPlan::Go(command) => {
+                if let Some(first) = command.terminate_first {
+                    tracing::info!(node = %node, terminate_first = first, "repairing the node before its replacement: its static NodePool is at its node limit, and its refill takes the slot the node frees");
+                }
                 disruption::as_started(snapshot, &command);
                 out.push(action);
             }

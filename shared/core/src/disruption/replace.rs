@@ -1,0 +1,137 @@
+//! Drift and repair: each node replaced on its own, one command each (budgets already applied).
+//! A dynamic pool's node is replaced by what its pods need; a static pool's by its template's
+//! node, staged first while the pool has room for it. A static pool at its `limits.nodes` has
+//! none: with Karpenter's `TerminateFirstDrift` or `TerminateFirstRepair` gate (the pool's
+//! [`TerminateFirst`](crate::model::TerminateFirst)) the node goes first and the pool's refill
+//! takes the slot it frees; without it the node stays, reported blocked.
+
+use std::collections::BTreeMap;
+
+use crate::catalog::Catalog;
+use crate::model::{NodePool, Snapshot};
+use crate::scheduler::static_claim;
+
+use super::budget::Reason;
+use super::candidates::Candidate;
+use super::consolidation::{replacement_of, round4, simulate, Moved};
+use super::static_drift::{staged, static_room, NoRoom};
+use super::{Blocked, Command, Disruption, Replacement};
+
+/// Karpenter's terminate-first reason for a static pool at its node limit.
+pub const STATIC_AT_LIMIT: &str = "static-at-limit";
+
+/// Expired, drifted and unhealthy nodes, one command each (budgets already applied).
+pub(crate) fn replace_each(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    candidates: &[&Candidate],
+    reason: Reason,
+    now: i64,
+    blocked: &mut Vec<Blocked>,
+) -> Vec<Disruption> {
+    let mut out = Vec::new();
+    let mut staged: BTreeMap<&str, i64> = BTreeMap::new();
+    for c in candidates {
+        let planned = match c.pool.replicas {
+            Some(replicas) => {
+                let staged = staged.entry(c.pool.name.as_str()).or_insert(0);
+                replace_static(snapshot, catalog, (c, reason), (replicas, staged), now)
+            }
+            None => simulate(snapshot, catalog, &[c], now).map(Planned::Replace),
+        };
+        match planned {
+            Ok(Planned::Replace(moved)) => out.push(command(c, reason, moved)),
+            Ok(Planned::TerminateFirst) => out.push(terminate_first(snapshot, catalog, c, reason)),
+            Err(why) => blocked.push(Blocked {
+                node: c.node.name.clone(),
+                reason: format!("{}: {why}", reason.as_str()),
+            }),
+        }
+    }
+    out
+}
+
+/// How a node goes: its replacements first, or (terminate-first) before any.
+enum Planned {
+    Replace(Moved),
+    TerminateFirst,
+}
+
+/// A static pool's node replaced by its template's node (the pool keeps its replicas), the
+/// candidate's pods placed with that node in flight; or, at the pool's node limit and with the
+/// gate on, deleted first.
+fn replace_static(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    (c, reason): (&Candidate, Reason),
+    (replicas, staged_here): (i64, &mut i64),
+    now: i64,
+) -> Result<Planned, String> {
+    match static_room(snapshot, c.pool, replicas, *staged_here) {
+        Ok(()) => {
+            *staged_here += 1;
+            let (claim, with) = staged(snapshot, catalog, c, now)?;
+            let mut moved = simulate(&with, catalog, &[c], now)?;
+            moved.claims.insert(0, claim);
+            Ok(Planned::Replace(moved))
+        }
+        // As Karpenter's, only a pool with no room at all terminates first: one that stages a
+        // replacement in this plan replaces its other nodes later, one at a time.
+        Err(NoRoom::AtLimit(_)) if *staged_here == 0 && terminates_first(c.pool, reason) => {
+            Ok(Planned::TerminateFirst)
+        }
+        Err(NoRoom::AtLimit(why) | NoRoom::ScalingDown(why)) => Err(why),
+    }
+}
+
+/// Whether the pool's gate for `reason` lets its node go before a replacement. A deleting pool
+/// is never refilled, so its node would leave its pods nowhere to go.
+fn terminates_first(pool: &NodePool, reason: Reason) -> bool {
+    let gate = match reason {
+        Reason::Drifted => pool.terminate_first.drift,
+        Reason::Unhealthy => pool.terminate_first.repair,
+        _ => false,
+    };
+    gate && !pool.deleting
+}
+
+/// The command that replaces `c` as `moved` plans.
+fn command(c: &Candidate, reason: Reason, moved: Moved) -> Disruption {
+    let replacements: Vec<Replacement> = moved.claims.into_iter().map(replacement_of).collect();
+    let cost: f64 = replacements.iter().map(|r| r.price).sum();
+    Disruption {
+        command: if replacements.is_empty() {
+            Command::Delete
+        } else {
+            Command::Replace
+        },
+        reason,
+        nodes: vec![c.node.name.clone()],
+        replacement: (replacements.len() == 1).then(|| replacements[0].clone()),
+        replacements,
+        savings: round4(c.price - cost),
+        moves: moved.onto,
+        terminate_first: None,
+    }
+}
+
+/// The delete-only command of a static pool at its node limit: its pods wait for the refill
+/// (or fit elsewhere), which costs what the template's node costs.
+fn terminate_first(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    c: &Candidate,
+    reason: Reason,
+) -> Disruption {
+    let refill = static_claim(snapshot, catalog, c.pool).map_or(c.price, |r| r.price);
+    Disruption {
+        command: Command::Delete,
+        reason,
+        nodes: vec![c.node.name.clone()],
+        replacement: None,
+        replacements: Vec::new(),
+        savings: round4(c.price - refill),
+        moves: Vec::new(),
+        terminate_first: Some(STATIC_AT_LIMIT),
+    }
+}
