@@ -914,3 +914,24 @@ fn consolidate_after_counts_from_the_pods_that_went_not_from_those_that_came() {
     );
     assert_eq!(r["finalNodes"], 0);
 }
+
+/// Reservations first (`examples/simulate/reserved-first.yaml`): a NodePool that allows only
+/// `reserved`, weighted above an on-demand one. The reservation's one instance is taken at the
+/// first scale-up, and every other pod falls through to on-demand at once, then and at the
+/// second scale-up: none waits for the full reservation, and nothing launches twice.
+#[test]
+fn a_reserved_only_pool_fills_its_reservation_and_the_rest_falls_through_at_once() {
+    let r = report(&["--scenario", &repo("examples/simulate/reserved-first.yaml")]);
+    let launches = r["launches"].as_array().unwrap();
+    let of = |pool: &str, capacity: &str| {
+        launches
+            .iter()
+            .filter(|l| l["nodepool"] == pool && l["capacityType"] == capacity)
+            .map(|l| l["at"].as_i64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(of("reserved", "reserved"), vec![31], "{launches:?}");
+    assert_eq!(of("od", "on-demand").len(), 4, "{launches:?}");
+    assert_eq!(launches.len(), 5, "one node per 3-CPU pod: {launches:?}");
+    assert!(r["pendingLatency"]["max"].as_i64().unwrap() <= 90, "{r:#}");
+}

@@ -246,3 +246,97 @@ fn a_metal_reservation_takes_plain_pods_before_on_demand() {
     check(&snap, &plan);
     assert_eq!(taken(&plan), BTreeMap::from([("cr-metal".to_string(), 1)]));
 }
+
+/// The pattern Karpenter's docs give for reservations: a NodePool that allows only `reserved`,
+/// with a higher weight, and an on-demand NodePool to fall through to once the reservations are
+/// full. The reservation's instances are used, the rest falls through, and no pod waits.
+fn reserved_first(pods: Vec<Pod>, reservations: Vec<CapacityReservation>) -> Snapshot {
+    let mut reserved = reserved_pool(&["reserved"]);
+    reserved.name = "reserved".into();
+    reserved.weight = 100;
+    let on_demand = reserved_pool(&["on-demand"]);
+    let mut snap = cluster(pods, on_demand, reservations);
+    snap.nodepools.insert(0, reserved);
+    snap
+}
+
+#[test]
+fn a_reserved_only_pool_fills_its_reservation_and_the_rest_falls_through() {
+    let snap = reserved_first(
+        pods("train", 3, 3000, 4096),
+        vec![reservation("cr-m5", "m5.xlarge", "us-east-1a", 1)],
+    );
+    let planned = plan(&snap);
+    check(&snap, &planned);
+    assert!(planned.unschedulable.is_empty(), "{planned:?}");
+    assert_eq!(taken(&planned), BTreeMap::from([("cr-m5".to_string(), 1)]));
+    let of = |pool: &str| {
+        (planned.nodeclaims.iter())
+            .filter(|c| c.nodepool == pool)
+            .map(|c| c.pods.len())
+            .sum::<usize>()
+    };
+    assert_eq!((of("reserved"), of("default")), (1, 2), "{planned:?}");
+}
+
+/// Over generated clusters in that pattern: no pod waits that would not wait without the
+/// reservations, no plan is dearer, and a reservation that has instances left is used.
+#[test]
+fn generated_reserved_first_clusters_use_their_reservations_and_are_never_dearer() {
+    let types = ["m5.large", "m5.xlarge", "c5.2xlarge", "r5.large"];
+    let zones = ["us-east-1a", "us-east-1b", "us-east-1c"];
+    let mut used = 0;
+    for seed in 1..=30u64 {
+        let mut rng = Rng::new(seed);
+        let all: Vec<Pod> = (0..(2 + rng.below(10)))
+            .map(|i| {
+                let cpu = [250, 500, 1000, 1500][rng.below(4)];
+                pod(&format!("p{i}"), cpu, [256, 1024, 2048][rng.below(3)])
+            })
+            .collect();
+        let reservations: Vec<CapacityReservation> = (0..1 + rng.below(2))
+            .map(|i| {
+                let (t, z) = (types[rng.below(types.len())], zones[rng.below(3)]);
+                reservation(&format!("cr-{i}"), t, z, 1 + rng.below(2))
+            })
+            .collect();
+        let with = reserved_first(all.clone(), reservations);
+        let without = reserved_first(all, Vec::new());
+        let (planned, plain) = (plan(&with), plan(&without));
+        check(&with, &planned);
+        assert!(planned.unschedulable.is_empty(), "seed {seed}: {planned:?}");
+        assert!(plain.unschedulable.is_empty(), "seed {seed}");
+        assert!(
+            planned.cost.hourly <= plain.cost.hourly * 1.0001 + 1e-6,
+            "seed {seed}: {} with reservations, {} without",
+            planned.cost.hourly,
+            plain.cost.hourly
+        );
+        used += usize::from(!taken(&planned).is_empty());
+    }
+    assert_eq!(used, 30, "every cluster has pods a reservation fits");
+}
+
+/// Pods that prefer `reserved` capacity, in a pool that allows on-demand too: the preference
+/// holds while the reservation has instances and is relaxed once it is full, so no pod waits.
+#[test]
+fn a_preference_for_reserved_capacity_is_relaxed_once_the_reservation_is_full() {
+    let prefer = pods("train", 3, 3000, 4096)
+        .into_iter()
+        .map(|mut p| {
+            let mut wanted = fleetwright_core::requirements::Requirements::new();
+            wanted.add(req(CAPACITY_TYPE, Operator::In, &["reserved"]));
+            p.preferred_terms.push((100, wanted));
+            p
+        })
+        .collect();
+    let snap = cluster(
+        prefer,
+        reserved_pool(&["reserved", "on-demand"]),
+        vec![reservation("cr-m5", "m5.xlarge", "us-east-1a", 1)],
+    );
+    let planned = plan(&snap);
+    check(&snap, &planned);
+    assert!(planned.unschedulable.is_empty(), "{planned:?}");
+    assert_eq!(taken(&planned), BTreeMap::from([("cr-m5".to_string(), 1)]));
+}

@@ -29,7 +29,8 @@ impl Ctx<'_> {
         out
     }
 
-    /// An in-flight claim's allocatable: its status, or the smallest type it may still launch as.
+    /// An in-flight claim's allocatable: its status, or the smallest type it may still launch as
+    /// (one its pool offers no more among them: a full reservation's).
     pub(crate) fn claim_allocatable(&self, claim: &NodeClaim) -> Option<Resources> {
         if let Some(a) = &claim.allocatable {
             return Some(a.clone());
@@ -41,9 +42,11 @@ impl Ctx<'_> {
             .iter()
             .enumerate()
             .filter(|(_, t)| allowed.is_none_or(|r| r.has(&t.name)));
+        let others = (pool.inflight_only.iter())
+            .filter(|(name, _)| allowed.is_none_or(|r| r.has(name)))
+            .map(|(_, u)| u);
         let mut smallest: Option<Resources> = None;
-        for (i, _) in candidates {
-            let u = &pool.usable[i];
+        for u in candidates.map(|(i, _)| &pool.usable[i]).chain(others) {
             smallest = Some(match smallest {
                 None => u.clone(),
                 Some(s) if (u.cpu, u.memory) < (s.cpu, s.memory) => u.clone(),

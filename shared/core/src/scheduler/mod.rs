@@ -210,6 +210,9 @@ pub(crate) struct PoolCtx {
     pub limited: Vec<String>,
     /// When no type is left: which of the pool's requirements emptied it, in which catalog.
     pub empty: Option<String>,
+    /// What the types of its in-flight NodeClaims hold that the pool offers no more (a full
+    /// reservation's type, in a pool that allows `reserved` only): they still launch.
+    pub inflight_only: Vec<(String, Resources)>,
 }
 
 /// A pod's constraints at one relaxation level.
@@ -594,5 +597,3 @@ impl<'a> Ctx<'a> {
         run
     }
 }
-
-impl<'c, 'a> Run<'c, 'a> {}

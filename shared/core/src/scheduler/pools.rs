@@ -161,6 +161,7 @@ pub(crate) fn pool_ctx(snapshot: &Snapshot, pool: &NodePool, all: &[InstanceType
         .zip(&ds_overhead)
         .map(|(t, o)| t.allocatable.minus(o))
         .collect();
+    let inflight_only = inflight_only(snapshot, pool, all, &types, &daemons);
     let (remaining, nodes_left) = pool_remaining(snapshot, pool, &types);
     let min_values = pool
         .requirements
@@ -190,7 +191,50 @@ pub(crate) fn pool_ctx(snapshot: &Snapshot, pool: &NodePool, all: &[InstanceType
         min_values,
         limited,
         empty: None,
+        inflight_only,
     }
+}
+
+/// The usable room (allocatable less the DaemonSets' share) of each type a not-yet-joined
+/// NodeClaim of the pool names that the pool's own types no longer hold: a reservation the claim
+/// took is full now, so its type has no offering left for a pool that allows `reserved` only.
+/// The claim still launches, and its pods must not be planned again.
+fn inflight_only(
+    snapshot: &Snapshot,
+    pool: &NodePool,
+    all: &[InstanceType],
+    types: &[InstanceType],
+    daemons: &[&DaemonSet],
+) -> Vec<(String, Resources)> {
+    let mut named: BTreeSet<&str> = snapshot
+        .nodeclaims
+        .iter()
+        .filter(|c| c.nodepool == pool.name && c.node_name.is_none() && !c.deleting)
+        .filter_map(|c| c.requirements.get(INSTANCE_TYPE))
+        .filter(|r| !r.is_complement())
+        .flat_map(|r| r.values().iter().map(String::as_str))
+        .collect();
+    if named.is_empty() {
+        return Vec::new();
+    }
+    for t in types {
+        named.remove(t.name.as_str());
+    }
+    all.iter()
+        .filter(|t| named.contains(t.name.as_str()))
+        .map(|t| {
+            let mut usable = t.allocatable.clone();
+            for d in daemons {
+                if t.requirements
+                    .intersects(&d.pod.strict_requirements())
+                    .is_ok()
+                {
+                    usable = usable.minus(&d.pod.requests);
+                }
+            }
+            (t.name.clone(), usable)
+        })
+        .collect()
 }
 
 /// Limits minus what the pool's nodes and in-flight claims already hold. A claim whose capacity
