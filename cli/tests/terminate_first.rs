@@ -45,6 +45,18 @@ fn a_static_pool_at_its_node_limit_deletes_each_drifted_node_first() {
         .count();
     assert_eq!(terminated_first, 3, "{log}");
     assert_eq!(r["peakNodes"], 3, "never a node over limits.nodes: {r:#}");
+    // Nor a NodeClaim: each launched after the one it refills was deleted (its instance gone).
+    let mut live = 0;
+    let mut most = 0;
+    for line in log.lines() {
+        if line.contains("\tlaunched nodeclaim\t") {
+            live += 1;
+        } else if line.contains("\tdeleted nodeclaim\t") {
+            live -= 1;
+        }
+        most = most.max(live);
+    }
+    assert_eq!((most, live), (3, 3), "{log}");
     assert_eq!(r["instancesLaunched"], 6, "{r:#}");
     assert_eq!(r["finalNodes"], 3, "{r:#}");
     // Each refill launches only once its node's instance is gone, so a pod waits for it.

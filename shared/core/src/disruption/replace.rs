@@ -3,7 +3,8 @@
 //! node, staged first while the pool has room for it. A static pool at its `limits.nodes` has
 //! none: with Karpenter's `TerminateFirstDrift` or `TerminateFirstRepair` gate (the pool's
 //! [`TerminateFirst`](crate::model::TerminateFirst)) the node goes first and the pool's refill
-//! takes the slot it frees; without it the node stays, reported blocked.
+//! takes the slot it frees; without it the node stays, reported blocked, as it does when the
+//! pool's template launches nothing now (nothing would refill the slot).
 
 use std::collections::BTreeMap;
 
@@ -41,7 +42,7 @@ pub(crate) fn replace_each(
         };
         match planned {
             Ok(Planned::Replace(moved)) => out.push(command(c, reason, moved)),
-            Ok(Planned::TerminateFirst) => out.push(terminate_first(snapshot, catalog, c, reason)),
+            Ok(Planned::TerminateFirst(refill)) => out.push(terminate_first(c, reason, refill)),
             Err(why) => blocked.push(Blocked {
                 node: c.node.name.clone(),
                 reason: format!("{}: {why}", reason.as_str()),
@@ -51,10 +52,11 @@ pub(crate) fn replace_each(
     out
 }
 
-/// How a node goes: its replacements first, or (terminate-first) before any.
+/// How a node goes: its replacements first, or (terminate-first) before any, its refill
+/// costing this much an hour.
 enum Planned {
     Replace(Moved),
-    TerminateFirst,
+    TerminateFirst(f64),
 }
 
 /// A static pool's node replaced by its template's node (the pool keeps its replicas), the
@@ -77,8 +79,16 @@ fn replace_static(
         }
         // As Karpenter's, only a pool with no room at all terminates first: one that stages a
         // replacement in this plan replaces its other nodes later, one at a time.
-        Err(NoRoom::AtLimit(_)) if *staged_here == 0 && terminates_first(c.pool, reason) => {
-            Ok(Planned::TerminateFirst)
+        Err(NoRoom::AtLimit(why)) if *staged_here == 0 && terminates_first(c.pool, reason) => {
+            // Beyond Karpenter, which asks only that the pool be ready: a template that
+            // launches nothing now (a requirement mistyped in the very change that drifted the
+            // node) would empty the pool node by node, so its nodes stay.
+            match static_claim(snapshot, catalog, c.pool) {
+                Some(refill) => Ok(Planned::TerminateFirst(refill.price)),
+                None => Err(format!(
+                    "{why}, and its template launches no instance type now, so nothing would refill it"
+                )),
+            }
         }
         Err(NoRoom::AtLimit(why) | NoRoom::ScalingDown(why)) => Err(why),
     }
@@ -116,14 +126,8 @@ fn command(c: &Candidate, reason: Reason, moved: Moved) -> Disruption {
 }
 
 /// The delete-only command of a static pool at its node limit: its pods wait for the refill
-/// (or fit elsewhere), which costs what the template's node costs.
-fn terminate_first(
-    snapshot: &Snapshot,
-    catalog: &Catalog,
-    c: &Candidate,
-    reason: Reason,
-) -> Disruption {
-    let refill = static_claim(snapshot, catalog, c.pool).map_or(c.price, |r| r.price);
+/// (or fit elsewhere), which costs `refill` an hour.
+fn terminate_first(c: &Candidate, reason: Reason, refill: f64) -> Disruption {
     Disruption {
         command: Command::Delete,
         reason,

@@ -165,3 +165,27 @@ fn with_the_repair_gate_an_unhealthy_node_at_the_node_limit_is_repaired_first() 
         other => panic!("{other:?}"),
     }
 }
+
+/// A template that launches nothing now (a family mistyped in the very change that drifted the
+/// nodes) would never refill a slot: the nodes stay, whatever the gates say.
+#[test]
+fn a_pool_whose_template_launches_nothing_never_terminates_first() {
+    let mut c = at_limit("100%");
+    c.snapshot.nodepools[0].terminate_first.drift = true;
+    c.snapshot.nodepools[0].terminate_first.repair = true;
+    c.snapshot.nodepools[0].requirements.replace(
+        Requirement::new(crate::labels::INSTANCE_FAMILY, Operator::In, &["c55"]).expect("valid"),
+    );
+    let plan = c.plan();
+    assert!(plan.disruptions.is_empty(), "{plan:?}");
+    let refused = plan
+        .blocked
+        .iter()
+        .filter(|b| b.reason.contains("nothing would refill it"))
+        .count();
+    assert_eq!(refused, 2, "{:?}", plan.blocked);
+    assert!(matches!(
+        repair_command(&c.snapshot, Catalog::embedded(), "n1", NOW),
+        RepairPlan::Unplaceable(ref why) if why.contains("nothing would refill it")
+    ));
+}

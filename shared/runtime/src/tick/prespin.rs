@@ -13,10 +13,11 @@
 //!
 //! A node that is `Ready` runs its pods, so its repair never takes them away before their new
 //! place is ready: when they cannot all be planned first (a NodePool at its limits, a static
-//! pool at its node limit, a pod no pool takes) the repair waits and says why, and when a
-//! replacement is gone or late the command is abandoned, to be planned afresh. A node that is
-//! not `Ready` runs nothing: it is repaired without replacements in those cases (as Karpenter's
-//! `TerminateFirstRepair` gate would), and its pods planned once it is gone. A node healthy
+//! pool at its node limit, unless the `TerminateFirstRepair` gate lets that one go first, a pod
+//! no pool takes) the repair waits and says why, and when a replacement is gone or late the
+//! command is abandoned, to be planned afresh. A node that is not `Ready` runs nothing: it is
+//! repaired without replacements in those cases, whatever the gate says, and its pods planned
+//! once it is gone. A node healthy
 //! again (or marked `do-not-repair`, or in a pool now more than 20 % unhealthy) before its
 //! replacements are ready keeps running: the command is abandoned, and the replacements that
 //! have not initialized are deleted.
