@@ -134,6 +134,9 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     dump.node_class_cel = args.node_class_cel;
     let mut snapshot = readable_snapshot(&mut dump, &source)?;
     note_unspread(&dump, &snapshot);
+    for note in crate::pools::uncounted_reservations(&dump) {
+        eprintln!("note: {note}");
+    }
     let policy = match args.min_values_policy {
         MinValuesArg::Strict => MinValuesPolicy::Strict,
         MinValuesArg::BestEffort => MinValuesPolicy::BestEffort,

@@ -1525,3 +1525,61 @@ fn a_statefulsets_stand_in_pods_count_their_template_claims_against_attach_limit
         "{plan:#}"
     );
 }
+
+/// Karpenter writes capacity reservations into an EC2NodeClass's status without a count (it
+/// asks EC2), so a dump of its cluster cannot plan with them: the plan says so, names them and
+/// says how to give the count, and plans with it once given.
+#[test]
+fn reservations_a_dump_lists_without_a_count_are_named_with_what_to_add() {
+    let dump = r#"apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: reserved}
+spec:
+  weight: 100
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: karpenter.sh/capacity-type, operator: In, values: ["reserved"]}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  amiSelectorTerms: [{alias: al2023@latest}]
+  role: KarpenterNodeRole-x
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: x}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: x}}]
+  capacityReservationSelectorTerms: [{id: cr-0a1b2c3d4e5f60001}]
+status:
+  capacityReservations:
+  - {id: cr-0a1b2c3d4e5f60001, instanceType: m6i.xlarge, availabilityZone: us-east-1a, ownerID: "123456789012", instanceMatchCriteria: targeted, reservationType: default, state: active}
+"#;
+    let pending = "---\napiVersion: v1\nkind: Pod\nmetadata: {name: p1, namespace: default}\nspec:\n  containers: [{name: c, image: x, resources: {requests: {cpu: \"3\", memory: 4Gi}}}]\n";
+    let out = fleetwright(&[
+        "plan",
+        "--cluster",
+        &write_temp("uncounted.yaml", &format!("{dump}{pending}")),
+        "-o",
+        "table",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("ec2nodeclass \"default\" lists capacity reservation(s) cr-0a1b2c3d4e5f60001 without status.capacityReservations[].availableInstanceCount"),
+        "{stderr}"
+    );
+    let counted = dump.replace(
+        "state: active}",
+        "state: active, availableInstanceCount: 1}",
+    );
+    let out = fleetwright(&[
+        "plan",
+        "--cluster",
+        &write_temp("counted.yaml", &format!("{counted}{pending}")),
+        "-o",
+        "table",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("availableInstanceCount"));
+    assert!(stdout.contains("reserved"), "{stdout}");
+}

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::Catalog;
-use crate::labels::{CAPACITY_SPOT, CAPACITY_TYPE, INSTANCE_TYPE, ZONE};
+use crate::labels::{CAPACITY_RESERVED, CAPACITY_SPOT, CAPACITY_TYPE, INSTANCE_TYPE, ZONE};
 use crate::model::Snapshot;
 use crate::plan::NewNodeClaim;
 use crate::scheduler::{schedule, ScheduleOptions};
@@ -304,23 +304,28 @@ pub(crate) fn split(
 ) -> Result<Vec<Replacement>, String> {
     let count = claims.len();
     let ceiling = total * (1.0 - MIN_SPLIT_SAVINGS);
-    let cheapest: f64 = claims.iter().map(|c| c.price).sum();
+    let mut replacements = Vec::new();
+    let mut paid = Vec::new();
+    for claim in claims {
+        match into_reservation(&claim, ceiling, candidates) {
+            Some(reserved) => replacements.push(reserved),
+            None => paid.push(claim),
+        }
+    }
+    let cheapest: f64 = paid.iter().map(|c| c.price).sum();
     let short = || {
         format!(
             "its pods would need {count} new nodes at ${cheapest:.4}/h, not {:.0} % under its ${total:.4}/h",
             MIN_SPLIT_SAVINGS * 100.0
         )
     };
-    if cheapest <= 0.0 || cheapest >= ceiling {
+    if !paid.is_empty() && (cheapest <= 0.0 || cheapest >= ceiling) {
         return Err(short());
     }
-    let replacements = claims
-        .into_iter()
-        .map(|claim| {
-            let share = ceiling * claim.price / cheapest;
-            cheaper(catalog, claim, share, candidates)
-        })
-        .collect::<Result<Vec<_>, String>>()?;
+    for claim in paid {
+        let share = ceiling * claim.price / cheapest;
+        replacements.push(cheaper(catalog, claim, share, candidates)?);
+    }
     let price: f64 = replacements.iter().map(|r| r.price).sum();
     if price >= ceiling {
         return Err(short());
@@ -366,6 +371,9 @@ pub(crate) fn cheaper(
             .unwrap_or_else(|| "on-demand".into())
     };
     let capacity = capacity.as_str();
+    if let Some(reserved) = into_reservation(&claim, ceiling, candidates) {
+        return Ok(reserved);
+    }
     // A node is never replaced by one of its own type: that moves pods for a zone's price
     // difference, and the next spot price change undoes it.
     let own: Vec<&str> = candidates
@@ -411,6 +419,36 @@ pub(crate) fn cheaper(
     nodeclaim.price = price;
     narrow_types(&mut nodeclaim)?;
     Ok(replacement_of(nodeclaim))
+}
+
+/// The replacement the plan put into a capacity reservation, strictly cheaper than `ceiling`:
+/// all but free, since a reservation is paid for whether used or not, so even a node of its own
+/// type moves into it (Karpenter prices reservations so, and consolidates onto them). Pinned to
+/// the reservation's type and to reserved capacity: a launch that finds the reservation taken
+/// fails, rather than buy the type again at full price. None for any other claim, and when a
+/// candidate is reserved itself: its reservation is paid for already, and moving it saves
+/// nothing but a rounding of the all-but-free price.
+fn into_reservation(
+    claim: &NewNodeClaim,
+    ceiling: f64,
+    candidates: &[&Candidate],
+) -> Option<Replacement> {
+    claim.reservation.as_ref()?;
+    let reserved = |c: &&Candidate| {
+        c.node.labels.get(CAPACITY_TYPE).map(String::as_str) == Some(CAPACITY_RESERVED)
+    };
+    if claim.price >= ceiling - 1e-9 || candidates.iter().any(reserved) {
+        return None;
+    }
+    let mut pinned = claim.clone();
+    pinned.instance_types.truncate(1);
+    pinned.capacity_types = vec![CAPACITY_RESERVED.to_string()];
+    narrow_types(&mut pinned).ok()?;
+    for r in (pinned.requirements.iter_mut()).filter(|r| r.key == CAPACITY_TYPE) {
+        r.operator = "In".into();
+        r.values = vec![CAPACITY_RESERVED.to_string()];
+    }
+    Some(replacement_of(pinned))
 }
 
 /// The replacement's own instance-type requirement narrowed to its cheaper types, as Karpenter

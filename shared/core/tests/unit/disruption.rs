@@ -1002,3 +1002,6 @@ mod v1_semantics;
 
 #[path = "disruption_terminate_first.rs"]
 mod terminate_first;
+
+#[path = "disruption_reserved.rs"]
+mod reserved;
