@@ -45,11 +45,12 @@ fn a_static_pool_at_its_node_limit_deletes_each_drifted_node_first() {
         .count();
     assert_eq!(terminated_first, 3, "{log}");
     assert_eq!(r["peakNodes"], 3, "never a node over limits.nodes: {r:#}");
-    // Nor a NodeClaim: each launched after the one it refills was deleted (its instance gone).
+    // Nor a NodeClaim (one counts against the limit from its creation): each refill is created
+    // after the NodeClaim it stands in for was deleted, its instance terminated.
     let mut live = 0;
     let mut most = 0;
     for line in log.lines() {
-        if line.contains("\tlaunched nodeclaim\t") {
+        if line.contains("\tcreated nodeclaim\t") {
             live += 1;
         } else if line.contains("\tdeleted nodeclaim\t") {
             live -= 1;

@@ -1,8 +1,9 @@
 //! Capacity reservations in the scheduler, with Karpenter's semantics: a pool that allows the
 //! capacity type `reserved` launches into its EC2NodeClass's reservations before spot or
 //! on-demand (a reserved offering costs the on-demand price / 10^7); a reservation is taken by no
-//! more NodeClaims than it has instances; pods that select a reservation (or a pool that allows
-//! only `reserved`) wait when the reservations are used up; an expiring capacity block takes
+//! more NodeClaims than it has instances; pods that select a reservation wait when the
+//! reservations are used up, while those of a pool that allows only `reserved` fall through to
+//! the next pool; an expiring capacity block takes
 //! nothing; and reservations never make a plan dearer than the same cluster without them.
 //! Checked over generated clusters with the independent plan checker.
 
@@ -339,4 +340,39 @@ fn a_preference_for_reserved_capacity_is_relaxed_once_the_reservation_is_full() 
     check(&snap, &planned);
     assert!(planned.unschedulable.is_empty(), "{planned:?}");
     assert_eq!(taken(&planned), BTreeMap::from([("cr-m5".to_string(), 1)]));
+}
+
+/// A reserved-only pool's `limits` hold over the whole plan, the NodeClaims kept in a
+/// reservation that the plan filled counting as the type they launch as (a reservation's type
+/// its pool offers no more once it is full).
+#[test]
+fn a_reserved_only_pools_limits_hold_with_its_reservations_filled() {
+    let mut snap = reserved_first(
+        pods("batch", 30, 1500, 1024),
+        vec![
+            reservation("cr-big", "m5.4xlarge", "us-east-1a", 1),
+            reservation("cr-small", "m5.large", "us-east-1b", 40),
+        ],
+    );
+    snap.nodepools[0].limits = Some(fleetwright_core::resources::Resources {
+        cpu: 40_000,
+        ..Default::default()
+    });
+    let planned = plan(&snap);
+    check(&snap, &planned);
+    let types = catalog_types();
+    let cpu: i64 = (planned.nodeclaims.iter())
+        .filter(|c| c.nodepool == "reserved")
+        .map(|c| {
+            (c.instance_types.iter())
+                .map(|t| types[t].capacity.cpu)
+                .max()
+                .unwrap_or(0)
+        })
+        .sum();
+    assert!(
+        cpu <= 40_000,
+        "{cpu} millicores planned in the pool: {planned:?}"
+    );
+    assert!(planned.unschedulable.is_empty(), "{planned:?}");
 }

@@ -6,9 +6,11 @@
 //! takes the slot it frees; without it the node stays, reported blocked, as it does when the
 //! pool's template launches nothing now (nothing would refill the slot).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::catalog::Catalog;
+use crate::labels::RESERVATION_ID;
 use crate::model::{NodePool, Snapshot};
 use crate::scheduler::static_claim;
 
@@ -83,7 +85,7 @@ fn replace_static(
             // Beyond Karpenter, which asks only that the pool be ready: a template that
             // launches nothing now (a requirement mistyped in the very change that drifted the
             // node) would empty the pool node by node, so its nodes stay.
-            match static_claim(snapshot, catalog, c.pool) {
+            match static_claim(&credited(snapshot, c), catalog, c.pool) {
                 Some(refill) => Ok(Planned::TerminateFirst(refill.price)),
                 None => Err(format!(
                     "{why}, and its template launches no instance type now, so nothing would refill it"
@@ -92,6 +94,22 @@ fn replace_static(
         }
         Err(NoRoom::AtLimit(why) | NoRoom::ScalingDown(why)) => Err(why),
     }
+}
+
+/// The snapshot with the capacity reservation the candidate runs in given its slot back, as
+/// Karpenter credits it: a static pool sized to its reservation keeps it full, and the slot the
+/// node frees is the one its refill launches into.
+fn credited<'s>(snapshot: &'s Snapshot, c: &Candidate) -> Cow<'s, Snapshot> {
+    let Some(id) = c.node.labels.get(RESERVATION_ID) else {
+        return Cow::Borrowed(snapshot);
+    };
+    let mut out = snapshot.clone();
+    for class in out.node_classes.values_mut() {
+        for r in class.reservations.iter_mut().filter(|r| &r.id == id) {
+            r.available += 1;
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// Whether the pool's gate for `reason` lets its node go before a replacement. A deleting pool

@@ -42,8 +42,9 @@ impl Ctx<'_> {
             .iter()
             .enumerate()
             .filter(|(_, t)| allowed.is_none_or(|r| r.has(&t.name)));
+        // Only a type the claim names itself: the others are other claims'.
         let others = (pool.inflight_only.iter())
-            .filter(|(name, _)| allowed.is_none_or(|r| r.has(name)))
+            .filter(|(name, _)| allowed.is_some_and(|r| !r.is_complement() && r.has(name)))
             .map(|(_, u)| u);
         let mut smallest: Option<Resources> = None;
         for u in candidates.map(|(i, _)| &pool.usable[i]).chain(others) {

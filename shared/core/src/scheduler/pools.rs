@@ -162,7 +162,7 @@ pub(crate) fn pool_ctx(snapshot: &Snapshot, pool: &NodePool, all: &[InstanceType
         .map(|(t, o)| t.allocatable.minus(o))
         .collect();
     let inflight_only = inflight_only(snapshot, pool, all, &types, &daemons);
-    let (remaining, nodes_left) = pool_remaining(snapshot, pool, &types);
+    let (remaining, nodes_left) = pool_remaining(snapshot, pool, &types, all);
     let min_values = pool
         .requirements
         .iter()
@@ -195,8 +195,8 @@ pub(crate) fn pool_ctx(snapshot: &Snapshot, pool: &NodePool, all: &[InstanceType
     }
 }
 
-/// The usable room (allocatable less the DaemonSets' share) of each type a not-yet-joined
-/// NodeClaim of the pool names that the pool's own types no longer hold: a reservation the claim
+/// The usable room (allocatable less the DaemonSets' share) of each type a NodeClaim of the pool
+/// names (in flight, or joined but not yet initialized) that the pool's own types no longer hold: a reservation the claim
 /// took is full now, so its type has no offering left for a pool that allows `reserved` only.
 /// The claim still launches, and its pods must not be planned again.
 fn inflight_only(
@@ -209,7 +209,7 @@ fn inflight_only(
     let mut named: BTreeSet<&str> = snapshot
         .nodeclaims
         .iter()
-        .filter(|c| c.nodepool == pool.name && c.node_name.is_none() && !c.deleting)
+        .filter(|c| c.nodepool == pool.name && !c.deleting)
         .filter_map(|c| c.requirements.get(INSTANCE_TYPE))
         .filter(|r| !r.is_complement())
         .flat_map(|r| r.values().iter().map(String::as_str))
@@ -245,6 +245,7 @@ pub(crate) fn pool_remaining(
     snapshot: &Snapshot,
     pool: &NodePool,
     types: &[InstanceType],
+    all: &[InstanceType],
 ) -> (Option<Resources>, Option<i64>) {
     let Some(limits) = &pool.limits else {
         return (None, None);
@@ -275,7 +276,7 @@ pub(crate) fn pool_remaining(
         }
         match claim.capacity.as_ref().or(claim.allocatable.as_ref()) {
             Some(c) if !c.is_zero() => used.add(c),
-            _ => used.add(&largest_option(claim, types)),
+            _ => used.add(&largest_option(claim, types, all)),
         }
         count += 1;
     }
@@ -298,22 +299,28 @@ pub(crate) fn pool_remaining(
 }
 
 /// The most of each resource an in-flight claim may hold: its launched type's capacity when its
-/// labels name one, else the largest of the pool's types its requirements allow (all of them,
-/// when none matches: never less than it may be).
-fn largest_option(claim: &NodeClaim, types: &[InstanceType]) -> Resources {
+/// labels name one, else the largest of the pool's types its requirements allow; else of the
+/// types it names that the pool offers no more (a full reservation's, in a pool that allows
+/// only `reserved`); else of all the pool's types: never less than it may be.
+fn largest_option(claim: &NodeClaim, types: &[InstanceType], all: &[InstanceType]) -> Resources {
     let launched = claim.labels.get(crate::labels::INSTANCE_TYPE);
-    if let Some(t) = launched.and_then(|name| types.iter().find(|t| &t.name == name)) {
+    let known = |name: &String| types.iter().chain(all).find(|t| &t.name == name);
+    if let Some(t) = launched.and_then(known) {
         return t.capacity.clone();
     }
-    let allowed: Vec<&InstanceType> = types
+    let mut options: Vec<&InstanceType> = types
         .iter()
         .filter(|t| t.requirements.intersects(&claim.requirements).is_ok())
         .collect();
-    let options: Vec<&InstanceType> = if allowed.is_empty() {
-        types.iter().collect()
-    } else {
-        allowed
-    };
+    if options.is_empty() {
+        let named = claim.requirements.get(crate::labels::INSTANCE_TYPE);
+        if let Some(r) = named.filter(|r| !r.is_complement()) {
+            options = all.iter().filter(|t| r.has(&t.name)).collect();
+        }
+    }
+    if options.is_empty() {
+        options = types.iter().collect();
+    }
     let mut out = Resources::default();
     for t in options {
         out.max_with(&t.capacity);

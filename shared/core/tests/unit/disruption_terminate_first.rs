@@ -189,3 +189,50 @@ fn a_pool_whose_template_launches_nothing_never_terminates_first() {
         RepairPlan::Unplaceable(ref why) if why.contains("nothing would refill it")
     ));
 }
+
+/// A static pool sized to its capacity reservation keeps it full: the slot the drifted node
+/// frees is its refill's, so it terminates first (Karpenter credits the slot back).
+#[test]
+fn a_static_pool_in_its_full_reservation_terminates_first_into_the_freed_slot() {
+    let mut c = at_limit("1");
+    c.snapshot.nodepools[0].terminate_first.drift = true;
+    c.snapshot.nodepools[0]
+        .requirements
+        .replace(Requirement::in_values(
+            crate::labels::CAPACITY_TYPE,
+            ["reserved".to_string()],
+        ));
+    c.snapshot.nodepools[0].requirements.replace(
+        Requirement::new(crate::labels::INSTANCE_FAMILY, Operator::In, &["c5"]).expect("valid"),
+    );
+    c.snapshot.node_classes.insert(
+        "default".into(),
+        crate::catalog::NodeClassSettings {
+            reservations: vec![crate::catalog::CapacityReservation {
+                id: "cr-0123456789abcdef0".into(),
+                instance_type: "c5.2xlarge".into(),
+                zone: ZONE_A.into(),
+                kind: "default".into(),
+                interruptible: false,
+                state: "active".into(),
+                available: 0,
+            }],
+            ..Default::default()
+        },
+    );
+    for (node, claim) in c.snapshot.nodes.iter_mut().zip(&mut c.snapshot.nodeclaims) {
+        for labels in [&mut node.labels, &mut claim.labels] {
+            labels.insert(RESERVATION_ID.into(), "cr-0123456789abcdef0".into());
+            labels.insert(CAPACITY_TYPE.into(), "reserved".into());
+        }
+    }
+    let plan = c.plan();
+    assert_eq!(plan.disruptions.len(), 1, "{plan:?}");
+    assert_eq!(plan.disruptions[0].terminate_first, Some(STATIC_AT_LIMIT));
+    // A node outside the reservation frees no slot in it: nothing would refill it.
+    for node in &mut c.snapshot.nodes {
+        node.labels.remove(RESERVATION_ID);
+    }
+    let plan = c.plan();
+    assert!(plan.disruptions.is_empty(), "{plan:?}");
+}
