@@ -1581,5 +1581,12 @@ status:
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("availableInstanceCount"));
-    assert!(stdout.contains("reserved"), "{stdout}");
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("reserved"))
+        .unwrap_or_default();
+    assert!(
+        row.contains("0.0000 reserved"),
+        "a reserved NodeClaim: {stdout}"
+    );
 }

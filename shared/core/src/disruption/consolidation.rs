@@ -434,6 +434,11 @@ fn into_reservation(
     candidates: &[&Candidate],
 ) -> Option<Replacement> {
     claim.reservation.as_ref()?;
+    // One type may not meet a `minValues` on another key (families, say): such a pool keeps
+    // its replacements as the packing gave them.
+    if claim.requirements.iter().any(|r| r.min_values.is_some()) {
+        return None;
+    }
     let reserved = |c: &&Candidate| {
         c.node.labels.get(CAPACITY_TYPE).map(String::as_str) == Some(CAPACITY_RESERVED)
     };

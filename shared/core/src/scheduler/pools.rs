@@ -299,9 +299,9 @@ pub(crate) fn pool_remaining(
 }
 
 /// The most of each resource an in-flight claim may hold: its launched type's capacity when its
-/// labels name one, else the largest of the pool's types its requirements allow; else of the
-/// types it names that the pool offers no more (a full reservation's, in a pool that allows
-/// only `reserved`); else of all the pool's types: never less than it may be.
+/// labels name one, else the largest of the pool's types its requirements allow and of the
+/// types it names, offered or not (a full reservation's, in a pool that allows only
+/// `reserved`); else of all the pool's types: never less than it may be.
 fn largest_option(claim: &NodeClaim, types: &[InstanceType], all: &[InstanceType]) -> Resources {
     let launched = claim.labels.get(crate::labels::INSTANCE_TYPE);
     let known = |name: &String| types.iter().chain(all).find(|t| &t.name == name);
@@ -312,11 +312,11 @@ fn largest_option(claim: &NodeClaim, types: &[InstanceType], all: &[InstanceType
         .iter()
         .filter(|t| t.requirements.intersects(&claim.requirements).is_ok())
         .collect();
-    if options.is_empty() {
-        let named = claim.requirements.get(crate::labels::INSTANCE_TYPE);
-        if let Some(r) = named.filter(|r| !r.is_complement()) {
-            options = all.iter().filter(|t| r.has(&t.name)).collect();
-        }
+    // Every type it names counts too, offered or not: one may have launched into a reservation
+    // that its own launch filled.
+    let named = claim.requirements.get(crate::labels::INSTANCE_TYPE);
+    if let Some(r) = named.filter(|r| !r.is_complement()) {
+        options.extend(all.iter().filter(|t| r.has(&t.name)));
     }
     if options.is_empty() {
         options = types.iter().collect();
