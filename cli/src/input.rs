@@ -104,7 +104,7 @@ fn gaps(dump: &ClusterDump) -> Vec<String> {
             let labels = n.metadata.labels.as_ref();
             let owned = labels.is_some_and(|l| l.contains_key(NODEPOOL));
             let provider = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-            owned && !provider.is_some_and(|p| claimed.contains(p))
+            owned && !provider.is_some_and(|p| claimed.contains(p)) && !dump.foreign.has_node(n)
         })
         .filter_map(|n| n.metadata.name.as_deref())
         .collect();

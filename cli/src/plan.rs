@@ -88,6 +88,11 @@ pub struct PlanArgs {
     /// `FLEETWRIGHT_TERMINATE_FIRST_REPAIR` (Karpenter's `TerminateFirstRepair` feature gate).
     #[arg(long, requires = "node_repair")]
     pub terminate_first_repair: bool,
+    /// Let consolidation replace spot nodes with cheaper spot nodes, as the tick does with
+    /// `FLEETWRIGHT_SPOT_TO_SPOT_CONSOLIDATION` (Karpenter's `SpotToSpotConsolidation` feature
+    /// gate, off by default: spot nodes are then only deleted, never replaced).
+    #[arg(long)]
+    pub spot_to_spot_consolidation: bool,
     /// Karpenter v1.15's scheduler config document (YAML or JSON; Karpenter's own format, not a
     /// KubeSchedulerConfiguration): its `podTopologySpread.defaultConstraints` are given to pods
     /// without spread constraints of their own, with the selector kube-scheduler deduces from
@@ -147,6 +152,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
             drift: args.terminate_first_drift,
             repair: args.terminate_first_repair,
         };
+        pool.spot_to_spot = args.spot_to_spot_consolidation;
     }
     let loaded = args.catalog.load(Some(&snapshot))?;
     check_kubelet_expressions(&mut dump, &snapshot, &loaded, &source);

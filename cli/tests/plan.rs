@@ -1590,3 +1590,35 @@ status:
         "a reserved NodeClaim: {stdout}"
     );
 }
+
+/// Another provider's NodeClaims (EKS Auto Mode's) are left alone by every step of the tick,
+/// not just planning: no expiry, registration, liveness, drain, finalizer release or
+/// termination, whatever their state.
+#[test]
+fn plan_actions_touch_nothing_of_eks_auto_mode() {
+    let cluster = fixture("warns/auto-mode.yaml");
+    let out = fleetwright(&[
+        "plan",
+        "--actions",
+        "--cluster",
+        &cluster,
+        "--now",
+        "2026-11-25T12:00:00Z",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let actions = json(&out)["actions"].as_array().unwrap().clone();
+    let theirs = [
+        "general-purpose",
+        "ip-10-0-1-1",
+        "ip-10-0-2-2",
+        "i-0auto",
+        "i-0000",
+    ];
+    for a in &actions {
+        let text = a.to_string();
+        assert!(
+            !theirs.iter().any(|t| text.contains(t)),
+            "an action on Auto Mode's objects: {a}"
+        );
+    }
+}

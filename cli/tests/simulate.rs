@@ -69,17 +69,16 @@ fn the_default_scenario_meets_the_hands_on_numbers() {
     let waited = i["maxPendingSeconds"].as_i64().unwrap();
     assert!(waited <= 90, "a displaced pod waited {waited}s");
     assert!(r["pendingLatency"]["max"].as_i64().unwrap() <= 90, "{r:#}");
-    // The load drop is consolidated: cost falls, by an underutilized command.
+    // The load drop is consolidated: cost falls, the node it emptied deleted. The node left
+    // with 3 pods stays: as in Karpenter, spot-to-spot needs 15 spot types cheaper than it in
+    // every zone the replacement may launch in, and it has 14.
     let drop = step(&r, "scale deployment inflate to 3");
     let (before, after) = (
         drop["costBefore"].as_f64().unwrap(),
         drop["costAfter"].as_f64().unwrap(),
     );
     assert!(after < before, "cost {before} -> {after}");
-    assert!(
-        r["disruptions"]["underutilized"].as_u64().unwrap_or(0) >= 1,
-        "{r:#}"
-    );
+    assert_eq!(drop["nodesAfter"], 1, "{drop:#}");
     // Every node is removed after the deletion.
     let delete = step(&r, "delete deployment inflate");
     assert!(delete["nodesBefore"].as_u64().unwrap() > 0, "{delete:#}");

@@ -78,7 +78,7 @@ pub struct Reservation {
 }
 
 /// The settings a scenario may set.
-pub const SETTINGS: [&str; 9] = [
+pub const SETTINGS: [&str; 10] = [
     "FLEETWRIGHT_NODE_REPAIR",
     "FLEETWRIGHT_LEGACY_NODE_REPAIR",
     "FLEETWRIGHT_REBOOT_FOR_REPAIR",
@@ -87,6 +87,7 @@ pub const SETTINGS: [&str; 9] = [
     "FLEETWRIGHT_NODE_CLASS_CEL",
     "FLEETWRIGHT_TERMINATE_FIRST_DRIFT",
     "FLEETWRIGHT_TERMINATE_FIRST_REPAIR",
+    "FLEETWRIGHT_SPOT_TO_SPOT_CONSOLIDATION",
     "FLEETWRIGHT_FOLLOW_UP",
 ];
 

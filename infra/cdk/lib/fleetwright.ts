@@ -106,6 +106,12 @@ export interface FleetwrightProps {
    */
   readonly terminateFirstRepair?: boolean;
   /**
+   * Let consolidation replace a spot node with a cheaper spot node, as Karpenter's
+   * `SpotToSpotConsolidation` feature gate. Default false: spot nodes are consolidated only by
+   * deletion.
+   */
+  readonly spotToSpotConsolidation?: boolean;
+  /**
    * Karpenter v1.15's scheduler config document (its `SCHEDULER_CONFIG`): the cluster's
    * kube-scheduler `podTopologySpread.defaultConstraints`. Default: none.
    */
@@ -239,6 +245,7 @@ export class Fleetwright extends Construct {
       FLEETWRIGHT_NODE_CLASS_CEL: props.nodeClassCel ? 'true' : 'false',
       FLEETWRIGHT_TERMINATE_FIRST_DRIFT: props.terminateFirstDrift ? 'true' : 'false',
       FLEETWRIGHT_TERMINATE_FIRST_REPAIR: props.terminateFirstRepair ? 'true' : 'false',
+      FLEETWRIGHT_SPOT_TO_SPOT_CONSOLIDATION: props.spotToSpotConsolidation ? 'true' : 'false',
       FLEETWRIGHT_SCHEDULER_CONFIG: props.schedulerConfig ?? '',
     };
     const common = (fn: string, logGroupId: string) => ({

@@ -455,6 +455,9 @@ pub struct NodePool {
     pub min_values_policy: MinValuesPolicy,
     /// The cluster's terminate-first gates (settings, not NodePool fields; the same for all).
     pub terminate_first: TerminateFirst,
+    /// The cluster's `SpotToSpotConsolidation` gate (a setting, the same for all; Karpenter's
+    /// alpha gate, off unless set): whether consolidation may replace spot nodes with spot.
+    pub spot_to_spot: bool,
     /// `spec.replicas`: a static NodePool keeps exactly this many nodes, whatever the pods;
     /// pending pods launch nothing in it and its nodes are never consolidated.
     pub replicas: Option<i64>,

@@ -942,3 +942,35 @@ fn pods_that_stand_apart_share_their_nodes_with_the_others() {
         plan.nodeclaims
     );
 }
+
+/// A pod whose node selector names a host can only go to that node, as in Karpenter, which
+/// gives every new NodeClaim a placeholder hostname: a node launched for it would never take it,
+/// and the next plan would launch another.
+#[test]
+fn a_pod_that_names_its_host_goes_there_or_stays_pending_and_launches_nothing() {
+    let mut pinned = pod("pinned", 500, 512);
+    pinned
+        .node_selector
+        .insert(HOSTNAME.into(), "ip-10-0-1-1.ec2.internal".into());
+    let mut snap = snapshot(vec![pinned.clone()], vec![pool("default")]);
+    let plan1 = plan(&snap);
+    assert!(plan1.nodeclaims.is_empty(), "{:?}", plan1.nodeclaims);
+    assert_eq!(plan1.unschedulable.len(), 1);
+    assert!(
+        plan1.unschedulable[0]
+            .reason
+            .contains("kubernetes.io/hostname"),
+        "{}",
+        plan1.unschedulable[0].reason
+    );
+    snap.nodes.push(node(
+        "ip-10-0-1-1.ec2.internal",
+        "us-east-1a",
+        "m5.large",
+        1930,
+        7000,
+    ));
+    let plan2 = plan(&snap);
+    assert!(plan2.nodeclaims.is_empty() && plan2.unschedulable.is_empty());
+    assert_eq!(plan2.existing.len(), 1);
+}

@@ -23,8 +23,7 @@ pub use crate::strict::typed;
 /// Every object of a dump, by kind.
 #[derive(Clone, Debug, Default)]
 pub struct ClusterDump {
-    /// The pods of a dump parsed from a file, complete. Empty after a live read, which keeps
-    /// `slim_pods` instead.
+    /// The pods of a file, complete (empty after a live read, which keeps `slim_pods`).
     pub pods: Vec<Pod>,
     /// The pods of a live read, slim: what drains and interruption decisions read.
     pub slim_pods: Vec<SlimPod>,
@@ -43,14 +42,12 @@ pub struct ClusterDump {
     pub nodeoverlays: Vec<NodeOverlay>,
     /// Kinds that were present but are not read, with their counts.
     pub skipped: Vec<(String, usize)>,
-    /// The pods already converted into the core model, in the order of `slim_pods`, when the
-    /// reader converted them page by page. `None` for dumps parsed from files, whose `pods` are
-    /// complete.
+    /// The pods converted page by page by a live read, in the order of `slim_pods` (None for a
+    /// file, whose `pods` are complete).
     pub converted_pods: Option<Vec<fleetwright_core::model::Pod>>,
     /// Whether the pods were read slim (set by the reader).
     pub slim: bool,
-    /// What converting legacy objects (v1alpha5 Provisioners, v1alpha1 AWSNodeTemplates, v1beta1
-    /// NodePools and EC2NodeClasses) found in the dump could not map, or defaulted.
+    /// What converting legacy objects (v1alpha5, v1alpha1, v1beta1) could not map, or defaulted.
     pub notes: Vec<crate::legacy::Note>,
     /// The cluster's CA bundle as Karpenter holds it, for its EC2NodeClass hash: the base64 of
     /// the CA every pod trusts (`kube-root-ca.crt`'s `ca.crt`, which is what Karpenter reads
@@ -65,9 +62,8 @@ pub struct ClusterDump {
     /// Workloads (Deployments, ReplicaSets, StatefulSets, Jobs) of a file none of whose pods
     /// is in it, each expanded into its replicas as pending pods (added to `pods`).
     pub expanded: Vec<crate::workloads::Expanded>,
-    /// Karpenter's `NodeClassCEL` feature gate, which converting the EC2NodeClasses follows:
-    /// off (Karpenter's default), a class whose kubelet settings hold a CEL expression is
-    /// rejected; on, the expressions are compiled and evaluated per instance type.
+    /// Karpenter's `NodeClassCEL` gate: off (its default), a class whose kubelet settings hold
+    /// a CEL expression is rejected; on, they are evaluated per instance type.
     pub node_class_cel: bool,
     /// kube-scheduler's default topology spread (Karpenter's scheduler config), given to each
     /// pod without spread constraints of its own when the dump is converted.
@@ -77,9 +73,10 @@ pub struct ClusterDump {
     /// How long a live read took (zero for a file).
     pub read_time: ReadTime,
     /// When the read was made (seconds), set by whoever knows the time: a pod set that shrank
-    /// since its NodeClaim's record counts as a pod event at this instant. None: no such event
-    /// is deduced.
+    /// since its NodeClaim's record is a pod event then (None: none is deduced).
     pub observed_at: Option<i64>,
+    /// Another provider's objects, left out of the read ([`drop_foreign_claims`]).
+    pub foreign: Foreign,
 }
 
 /// When a pod last came to or left its node, in seconds, as the pod tells (Karpenter's pod
@@ -590,8 +587,10 @@ fn add_typed(dump: &mut ClusterDump, value: Value, kind: &str) -> Result<(), Kub
 }
 
 mod documents;
+mod foreign;
 mod objects;
 use documents::{documents, unreadable_document};
+pub use foreign::{drop_foreign_claims, Foreign};
 use objects::{
     api_version, drop_duplicate_workloads, drop_duplicates, drop_foreign, kept_unread, meta_of,
     misplaced_metadata, misspelt_kind, noted, truncate,

@@ -164,10 +164,27 @@ impl SnapshotReader {
         rejected.extend(bad_pools.into_iter().chain(bad_classes).chain(bad_claims));
         // Another provider's NodePools (EKS Auto Mode's) are not Fleetwright's to plan with,
         // nor to write a status to.
-        let mut nodepools = nodepools;
-        nodepools.retain(|p| !crate::convert::foreign(p));
+        let (mut nodepools, mut foreign_pools) = (nodepools, std::collections::BTreeSet::new());
+        nodepools.retain(|p| {
+            let theirs = crate::convert::foreign(p);
+            if theirs {
+                foreign_pools.extend(p.metadata.name.clone());
+            }
+            !theirs
+        });
         let ca_bundle = self.ca_bundle().await?;
         let selectors = self.selectors().await;
+        let mut foreign = ClusterDump {
+            nodeclaims,
+            ..Default::default()
+        };
+        foreign.foreign.pools = foreign_pools;
+        crate::dump::drop_foreign_claims(&mut foreign);
+        let ClusterDump {
+            nodeclaims,
+            foreign,
+            ..
+        } = foreign;
         tracing::debug!(
             kept = pods.len(),
             nodes = nodes.len(),
@@ -204,6 +221,7 @@ impl SnapshotReader {
                 convert: convert_time,
             },
             observed_at: None,
+            foreign,
         })
     }
 
@@ -328,6 +346,8 @@ impl SnapshotReader {
             let id = provider.and_then(|p| p.rsplit('/').next());
             id.is_some_and(|id| ids.iter().any(|i| i == id))
         };
+        // Another provider's (EKS Auto Mode's) instances are its own to handle.
+        let ours = |c: &NodeClaim| ours(c) && !crate::convert::foreign_claim(c);
         let nodeclaims: Vec<NodeClaim> = claims.into_iter().filter(ours).collect();
         let names: Vec<String> = nodeclaims
             .iter()

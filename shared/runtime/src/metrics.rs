@@ -49,9 +49,19 @@ pub const CONSOLIDATION_SCORE: &str = "karpenter_consolidation_score";
 /// NodeClaims deleted by node repair, by the condition that was unhealthy (`ready`,
 /// `storage_ready`, ...), as Karpenter's node health controller counts them.
 pub const NODECLAIMS_UNHEALTHY_DISRUPTED: &str = "karpenter_nodeclaims_unhealthy_disrupted_total";
-/// NodeClaims a disruption took (a command started on them, or their expiration), by reason
-/// (`underutilized`, `empty`, `drifted`, `expired`), as Karpenter counts them.
+/// NodeClaims a disruption took (a command started on them, their repair or their expiration),
+/// by reason (`underutilized`, `empty`, `drifted`, `unhealthy`, `expired`), nodepool, capacity
+/// type, consolidation policy and termination mode together, as Karpenter v1.15 counts them.
 pub const NODECLAIMS_DISRUPTED: &str = "karpenter_nodeclaims_disrupted_total";
+/// Pods on the NodeClaims a disruption took (DaemonSet, mirror and finished pods aside), by the
+/// labels of [`NODECLAIMS_DISRUPTED`], as Karpenter v1.15 counts them.
+pub const PODS_DISRUPTION_INITIATED: &str = "karpenter_pods_disruption_initiated_total";
+/// Karpenter's labels of a disruption, besides [`REASON`].
+pub const NODEPOOL: &str = "nodepool";
+pub const CAPACITY_TYPE: &str = "capacity_type";
+pub const CONSOLIDATION_POLICY: &str = "consolidation_policy";
+pub const TERMINATION_MODE: &str = "termination_mode";
+pub const IMAGE_ID: &str = "image_id";
 /// The dimension of [`NODECLAIMS_UNHEALTHY_DISRUPTED`].
 pub const CONDITION: &str = "condition";
 /// The dimension of the Balanced consolidation metrics.
@@ -80,13 +90,13 @@ impl Unit {
 }
 
 /// Counts and gauges of one invocation: totals with the `cluster` dimension, and breakdowns
-/// with `cluster` and one more (`reason`, `kind`).
+/// with `cluster` and more (`reason`, `kind`; Karpenter's labels of a disruption together).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Metrics {
     values: BTreeMap<&'static str, f64>,
     units: BTreeMap<&'static str, Unit>,
-    /// (dimension, its value) → metric → value.
-    by: BTreeMap<(&'static str, String), BTreeMap<&'static str, f64>>,
+    /// (dimension, its value) for each dimension → metric → value.
+    by: BTreeMap<Vec<(&'static str, String)>, BTreeMap<&'static str, f64>>,
 }
 
 impl Metrics {
@@ -97,13 +107,19 @@ impl Metrics {
 
     /// Adds to a count, and to its breakdown by `dimension` = `value`.
     pub fn add_by(&mut self, name: &'static str, dimension: &'static str, key: &str, value: f64) {
+        self.add_labeled(name, &[(dimension, key)], value);
+    }
+
+    /// Adds to a count, and to its breakdown by every one of `labels` together (one EMF
+    /// dimension set, as a Prometheus series carries all its labels). A label with no value is
+    /// left out, as Prometheus leaves an empty label out (CloudWatch takes no empty dimension).
+    pub fn add_labeled(&mut self, name: &'static str, labels: &[(&'static str, &str)], value: f64) {
         self.add(name, value);
-        *self
-            .by
-            .entry((dimension, key.to_string()))
-            .or_default()
-            .entry(name)
-            .or_insert(0.0) += value;
+        let key = (labels.iter())
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(d, v)| (*d, v.to_string()))
+            .collect();
+        *self.by.entry(key).or_default().entry(name).or_insert(0.0) += value;
     }
 
     /// Adds seconds to a time, and to its breakdown by `dimension` = `value`.
@@ -146,11 +162,21 @@ impl Metrics {
 
     /// The breakdown of a count by one dimension.
     pub fn get_by(&self, name: &str, dimension: &str, key: &str) -> f64 {
+        self.sum_by(name, &[(dimension, key)])
+    }
+
+    /// The sum of a count over every breakdown whose labels include all of `labels`.
+    pub fn sum_by(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let has = |key: &Vec<(&'static str, String)>| {
+            labels
+                .iter()
+                .all(|(d, v)| key.iter().any(|(kd, kv)| kd == d && kv == v))
+        };
         self.by
-            .get(&(dimension, key.to_string()))
-            .and_then(|m| m.get(name))
-            .copied()
-            .unwrap_or(0.0)
+            .iter()
+            .filter(|(key, _)| has(key))
+            .filter_map(|(_, m)| m.get(name))
+            .sum()
     }
 
     fn unit(&self, name: &str) -> Unit {
@@ -195,12 +221,11 @@ impl Metrics {
         if !self.values.is_empty() {
             out.push(self.to_emf(cluster, timestamp_ms));
         }
-        for ((dimension, key), values) in &self.by {
-            out.push(self.document(
-                &[("cluster", cluster), (dimension, key)],
-                values,
-                timestamp_ms,
-            ));
+        for (labels, values) in &self.by {
+            let dims: Vec<(&str, &str)> = std::iter::once(("cluster", cluster))
+                .chain(labels.iter().map(|(d, v)| (*d, v.as_str())))
+                .collect();
+            out.push(self.document(&dims, values, timestamp_ms));
         }
         out
     }

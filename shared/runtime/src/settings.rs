@@ -63,6 +63,10 @@ pub struct Settings {
     /// its `limits.nodes` (Karpenter v1.15's `TerminateFirstDrift` and `TerminateFirstRepair`
     /// gates; off unless set, as Karpenter's are: the node is then kept, reported blocked).
     pub terminate_first: TerminateFirst,
+    /// Let consolidation replace spot nodes with cheaper spot nodes
+    /// (`FLEETWRIGHT_SPOT_TO_SPOT_CONSOLIDATION`, Karpenter's `SpotToSpotConsolidation` gate;
+    /// off unless set, as Karpenter's is: spot nodes are then only deleted, never replaced).
+    pub spot_to_spot: bool,
     /// The cluster CA bundle Karpenter's EC2NodeClass hash takes, when Karpenter was given one
     /// (its `CLUSTER_CA_BUNDLE`); unset, the tick reads `kube-root-ca.crt`, which is what
     /// Karpenter hashes by default.
@@ -98,6 +102,7 @@ impl std::fmt::Debug for Settings {
             node_repair,
             node_class_cel,
             terminate_first,
+            spot_to_spot,
             cluster_ca_bundle,
             scheduler_config,
             follow_up,
@@ -122,6 +127,7 @@ impl std::fmt::Debug for Settings {
             .field("node_repair", node_repair)
             .field("node_class_cel", node_class_cel)
             .field("terminate_first", terminate_first)
+            .field("spot_to_spot", spot_to_spot)
             .field("cluster_ca_bundle", cluster_ca_bundle)
             .field("scheduler_config", scheduler_config)
             .field("follow_up", follow_up)
@@ -273,6 +279,10 @@ impl Settings {
                     get("FLEETWRIGHT_TERMINATE_FIRST_REPAIR"),
                 )?,
             },
+            spot_to_spot: parse_bool(
+                "FLEETWRIGHT_SPOT_TO_SPOT_CONSOLIDATION",
+                get("FLEETWRIGHT_SPOT_TO_SPOT_CONSOLIDATION"),
+            )?,
             cluster_ca_bundle: non_empty("FLEETWRIGHT_CLUSTER_CA_BUNDLE"),
             scheduler_config: non_empty("FLEETWRIGHT_SCHEDULER_CONFIG"),
             follow_up: match non_empty("FLEETWRIGHT_FOLLOW_UP") {

@@ -689,6 +689,21 @@ async fn an_empty_node_is_confirmed_then_tainted_drained_and_deleted_then_termin
         "{taken}"
     );
 
+    // Counted with Karpenter v1.15's labels; its one pod, a DaemonSet's, does not move.
+    let labels = [
+        ("reason", "empty"),
+        ("nodepool", "default"),
+        ("capacity_type", "on-demand"),
+        ("consolidation_policy", "when_empty"),
+        ("termination_mode", "graceful"),
+    ];
+    let m = &second.metrics;
+    assert_eq!(
+        m.sum_by(metrics::NODECLAIMS_DISRUPTED, &labels),
+        1.0,
+        "{m:?}"
+    );
+    assert_eq!(m.sum_by(metrics::PODS_DISRUPTION_INITIATED, &labels), 0.0);
     // A delete command has no replacement to wait for: the same tick drains and deletes.
     assert_eq!(second.disrupted, vec!["default-empty"], "{second:?}");
     assert!(

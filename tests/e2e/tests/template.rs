@@ -503,7 +503,8 @@ fn every_environment_variable_is_a_setting_the_functions_accept() {
                         | "RebootForRepair"
                         | "NodeClassCEL"
                         | "TerminateFirstDrift"
-                        | "TerminateFirstRepair",
+                        | "TerminateFirstRepair"
+                        | "SpotToSpotConsolidation",
                     ) => "false".to_string(),
                     Some("FollowUps") => "true".to_string(),
                     Some("TickFollowUpQueue") => {

@@ -20,7 +20,11 @@ pub(crate) struct Candidate<'a> {
     pub(crate) claim: &'a NodeClaim,
     pub(crate) pool: &'a NodePool,
     pub(crate) pods: Vec<&'a Pod>,
+    /// Its offering's hourly price; 0 when the catalog has none (see `priced`).
     pub(crate) price: f64,
+    /// Whether its offering has a known price: a node without one can still drift (its type
+    /// withdrawn, say), but is no candidate for emptiness or consolidation, which weigh prices.
+    pub(crate) priced: bool,
     pub(crate) spot: bool,
     /// Karpenter's disruption cost: one per pod, nudged by deletion cost and priority.
     pub(crate) cost: f64,
@@ -168,10 +172,10 @@ pub(crate) fn candidates<'a>(
         if let Some(reason) = &held {
             blocked.push(block(reason.clone()));
         }
-        let Some(price) = prices.of(&node.labels) else {
+        let price = prices.of(&node.labels);
+        if price.is_none() {
             blocked.push(block("its offering has no known price".into()));
-            continue;
-        };
+        }
         let cost = pods.iter().map(|p| pod_cost(p)).sum::<f64>();
         out.push(Candidate {
             node,
@@ -179,7 +183,8 @@ pub(crate) fn candidates<'a>(
             pool,
             spot: node.labels.get(CAPACITY_TYPE).map(String::as_str) == Some(CAPACITY_SPOT),
             pods,
-            price,
+            price: price.unwrap_or(0.0),
+            priced: price.is_some(),
             cost,
             held,
         });

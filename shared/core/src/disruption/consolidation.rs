@@ -13,10 +13,9 @@ use crate::scheduler::{schedule, ScheduleOptions};
 
 use super::balanced::Scoring;
 use super::budget::{Budgets, Reason};
-use super::candidates::{leaving, pdb_blocks, Candidate, Prices};
-use super::{
-    Blocked, Command, Disruption, Replacement, MAX_MULTI_NODE, MIN_SPLIT_SAVINGS, MIN_SPOT_OPTIONS,
-};
+use super::candidates::{leaving, pdb_blocks, pod_cost, Candidate, Prices};
+use super::narrow;
+use super::{Blocked, Command, Disruption, Replacement, MAX_MULTI_NODE, MIN_SPLIT_SAVINGS};
 
 pub(crate) fn delete_all(candidates: &[&Candidate], reason: Reason) -> Vec<Disruption> {
     if candidates.is_empty() {
@@ -282,7 +281,9 @@ fn replacements_for(
     match claims.len() {
         0 => Ok(Vec::new()),
         1 => {
-            let ceiling = candidates.iter().map(|c| c.price).fold(0.0, f64::max);
+            // As Karpenter: cheaper than the candidates together (a candidate of a type the
+            // replacement could be lowers it further, in `cheaper`).
+            let ceiling = total;
             let claim = claims
                 .into_iter()
                 .next()
@@ -343,10 +344,8 @@ pub(crate) fn cheaper(
     candidates: &[&Candidate],
 ) -> Result<Replacement, String> {
     let prices = Prices::new(catalog);
-    let cheapest = |t: &str, capacity: &str| {
-        claim
-            .zones
-            .iter()
+    let in_zones = |t: &str, capacity: &str| -> Vec<f64> {
+        (claim.zones.iter())
             .filter_map(|z| {
                 let labels: BTreeMap<String, String> = [
                     (INSTANCE_TYPE.to_string(), t.to_string()),
@@ -356,7 +355,16 @@ pub(crate) fn cheaper(
                 .into();
                 prices.of(&labels)
             })
-            .fold(f64::INFINITY, f64::min)
+            .collect()
+    };
+    // A type stays an option only when every zone the replacement may launch in offers it for
+    // less than the ceiling (Karpenter's worst launch price): EC2 picks the zone, and the dearest
+    // one must still save.
+    let priced = |t: &str, capacity: &str| {
+        let p = in_zones(t, capacity);
+        let worst = p.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let best = p.iter().copied().fold(f64::INFINITY, f64::min);
+        (worst, best)
     };
     let all_spot = candidates.iter().all(|c| c.spot);
     // As Karpenter: a replacement that may be spot or on-demand is priced and launched as spot,
@@ -397,18 +405,18 @@ pub(crate) fn cheaper(
         .instance_types
         .iter()
         .filter(|t| !own.contains(&t.as_str()))
-        .map(|t| (t.clone(), cheapest(t, capacity)))
-        .filter(|(_, p)| *p < ceiling - 1e-9)
+        .map(|t| (t.clone(), priced(t, capacity)))
+        .filter(|(_, (worst, best))| best.is_finite() && *worst < ceiling - 1e-9)
+        .map(|(t, (_, best))| (t, best))
         .collect();
     if options.is_empty() {
         return Err("no cheaper instance type fits its pods".into());
     }
-    if all_spot && capacity == CAPACITY_SPOT && options.len() < MIN_SPOT_OPTIONS {
-        return Err(format!(
-            "spot-to-spot consolidation needs {MIN_SPOT_OPTIONS} cheaper spot types, found {}",
-            options.len()
-        ));
-    }
+    let options = if all_spot && capacity == CAPACITY_SPOT {
+        narrow::spot_to_spot(options, candidates, &claim)?
+    } else {
+        options
+    };
     let price = options
         .iter()
         .map(|(_, p)| *p)
@@ -417,7 +425,8 @@ pub(crate) fn cheaper(
     nodeclaim.instance_types = options.into_iter().map(|(t, _)| t).collect();
     nodeclaim.capacity_types = vec![capacity.to_string()];
     nodeclaim.price = price;
-    narrow_types(&mut nodeclaim)?;
+    narrow::narrow_types(&mut nodeclaim)?;
+    narrow::narrow_capacity(&mut nodeclaim, capacity);
     Ok(replacement_of(nodeclaim))
 }
 
@@ -448,44 +457,12 @@ fn into_reservation(
     let mut pinned = claim.clone();
     pinned.instance_types.truncate(1);
     pinned.capacity_types = vec![CAPACITY_RESERVED.to_string()];
-    narrow_types(&mut pinned).ok()?;
+    narrow::narrow_types(&mut pinned).ok()?;
     for r in (pinned.requirements.iter_mut()).filter(|r| r.key == CAPACITY_TYPE) {
         r.operator = "In".into();
         r.values = vec![CAPACITY_RESERVED.to_string()];
     }
     Some(replacement_of(pinned))
-}
-
-/// The replacement's own instance-type requirement narrowed to its cheaper types, as Karpenter
-/// narrows it: a launch that finds them short of capacity must fail, not fall back to a type as
-/// dear as the candidate (whose node consolidation would only replace again). Fewer types than
-/// the requirement's `minValues` is no replacement.
-fn narrow_types(claim: &mut NewNodeClaim) -> Result<(), String> {
-    let types = claim.instance_types.clone();
-    let existing = claim
-        .requirements
-        .iter_mut()
-        .find(|r| r.key == INSTANCE_TYPE && r.operator == "In");
-    match existing {
-        Some(r) if r.min_values.is_some_and(|m| types.len() < m) => Err(format!(
-            "{} cheaper instance type(s) are fewer than the minValues of {}",
-            types.len(),
-            r.min_values.unwrap_or_default()
-        )),
-        Some(r) => {
-            r.values = types;
-            Ok(())
-        }
-        None => {
-            claim.requirements.push(crate::plan::RequirementOut {
-                key: INSTANCE_TYPE.into(),
-                operator: "In".into(),
-                values: types,
-                min_values: None,
-            });
-            Ok(())
-        }
-    }
 }
 
 /// Consolidation: the largest multi-node command among the best-ranked candidates, else the
@@ -501,9 +478,8 @@ pub(crate) fn consolidate(
 ) -> Vec<Disruption> {
     let mut ranked: Vec<&Candidate> = movable.to_vec();
     ranked.sort_by(|a, b| {
-        let score = |c: &Candidate| c.price / c.cost.max(0.1);
-        score(b)
-            .total_cmp(&score(a))
+        savings_ratio(b)
+            .total_cmp(&savings_ratio(a))
             .then_with(|| a.cost.total_cmp(&b.cost))
             .then_with(|| a.node.name.cmp(&b.node.name))
     });
@@ -513,7 +489,14 @@ pub(crate) fn consolidate(
     if let Some(multi) = largest_multi(snapshot, catalog, &pool, now, scoring) {
         return vec![multi];
     }
-    for c in &pool {
+    // A single node needs only its pool's budget to allow one more: every such candidate is
+    // tried in rank, as Karpenter's single-node pass does, not just those a multi-node
+    // command could have taken together.
+    let allowed = |c: &&&Candidate| budgets.allowance(c.pool, Reason::Underutilized) > 0;
+    let singles: Vec<&Candidate> = (ranked.iter().filter(allowed).copied())
+        .take(MAX_MULTI_NODE)
+        .collect();
+    for c in &singles {
         match consolidation(snapshot, catalog, &[c], now, scoring) {
             Ok(d) => return vec![d],
             Err(why) => blocked.push(Blocked {
@@ -522,8 +505,16 @@ pub(crate) fn consolidate(
             }),
         }
     }
-    blocked.extend(quiet);
+    let tried = |b: &Blocked| singles.iter().any(|c| c.node.name == b.node);
+    blocked.extend(quiet.into_iter().filter(|b| !tried(b)));
     Vec::new()
+}
+
+/// Karpenter's rank of a consolidation candidate: its price per unit of disruption, a node
+/// costing one plus its pods' eviction costs (none below zero).
+fn savings_ratio(c: &Candidate) -> f64 {
+    let pods: f64 = c.pods.iter().map(|p| pod_cost(p).max(0.0)).sum();
+    c.price / (1.0 + pods)
 }
 
 /// Binary search for the longest prefix (at least two nodes) that consolidates.

@@ -20,8 +20,8 @@ use self::candidates::{candidates, settled, Applies, Candidate, Prices};
 use self::consolidation::{consolidate, delete_all};
 use self::drift::drifted;
 pub use self::drift::{drift, INSTANCE_TYPE_CHECK_AFTER};
-use self::replace::replace_each;
 pub use self::replace::STATIC_AT_LIMIT;
+use self::replace::{replace_each, replace_within};
 use crate::catalog::Catalog;
 use crate::model::{ConsolidationPolicy, Snapshot};
 use crate::plan::NewNodeClaim;
@@ -146,6 +146,7 @@ mod candidates;
 mod consolidation;
 mod drift;
 mod fleet;
+mod narrow;
 mod repair;
 mod replace;
 mod static_drift;
@@ -233,9 +234,9 @@ pub fn validate(
     };
     match reason {
         Reason::Empty
-            if chosen
-                .iter()
-                .all(|c| c.pods.is_empty() && settled(c, now) && c.pool.replicas.is_none()) =>
+            if chosen.iter().all(|c| {
+                c.priced && c.pods.is_empty() && settled(c, now) && c.pool.replicas.is_none()
+            }) =>
         {
             first(delete_empty(snapshot, catalog, &chosen, now, &mut blocked))
         }
@@ -243,9 +244,9 @@ pub fn validate(
             replace_each(snapshot, catalog, &chosen, reason, now, &mut blocked),
         ),
         Reason::Underutilized
-            if chosen
-                .iter()
-                .all(|c| underutilized_applies(c) && settled(c, now)) =>
+            if chosen.iter().all(|c| {
+                c.priced && !c.pods.is_empty() && underutilized_applies(c) && settled(c, now)
+            }) =>
         {
             consolidation::consolidation(snapshot, catalog, &chosen, now, &Scoring::new(&all))
         }
@@ -334,11 +335,12 @@ pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan 
         !c.pods.is_empty() && underutilized_applies(c) && half_empty(c)
     });
     let budgets = Budgets::new(snapshot, now);
+    // Karpenter's order: emptiness, then drift, then consolidation.
     let methods: [(Reason, &Applies); 2] = [
-        (Reason::Drifted, &|c| drifted(c, snapshot, catalog, now)),
         (Reason::Empty, &|c| {
-            c.pods.is_empty() && settled(c, now) && c.pool.replicas.is_none()
+            c.priced && c.pods.is_empty() && settled(c, now) && c.pool.replicas.is_none()
         }),
+        (Reason::Drifted, &|c| drifted(c, snapshot, catalog, now)),
     ];
     for (reason, applies) in methods {
         let chosen: Vec<&Candidate> = candidates
@@ -348,20 +350,23 @@ pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan 
         if chosen.is_empty() {
             continue;
         }
-        let within = budgets.take(&chosen, reason, &mut out.blocked);
         out.disruptions = match reason {
-            Reason::Empty => delete_empty(snapshot, catalog, &within, now, &mut out.blocked),
-            _ => replace_each(snapshot, catalog, &within, reason, now, &mut out.blocked),
+            Reason::Empty => {
+                let within = budgets.take(&chosen, reason, &mut out.blocked);
+                delete_empty(snapshot, catalog, &within, now, &mut out.blocked)
+            }
+            _ => replace_within(snapshot, catalog, &chosen, &budgets, now, &mut out.blocked),
         };
         if !out.disruptions.is_empty() {
             unblock(&mut out);
             return out;
         }
     }
+    // An empty node is emptiness's, under its `Empty` budget, never consolidation's.
     let movable: Vec<&Candidate> = candidates
         .iter()
-        .filter(|c| c.held.is_none() && underutilized_applies(c))
-        .filter(|c| settled(c, now))
+        .filter(|c| c.priced && c.held.is_none() && underutilized_applies(c))
+        .filter(|c| !c.pods.is_empty() && settled(c, now))
         .collect();
     let scoring = Scoring::new(&candidates);
     out.disruptions = consolidate(

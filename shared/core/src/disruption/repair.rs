@@ -88,6 +88,7 @@ fn plan_command(
         claim,
         pool,
         price: Prices::new(catalog).of(&n.labels).unwrap_or(0.0),
+        priced: Prices::new(catalog).of(&n.labels).is_some(),
         spot: n.labels.get(CAPACITY_TYPE).map(String::as_str) == Some(CAPACITY_SPOT),
         cost: pods.iter().map(|p| pod_cost(p)).sum(),
         pods,

@@ -14,7 +14,7 @@ use crate::labels::RESERVATION_ID;
 use crate::model::{NodePool, Snapshot};
 use crate::scheduler::static_claim;
 
-use super::budget::Reason;
+use super::budget::{Budgets, Reason};
 use super::candidates::Candidate;
 use super::consolidation::{replacement_of, round4, simulate, Moved};
 use super::static_drift::{staged, static_room, NoRoom};
@@ -32,26 +32,78 @@ pub(crate) fn replace_each(
     now: i64,
     blocked: &mut Vec<Blocked>,
 ) -> Vec<Disruption> {
-    let mut out = Vec::new();
     let mut staged: BTreeMap<&str, i64> = BTreeMap::new();
-    for c in candidates {
-        let planned = match c.pool.replicas {
-            Some(replicas) => {
-                let staged = staged.entry(c.pool.name.as_str()).or_insert(0);
-                replace_static(snapshot, catalog, (c, reason), (replicas, staged), now)
-            }
-            None => simulate(snapshot, catalog, &[c], now).map(Planned::Replace),
-        };
-        match planned {
-            Ok(Planned::Replace(moved)) => out.push(command(c, reason, moved)),
-            Ok(Planned::TerminateFirst(refill)) => out.push(terminate_first(c, reason, refill)),
-            Err(why) => blocked.push(Blocked {
+    (candidates.iter())
+        .filter_map(|c| plan_one(snapshot, catalog, (c, reason), &mut staged, now, blocked))
+        .collect()
+}
+
+/// Drifted nodes in Karpenter's order, each within its pool's budget: empty nodes first (their
+/// pods move nowhere, and nothing lands on a node about to go), and a node whose replacement
+/// cannot be planned spends none of the budget, so the next one is tried.
+pub(crate) fn replace_within(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    candidates: &[&Candidate],
+    budgets: &Budgets,
+    now: i64,
+    blocked: &mut Vec<Blocked>,
+) -> Vec<Disruption> {
+    let reason = Reason::Drifted;
+    let (empty, busy): (Vec<&Candidate>, Vec<&Candidate>) =
+        candidates.iter().partition(|c| c.pods.is_empty());
+    let mut left: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut staged: BTreeMap<&str, i64> = BTreeMap::new();
+    let mut out = Vec::new();
+    for c in empty.into_iter().chain(busy) {
+        let n =
+            (left.entry(c.pool.name.as_str())).or_insert_with(|| budgets.allowance(c.pool, reason));
+        if *n == 0 {
+            blocked.push(Blocked {
                 node: c.node.name.clone(),
-                reason: format!("{}: {why}", reason.as_str()),
-            }),
+                reason: format!(
+                    "{} disruption budget of NodePool {} allows no more nodes now",
+                    reason.as_str(),
+                    c.pool.name
+                ),
+            });
+            continue;
+        }
+        if let Some(d) = plan_one(snapshot, catalog, (c, reason), &mut staged, now, blocked) {
+            *n -= 1;
+            out.push(d);
         }
     }
     out
+}
+
+/// One node's command, or None with the reason it is blocked recorded.
+fn plan_one<'c>(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    (c, reason): (&'c Candidate, Reason),
+    staged: &mut BTreeMap<&'c str, i64>,
+    now: i64,
+    blocked: &mut Vec<Blocked>,
+) -> Option<Disruption> {
+    let planned = match c.pool.replicas {
+        Some(replicas) => {
+            let staged = staged.entry(c.pool.name.as_str()).or_insert(0);
+            replace_static(snapshot, catalog, (c, reason), (replicas, staged), now)
+        }
+        None => simulate(snapshot, catalog, &[c], now).map(Planned::Replace),
+    };
+    match planned {
+        Ok(Planned::Replace(moved)) => Some(command(c, reason, moved)),
+        Ok(Planned::TerminateFirst(refill)) => Some(terminate_first(c, reason, refill)),
+        Err(why) => {
+            blocked.push(Blocked {
+                node: c.node.name.clone(),
+                reason: format!("{}: {why}", reason.as_str()),
+            });
+            None
+        }
+    }
 }
 
 /// How a node goes: its replacements first, or (terminate-first) before any, its refill

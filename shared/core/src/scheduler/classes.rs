@@ -568,6 +568,9 @@ impl<'a> Ctx<'a> {
     pub(crate) fn pool_compat(&self, p: usize, reqs: &Requirements) -> Option<Bits> {
         let pool = &self.pools[p];
         pool.base.compatible(reqs).ok()?;
+        if super::verdict::names_a_host(reqs).is_some() {
+            return None;
+        }
         let joint = pool.base.intersection(reqs);
         let mut bits = vec![0u64; pool.types.len().div_ceil(64)];
         let mut any = false;

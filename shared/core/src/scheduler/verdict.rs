@@ -50,8 +50,28 @@ pub(crate) fn reason(ctx: &Ctx<'_>, pod_index: usize, left: LimitsLeft<'_>) -> S
     }
 }
 
+/// The hostnames a pod's node selection names, when it names some (`kubernetes.io/hostname`
+/// `In`, or `DoesNotExist`, which no node meets): no new node can take such a pod, since a
+/// node's hostname is known only once it has launched, as Karpenter gives each new NodeClaim a
+/// placeholder hostname. Only existing nodes can.
+pub(crate) fn names_a_host(reqs: &Requirements) -> Option<String> {
+    let r = reqs.get(crate::labels::HOSTNAME)?;
+    (!r.is_complement()).then(|| {
+        let names: Vec<&str> = r.values().iter().map(String::as_str).collect();
+        names.join(", ")
+    })
+}
+
 pub(crate) fn attempt(pool: &PoolCtx, pod: &Pod, reqs: &Requirements) -> Attempt {
     let name = &pool.pool.name;
+    if let Some(hosts) = names_a_host(reqs) {
+        return Attempt {
+            stage: 1,
+            reason: format!(
+                "nodepool {name:?}: pod requires kubernetes.io/hostname In [{hosts}], and a new node's hostname is not known before it launches"
+            ),
+        };
+    }
     if let Some(taint) = tolerates_all(&pod.tolerations, &pool.pool.taints) {
         return Attempt {
             stage: 0,

@@ -126,6 +126,17 @@ impl Cluster {
     }
 }
 
+/// Every node's image drifted: the default class now resolves another AMI.
+fn new_ami(c: &mut Cluster) {
+    c.snapshot.node_class_state.insert(
+        "default".into(),
+        NodeClassState {
+            images: ["ami-new".to_string()].into(),
+            ..Default::default()
+        },
+    );
+}
+
 /// A PodDisruptionBudget over the `shop` pods (`app: shop`), allowing `allowed` disruptions.
 fn shop_pdb(name: &str, allowed: i32) -> Pdb {
     Pdb {
@@ -275,6 +286,17 @@ fn an_on_demand_node_is_replaced_by_spot_when_its_pool_allows_both() {
         vec!["spot".to_string()],
         "{plan:?}"
     );
+    // The NodeClaim launched says so too: a spot shortage fails the launch rather than buying
+    // the spot-priced types on demand.
+    let capacity: Vec<(&str, &[String])> = (replacement.nodeclaim.requirements.iter())
+        .filter(|r| r.key == CAPACITY_TYPE)
+        .map(|r| (r.operator.as_str(), r.values.as_slice()))
+        .collect();
+    assert_eq!(
+        capacity,
+        vec![("In", &["spot".to_string()][..])],
+        "{plan:?}"
+    );
 }
 
 #[test]
@@ -323,7 +345,9 @@ fn two_nodes_of_the_cheapest_type_lose_one_without_a_same_type_replacement() {
 
 #[test]
 fn spot_to_spot_needs_fifteen_cheaper_spot_types() {
-    let mut c = Cluster::new(pool(&["m5.xlarge", "m5.large", "c5.large"], "spot", "100%"));
+    let mut spot = pool(&["m5.xlarge", "m5.large", "c5.large"], "spot", "100%");
+    spot.spot_to_spot = true;
+    let mut c = Cluster::new(spot);
     c.node("s", "m5.xlarge", "spot");
     c.pod("a", "s", 250);
     let plan = c.plan();
@@ -1005,3 +1029,9 @@ mod terminate_first;
 
 #[path = "disruption_reserved.rs"]
 mod reserved;
+
+#[path = "disruption_spot.rs"]
+mod spot;
+
+#[path = "disruption_order.rs"]
+mod order;

@@ -9,16 +9,6 @@ fn exhausted_pdb() -> Pdb {
     shop_pdb("checkout", 0)
 }
 
-fn new_ami(c: &mut Cluster) {
-    c.snapshot.node_class_state.insert(
-        "default".into(),
-        NodeClassState {
-            images: ["ami-new".to_string()].into(),
-            ..Default::default()
-        },
-    );
-}
-
 #[test]
 fn an_expired_node_is_no_command_of_the_plan() {
     let mut p = general("100%");

@@ -24,8 +24,8 @@ mod volumes;
 pub use self::durations::duration_seconds;
 pub use self::nodeclass::{nodeclass_settings, reservation, NODE_CLASS_CEL_SETTING};
 pub use self::objects::{
-    daemonset, foreign, legacy_node_class_hash, legacy_template_hash, node, node_class_hash,
-    nodeclaim, nodepool, overlay, pdb, template_hash,
+    daemonset, foreign, foreign_claim, legacy_node_class_hash, legacy_template_hash, node,
+    node_class_hash, nodeclaim, nodepool, overlay, pdb, template_hash,
 };
 pub use self::pod::{pod, pod_from_spec, pod_requests};
 pub use self::volumes::{claims, volume_limits, Claims};

@@ -252,6 +252,7 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
         // A setting of the cluster, not of the NodePool: the caller applies it.
         min_values_policy: Default::default(),
         terminate_first: Default::default(),
+        spot_to_spot: false,
         replicas: spec.replicas,
     })
 }
@@ -261,7 +262,16 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
 /// it were not there. A kind or group a letter or two off EC2NodeClass's is a typo, not another
 /// provider's: [`nodepool`] names it.
 pub fn foreign(pool: &NodePool) -> bool {
-    let Some(r) = pool.spec.template.spec.node_class_ref.as_ref() else {
+    foreign_class(pool.spec.template.spec.node_class_ref.as_ref())
+}
+
+/// Whether a NodeClaim's class belongs to another provider, as [`foreign`] reads a NodePool's.
+pub fn foreign_claim(claim: &NodeClaim) -> bool {
+    foreign_class(claim.spec.node_class_ref.as_ref())
+}
+
+fn foreign_class(r: Option<&crate::crds::NodeClassRef>) -> bool {
+    let Some(r) = r else {
         return false;
     };
     let far = |value: &str, ours: &str| {

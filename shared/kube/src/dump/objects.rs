@@ -143,7 +143,7 @@ pub(super) fn truncate(s: &str) -> String {
 /// Leaves out another provider's NodePools (EKS Auto Mode's), each with a warning: they are not
 /// Fleetwright's to plan with.
 pub(super) fn drop_foreign(dump: &mut ClusterDump) {
-    let warnings = &mut dump.warnings;
+    let (warnings, pools) = (&mut dump.warnings, &mut dump.foreign.pools);
     dump.nodepools.retain(|p| {
         if !crate::convert::foreign(p) {
             return true;
@@ -154,8 +154,10 @@ pub(super) fn drop_foreign(dump: &mut ClusterDump) {
             path: "spec.template.spec.nodeClassRef".into(),
             problem: Problem::Foreign,
         });
+        pools.insert(name);
         false
     });
+    super::drop_foreign_claims(dump);
 }
 
 pub(super) fn drop_duplicates(dump: &mut ClusterDump) {

@@ -10,6 +10,8 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
+use super::disrupted::Disrupted;
+
 /// One effect of a tick, decided before anything is applied.
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "action", rename_all = "camelCase")]
@@ -82,6 +84,9 @@ pub enum Action {
         /// The repair policy's bound on the drain (now: forceful, the pods deleted at once);
         /// none leaves it to the NodeClaim's `terminationGracePeriod`.
         terminate_at: Option<DateTime<Utc>>,
+        /// What the disruption metrics say of it.
+        #[serde(skip)]
+        disrupted: Disrupted,
     },
     /// A step of a reboot for repair (see [`super::reboot`]).
     Reboot {
@@ -97,6 +102,9 @@ pub enum Action {
         nodeclaim: String,
         node: Option<String>,
         expired_at: DateTime<Utc>,
+        /// What the disruption metrics say of it.
+        #[serde(skip)]
+        disrupted: Disrupted,
     },
     /// Delete a NodeClaim whose capacity block is expiring (40 minutes before its end), so its
     /// node is drained before AWS reclaims the instance.
@@ -251,6 +259,9 @@ pub enum Action {
         replacements: Vec<Action>,
         /// `(node, its NodeClaim)`.
         candidates: Vec<(String, String)>,
+        /// What the disruption metrics say of each candidate.
+        #[serde(skip)]
+        disrupted: Vec<Disrupted>,
     },
     /// Taint a command's candidate `karpenter.sh/disrupted:NoSchedule` (again: a tick cut off
     /// between annotating a NodeClaim and tainting its node left it untainted).

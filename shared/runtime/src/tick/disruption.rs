@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use fleetwright_core::disruption::{self, Command, Disruption};
 use fleetwright_core::{Catalog, Snapshot};
+use fleetwright_crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
 use serde::Deserialize;
 
@@ -314,15 +315,20 @@ fn carry_out(dump: &ClusterDump, first: &Disruption, now: DateTime<Utc>) -> Vec<
 /// Creates the replacements, then taints and annotates the candidates. A replacement that
 /// cannot be built (its NodePool is gone) starts nothing.
 pub(super) fn start(dump: &ClusterDump, command: &Disruption) -> Option<Action> {
-    let candidates: Vec<(String, String)> = command
-        .nodes
-        .iter()
+    let claims: Vec<(&String, &NodeClaim)> = (command.nodes.iter())
         .filter_map(|node| {
             let claim = dump.nodeclaims.iter().find(|c| {
                 c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str())
             })?;
-            Some((node.clone(), name(claim)))
+            Some((node, claim))
         })
+        .collect();
+    let candidates: Vec<(String, String)> = (claims.iter())
+        .map(|(node, claim)| ((*node).clone(), name(claim)))
+        .collect();
+    let reason = command.reason.as_str();
+    let disrupted = (claims.iter())
+        .map(|(_, claim)| super::disrupted::of(dump, claim, reason))
         .collect();
     let whose = (candidates.iter().map(|(_, claim)| claim.as_str()))
         .collect::<Vec<_>>()
@@ -339,9 +345,10 @@ pub(super) fn start(dump: &ClusterDump, command: &Disruption) -> Option<Action> 
         }
     }
     Some(Action::StartDisruption {
-        command: format!("{}/{}", command.reason.as_str(), command_name(command)),
+        command: format!("{reason}/{}", command_name(command)),
         replacements,
         candidates,
+        disrupted,
     })
 }
 

@@ -6,6 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use fleetwright_crds::NodeClaim;
+use fleetwright_kube::dump::ClusterDump;
 
 use super::action::Action;
 use super::claims::name_of;
@@ -27,17 +28,19 @@ pub fn expires_at(claim: &NodeClaim) -> Option<DateTime<Utc>> {
 }
 
 /// An [`Action::Expire`] for each NodeClaim not being deleted whose time has come.
-pub fn expired(claims: &[NodeClaim], now: DateTime<Utc>) -> Vec<Action> {
-    claims
-        .iter()
+pub fn expired(dump: &ClusterDump, claims: &[NodeClaim], now: DateTime<Utc>) -> Vec<Action> {
+    let due: Vec<(&NodeClaim, DateTime<Utc>)> = (claims.iter())
         .filter(|c| c.metadata.deletion_timestamp.is_none())
-        .filter_map(|c| {
-            let at = expires_at(c)?;
-            (now >= at).then(|| Action::Expire {
-                nodeclaim: name_of(c),
-                node: c.status.as_ref().and_then(|s| s.node_name.clone()),
-                expired_at: at,
-            })
+        .filter_map(|c| Some((c, expires_at(c).filter(|at| now >= *at)?)))
+        .collect();
+    // Every pod is looked at once, however many NodeClaims expire together.
+    let pods = super::disrupted::pods_by_node(dump, due.is_empty());
+    (due.into_iter())
+        .map(|(c, at)| Action::Expire {
+            nodeclaim: name_of(c),
+            node: c.status.as_ref().and_then(|s| s.node_name.clone()),
+            expired_at: at,
+            disrupted: super::disrupted::labels(dump, c, "expired", &pods),
         })
         .collect()
 }

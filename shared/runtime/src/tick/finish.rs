@@ -279,7 +279,7 @@ pub fn orphaned_nodes(dump: &ClusterDump, claims: &[NodeClaim]) -> Vec<Action> {
                 .as_ref()
                 .is_some_and(|l| l.contains_key(fleetwright_core::labels::NODEPOOL))
         })
-        .filter(|n| !claimed(n))
+        .filter(|n| !claimed(n) && !dump.foreign.has_node(n))
         .filter_map(|n| {
             Some(Action::ReleaseNode {
                 node: n.metadata.name.clone()?,

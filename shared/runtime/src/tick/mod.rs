@@ -15,6 +15,7 @@ pub use class_settings::status_settings;
 mod assumed;
 pub(crate) mod claims;
 pub mod decide;
+pub mod disrupted;
 pub mod disruption;
 mod drive;
 mod dry_run;
@@ -457,12 +458,13 @@ pub async fn persist_unavailable(
     .await
 }
 
-/// Applies the cluster-wide settings the core reads from the snapshot: the `minValues` policy,
-/// on every NodePool.
+/// Applies the cluster-wide settings the core reads from the snapshot (the `minValues` policy
+/// and the disruption gates) on every NodePool.
 pub fn apply_settings(snapshot: &mut Snapshot, settings: &Settings) {
     for pool in &mut snapshot.nodepools {
         pool.min_values_policy = settings.min_values_policy;
         pool.terminate_first = settings.terminate_first;
+        pool.spot_to_spot = settings.spot_to_spot;
     }
 }
 

@@ -320,11 +320,12 @@ fn repair(
         let commit = super::reboot::commit(claim, node_name, pool, due.condition, grace, now);
         return Some((due.at, commit));
     }
-    Some((due.at, repair_action(claim, node, due, now, mode)))
+    Some((due.at, repair_action(dump, claim, node, due, now, mode)))
 }
 
 /// The [`Action::Repair`] of a node whose repair is due.
 fn repair_action(
+    dump: &ClusterDump,
     claim: &NodeClaim,
     node: &Node,
     due: Due,
@@ -341,12 +342,15 @@ fn repair_action(
                 .map_or(now + due.drain, |own| own.min(now + due.drain)),
         ),
     };
+    let mut disrupted = super::disrupted::of(dump, claim, "unhealthy");
+    disrupted.termination_mode = super::disrupted::repair_mode(claim, terminate_at, now);
     Action::Repair {
         nodeclaim: name_of(claim),
         node: node.metadata.name.clone().unwrap_or_default(),
         nodepool: nodepool_of(claim),
         condition: due.condition,
         terminate_at,
+        disrupted,
     }
 }
 
@@ -386,7 +390,7 @@ pub(crate) fn repair_now(
             drain: FALLBACK.drain,
             reboot: false,
         });
-    Ok(repair_action(claim, node, due, now, mode))
+    Ok(repair_action(dump, claim, node, due, now, mode))
 }
 
 /// The NodePool a NodeClaim is labelled with.

@@ -146,6 +146,7 @@ impl Action {
                 nodeclaim,
                 node,
                 expired_at,
+                ..
             } => {
                 info!(target: TICK, NodeClaim = %nodeclaim, Node = node.as_deref().unwrap_or(""), expired_at = %expired_at.to_rfc3339(), "deleting expired nodeclaim")
             }
@@ -154,7 +155,8 @@ impl Action {
                 reservation,
                 ends,
             } => {
-                info!(target: TICK, nodeclaim = %nodeclaim, capacity_reservation_id = %reservation, ends = ?ends, "initiating delete for capacity block expiration")
+                let ends = ends.map(|t| t.to_rfc3339()).unwrap_or_default();
+                info!(target: TICK, nodeclaim = %nodeclaim, capacity_reservation_id = %reservation, %ends, "initiating delete for capacity block expiration")
             }
             Action::NodeClassStatus { nodeclass, .. } => {
                 debug!(target: TICK, %nodeclass, "wrote the ec2nodeclass's status")
@@ -283,6 +285,7 @@ impl Action {
                 command,
                 replacements,
                 candidates,
+                ..
             } => {
                 let nodes: Vec<&str> = candidates.iter().map(|(n, _)| n.as_str()).collect();
                 info!(target: DISRUPT, command = %command, replacements = replacements.len(), nodes = %nodes.join(","), "starting the disruption: creating its replacements, then tainting the nodes karpenter.sh/disrupted:NoSchedule")

@@ -61,13 +61,6 @@ impl<C: Cloud> Tick<C> {
             self.roll_back(&names, ctx).await;
             return Err(e);
         }
-        let reason = command.split('/').next().unwrap_or_default();
-        ctx.summary.metrics.add_by(
-            metrics::NODECLAIMS_DISRUPTED,
-            metrics::REASON,
-            reason,
-            candidates.len() as f64,
-        );
         Ok(())
     }
 

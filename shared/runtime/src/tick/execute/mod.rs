@@ -24,6 +24,7 @@ use super::say::When;
 pub(crate) use super::say::TICK;
 
 use super::claims::name_of;
+use super::disrupted::{self, snake_case};
 use super::disruption::{self};
 use super::{jiff, Tick, TickSummary};
 use crate::error::RuntimeError;
@@ -174,17 +175,22 @@ impl<C: Cloud> Tick<C> {
                 nodeclaim,
                 condition,
                 terminate_at,
+                disrupted,
                 ..
             } => {
                 self.delete_for(nodeclaim, "unhealthy", *terminate_at)
                     .await?;
                 let kind = snake_case(condition.split('=').next().unwrap_or_default());
-                ctx.summary.metrics.add_by(
-                    metrics::NODECLAIMS_UNHEALTHY_DISRUPTED,
-                    metrics::CONDITION,
-                    &kind,
-                    1.0,
-                );
+                let labels = [
+                    (metrics::CONDITION, kind.as_str()),
+                    (metrics::NODEPOOL, disrupted.nodepool.as_str()),
+                    (metrics::CAPACITY_TYPE, disrupted.capacity_type.as_str()),
+                    (metrics::IMAGE_ID, disrupted.image_id.as_str()),
+                    (metrics::TERMINATION_MODE, disrupted.termination_mode),
+                ];
+                let m = &mut ctx.summary.metrics;
+                m.add_labeled(metrics::NODECLAIMS_UNHEALTHY_DISRUPTED, &labels, 1.0);
+                disrupted::record(m, "unhealthy", disrupted);
                 ctx.summary.repaired.push(nodeclaim.clone());
             }
             Action::Reboot {
@@ -192,15 +198,14 @@ impl<C: Cloud> Tick<C> {
                 node,
                 step,
             } => self.reboot_step(nodeclaim, node, step, ctx).await?,
-            Action::Expire { nodeclaim, .. } => {
+            Action::Expire {
+                nodeclaim,
+                disrupted,
+                ..
+            } => {
                 self.delete_for(nodeclaim, "expired", None).await?;
                 ctx.summary.expired.push(nodeclaim.clone());
-                ctx.summary.metrics.add_by(
-                    metrics::NODECLAIMS_DISRUPTED,
-                    metrics::REASON,
-                    "expired",
-                    1.0,
-                );
+                disrupted::record(&mut ctx.summary.metrics, "expired", disrupted);
             }
             Action::ReservationExpiring { nodeclaim, .. } => {
                 self.delete_for(nodeclaim, "reservation-expiring", None)
@@ -322,9 +327,16 @@ impl<C: Cloud> Tick<C> {
                 command,
                 replacements,
                 candidates,
+                disrupted,
             } => {
                 self.start(command.clone(), replacements, candidates, ctx)
-                    .await?
+                    .await?;
+                // A repair is counted when its node goes (`Action::Repair`), not when its
+                // replacements launch first.
+                let reason = command.split('/').next().unwrap_or_default();
+                for d in disrupted.iter().filter(|_| reason != "unhealthy") {
+                    disrupted::record(&mut ctx.summary.metrics, reason, d);
+                }
             }
             Action::Cordon { node } => {
                 executor::update_node(self.kube.clone(), node, executor::cordoned).await?;
@@ -476,16 +488,4 @@ impl<C: Cloud> Tick<C> {
         )
         .await;
     }
-}
-
-/// `StorageReady` → `storage_ready`, as Karpenter labels its unhealthy-disruption metric.
-fn snake_case(text: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in text.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            out.push('_');
-        }
-        out.push(c.to_ascii_lowercase());
-    }
-    out
 }

@@ -58,7 +58,9 @@ impl TickState<'_> {
                 Decision::Actions(finish::deleted_nodes(self.dump, &self.claims))
             }
             Phase::OrphanedNodes => self.orphaned_nodes(),
-            Phase::Expire => Decision::Actions(expiration::expired(&self.claims, self.now)),
+            Phase::Expire => {
+                Decision::Actions(expiration::expired(self.dump, &self.claims, self.now))
+            }
             Phase::Expiring => Decision::Actions(reservations::expiring(
                 &self.claims,
                 &self.reservations,
@@ -465,6 +467,14 @@ impl TickState<'_> {
         garbage.retain(|a| {
             !matches!(a, Action::CollectGarbage { nodeclaim: Some(n), .. } if unreadable.contains_key(n))
         });
+        // Nor is an instance of another provider's (EKS Auto Mode's), whatever its tags say.
+        let theirs = |id: &str| {
+            let tags = owned.iter().find(|i| i.id == id).map(|i| &i.tags);
+            tags.is_some_and(|t| self.dump.foreign.has_instance(id, t))
+        };
+        garbage.retain(
+            |a| !matches!(a, Action::CollectGarbage { instance_id, .. } if theirs(instance_id)),
+        );
         Decision::Actions(garbage)
     }
 

@@ -29,9 +29,10 @@ fn every_nodeclaim_past_its_own_expire_after_expires_at_once() {
         claim("f", "2026-01-01T00:00:00Z", Some("soon")),
     ];
     let now: DateTime<Utc> = "2026-01-01T01:00:00Z".parse().unwrap();
-    assert_eq!(names(&expired(&claims, now)), ["a", "b"]);
+    let dump = ClusterDump::default();
+    assert_eq!(names(&expired(&dump, &claims, now)), ["a", "b"]);
     let month: DateTime<Utc> = "2026-01-31T00:00:00Z".parse().unwrap();
-    assert_eq!(names(&expired(&claims, month)), ["a", "b", "c", "e"]);
+    assert_eq!(names(&expired(&dump, &claims, month)), ["a", "b", "c", "e"]);
 }
 
 #[test]
@@ -39,5 +40,5 @@ fn a_nodeclaim_being_deleted_is_not_expired_again() {
     let mut c = claim("a", "2026-01-01T00:00:00Z", Some("1h"));
     c.metadata.deletion_timestamp = c.metadata.creation_timestamp.clone();
     let now: DateTime<Utc> = "2026-01-02T00:00:00Z".parse().unwrap();
-    assert!(expired(&[c], now).is_empty());
+    assert!(expired(&ClusterDump::default(), &[c], now).is_empty());
 }
