@@ -83,12 +83,13 @@ fn plan_command(
         .iter()
         .filter(|p| !p.terminal && !p.is_daemonset() && p.node_name.as_deref() == Some(node))
         .collect();
+    let price = Prices::new(catalog).of(&n.labels);
     let candidate = Candidate {
         node: n,
         claim,
         pool,
-        price: Prices::new(catalog).of(&n.labels).unwrap_or(0.0),
-        priced: Prices::new(catalog).of(&n.labels).is_some(),
+        price: price.unwrap_or(0.0),
+        priced: price.is_some(),
         spot: n.labels.get(CAPACITY_TYPE).map(String::as_str) == Some(CAPACITY_SPOT),
         cost: pods.iter().map(|p| pod_cost(p)).sum(),
         pods,
