@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use fleetwright_core::labels::NODEPOOL;
 use fleetwright_kube::dump::ClusterDump;
-use fleetwright_kube::strict::InputWarning;
+use fleetwright_kube::strict::{InputWarning, Problem};
 
 static STRICT: OnceLock<bool> = OnceLock::new();
 /// Objects of a file's input that could not be used but did not stop the verb (an EC2NodeClass
@@ -35,8 +35,17 @@ fn strict() -> bool {
     STRICT.get().copied().unwrap_or(false)
 }
 
-/// Prints each ignored key as a warning; with `--strict`, fails when there is any.
+/// Prints each ignored key as a warning; with `--strict`, fails when there is any. Another
+/// provider's NodePools (EKS Auto Mode's) are no fault of the input: each is a note, and
+/// `--strict` passes them.
 pub fn check(warnings: &[InputWarning]) -> anyhow::Result<()> {
+    let (notes, warnings): (Vec<&InputWarning>, Vec<&InputWarning>) =
+        (warnings.iter()).partition(|w| w.problem == Problem::Foreign);
+    if crate::verbosity::get() != crate::verbosity::Level::Quiet {
+        for n in notes {
+            eprintln!("note: {n}");
+        }
+    }
     if warnings.is_empty() {
         return Ok(());
     }
@@ -49,7 +58,7 @@ pub fn check(warnings: &[InputWarning]) -> anyhow::Result<()> {
         );
     }
     if crate::verbosity::get() != crate::verbosity::Level::Quiet {
-        for w in warnings {
+        for w in &warnings {
             eprintln!("warning: {w}");
         }
         eprintln!(

@@ -214,7 +214,9 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         },
     );
     log_plan(&plan);
-    let disruption = fleetwright_core::disruption::plan(&snapshot, &catalog, now);
+    // The commands a tick would decide now, in its order.
+    let disruption =
+        fleetwright_core::disruption::plan_sequence(&mut snapshot.clone(), &catalog, now);
     let mut plan = plan;
     let none_left = snapshot.nodepools.is_empty();
     name_parked((&dump, &source), &parked, none_left, &mut plan);

@@ -698,16 +698,30 @@ fn plan_actions_on_the_example_creates_a_nodeclaim_for_each_planned_node() {
 fn a_karpenter_cluster_is_taken_over_replacing_only_what_karpenter_would() {
     let cluster = fixture("karpenter-migration.yaml");
     let now = "2026-11-24T12:00:00Z";
+    let node_of = |claim: &str| -> String {
+        let node = match claim {
+            "default-4kx2p" => "ip-10-0-1-10",
+            "default-9wq7z" => "ip-10-0-2-20",
+            "default-t8m3r" => "ip-10-0-3-30",
+            other => panic!("no NodeClaim {other} in the fixture"),
+        };
+        format!("{node}.ec2.internal")
+    };
+    // The nodes the tick marks drifted; the plan's one command (a tick starts one drift at a
+    // time) takes one of them.
     let drifted = |path: &str| -> Vec<String> {
         let plan = json(&fleetwright(&["plan", "--cluster", path, "--now", now]));
         let all = plan["disruptions"].as_array().unwrap().clone();
-        assert!(all.iter().all(|d| d["reason"] == "drifted"), "{plan}");
-        let mut nodes: Vec<String> = all
-            .iter()
-            .flat_map(|d| d["nodes"].as_array().unwrap().clone())
-            .map(|n| n.as_str().unwrap().to_string())
+        assert!(all.len() == 1 && all[0]["reason"] == "drifted", "{plan}");
+        let out = fleetwright(&["plan", "--actions", "--cluster", path, "--now", now]);
+        let actions = json(&out)["actions"].as_array().unwrap().clone();
+        let mut nodes: Vec<String> = (actions.iter())
+            .filter(|a| a["action"] == "markDrifted")
+            .map(|a| node_of(a["nodeclaim"].as_str().unwrap()))
             .collect();
         nodes.sort();
+        let first = all[0]["nodes"][0].as_str().unwrap().to_string();
+        assert!(nodes.contains(&first), "{first} is not among {nodes:?}");
         nodes
     };
     assert_eq!(
@@ -1621,4 +1635,17 @@ fn plan_actions_touch_nothing_of_eks_auto_mode() {
             "an action on Auto Mode's objects: {a}"
         );
     }
+}
+
+/// Another provider's NodePool is no fault of the input: `--strict` passes it, with a note.
+#[test]
+fn strict_input_passes_a_cluster_that_runs_eks_auto_mode() {
+    let cluster = fixture("warns/auto-mode.yaml");
+    let out = fleetwright(&["--strict", "plan", "--cluster", &cluster]);
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("note: NodePool general-purpose"),
+        "{stderr}"
+    );
 }

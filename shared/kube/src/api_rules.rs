@@ -164,6 +164,37 @@ pub fn nodeclass_required(value: &Value, object: &str) -> Vec<InputWarning> {
         .collect()
 }
 
+/// The class reference Karpenter's NodePool CRD requires in full (`group`, `kind` and `name`),
+/// each part missing or empty a warning naming the field. A reference written with `name` alone
+/// (as v1beta1 allowed) still reads as the EC2NodeClass of that name.
+pub fn nodepool_required(value: &Value, object: &str) -> Vec<InputWarning> {
+    let warning = |path: String| InputWarning {
+        object: object.to_string(),
+        path,
+        problem: Problem::Required,
+    };
+    let at = "spec.template.spec.nodeClassRef";
+    match value.pointer("/spec/template/spec/nodeClassRef") {
+        Some(r) if r.is_object() => {
+            let mut out: Vec<InputWarning> = ["group", "kind", "name"]
+                .into_iter()
+                .filter(|k| r[k].as_str().is_none_or(str::is_empty))
+                .map(|k| warning(format!("{at}.{k}")))
+                .collect();
+            if r["group"].as_str().is_some_and(|g| g.contains('/')) {
+                out.push(InputWarning {
+                    problem: Problem::VersionedGroup,
+                    ..warning(format!("{at}.group"))
+                });
+            }
+            out
+        }
+        Some(_) => Vec::new(),
+        None if value.pointer("/spec/template/spec").is_some() => vec![warning(at.into())],
+        None => Vec::new(),
+    }
+}
+
 #[cfg(test)]
 #[path = "../tests/unit/api_rules.rs"]
 mod tests;

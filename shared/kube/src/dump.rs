@@ -6,7 +6,7 @@ use fleetwright_core::requirements::{Requirement, Requirements};
 use fleetwright_crds::conditions::POD_SCHEDULED;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
-    Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, PodStatus, Service,
+    Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
@@ -136,58 +136,6 @@ pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
 pub fn ca_bundle_of(ca_crt: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(ca_crt.as_bytes())
-}
-
-/// What drains and interruption decisions read of a pod: identity, owners, annotations, labels,
-/// timestamps, node, priority class, its own grace period (a drain with a deadline deletes it
-/// that long before) and phase. A fifth of a `Pod`'s size (its spec and status
-/// are large even when empty), which is what lets a tick hold 50,000 of them.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct SlimPod {
-    pub metadata: ObjectMeta,
-    pub node_name: Option<String>,
-    pub priority_class_name: Option<String>,
-    pub priority: Option<i32>,
-    pub termination_grace_period_seconds: Option<i64>,
-    pub phase: Option<String>,
-    /// When the pod last came to or left its node, in seconds: see [`pod_event_at`].
-    pub event_at: i64,
-}
-
-impl SlimPod {
-    pub fn new(pod: Pod) -> SlimPod {
-        let event_at = pod_event_at(&pod);
-        let mut metadata = pod.metadata;
-        metadata.managed_fields = None;
-        let spec = pod.spec.unwrap_or_default();
-        SlimPod {
-            event_at,
-            metadata,
-            node_name: spec.node_name,
-            priority_class_name: spec.priority_class_name,
-            priority: spec.priority,
-            termination_grace_period_seconds: spec.termination_grace_period_seconds,
-            phase: pod.status.and_then(|s| s.phase),
-        }
-    }
-
-    /// The pod again, with what was kept.
-    pub fn to_pod(&self) -> Pod {
-        Pod {
-            metadata: self.metadata.clone(),
-            spec: Some(PodSpec {
-                node_name: self.node_name.clone(),
-                priority_class_name: self.priority_class_name.clone(),
-                priority: self.priority,
-                termination_grace_period_seconds: self.termination_grace_period_seconds,
-                ..Default::default()
-            }),
-            status: Some(PodStatus {
-                phase: self.phase.clone(),
-                ..Default::default()
-            }),
-        }
-    }
 }
 
 impl ClusterDump {
@@ -530,7 +478,9 @@ fn add_typed(dump: &mut ClusterDump, value: Value, kind: &str) -> Result<(), Kub
             }
         }
         "NodePool" => {
+            let required = crate::api_rules::nodepool_required(&value, &object_name(&kind, &value));
             let pool: NodePool = noted(value, &kind, warnings)?;
+            warnings.extend(required);
             let spec = &pool.spec;
             kept_unread(&pool, "spec", &spec.extra, warnings);
             kept_unread(
@@ -589,12 +539,14 @@ fn add_typed(dump: &mut ClusterDump, value: Value, kind: &str) -> Result<(), Kub
 mod documents;
 mod foreign;
 mod objects;
+mod slim;
 use documents::{documents, unreadable_document};
 pub use foreign::{drop_foreign_claims, Foreign};
 use objects::{
     api_version, drop_duplicate_workloads, drop_duplicates, drop_foreign, kept_unread, meta_of,
     misplaced_metadata, misspelt_kind, noted, truncate,
 };
+pub use slim::SlimPod;
 
 #[cfg(test)]
 #[path = "../tests/unit/dump.rs"]

@@ -148,21 +148,21 @@ where
 /// One drain pass over the pods of a cordoned node, through the Eviction API. Non-critical pods
 /// go first; critical ones only once no other pod is left to evict. A PodDisruptionBudget's 429
 /// leaves the pod for a later pass (never forced), and `karpenter.sh/do-not-disrupt` pods are
-/// never evicted.
+/// never evicted while the annotation holds at `now` (seconds since the epoch).
 ///
 /// An eviction that fails otherwise (a 500 for a pod two PDBs cover, a webhook's 403, an API
 /// error) is recorded in [`DrainOutcome::failed`] and the other pods are still evicted: one pod
 /// never stops a drain, and a drain never stops the caller.
-pub async fn drain(client: Client, pods: &[Pod]) -> DrainOutcome {
+pub async fn drain(client: Client, pods: &[Pod], now: i64) -> DrainOutcome {
     let mut outcome = DrainOutcome::default();
     let candidates: Vec<&Pod> = pods.iter().filter(|p| !skipped_by_drain(p)).collect();
     let (critical, normal): (Vec<&Pod>, Vec<&Pod>) =
         candidates.into_iter().partition(|p| is_critical(p));
-    evict_all(&client, normal, &mut outcome).await;
+    evict_all(&client, normal, now, &mut outcome).await;
     if !outcome.blocked.is_empty() || !outcome.failed.is_empty() {
         outcome.deferred.extend(critical.into_iter().map(pod_key));
     } else {
-        evict_all(&client, critical, &mut outcome).await;
+        evict_all(&client, critical, now, &mut outcome).await;
     }
     outcome
 }
@@ -174,13 +174,13 @@ pub const EVICTIONS_IN_FLIGHT: usize = 8;
 
 /// Evicts `pods`, [`EVICTIONS_IN_FLIGHT`] at a time, recording each in `outcome` in the
 /// pods' order.
-async fn evict_all(client: &Client, pods: Vec<&Pod>, outcome: &mut DrainOutcome) {
+async fn evict_all(client: &Client, pods: Vec<&Pod>, now: i64, outcome: &mut DrainOutcome) {
     use futures::StreamExt;
     // The futures are made up front (nothing runs until polled): a closure that returns one
     // would need to be general over the pods' lifetime, which the tick's future cannot prove.
     let evictions: Vec<_> = pods
         .into_iter()
-        .map(|pod| evict(client.clone(), pod))
+        .map(|pod| evict(client.clone(), pod, now))
         .collect();
     let results: Vec<(String, Evicted)> = futures::stream::iter(evictions)
         .buffered(EVICTIONS_IN_FLIGHT)
@@ -205,13 +205,13 @@ enum Evicted {
     Failed(String),
 }
 
-async fn evict(client: Client, pod: &Pod) -> (String, Evicted) {
+async fn evict(client: Client, pod: &Pod, now: i64) -> (String, Evicted) {
     let key = pod_key(pod);
-    let evicted = evict_one(client, pod, &key).await;
+    let evicted = evict_one(client, pod, &key, now).await;
     (key, evicted)
 }
 
-async fn evict_one(client: Client, pod: &Pod, key: &str) -> Evicted {
+async fn evict_one(client: Client, pod: &Pod, key: &str, now: i64) -> Evicted {
     let value = pod
         .metadata
         .annotations
@@ -225,10 +225,8 @@ async fn evict_one(client: Client, pod: &Pod, key: &str) -> Evicted {
         .map_or(0, |t| t.0.as_second());
     let protection =
         fleetwright_core::model::Protection::from_annotation(value.map(String::as_str), started);
-    // The drain happens now, so the protection is read at this instant.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    // Read at the caller's instant (a simulation's is virtual), so a duration ends when the
+    // plan that chose this drain says it does.
     if protection.holds(now) {
         return Evicted::Blocked("annotated karpenter.sh/do-not-disrupt".into());
     }

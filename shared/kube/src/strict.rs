@@ -40,6 +40,9 @@ pub enum Problem {
     /// A field the kind (or its CRD) requires is missing or empty: `kubectl apply` refuses the
     /// object, though the plan can be made without it.
     Required,
+    /// A `nodeClassRef.group` written with a version (`karpenter.k8s.aws/v1`): Karpenter's CRD
+    /// refuses it, so `kubectl apply` would fail; it is read without the version.
+    VersionedGroup,
 }
 
 impl fmt::Display for InputWarning {
@@ -75,6 +78,11 @@ impl fmt::Display for InputWarning {
             Problem::Required => write!(
                 f,
                 "{}: field {}: required, so `kubectl apply` refuses the object without it (the plan is made without it)",
+                self.object, self.path
+            ),
+            Problem::VersionedGroup => write!(
+                f,
+                "{}: field {}: a group takes no version, and Karpenter's CRD refuses one, so `kubectl apply` would fail (it is read without the version)",
                 self.object, self.path
             ),
             Problem::MisspeltKind => write!(

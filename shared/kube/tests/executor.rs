@@ -148,6 +148,9 @@ async fn endless_conflicts_give_up_with_a_clear_error() {
     assert!(err.contains("n1") && err.contains("conflict"), "{err}");
 }
 
+/// 2026-01-01T01:00:00Z: an hour after the pods' start time.
+const NOW: i64 = 1_767_229_200;
+
 fn pod_json(name: &str, extra: serde_json::Value) -> k8s_openapi::api::core::v1::Pod {
     let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "shop"},
                          "spec": {"nodeName": "n1", "containers": [{"name": "c"}]}, "status": {"phase": "Running"}});
@@ -156,9 +159,14 @@ fn pod_json(name: &str, extra: serde_json::Value) -> k8s_openapi::api::core::v1:
             pod["metadata"][k] = v.clone();
         }
     }
-    if let Some(spec) = extra.get("spec") {
-        for (k, v) in spec.as_object().unwrap() {
-            pod["spec"][k] = v.clone();
+    for part in ["spec", "status"] {
+        for (k, v) in extra
+            .get(part)
+            .and_then(|p| p.as_object())
+            .into_iter()
+            .flatten()
+        {
+            pod[part][k] = v.clone();
         }
     }
     serde_json::from_value(pod).unwrap()
@@ -189,7 +197,7 @@ async fn cordon_and_drain_leave_the_pdb_blocked_pod_and_evict_the_rest() {
             json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
         ),
     ];
-    let outcome = drain(api.client(), &pods).await;
+    let outcome = drain(api.client(), &pods, NOW).await;
     assert_eq!(outcome.evicted, vec!["shop/web-0", "shop/web-1"]);
     let blocked: Vec<&str> = outcome.blocked.iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(blocked, vec!["shop/checkout-0", "shop/batch-0"]);
@@ -234,11 +242,33 @@ async fn an_eviction_error_fails_that_pod_alone_and_the_drain_goes_on() {
         pod_json("webhook", json!({})),
         pod_json("web-0", json!({})),
     ];
-    let outcome = drain(api.client(), &pods).await;
+    let outcome = drain(api.client(), &pods, NOW).await;
     assert_eq!(outcome.evicted, vec!["shop/web-0"]);
     let failed: Vec<&str> = outcome.failed.iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(failed, vec!["shop/two-pdbs", "shop/webhook"]);
     assert!(!outcome.done());
+}
+
+/// A `do-not-disrupt` duration is read at the instant the caller gives (a simulation's is
+/// virtual), never at the machine's: 20 minutes from the pod's start hold it at 10 and free it
+/// at 30.
+#[tokio::test]
+async fn a_do_not_disrupt_duration_is_read_at_the_callers_instant() {
+    use fleetwright_kube::executor::drain;
+    let api = FakeApi::start(BTreeMap::new()).await;
+    let started = NOW - 3600;
+    let pods = vec![pod_json(
+        "batch-0",
+        json!({
+            "metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "20m"}},
+            "status": {"startTime": "2026-01-01T00:00:00Z"},
+        }),
+    )];
+    let early = drain(api.client(), &pods, started + 600).await;
+    assert!(early.evicted.is_empty(), "{early:?}");
+    assert_eq!(early.blocked.len(), 1, "{early:?}");
+    let late = drain(api.client(), &pods, started + 1800).await;
+    assert_eq!(late.evicted, vec!["shop/batch-0"]);
 }
 
 #[tokio::test]
@@ -251,11 +281,11 @@ async fn critical_pods_wait_until_the_others_are_gone() {
         json!({"spec": {"priorityClassName": "system-cluster-critical"}}),
     );
     let pods = vec![pod_json("web-0", json!({})), critical.clone()];
-    let first = drain(api.client(), &pods).await;
+    let first = drain(api.client(), &pods, NOW).await;
     assert_eq!(first.deferred, vec!["shop/dns-0"]);
     assert!(first.evicted.is_empty());
     // Once the blocked pod is gone, the critical pod is evicted.
-    let second = drain(api.client(), &[critical]).await;
+    let second = drain(api.client(), &[critical], NOW).await;
     assert_eq!(second.evicted, vec!["shop/dns-0"]);
 }
 

@@ -277,7 +277,7 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
                     .into_iter()
                     .filter(|p| pods.contains(&pod_key(p)))
                     .collect();
-                let drained = executor::drain(self.kube.clone(), &pods).await;
+                let drained = executor::drain(self.kube.clone(), &pods, now.timestamp()).await;
                 info!(%node, evicted = drained.evicted.len(), blocked = drained.blocked.len(), failed = drained.failed.len(), "cordoned and draining node");
             }
             Action::MarkUnavailable {

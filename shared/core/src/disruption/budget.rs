@@ -255,13 +255,21 @@ impl<'a> Budgets<'a> {
         Budgets { snapshot, now }
     }
 
-    /// How many more nodes of `pool` may be disrupted for `reason`.
+    /// How many more nodes of `pool` may be disrupted for `reason`. As Karpenter counts them, a
+    /// node whose NodeClaim has not initialized is no part of the pool's total: pods may not be
+    /// on it yet, so it neither raises a percentage nor takes a slot.
     pub(crate) fn allowance(&self, pool: &NodePool, reason: Reason) -> usize {
+        let starting: std::collections::BTreeSet<&str> = (self.snapshot.nodeclaims.iter())
+            .filter(|c| !c.initialized)
+            .filter_map(|c| c.node_name.as_deref())
+            .collect();
         let nodes: Vec<&Node> = self
             .snapshot
             .nodes
             .iter()
             .filter(|n| n.nodepool() == Some(pool.name.as_str()))
+            // A reboot resets its NodeClaim's initialization, but the node still counts.
+            .filter(|n| !starting.contains(n.name.as_str()) || rebooting(n))
             .collect();
         // A node whose NodeClaim is being deleted, or expires now (the tick deletes it this
         // minute), is already going: it takes its place in the budget as a tainted one does.
@@ -313,3 +321,8 @@ impl<'a> Budgets<'a> {
 #[cfg(test)]
 #[path = "../../tests/unit/disruption/budget.rs"]
 mod tests;
+
+/// Whether a reboot for repair holds the node (`karpenter.sh/rebooting`).
+fn rebooting(node: &Node) -> bool {
+    (node.taints.iter()).any(|t| t.key == crate::labels::TAINT_REBOOTING)
+}

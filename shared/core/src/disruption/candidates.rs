@@ -124,13 +124,15 @@ pub(crate) fn candidates<'a>(
         }
     }
     let mut pods_on: HashMap<&str, Vec<&Pod>> = HashMap::new();
-    for p in snapshot
-        .pods
-        .iter()
-        .filter(|p| !p.terminal && !p.is_daemonset())
-    {
-        if let Some(n) = p.node_name.as_deref() {
+    let mut pinned_on: HashMap<&str, &Pod> = HashMap::new();
+    for p in &snapshot.pods {
+        let Some(n) = p.node_name.as_deref() else {
+            continue;
+        };
+        if reschedulable(p) {
             pods_on.entry(n).or_default().push(p);
+        } else if active(p) && p.do_not_disrupt.holds(now) {
+            pinned_on.entry(n).or_insert(p);
         }
     }
     let mut out = Vec::new();
@@ -164,9 +166,8 @@ pub(crate) fn candidates<'a>(
             blocked.push(block(format!("node has {DO_NOT_DISRUPT}")));
             continue;
         }
-        let held = pods
-            .iter()
-            .find(|p| p.do_not_disrupt.holds(now))
+        let held = (pods.iter().find(|p| p.do_not_disrupt.holds(now)))
+            .or_else(|| pinned_on.get(node.name.as_str()))
             .map(|pod| format!("pod {} has {DO_NOT_DISRUPT}", pod.key()))
             .or_else(|| pdb_blocks(snapshot, &pods));
         if let Some(reason) = &held {
@@ -190,6 +191,22 @@ pub(crate) fn candidates<'a>(
         });
     }
     out
+}
+
+/// A pod that is neither finished nor terminating.
+fn active(pod: &Pod) -> bool {
+    !pod.terminal && !pod.deleting
+}
+
+/// A pod that needs a place elsewhere when its node goes, as Karpenter's `IsReschedulable`
+/// reads it: active (or a terminating StatefulSet pod, whose successor waits for it), and
+/// neither a DaemonSet's nor a static (mirror) pod, which go with their node. A node whose
+/// pods are all otherwise is empty. A DaemonSet's or static pod can still hold its node with
+/// `karpenter.sh/do-not-disrupt`, as Karpenter lets it.
+fn reschedulable(pod: &Pod) -> bool {
+    let owner = pod.owner_kind.as_deref();
+    let statefulset = owner == Some("StatefulSet");
+    (active(pod) || (statefulset && !pod.terminal)) && !matches!(owner, Some("DaemonSet" | "Node"))
 }
 
 /// Karpenter's eviction cost of a pod: 1, plus its deletion cost and priority scaled down.

@@ -2,6 +2,8 @@
 //! the figure of the dashboard's cost panel. The bound is planned from scratch, as if every pod
 //! on an owned node were pending and no owned node existed.
 
+use std::collections::BTreeSet;
+
 use serde::Serialize;
 
 use super::candidates::Prices;
@@ -25,15 +27,23 @@ pub struct FleetCost {
 /// The owned fleet's cost at `now`.
 pub fn fleet_cost(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> FleetCost {
     let prices = Prices::new(catalog);
+    let pools: BTreeSet<&str> = snapshot.nodepools.iter().map(|p| p.name.as_str()).collect();
+    let claimed: BTreeSet<&str> = (snapshot.nodeclaims.iter())
+        .filter_map(|c| c.node_name.as_deref())
+        .collect();
+    // The fleet's nodes: labelled with one of its NodePools, or with a pool since deleted and
+    // one of its NodeClaims. Another provider's nodes (EKS Auto Mode's, whose pools and claims the read
+    // leaves out) carry a NodePool label too, but are not the fleet's cost.
     let owned: Vec<&crate::model::Node> = snapshot
         .nodes
         .iter()
-        .filter(|n| n.nodepool().is_some())
+        .filter(|n| {
+            (n.nodepool()).is_some_and(|p| pools.contains(p) || claimed.contains(n.name.as_str()))
+        })
         .collect();
     let priced: Vec<f64> = owned.iter().filter_map(|n| prices.of(&n.labels)).collect();
     let mut scratch = snapshot.clone();
-    let owned_names: std::collections::BTreeSet<&str> =
-        owned.iter().map(|n| n.name.as_str()).collect();
+    let owned_names: BTreeSet<&str> = owned.iter().map(|n| n.name.as_str()).collect();
     scratch.pods.retain(|p| !p.terminal && !p.is_daemonset());
     for pod in &mut scratch.pods {
         if pod
@@ -44,7 +54,9 @@ pub fn fleet_cost(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> FleetCost
             pod.node_name = None;
         }
     }
-    scratch.nodes.retain(|n| n.nodepool().is_none());
+    scratch
+        .nodes
+        .retain(|n| !owned_names.contains(n.name.as_str()));
     scratch.nodeclaims.clear();
     let plan = schedule(
         &scratch,

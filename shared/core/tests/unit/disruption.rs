@@ -173,6 +173,80 @@ fn empty_nodes_are_deleted_within_the_budget() {
     }
 }
 
+/// As Karpenter counts a budget's total, a node whose NodeClaim has not initialized is left out:
+/// four empty nodes, two of them still starting, under 50 % allow one deletion, not two.
+#[test]
+fn nodes_not_yet_initialized_are_no_part_of_a_budgets_total() {
+    let mut c = Cluster::new(general("50%"));
+    for i in 0..4 {
+        c.node(&format!("n{i}"), "m5.large", "on-demand");
+    }
+    for claim in &mut c.snapshot.nodeclaims[2..] {
+        claim.initialized = false;
+    }
+    let plan = c.plan();
+    assert_eq!(deleted(&plan), 1, "{plan:?}");
+}
+
+/// A node rebooting for repair has its NodeClaim's initialization reset, yet it is down: it
+/// still counts against its pool's budget, as Karpenter counts it.
+#[test]
+fn a_rebooting_node_still_counts_against_the_budget() {
+    let mut c = Cluster::new(general("1"));
+    for i in 0..3 {
+        c.node(&format!("n{i}"), "m5.large", "on-demand");
+    }
+    c.snapshot.nodeclaims[0].initialized = false;
+    c.snapshot.nodes[0].taints.push(Taint {
+        key: crate::labels::TAINT_REBOOTING.into(),
+        value: String::new(),
+        effect: crate::model::TaintEffect::NoSchedule,
+    });
+    let plan = c.plan();
+    assert_eq!(deleted(&plan), 0, "{plan:?}");
+}
+
+/// As Karpenter's `IsReschedulable` reads a node: a static (mirror) pod and a terminating pod
+/// need no place elsewhere, so a node with only those is empty. A terminating StatefulSet pod
+/// still does, since its successor waits for it.
+#[test]
+fn a_node_with_only_static_and_terminating_pods_is_empty() {
+    let mut c = Cluster::new(general("100%"));
+    c.node("n1", "m5.large", "on-demand")
+        .node("n2", "m5.large", "on-demand");
+    c.pod("static", "n1", 100).owner_kind = Some("Node".into());
+    c.pod("leaving", "n1", 100).deleting = true;
+    let stateful = c.pod("db-0", "n2", 100);
+    stateful.owner_kind = Some("StatefulSet".into());
+    stateful.deleting = true;
+    let plan = c.plan();
+    let empty: Vec<&str> = (plan.disruptions.iter())
+        .filter(|d| d.reason == Reason::Empty)
+        .flat_map(|d| d.nodes.iter().map(String::as_str))
+        .collect();
+    assert_eq!(empty, ["n1"], "{plan:?}");
+}
+
+/// A DaemonSet's or static pod annotated `karpenter.sh/do-not-disrupt` holds its node, as
+/// Karpenter lets it, though such a pod needs no place elsewhere.
+#[test]
+fn a_daemonset_pod_with_do_not_disrupt_holds_its_node() {
+    let mut c = Cluster::new(general("100%"));
+    c.node("n1", "m5.large", "on-demand");
+    let agent = c.pod("agent-x", "n1", 100);
+    agent.owner_kind = Some("DaemonSet".into());
+    agent.do_not_disrupt = Protection::Always;
+    let plan = c.plan();
+    assert_eq!(deleted(&plan), 0, "{plan:?}");
+    assert!(
+        (plan.blocked.iter()).any(|b| b.node == "n1" && b.reason.contains("shop/agent-x")),
+        "{:?}",
+        plan.blocked
+    );
+    c.snapshot.pods[0].do_not_disrupt = Protection::None;
+    assert_eq!(deleted(&c.plan()), 1);
+}
+
 #[test]
 fn nodes_of_a_command_in_progress_are_no_candidates_and_use_up_the_budget() {
     let mut c = Cluster::new(general("3"));
@@ -904,6 +978,18 @@ fn the_fleet_cost_is_the_owned_nodes_prices_against_the_bound_of_their_pods() {
     let mut foreign = c.snapshot.clone();
     foreign.nodes[1].labels.remove(NODEPOOL);
     let cost = fleet_cost(&foreign, catalog, NOW);
+    assert_eq!(cost.nodes, 1);
+    assert!((cost.hourly - m5_2xlarge).abs() < 1e-9);
+    // Nor is a node of another provider's NodePool (EKS Auto Mode's), which the read leaves
+    // out with its NodeClaims, though the node keeps its pool label.
+    let mut auto_mode = c.snapshot.clone();
+    auto_mode.nodes[1]
+        .labels
+        .insert(NODEPOOL.into(), "general-purpose".into());
+    auto_mode
+        .nodeclaims
+        .retain(|claim| claim.node_name.as_deref() != Some("n2"));
+    let cost = fleet_cost(&auto_mode, catalog, NOW);
     assert_eq!(cost.nodes, 1);
     assert!((cost.hourly - m5_2xlarge).abs() < 1e-9);
 }

@@ -17,6 +17,7 @@ use crate::error::KubeError;
 mod durations;
 mod nodeclass;
 mod objects;
+mod pdb;
 mod pod;
 pub mod pod_events;
 mod volumes;
@@ -25,8 +26,9 @@ pub use self::durations::duration_seconds;
 pub use self::nodeclass::{nodeclass_settings, reservation, NODE_CLASS_CEL_SETTING};
 pub use self::objects::{
     daemonset, foreign, foreign_claim, legacy_node_class_hash, legacy_template_hash, node,
-    node_class_hash, nodeclaim, nodepool, overlay, pdb, template_hash,
+    node_class_hash, nodeclaim, nodepool, overlay, template_hash,
 };
+pub use self::pdb::pdb;
 pub use self::pod::{pod, pod_from_spec, pod_requests};
 pub use self::volumes::{claims, volume_limits, Claims};
 pub use crate::rejected::Rejected;
@@ -186,6 +188,7 @@ fn convert_all(
         }
     }
     taint_commanded(&mut snapshot);
+    cordon_foreign_leaving(dump, &mut snapshot);
     taint_rebooting(dump, &mut snapshot);
     for p in &dump.nodepools {
         match nodepool(p) {
@@ -203,7 +206,9 @@ fn convert_all(
         match nodeclass_settings(c, dump.node_class_cel).and_then(|s| Ok((s, hash?))) {
             Ok((settings, hash)) => {
                 snapshot.node_classes.insert(name.clone(), settings);
-                snapshot.node_class_state.entry(name).or_default().hash = hash;
+                let state = snapshot.node_class_state.entry(name).or_default();
+                state.hash = hash;
+                status_state(c, state);
             }
             Err(e) => keep("EC2NodeClass", &c.metadata, e),
         }
@@ -217,7 +222,10 @@ fn convert_all(
     for p in &dump.pdbs {
         match pdb(p) {
             Ok(x) => snapshot.pdbs.push(x),
-            Err(e) => keep("PodDisruptionBudget", &p.metadata, e),
+            Err(e) => {
+                keep("PodDisruptionBudget", &p.metadata, e);
+                snapshot.pdbs.extend(self::pdb::fail_closed(p));
+            }
         }
     }
     for o in &dump.nodeoverlays {
@@ -242,6 +250,37 @@ fn taint_commanded(snapshot: &mut core::Snapshot) {
         .collect();
     let commanded: BTreeSet<String> = commanded.into_iter().map(str::to_string).collect();
     taint(snapshot, &commanded, TAINT_DISRUPTED);
+}
+
+/// What an EC2NodeClass's status says it last resolved to (AMIs, subnets, security groups), the
+/// drift reference Karpenter reads too. A tick that resolves the class afresh replaces it; a
+/// read of a dump, or a tick whose resolution failed, drifts against it.
+fn status_state(class: &crate::crds::EC2NodeClass, state: &mut core::NodeClassState) {
+    let Some(status) = class.status.as_ref() else {
+        return;
+    };
+    let ids = |list: &[Value]| -> BTreeSet<String> {
+        (list.iter())
+            .filter_map(|v| v.get("id").and_then(Value::as_str).map(str::to_string))
+            .collect()
+    };
+    state.images = ids(&status.amis);
+    state.subnets = ids(&status.subnets);
+    state.security_groups = ids(&status.security_groups);
+}
+
+/// Another provider's nodes whose NodeClaims are being deleted, read as cordoned: their room
+/// is going, so no plan counts on it. Unlike a node a command of Fleetwright's takes away, their
+/// pods are not moving for any decision of Fleetwright's (their own provider replaces them), so
+/// no emptiness or consolidation waits on them.
+fn cordon_foreign_leaving(dump: &ClusterDump, snapshot: &mut core::Snapshot) {
+    let leaving = &dump.foreign.leaving;
+    for n in &mut snapshot.nodes {
+        let provider = n.provider_id.as_ref();
+        if leaving.contains(&n.name) || provider.is_some_and(|p| leaving.contains(p)) {
+            n.unschedulable = true;
+        }
+    }
 }
 
 /// The named nodes, given the NoSchedule taint `key` where they lack it.

@@ -1,5 +1,5 @@
 //! Nodes and Karpenter's objects into the core model: Nodes, NodePools (with their template hash),
-//! EC2NodeClasses' static hash, NodeClaims, DaemonSets and PodDisruptionBudgets.
+//! EC2NodeClasses' static hash, NodeClaims, DaemonSets and NodeOverlays.
 
 use super::durations::{duration_seconds, nodepool_duration};
 use std::collections::BTreeMap;
@@ -11,11 +11,10 @@ use fleetwright_core::resources::Resources;
 use fleetwright_crds::conditions;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use crate::crds::{self, EC2NodeClass, NodeClaim, NodePool};
 use crate::error::KubeError;
-use crate::selectors::{label_selector, match_nothing, requirement};
+use crate::selectors::requirement;
 
 use super::pod::pod_from_spec;
 use super::{object, quantities, resource_list, seconds, taint_effect, value_list};
@@ -259,8 +258,11 @@ pub fn nodepool(p: &NodePool) -> Result<core::NodePool, KubeError> {
 
 /// Whether a NodePool's class belongs to another provider (EKS Auto Mode's
 /// `eks.amazonaws.com/NodeClass`, say): such a NodePool is not Fleetwright's, and is read as if
-/// it were not there. A kind or group a letter or two off EC2NodeClass's is a typo, not another
-/// provider's: [`nodepool`] names it.
+/// it were not there. Another provider's class is in another group (GCP's `GCENodeClass` is a
+/// few letters from `EC2NodeClass`, but not in `karpenter.k8s.aws`). A reference in a group a
+/// letter or two off `karpenter.k8s.aws`, in Karpenter's own group (which holds no class), or
+/// to the kind `EC2NodeClass` is a typo: [`nodepool`] names it, so that a pool meant for
+/// Fleetwright is never silently left out.
 pub fn foreign(pool: &NodePool) -> bool {
     foreign_class(pool.spec.template.spec.node_class_ref.as_ref())
 }
@@ -278,7 +280,10 @@ fn foreign_class(r: Option<&crate::crds::NodeClassRef>) -> bool {
         !value.is_empty()
             && crate::strict::distance(&value.to_ascii_lowercase(), &ours.to_ascii_lowercase()) > 2
     };
-    far(&r.kind, "EC2NodeClass") || far(group(&r.group), "karpenter.k8s.aws")
+    let group = group(&r.group);
+    far(group, "karpenter.k8s.aws")
+        && !group.eq_ignore_ascii_case("karpenter.sh")
+        && !r.kind.eq_ignore_ascii_case("EC2NodeClass")
 }
 
 /// A class reference's group without a version some write after it (`karpenter.k8s.aws/v1`,
@@ -458,35 +463,6 @@ pub fn daemonset(d: &DaemonSet) -> Result<core::DaemonSet, KubeError> {
         name: d.metadata.name.clone().unwrap_or_default(),
         pod,
     })
-}
-
-/// Converts a PodDisruptionBudget.
-pub fn pdb(p: &PodDisruptionBudget) -> Result<core::Pdb, KubeError> {
-    let obj = object("PodDisruptionBudget", &p.metadata);
-    let selector = match p.spec.as_ref().and_then(|s| s.selector.as_ref()) {
-        Some(s) => label_selector(s, &obj, "spec.selector")?,
-        None => match_nothing(),
-    };
-    Ok(core::Pdb {
-        namespace: p.metadata.namespace.clone().unwrap_or_default(),
-        name: p.metadata.name.clone().unwrap_or_default(),
-        selector,
-        disruptions_allowed: p
-            .status
-            .as_ref()
-            .map(|s| s.disruptions_allowed)
-            .unwrap_or(0),
-        fully_blocking: p.spec.as_ref().is_some_and(blocks_every_eviction),
-    })
-}
-
-/// Whether a PodDisruptionBudget's spec allows no eviction ever, as Karpenter reads it: such a
-/// PDB's pods are not planned ahead of their eviction, which may never come.
-fn blocks_every_eviction(spec: &k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec) -> bool {
-    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-    matches!(&spec.max_unavailable, Some(IntOrString::Int(0)))
-        || matches!(&spec.max_unavailable, Some(IntOrString::String(s)) if s == "0%")
-        || matches!(&spec.min_available, Some(IntOrString::String(s)) if s == "100%")
 }
 
 /// Converts a NodeOverlay; a bad price, adjustment or capacity is an error naming the field.

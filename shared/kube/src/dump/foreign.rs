@@ -18,6 +18,8 @@ pub struct Foreign {
     pub pools: BTreeSet<String>,
     pub claims: BTreeSet<String>,
     pub nodes: BTreeSet<String>,
+    /// The node names and provider IDs of those NodeClaims being deleted: their room is going.
+    pub leaving: BTreeSet<String>,
 }
 
 impl Foreign {
@@ -71,6 +73,12 @@ fn remember(foreign: &mut Foreign, c: &NodeClaim) {
     foreign
         .nodes
         .extend(status.and_then(|s| s.provider_id.clone()));
+    if c.metadata.deletion_timestamp.is_some() {
+        let node = status.and_then(|s| s.node_name.clone());
+        foreign.leaving.extend(node);
+        let provider = status.and_then(|s| s.provider_id.clone());
+        foreign.leaving.extend(provider);
+    }
 }
 
 #[cfg(test)]

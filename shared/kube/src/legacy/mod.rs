@@ -93,7 +93,13 @@ pub fn convert(objects: &[Value]) -> Converted {
         let mut notes = Notes::new(&object_name);
         let class = match kind(object) {
             "AWSNodeTemplate" => node_template(object, &mut notes),
-            "EC2NodeClass" => beta_node_class(object, &mut notes),
+            "EC2NodeClass" => {
+                let class = beta_node_class(object, &mut notes);
+                unread_in_v1::<crate::crds::EC2NodeClass>(&class, &mut notes, |c| {
+                    [("spec", &c.spec.extra)].into()
+                });
+                class
+            }
             _ => continue,
         };
         out.notes.extend(notes.list);
@@ -104,7 +110,14 @@ pub fn convert(objects: &[Value]) -> Converted {
         let mut notes = Notes::new(&object_name);
         let pool = match kind(object) {
             "Provisioner" => provisioner(object, &mut classes, &mut notes),
-            "NodePool" => beta_node_pool(object, &mut classes, &mut notes),
+            "NodePool" => {
+                let pool = beta_node_pool(object, &mut classes, &mut notes);
+                unread_in_v1::<crate::crds::NodePool>(&pool, &mut notes, |p| {
+                    let template = &p.spec.template.spec.extra;
+                    [("spec", &p.spec.extra), ("spec.template.spec", template)].into()
+                });
+                pool
+            }
             _ => continue,
         };
         out.notes.extend(notes.list);
@@ -145,14 +158,34 @@ impl Notes {
     /// the legacy kind has such a name.
     fn leftovers(&mut self, prefix: &str, rest: Map<String, Value>) {
         for key in rest.keys() {
-            self.add(
-                &format!("{prefix}.{key}"),
-                NoteKind::Unknown,
-                "no field of this kind has this name, so it is dropped (check its spelling and indentation)",
-            );
+            self.add(&format!("{prefix}.{key}"), NoteKind::Unknown, UNKNOWN);
         }
     }
 }
+
+/// Notes each key of a v1beta1 object that its v1 form carries over but no v1 field reads (a
+/// misspelt `requirments:`): the conversion keeps v1beta1's fields as they are, so a typo would
+/// otherwise pass unseen. `extras` gives the maps of keys the v1 type keeps unread.
+fn unread_in_v1<T: serde::de::DeserializeOwned>(
+    v1: &Value,
+    notes: &mut Notes,
+    extras: impl Fn(&T) -> Vec<(&str, &BTreeMap<String, Value>)>,
+) {
+    let kind = kind(v1).to_string();
+    let Ok((typed, unknown)) = crate::strict::typed_noting::<T>(v1.clone(), &kind) else {
+        return;
+    };
+    let mut rest = unknown;
+    for (prefix, extra) in extras(&typed) {
+        rest.extend(extra.keys().map(|k| format!("{prefix}.{k}")));
+    }
+    for path in rest {
+        notes.add(&path, NoteKind::Unknown, UNKNOWN);
+    }
+}
+
+const UNKNOWN: &str =
+    "no field of this kind has this name, so it is dropped (check its spelling and indentation)";
 
 fn spec_of(object: &Value) -> Map<String, Value> {
     object["spec"].as_object().cloned().unwrap_or_default()

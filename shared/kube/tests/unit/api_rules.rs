@@ -137,3 +137,35 @@ fn a_written_nodeclass_spec_without_its_required_terms_is_warned_about() {
     // A class with no spec is admitted.
     assert!(nodeclass_required(&json!({"kind": "EC2NodeClass"}), "x").is_empty());
 }
+
+/// Karpenter's NodePool CRD requires the whole class reference: a part left out is a warning
+/// naming it, and `--strict` an error.
+#[test]
+fn a_nodepool_class_reference_without_its_group_or_kind_is_warned_about() {
+    let paths = |template_spec: Value| -> Vec<String> {
+        let pool = json!({"kind": "NodePool", "spec": {"template": {"spec": template_spec}}});
+        nodepool_required(&pool, "NodePool default")
+            .into_iter()
+            .map(|w| w.path)
+            .collect()
+    };
+    assert_eq!(
+        paths(json!({"nodeClassRef": {"name": "default"}})),
+        [
+            "spec.template.spec.nodeClassRef.group",
+            "spec.template.spec.nodeClassRef.kind"
+        ]
+    );
+    let full = json!({"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}});
+    assert!(paths(full).is_empty());
+    assert_eq!(
+        paths(json!({"requirements": []})),
+        ["spec.template.spec.nodeClassRef"]
+    );
+    let versioned = json!({"kind": "NodePool", "spec": {"template": {"spec": {"nodeClassRef":
+        {"group": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "name": "default"}}}}});
+    let warned = nodepool_required(&versioned, "NodePool default");
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert_eq!(warned[0].problem, Problem::VersionedGroup);
+    assert_eq!(warned[0].path, "spec.template.spec.nodeClassRef.group");
+}

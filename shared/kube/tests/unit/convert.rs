@@ -148,3 +148,99 @@ fn a_budget_karpenter_would_refuse_is_an_error_naming_its_field() {
     let defaulted = nodepool(&pool(serde_json::json!({"reasons": ["Unhealthy"]}))).unwrap();
     assert_eq!(defaulted.budgets[1].nodes, "10%");
 }
+
+/// A PodDisruptionBudget's `minAvailable` and `maxUnavailable` are a count or a percentage up
+/// to 100 %, one of them at most, as the API server validates them: anything else is an error
+/// that names the budget and the field.
+#[test]
+fn a_pdb_budget_that_is_no_count_or_percentage_is_named() {
+    let budget = |spec: serde_json::Value| -> Result<fleetwright_core::model::Pdb, KubeError> {
+        let p = serde_json::json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": spec,
+        });
+        pdb(&serde_json::from_value(p).unwrap())
+    };
+    for ok in [
+        json_spec("minAvailable", 2),
+        json_spec("maxUnavailable", "25%"),
+    ] {
+        assert!(budget(ok.clone()).is_ok(), "{ok}");
+    }
+    for (spec, field) in [
+        (json_spec("minAvailable", "four"), "spec.minAvailable"),
+        (json_spec("maxUnavailable", "150%"), "spec.maxUnavailable"),
+        (json_spec("minAvailable", -1), "spec.minAvailable"),
+        (
+            serde_json::json!({"minAvailable": 1, "maxUnavailable": 1}),
+            "spec.maxUnavailable",
+        ),
+    ] {
+        let err = budget(spec.clone()).expect_err("refused").to_string();
+        assert!(
+            err.contains("PodDisruptionBudget shop/web") && err.contains(field),
+            "{spec}: {err}"
+        );
+    }
+}
+
+fn json_spec(field: &str, value: impl serde::Serialize) -> serde_json::Value {
+    serde_json::json!({ field: value, "selector": {"matchLabels": {"app": "web"}} })
+}
+
+/// An EC2NodeClass's status is the drift reference a read of the cluster starts from, as
+/// Karpenter's is: its AMIs, subnets and security groups by id.
+#[test]
+fn a_nodeclass_status_is_read_as_what_it_resolved_to() {
+    let mut dump = crate::dump::parse(
+        r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: R
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+status:
+  amis: [{id: ami-new, name: al2023}]
+  subnets: [{id: subnet-a, zone: us-east-1a}]
+  securityGroups: [{id: sg-1, name: nodes}]
+"#,
+        "class",
+    )
+    .expect("parses");
+    let snapshot = take_snapshot(&mut dump).expect("converts");
+    let state = &snapshot.node_class_state["default"];
+    assert_eq!(state.images.iter().collect::<Vec<_>>(), ["ami-new"]);
+    assert_eq!(state.subnets.iter().collect::<Vec<_>>(), ["subnet-a"]);
+    assert_eq!(state.security_groups.iter().collect::<Vec<_>>(), ["sg-1"]);
+}
+
+/// A PodDisruptionBudget that does not read is reported and still protects its pods: it is read
+/// as one that allows no eviction ever.
+#[test]
+fn a_pdb_that_does_not_read_fails_closed() {
+    let mut dump = crate::dump::parse(
+        r#"
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: shop}
+spec:
+  minAvailable: four
+  selector: {matchLabels: {app: web}}
+"#,
+        "pdb",
+    )
+    .expect("parses");
+    let (snapshot, rejected) = take_snapshot_isolating(&mut dump);
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert!(
+        rejected[0].error.contains("spec.minAvailable"),
+        "{rejected:?}"
+    );
+    assert_eq!(snapshot.pdbs.len(), 1);
+    assert!(snapshot.pdbs[0].fully_blocking);
+    assert_eq!(snapshot.pdbs[0].disruptions_allowed, 0);
+}

@@ -51,3 +51,20 @@ fn a_slim_pod_keeps_its_grace_period() {
     assert_eq!(spec.termination_grace_period_seconds, Some(120));
     assert_eq!(spec.node_name.as_deref(), Some("n1"));
 }
+
+/// A slim pod keeps its start, from which a `do-not-disrupt` duration counts at the drain: a
+/// pod that waited long for a node is protected from when it started, not from its creation.
+#[test]
+fn a_slim_pod_keeps_its_start_time() {
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "job-0", "namespace": "shop", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"nodeName": "n1", "containers": []},
+        "status": {"phase": "Running", "startTime": "2026-01-01T00:30:00Z"},
+    }))
+    .unwrap();
+    let back = SlimPod::new(pod.clone()).to_pod();
+    assert_eq!(
+        back.status.and_then(|s| s.start_time),
+        pod.status.and_then(|s| s.start_time)
+    );
+}

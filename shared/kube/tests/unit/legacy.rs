@@ -81,3 +81,35 @@ fn unknown_legacy_fields_are_reported_with_their_path() {
         .to_string()
         .starts_with("Provisioner p: spec.limits.other: unknown key"));
 }
+
+/// A misspelt key of a v1beta1 NodePool or EC2NodeClass is carried into its v1 form, where no
+/// field reads it: it is noted as unknown, so `plan` warns and `--strict` refuses, as for a v1
+/// object.
+#[test]
+fn a_misspelt_key_of_a_v1beta1_object_is_noted() {
+    let pool = json!({"apiVersion": "karpenter.sh/v1beta1", "kind": "NodePool",
+        "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {"nodeClassRef": {"apiVersion": "karpenter.k8s.aws/v1beta1",
+                "kind": "EC2NodeClass", "name": "default"},
+            "requirments": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}},
+            "limit": {"cpu": "20"},
+            "disruption": {"consolidationPolicy": "WhenUnderutilized", "expireAfter": "168h"}}});
+    let class = json!({"apiVersion": "karpenter.k8s.aws/v1beta1", "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {"amiFamily": "AL2023", "role": "R", "subnetSelectorTerm": [{"tags": {"a": "b"}}],
+            "subnetSelectorTerms": [{"tags": {"a": "b"}}],
+            "securityGroupSelectorTerms": [{"tags": {"a": "b"}}]}});
+    let converted = convert(&[pool, class]);
+    let unknown: Vec<String> = (converted.notes.iter())
+        .filter(|n| n.kind == NoteKind::Unknown)
+        .map(|n| format!("{} {}", n.object, n.field))
+        .collect();
+    assert_eq!(
+        unknown,
+        [
+            "EC2NodeClass default spec.subnetSelectorTerm",
+            "NodePool default spec.limit",
+            "NodePool default spec.template.spec.requirments",
+        ]
+    );
+}

@@ -247,10 +247,12 @@ fn report_blocked(
             changed: said.get(&b.node) != Some(&b.reason),
         })
         .collect();
-    let current: BTreeMap<String, String> = blocked
-        .iter()
-        .map(|b| (b.node.clone(), b.reason.clone()))
-        .collect();
+    // A node's first reason is the one its Event gives: the methods run in Karpenter's order,
+    // so a drifted node held back says why its drift waits, not why it is not consolidated.
+    let mut current: BTreeMap<String, String> = BTreeMap::new();
+    for b in blocked {
+        (current.entry(b.node.clone())).or_insert_with(|| b.reason.clone());
+    }
     for (node, reason) in &current {
         if said.get(node) != Some(reason) {
             actions.push(node_event(

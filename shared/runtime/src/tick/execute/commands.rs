@@ -180,8 +180,9 @@ impl<C: Cloud> Tick<C> {
         node: &str,
         pods: &[Pod],
         grace_over: bool,
+        now: DateTime<Utc>,
     ) -> Result<bool, RuntimeError> {
-        let drained = executor::drain(self.kube.clone(), pods).await;
+        let drained = executor::drain(self.kube.clone(), pods, now.timestamp()).await;
         info!(target: DISRUPT, node = %node, evicted = drained.evicted.len(), blocked = drained.blocked.len(), failed = drained.failed.len(), "draining node");
         let mut done = drained.done();
         if !done && grace_over {

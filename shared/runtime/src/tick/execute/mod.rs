@@ -236,7 +236,7 @@ impl<C: Cloud> Tick<C> {
                 pods,
                 ..
             } => {
-                let drained = executor::drain(self.kube.clone(), pods).await;
+                let drained = executor::drain(self.kube.clone(), pods, now.timestamp()).await;
                 self.mark_eviction_failing(nodeclaim, !drained.failed.is_empty(), now)
                     .await?;
                 info!(target: TICK, %node, left = pods.len(), evicted = drained.evicted.len(), failed = drained.failed.len(), "waiting for pods to leave before terminating");
@@ -383,7 +383,7 @@ impl<C: Cloud> Tick<C> {
                     true => Ok(Vec::new()),
                     false => executor::delete_pods(self.kube.clone(), due, *due_grace).await,
                 };
-                if self.drain_disrupted(node, pods, *grace_over).await? {
+                if self.drain_disrupted(node, pods, *grace_over, now).await? {
                     ctx.outcomes.push(Outcome::Drained(nodeclaim.clone()));
                 }
                 early?;

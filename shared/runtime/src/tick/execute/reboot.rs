@@ -116,7 +116,7 @@ impl<C: Cloud> Tick<C> {
             }
             RebootStep::Drain { pods, .. } => {
                 self.fence(node).await?;
-                let drained = executor::drain(self.kube.clone(), pods).await;
+                let drained = executor::drain(self.kube.clone(), pods, now.timestamp()).await;
                 info!(target: TICK, %node, evicted = drained.evicted.len(), blocked = drained.blocked.len(), failed = drained.failed.len(), "draining node for its reboot");
             }
             RebootStep::Issue {

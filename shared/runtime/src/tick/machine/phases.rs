@@ -527,10 +527,18 @@ fn plan_pods(snapshot: &Snapshot, catalog: &Catalog, now: DateTime<Utc>) -> Plan
     )
 }
 
-/// What the EC2NodeClasses resolve to now (AMIs, subnets, security groups), for drift.
+/// What the EC2NodeClasses resolve to now (AMIs, subnets, security groups), for drift. A class
+/// that did not resolve this tick drifts nothing by them: its status may be older than the
+/// nodes launched since (a status write that failed), and its pools launch nothing meanwhile.
 fn drift_state(snapshot: &mut Snapshot, resolved: &status::Resolutions) {
-    for r in resolved.values().flatten() {
-        let state = snapshot.node_class_state.entry(r.name.clone()).or_default();
+    for (name, r) in resolved {
+        let state = snapshot.node_class_state.entry(name.clone()).or_default();
+        let Ok(r) = r else {
+            state.images.clear();
+            state.subnets.clear();
+            state.security_groups.clear();
+            continue;
+        };
         state.images = r.amis.iter().map(|a| a.id.clone()).collect();
         state.subnets = r.subnets.iter().map(|s| s.id.clone()).collect();
         state.security_groups = r.security_groups.iter().cloned().collect();

@@ -196,3 +196,42 @@ fn a_nodeclaim_waits_for_the_resources_it_was_launched_for() {
     assert!(!node_initialized(&node("0"), &claim, false));
     assert!(node_initialized(&node("1"), &claim, false));
 }
+
+/// A Ready node that still carries a taint Karpenter knows to be ephemeral (the node lifecycle
+/// controller's, the cloud provider's `uninitialized`, the Node Readiness Controller's) is not
+/// initialized yet, as Karpenter's `KnownEphemeralTaintsRemoved` holds; a taint of the user's
+/// own does not hold it back.
+#[test]
+fn a_node_with_a_known_ephemeral_taint_is_not_initialized() {
+    let claim: NodeClaim = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "c1"},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": []},
+    }))
+    .unwrap();
+    let node = |key: &str, effect: &str| -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": "n1"},
+            "spec": {"taints": [{"key": key, "effect": effect}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        }))
+        .unwrap()
+    };
+    for (key, effect) in [
+        ("node.kubernetes.io/not-ready", "NoExecute"),
+        ("node.kubernetes.io/not-ready", "NoSchedule"),
+        ("node.kubernetes.io/unreachable", "NoSchedule"),
+        (
+            "node.cloudprovider.kubernetes.io/uninitialized",
+            "NoSchedule",
+        ),
+        ("readiness.k8s.io/network", "NoSchedule"),
+    ] {
+        assert!(
+            !node_initialized(&node(key, effect), &claim, false),
+            "{key}:{effect}"
+        );
+    }
+    assert!(node_initialized(&node("team", "NoSchedule"), &claim, false));
+}

@@ -226,3 +226,37 @@ fn a_replacement_no_command_names_is_deleted_before_it_launches() {
     let out = launched_or_dropped(&[claim("r1", "")]);
     assert_eq!(out, ["launch r1"]);
 }
+
+/// A node blocked by more than one method keeps its first reason in its Event and the saved
+/// list: a drifted node whose replacement cannot be planned says so, not that it cannot be
+/// consolidated.
+#[test]
+fn a_nodes_event_gives_its_first_blocked_reason() {
+    let blocked = |reason: &str| disruption::Blocked {
+        node: "n1".into(),
+        reason: reason.into(),
+    };
+    let list = [
+        blocked("Drifted: no instance type fits its pods"),
+        blocked("Underutilized: no cheaper instance type fits"),
+    ];
+    let actions = report_blocked(&ClusterDump::default(), &list, &BTreeMap::new());
+    let events: Vec<&String> = (actions.iter())
+        .filter_map(|a| match a {
+            Action::NodeEvent { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        events,
+        ["Cannot disrupt Node: Drifted: no instance type fits its pods"]
+    );
+    let saved = actions.iter().find_map(|a| match a {
+        Action::SaveBlocked { blocked } => Some(blocked),
+        _ => None,
+    });
+    assert_eq!(
+        saved.and_then(|b| b.get("n1")).map(String::as_str),
+        Some("Drifted: no instance type fits its pods")
+    );
+}
