@@ -26,6 +26,9 @@ pub struct ExplainArgs {
     catalog: CatalogArgs,
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     output: Output,
+    /// The instant to explain at (RFC 3339), as for `plan`; defaults to now.
+    #[arg(long, value_name = "RFC3339")]
+    now: Option<String>,
     /// Evaluate EC2NodeClasses' kubelet CEL expressions per instance type, as for `plan`.
     #[arg(long)]
     node_class_cel: bool,
@@ -59,7 +62,7 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
     } else {
         format!("default/{}", args.pod)
     };
-    let now = chrono::Utc::now().timestamp();
+    let now = crate::plan::instant(args.now.as_deref())?.timestamp();
     let Some(mut explanation) = explain_pod(&snapshot, &catalog, &key, now) else {
         if in_dump(&dump, &key) {
             bail!("--pod {key}: it is in {source} but was left out, as the tick leaves it out (the error above says why): nothing plans capacity for it");

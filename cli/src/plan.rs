@@ -204,7 +204,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     // launch nothing, so nothing is planned for it.
     let classes = fleetwright_runtime::tick::isolation::classes_of_dump(&dump);
     let parked = fleetwright_runtime::tick::isolation::park_known(&mut snapshot, classes.as_ref());
-    let plan = schedule(
+    let mut plan = schedule(
         &snapshot,
         &catalog,
         &ScheduleOptions {
@@ -217,7 +217,6 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     // The commands a tick would decide now, in its order.
     let disruption =
         fleetwright_core::disruption::plan_sequence(&mut snapshot.clone(), &catalog, now);
-    let mut plan = plan;
     let none_left = snapshot.nodepools.is_empty();
     name_parked((&dump, &source), &parked, none_left, &mut plan);
     fleetwright_runtime::tick::isolation::restore(&mut snapshot, parked);
@@ -375,6 +374,7 @@ pub(crate) fn readable_snapshot(
     for r in rejected.iter().filter(|_| !dump.slim) {
         let then = match r.kind.as_str() {
             "document" => "the other documents are still read",
+            "PodDisruptionBudget" => "read as allowing no eviction ever, so its pods stay held",
             _ => "left out, as the tick leaves it out",
         };
         eprintln!("error: {source}: {}; {then}", r.error);

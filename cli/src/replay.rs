@@ -46,7 +46,17 @@ type Replayed = Result<Value, String>;
 pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.cluster)
         .with_context(|| format!("reading {}", args.cluster.display()))?;
-    let cluster = dump::parse_strict(&text, &args.cluster.display().to_string())?;
+    let source = args.cluster.display().to_string();
+    let cluster = dump::parse(&text, &source)?;
+    // As the function reads the cluster: an object that does not read is left out, named, and
+    // the event is still decided over the others (the command exits non-zero after).
+    for r in &cluster.rejected {
+        eprintln!(
+            "error: {source}: {}; left out, as the interruption function leaves it out",
+            r.error
+        );
+        crate::input::set_aside();
+    }
     crate::input::check(&cluster.warnings)?;
     let rebalance = match args.rebalance {
         Rebalance::Event => RebalanceAction::Event,

@@ -216,3 +216,25 @@ fn a_workload_name_given_for_a_pod_names_a_pod_that_stands_for_it() {
         "{err}"
     );
 }
+
+/// `explain` takes the instant to explain at as `plan` does, and names a bad one.
+#[test]
+fn explain_takes_the_instant_as_plan_does() {
+    let dump = write_temp("explain-now.yaml", CLUSTER);
+    let at = |now: &str| {
+        let args = [
+            "explain",
+            "--cluster",
+            &dump,
+            "--pod",
+            "shop/sg-pod",
+            "--now",
+            now,
+        ];
+        fleetwright(&args)
+    };
+    success(&at("2026-11-25T12:00:00Z"));
+    let bad = at("noon");
+    assert_eq!(bad.status.code(), Some(1), "{bad:?}");
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--now \"noon\" is not RFC 3339"));
+}

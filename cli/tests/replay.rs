@@ -70,6 +70,28 @@ fn a_spot_warning_replays_as_cordon_drain_delete_against_the_dump() {
     assert_eq!(decision["actions"][4]["nodeclaim"], "default-x7k2p");
 }
 
+/// One object of the dump that does not read is named and left out, as the function leaves
+/// it out: the event is still decided over the others, and the command exits non-zero after.
+#[test]
+fn a_bad_object_in_the_dump_is_named_and_the_event_still_decided() {
+    let text = std::fs::read_to_string(repo(CLUSTER)).unwrap();
+    let broken = "---\napiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: noname}\nspec: {template: {spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass}, requirements: []}}}\n";
+    let path = write_temp("interrupted-broken.yaml", &format!("{text}\n{broken}"));
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetwright"))
+        .args(["replay-event", "--cluster", &path])
+        .args(["--event", &repo("events/spot-interruption.json")])
+        .output()
+        .expect("run fleetwright");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("NodePool noname"), "{stderr}");
+    let decision = stdout_json(&out);
+    assert!(
+        action_names(&decision).contains(&"drain".to_string()),
+        "{decision}"
+    );
+}
+
 #[test]
 fn a_rebalance_recommendation_only_records_unless_drain_is_chosen() {
     let event = repo("events/rebalance-recommendation.json");

@@ -5,11 +5,11 @@
 //! default of `10%`; a budget that cannot be read allows nothing. Nodes already being
 //! disrupted (deleting or NotReady) count against the allowance. Time is an argument.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use crate::model::{Budget, Node, NodePool, Snapshot};
+use crate::model::{Budget, Node, NodeClaim, NodePool, Snapshot};
 
-use super::candidates::{disrupting, Candidate};
+use super::candidates::{disrupting, reschedulable, Candidate};
 use super::Blocked;
 
 /// Why a node is disrupted, in the names budgets' `reasons` use.
@@ -248,41 +248,60 @@ fn civil_from_days(days: i64) -> (i64, usize, usize) {
 pub(crate) struct Budgets<'a> {
     pub(crate) snapshot: &'a Snapshot,
     pub(crate) now: i64,
+    /// The node names and provider IDs of the NodeClaims: the nodes Fleetwright manages.
+    managed: BTreeSet<&'a str>,
+    /// Those of NodeClaims not yet initialized (by provider ID too: a node may be Ready before
+    /// its NodeClaim's `nodeName` is written).
+    starting: BTreeSet<&'a str>,
+    /// Nodes whose NodeClaim is being deleted, or expires now (the tick deletes it this minute):
+    /// already going, they take their place in the budget as a tainted one does.
+    going: BTreeSet<&'a str>,
+    /// Nodes with a pod that would need a place elsewhere.
+    busy: HashSet<&'a str>,
 }
 
 impl<'a> Budgets<'a> {
     pub(crate) fn new(snapshot: &'a Snapshot, now: i64) -> Self {
-        Budgets { snapshot, now }
+        let claims = |keep: &dyn Fn(&NodeClaim) -> bool| -> BTreeSet<&'a str> {
+            (snapshot.nodeclaims.iter())
+                .filter(|c| keep(c))
+                .flat_map(|c| [c.node_name.as_deref(), c.provider_id.as_deref()])
+                .flatten()
+                .collect()
+        };
+        let busy = (snapshot.pods.iter())
+            .filter(|p| reschedulable(p))
+            .filter_map(|p| p.node_name.as_deref())
+            .collect();
+        Budgets {
+            snapshot,
+            now,
+            managed: claims(&|_| true),
+            starting: claims(&|c| !c.initialized),
+            going: claims(&|c| c.deleting || super::candidates::expires(c, now)),
+            busy,
+        }
     }
 
     /// How many more nodes of `pool` may be disrupted for `reason`. As Karpenter counts them, a
-    /// node whose NodeClaim has not initialized is no part of the pool's total: pods may not be
-    /// on it yet, so it neither raises a percentage nor takes a slot.
+    /// node without a NodeClaim, or whose NodeClaim has not initialized, is no part of the pool's
+    /// total: it neither raises a percentage nor takes a slot. A node that is not Ready takes a
+    /// slot while it holds pods (they are not served), not once it is empty: a dead node whose
+    /// pods have gone is no more disruption when it goes.
     pub(crate) fn allowance(&self, pool: &NodePool, reason: Reason) -> usize {
-        let starting: std::collections::BTreeSet<&str> = (self.snapshot.nodeclaims.iter())
-            .filter(|c| !c.initialized)
-            .filter_map(|c| c.node_name.as_deref())
-            .collect();
         let nodes: Vec<&Node> = self
             .snapshot
             .nodes
             .iter()
             .filter(|n| n.nodepool() == Some(pool.name.as_str()))
+            .filter(|n| in_set(&self.managed, n))
             // A reboot resets its NodeClaim's initialization, but the node still counts.
-            .filter(|n| !starting.contains(n.name.as_str()) || rebooting(n))
+            .filter(|n| !in_set(&self.starting, n) || rebooting(n))
             .collect();
-        // A node whose NodeClaim is being deleted, or expires now (the tick deletes it this
-        // minute), is already going: it takes its place in the budget as a tainted one does.
-        let going: std::collections::BTreeSet<&str> = self
-            .snapshot
-            .nodeclaims
-            .iter()
-            .filter(|c| c.deleting || super::candidates::expires(c, self.now))
-            .filter_map(|c| c.node_name.as_deref())
-            .collect();
+        let down = |n: &Node| !n.ready && self.busy.contains(n.name.as_str());
         let disrupting = nodes
             .iter()
-            .filter(|n| n.deleting || !n.ready || disrupting(n) || going.contains(n.name.as_str()))
+            .filter(|n| n.deleting || down(n) || disrupting(n) || in_set(&self.going, n))
             .count();
         allowed(pool, reason, nodes.len(), disrupting, self.now)
     }
@@ -325,4 +344,10 @@ mod tests;
 /// Whether a reboot for repair holds the node (`karpenter.sh/rebooting`).
 fn rebooting(node: &Node) -> bool {
     (node.taints.iter()).any(|t| t.key == crate::labels::TAINT_REBOOTING)
+}
+
+/// Whether a set of node names and provider IDs holds the node.
+fn in_set(set: &BTreeSet<&str>, node: &Node) -> bool {
+    set.contains(node.name.as_str())
+        || (node.provider_id.as_deref()).is_some_and(|p| set.contains(p))
 }

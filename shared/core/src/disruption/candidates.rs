@@ -107,8 +107,8 @@ pub(crate) fn protects(annotations: &BTreeMap<String, String>, started: i64, now
         .holds(now)
 }
 
-/// Initialized, ready, managed nodes, each with its NodeClaim and pool; the rest are blocked
-/// (when they are managed) or ignored.
+/// Initialized, managed nodes (ready ones, and those not Ready with nothing left to move),
+/// each with its NodeClaim and pool; the rest are blocked (when they are managed) or ignored.
 pub(crate) fn candidates<'a>(
     snapshot: &'a Snapshot,
     prices: &Prices,
@@ -153,11 +153,16 @@ pub(crate) fn candidates<'a>(
         if expires(claim, now)
             || node.deleting
             || claim.deleting
-            || !node.ready
             || !claim.initialized
             || disrupting(node)
             || commanded
         {
+            continue;
+        }
+        // A node that is not Ready is a candidate only once nothing on it needs a place (its
+        // pods evicted by the node lifecycle controller, say): emptiness then deletes it, as
+        // Karpenter's does. One that still holds pods is repair's, which knows to wait.
+        if !node.ready && !pods.is_empty() {
             continue;
         }
         if protects(&node.annotations, node.created, now)
@@ -203,10 +208,10 @@ fn active(pod: &Pod) -> bool {
 /// neither a DaemonSet's nor a static (mirror) pod, which go with their node. A node whose
 /// pods are all otherwise is empty. A DaemonSet's or static pod can still hold its node with
 /// `karpenter.sh/do-not-disrupt`, as Karpenter lets it.
-fn reschedulable(pod: &Pod) -> bool {
+pub(crate) fn reschedulable(pod: &Pod) -> bool {
     let owner = pod.owner_kind.as_deref();
     let statefulset = owner == Some("StatefulSet");
-    (active(pod) || (statefulset && !pod.terminal)) && !matches!(owner, Some("DaemonSet" | "Node"))
+    (active(pod) || (statefulset && pod.deleting)) && !matches!(owner, Some("DaemonSet" | "Node"))
 }
 
 /// Karpenter's eviction cost of a pod: 1, plus its deletion cost and priority scaled down.

@@ -330,6 +330,7 @@ pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan 
     let prices = Prices::new(catalog);
     let mut out = DisruptionPlan::default();
     let candidates = candidates(snapshot, &prices, now, &mut out.blocked);
+    let held_upto = out.blocked.len();
     out.empty_settles_at = settles_at(&candidates, now, |c| c.pods.is_empty());
     out.underused_settles_at = settles_at(&candidates, now, |c| {
         !c.pods.is_empty() && underutilized_applies(c) && half_empty(c)
@@ -350,6 +351,7 @@ pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan 
         if chosen.is_empty() {
             continue;
         }
+        let from = out.blocked.len();
         out.disruptions = match reason {
             Reason::Empty => {
                 let within = budgets.take(&chosen, reason, &mut out.blocked);
@@ -357,6 +359,7 @@ pub fn plan(snapshot: &Snapshot, catalog: &Catalog, now: i64) -> DisruptionPlan 
             }
             _ => replace_within(snapshot, catalog, &chosen, &budgets, now, &mut out.blocked),
         };
+        supersede(&mut out.blocked, held_upto, from);
         if !out.disruptions.is_empty() {
             unblock(&mut out);
             return out;
@@ -391,6 +394,19 @@ fn unblock(out: &mut DisruptionPlan) {
         .flat_map(|d| d.nodes.iter().map(String::as_str))
         .collect();
     out.blocked.retain(|b| !taken.contains(b.node.as_str()));
+}
+
+/// Drops a candidate's own blocked reason (its pods held) where a method that takes held pods
+/// (drift under a `terminationGracePeriod`) blocked it later for another reason (`blocked[from..]`,
+/// its budget, say): that is what holds it back.
+fn supersede(blocked: &mut Vec<Blocked>, held_upto: usize, from: usize) {
+    let later: std::collections::BTreeSet<String> =
+        blocked[from..].iter().map(|b| b.node.clone()).collect();
+    let mut i = 0;
+    blocked.retain(|b| {
+        i += 1;
+        i > held_upto || !later.contains(&b.node)
+    });
 }
 
 /// The soonest time after `now` at which a candidate that `which` picks has waited out its

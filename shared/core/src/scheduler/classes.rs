@@ -143,12 +143,13 @@ fn claim_nodes<'a>(claims: impl Iterator<Item = &'a NodeClaim>) -> impl Iterator
         .flatten()
 }
 
-/// Taints a node carries while it starts, or when it stops answering.
+/// Taints a node carries while it starts, or when it stops answering (the Node Readiness
+/// Controller's `readiness.k8s.io/…` too, as Karpenter knows them).
 pub(crate) fn is_ephemeral_taint(key: &str) -> bool {
     matches!(
         key,
         TAINT_NOT_READY | TAINT_UNREACHABLE | TAINT_UNINITIALIZED | TAINT_UNREGISTERED
-    )
+    ) || key.starts_with("readiness.k8s.io/")
 }
 
 /// Pods with no node, not terminal, and not DaemonSet pods, largest first.

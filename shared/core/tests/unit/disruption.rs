@@ -227,6 +227,36 @@ fn a_node_with_only_static_and_terminating_pods_is_empty() {
     assert_eq!(empty, ["n1"], "{plan:?}");
 }
 
+/// A node that is not Ready, once nothing on it needs a place (its pods evicted, or
+/// terminating), is deleted by emptiness as Karpenter deletes it, and does not take the slot of
+/// its own budget. One that still holds a running pod is no candidate, and takes a slot.
+#[test]
+fn a_dead_node_is_deleted_once_empty_and_held_while_it_holds_pods() {
+    let mut c = Cluster::new(general("1"));
+    c.node("dead", "m5.large", "on-demand")
+        .node("busy", "m5.large", "on-demand");
+    c.snapshot.nodes[0].ready = false;
+    c.pod("stuck", "dead", 100).deleting = true;
+    c.pod("web", "busy", 100);
+    let plan = c.plan();
+    let empty: Vec<&str> = (plan.disruptions.iter())
+        .filter(|d| d.reason == Reason::Empty)
+        .flat_map(|d| d.nodes.iter().map(String::as_str))
+        .collect();
+    assert_eq!(empty, ["dead"], "{plan:?}");
+    // The dead node still runs a pod: no candidate, and the budget of one is used up by it.
+    c.snapshot.pods[0].deleting = false;
+    c.snapshot.nodes[1].ready = true;
+    c.snapshot.pods[1].node_name = None;
+    let plan = c.plan();
+    assert_eq!(deleted(&plan), 0, "{plan:?}");
+    assert!(
+        (plan.blocked.iter()).any(|b| b.node == "busy" && b.reason.contains("budget")),
+        "{:?}",
+        plan.blocked
+    );
+}
+
 /// A DaemonSet's or static pod annotated `karpenter.sh/do-not-disrupt` holds its node, as
 /// Karpenter lets it, though such a pod needs no place elsewhere.
 #[test]

@@ -92,6 +92,25 @@ fn drift_takes_a_node_whose_pods_are_held_only_with_a_termination_grace_period()
     }
 }
 
+/// A drifted node whose held pod its `terminationGracePeriod` lets drift take, but which its
+/// budget holds back, is blocked for its budget alone: the hold is not what stops it.
+#[test]
+fn a_drifted_node_its_budget_holds_back_is_blocked_for_the_budget_alone() {
+    let mut c = Cluster::new(general("0"));
+    c.node("n", "m5.large", "on-demand");
+    c.pod("checkout-1", "n", 1500).do_not_disrupt = Protection::Always;
+    c.snapshot.nodeclaims[0].termination_grace_period = Some(600);
+    new_ami(&mut c);
+    let plan = c.plan();
+    assert!(plan.disruptions.is_empty(), "{plan:?}");
+    let reasons: Vec<&str> = (plan.blocked.iter())
+        .filter(|b| b.node == "n")
+        .map(|b| b.reason.as_str())
+        .collect();
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert!(reasons[0].contains("budget"), "{reasons:?}");
+}
+
 #[test]
 fn a_node_marked_do_not_disrupt_is_not_drifted_even_with_a_termination_grace_period() {
     let mut c = Cluster::new(general("100%"));

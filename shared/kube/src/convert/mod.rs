@@ -175,6 +175,7 @@ fn convert_all(
         match node(n) {
             Ok(mut x) => {
                 x.volume_limits = limits.remove(&x.name).unwrap_or_default();
+                fence_foreign_leaving(dump, n, &mut x);
                 snapshot.nodes.push(x);
             }
             Err(e) => keep("Node", &n.metadata, e),
@@ -188,7 +189,6 @@ fn convert_all(
         }
     }
     taint_commanded(&mut snapshot);
-    cordon_foreign_leaving(dump, &mut snapshot);
     taint_rebooting(dump, &mut snapshot);
     for p in &dump.nodepools {
         match nodepool(p) {
@@ -253,8 +253,8 @@ fn taint_commanded(snapshot: &mut core::Snapshot) {
 }
 
 /// What an EC2NodeClass's status says it last resolved to (AMIs, subnets, security groups), the
-/// drift reference Karpenter reads too. A tick that resolves the class afresh replaces it; a
-/// read of a dump, or a tick whose resolution failed, drifts against it.
+/// drift reference Karpenter reads too: a read of a dump drifts against it. A tick replaces it
+/// with what it resolves the class to now, or with nothing when that fails.
 fn status_state(class: &crate::crds::EC2NodeClass, state: &mut core::NodeClassState) {
     let Some(status) = class.status.as_ref() else {
         return;
@@ -269,17 +269,21 @@ fn status_state(class: &crate::crds::EC2NodeClass, state: &mut core::NodeClassSt
     state.security_groups = ids(&status.security_groups);
 }
 
-/// Another provider's nodes whose NodeClaims are being deleted, read as cordoned: their room
-/// is going, so no plan counts on it. Unlike a node a command of Fleetwright's takes away, their
-/// pods are not moving for any decision of Fleetwright's (their own provider replaces them), so
-/// no emptiness or consolidation waits on them.
-fn cordon_foreign_leaving(dump: &ClusterDump, snapshot: &mut core::Snapshot) {
+/// Another provider's node that is going (its Node or its NodeClaim being deleted), read as
+/// cordoned and not as deleting: its room is going, so no plan counts on it, but its pods are
+/// not planned ahead and no command of Fleetwright's waits on them, since its own provider
+/// replaces it.
+fn fence_foreign_leaving(
+    dump: &ClusterDump,
+    n: &k8s_openapi::api::core::v1::Node,
+    x: &mut core::Node,
+) {
     let leaving = &dump.foreign.leaving;
-    for n in &mut snapshot.nodes {
-        let provider = n.provider_id.as_ref();
-        if leaving.contains(&n.name) || provider.is_some_and(|p| leaving.contains(p)) {
-            n.unschedulable = true;
-        }
+    let provider = x.provider_id.as_ref();
+    let claim_going = leaving.contains(&x.name) || provider.is_some_and(|p| leaving.contains(p));
+    if (claim_going || x.deleting) && dump.foreign.has_node(n) {
+        x.deleting = false;
+        x.unschedulable = true;
     }
 }
 

@@ -140,9 +140,9 @@ fn a_class_reference_near_ours_is_a_typo_not_another_providers() {
     }
 }
 
-/// An Auto Mode node whose NodeClaim is being deleted is no room for a plan (read as cordoned):
-/// consolidation must not move pods onto a node that is about to go. Its pods are not planned
-/// ahead, as its own provider replaces it, and no command of Fleetwright's waits on them.
+/// An Auto Mode node whose NodeClaim (or Node) is being deleted is no room for a plan (read as
+/// cordoned): consolidation must not move pods onto a node that is about to go. Its pods are not
+/// planned ahead, as its own provider replaces it, and no command of Fleetwright's waits on them.
 #[test]
 fn room_on_another_providers_deleting_node_does_not_count() {
     let mut dump = crate::dump::parse(
@@ -179,6 +179,17 @@ items:
   status:
     allocatable: {cpu: "4", memory: 16Gi, pods: "58"}
     conditions: [{type: Ready, status: "True"}]
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: node-c
+    labels: {karpenter.sh/nodepool: general-purpose, eks.amazonaws.com/compute-type: auto}
+    deletionTimestamp: "2026-01-01T00:00:00Z"
+    finalizers: [eks.amazonaws.com/termination]
+  spec: {providerID: "aws:///us-east-1a/i-0ccc"}
+  status:
+    allocatable: {cpu: "4", memory: 16Gi, pods: "58"}
+    conditions: [{type: Ready, status: "True"}]
 "#,
         "auto-mode-deleting",
     )
@@ -189,7 +200,8 @@ items:
         .filter(|n| n.unschedulable)
         .map(|n| n.name.as_str())
         .collect();
-    assert_eq!(cordoned, ["node-a"]);
+    assert_eq!(cordoned, ["node-a", "node-c"]);
+    assert!(snapshot.nodes.iter().all(|n| !n.deleting));
     // Their pods move for no decision of Fleetwright's: no command waits on them.
     let leaving = fleetwright_core::scheduler::moving::leaving_nodes(&snapshot);
     assert!(leaving.is_empty(), "{leaving:?}");
