@@ -5,11 +5,11 @@
 //! default of `10%`; a budget that cannot be read allows nothing. Nodes already being
 //! disrupted (deleting or NotReady) count against the allowance. Time is an argument.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::{Budget, Node, NodeClaim, NodePool, Snapshot};
 
-use super::candidates::{disrupting, reschedulable, Candidate};
+use super::candidates::{disrupting, Candidate};
 use super::Blocked;
 
 /// Why a node is disrupted, in the names budgets' `reasons` use.
@@ -256,8 +256,6 @@ pub(crate) struct Budgets<'a> {
     /// Nodes whose NodeClaim is being deleted, or expires now (the tick deletes it this minute):
     /// already going, they take their place in the budget as a tainted one does.
     going: BTreeSet<&'a str>,
-    /// Nodes with a pod that would need a place elsewhere.
-    busy: HashSet<&'a str>,
 }
 
 impl<'a> Budgets<'a> {
@@ -269,41 +267,39 @@ impl<'a> Budgets<'a> {
                 .flatten()
                 .collect()
         };
-        let busy = (snapshot.pods.iter())
-            .filter(|p| reschedulable(p))
-            .filter_map(|p| p.node_name.as_deref())
-            .collect();
         Budgets {
             snapshot,
             now,
             managed: claims(&|_| true),
             starting: claims(&|c| !c.initialized),
             going: claims(&|c| c.deleting || super::candidates::expires(c, now)),
-            busy,
         }
     }
 
-    /// How many more nodes of `pool` may be disrupted for `reason`. As Karpenter counts them, a
-    /// node without a NodeClaim, or whose NodeClaim has not initialized, is no part of the pool's
-    /// total: it neither raises a percentage nor takes a slot. A node that is not Ready takes a
-    /// slot while it holds pods (they are not served), not once it is empty: a dead node whose
-    /// pods have gone is no more disruption when it goes.
+    /// How many more nodes of `pool` may be disrupted for `reason`, as Karpenter counts them: a
+    /// node whose NodeClaim has not initialized is no part of the pool's total (it neither raises
+    /// a percentage nor takes a slot), but for a rebooting one; a node that is deleting, going,
+    /// disrupted, rebooting or not Ready takes a slot. A node of the pool whose NodeClaim the
+    /// read lacks (one that did not read, say) takes a slot too and adds nothing to the total:
+    /// what it is doing is unknown, so the budget fails closed.
     pub(crate) fn allowance(&self, pool: &NodePool, reason: Reason) -> usize {
-        let nodes: Vec<&Node> = self
-            .snapshot
-            .nodes
-            .iter()
+        let (nodes, unknown): (Vec<&Node>, Vec<&Node>) = (self.snapshot.nodes.iter())
             .filter(|n| n.nodepool() == Some(pool.name.as_str()))
-            .filter(|n| in_set(&self.managed, n))
-            // A reboot resets its NodeClaim's initialization, but the node still counts.
+            .partition(|n| in_set(&self.managed, n));
+        let nodes: Vec<&Node> = (nodes.into_iter())
             .filter(|n| !in_set(&self.starting, n) || rebooting(n))
             .collect();
-        let down = |n: &Node| !n.ready && self.busy.contains(n.name.as_str());
         let disrupting = nodes
             .iter()
-            .filter(|n| n.deleting || down(n) || disrupting(n) || in_set(&self.going, n))
+            .filter(|n| n.deleting || !n.ready || disrupting(n) || in_set(&self.going, n))
             .count();
-        allowed(pool, reason, nodes.len(), disrupting, self.now)
+        allowed(
+            pool,
+            reason,
+            nodes.len(),
+            disrupting + unknown.len(),
+            self.now,
+        )
     }
 
     /// The candidates, in order, that fit in their pools' allowances; the others are blocked.

@@ -160,8 +160,9 @@ pub(crate) fn candidates<'a>(
             continue;
         }
         // A node that is not Ready is a candidate only once nothing on it needs a place (its
-        // pods evicted by the node lifecycle controller, say): emptiness then deletes it, as
-        // Karpenter's does. One that still holds pods is repair's, which knows to wait.
+        // pods evicted by the node lifecycle controller, say): emptiness then deletes it within
+        // its budget, which the node itself takes a slot of, as Karpenter's does. One that still
+        // holds pods is repair's, which knows to wait.
         if !node.ready && !pods.is_empty() {
             continue;
         }
@@ -208,7 +209,7 @@ fn active(pod: &Pod) -> bool {
 /// neither a DaemonSet's nor a static (mirror) pod, which go with their node. A node whose
 /// pods are all otherwise is empty. A DaemonSet's or static pod can still hold its node with
 /// `karpenter.sh/do-not-disrupt`, as Karpenter lets it.
-pub(crate) fn reschedulable(pod: &Pod) -> bool {
+fn reschedulable(pod: &Pod) -> bool {
     let owner = pod.owner_kind.as_deref();
     let statefulset = owner == Some("StatefulSet");
     (active(pod) || (statefulset && pod.deleting)) && !matches!(owner, Some("DaemonSet" | "Node"))

@@ -281,7 +281,14 @@ fn fence_foreign_leaving(
     let leaving = &dump.foreign.leaving;
     let provider = x.provider_id.as_ref();
     let claim_going = leaving.contains(&x.name) || provider.is_some_and(|p| leaving.contains(p));
-    if (claim_going || x.deleting) && dump.foreign.has_node(n) {
+    // A node one of Fleetwright's own NodeClaims names is never another's, whatever its labels.
+    let ours = || {
+        let node_of = |c: &crate::crds::NodeClaim| c.status.as_ref()?.node_name.clone();
+        dump.nodeclaims
+            .iter()
+            .any(|c| node_of(c).as_ref() == Some(&x.name))
+    };
+    if (claim_going || x.deleting) && dump.foreign.has_node(n) && !ours() {
         x.deleting = false;
         x.unschedulable = true;
     }
