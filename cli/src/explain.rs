@@ -48,10 +48,10 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
         bail!("give --cluster DUMP or --kubeconfig FILE");
     };
     dump.node_class_cel = args.node_class_cel;
-    let mut snapshot = crate::plan::readable_snapshot(&mut dump, &source)?;
+    let (mut snapshot, set_aside) = crate::aside::readable_snapshot(&mut dump, &source)?;
     let loaded = args.catalog.load(Some(&snapshot))?;
     // As `plan`: a class whose kubelet expressions fail is not ready, and overlays apply.
-    crate::plan::check_kubelet_expressions(&mut dump, &snapshot, &loaded, &source);
+    crate::aside::check_kubelet_expressions(&mut dump, &snapshot, &loaded, &source);
     let catalog = loaded.with_overlays(&snapshot.overlays);
     // As `plan` and the tick: a NodePool whose EC2NodeClass the dump lacks (or says is not
     // ready) launches nothing, so the scheduler's answer is found without it.
@@ -89,7 +89,15 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
         .extend(parked.iter().map(|pool| PoolVerdict {
             nodepool: pool.name.clone(),
             compatible: false,
-            reason: Some(crate::plan::report_parked((&dump, &source), pool)),
+            reason: Some(crate::aside::report_parked((&dump, &source), pool)),
+            cheapest: Vec::new(),
+        }));
+    explanation
+        .nodepools
+        .extend(set_aside.iter().map(|pool| PoolVerdict {
+            nodepool: pool.name.clone(),
+            compatible: false,
+            reason: Some(crate::aside::set_aside_reason(pool)),
             cheapest: Vec::new(),
         }));
     let out = match args.output {

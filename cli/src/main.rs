@@ -1,5 +1,6 @@
 //! The `fleetwright` command: thin argument parsing over the library verbs in this crate.
 
+mod aside;
 mod bench;
 mod catalog_args;
 mod convert;

@@ -7,7 +7,7 @@ use fleetwright_kube::dump::ClusterDump;
 
 /// The cluster a verb reads, and its name for messages: through the kubeconfig's API server, or
 /// from the dump file; None with neither. Its ignored keys and expanded workloads are reported
-/// with the objects set aside, by [`crate::plan::readable_snapshot`].
+/// with the objects set aside, by [`crate::aside::readable_snapshot`].
 pub fn read_input(
     kubeconfig: Option<&std::path::Path>,
     cluster: Option<&std::path::Path>,

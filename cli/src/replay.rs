@@ -124,7 +124,8 @@ impl Replay {
                 .into_iter()
                 .map(|r| {
                     let id = r.message_id.unwrap_or_default();
-                    (id, self.message_body(r.body.as_deref().unwrap_or_default()))
+                    let body = self.message_body(r.body.as_deref().unwrap_or_default());
+                    (id, body.map(|v| self.with_left_out(v)))
                 })
                 .collect();
             return print_batch(results);
@@ -132,7 +133,17 @@ impl Replay {
         let decided = self
             .value(value)
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        print(&decided)
+        print(&self.with_left_out(decided))
+    }
+
+    /// The decision with the dump's objects left out beside it (`leftOut`: kind, name and the
+    /// error with its field), so a reader of the JSON alone knows what the event was not
+    /// decided over, such as its own NodeClaim.
+    fn with_left_out(&self, mut decided: Value) -> Value {
+        if !self.cluster.rejected.is_empty() && decided.is_object() {
+            decided["leftOut"] = json!(self.cluster.rejected);
+        }
+        decided
     }
 
     /// One SQS message body: an EventBridge event.
@@ -175,7 +186,12 @@ impl Replay {
                 "instances": [], "nodes": [], "actions": []}),
             );
         };
-        let outcomes = interruption::decide(&self.cluster, &message, self.rebalance);
+        // Decided at the event's own time, so a replay decides as the function did (a
+        // do-not-disrupt duration ends when it did then); an event without one, now.
+        let at = event.time.unwrap_or_else(chrono::Utc::now).timestamp();
+        let now = k8s_openapi::jiff::Timestamp::from_second(at)
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        let outcomes = interruption::decide(&self.cluster, &message, self.rebalance, now);
         let nodes: Vec<&str> = outcomes.iter().filter_map(|o| o.node.as_deref()).collect();
         let actions: Vec<Value> = outcomes
             .iter()

@@ -12,8 +12,9 @@ use clap::Args;
 use fleetwright_runtime::shadow::{compare, Comparison, Record, Shadow, SHADOW_KEY};
 use serde_json::{json, Value};
 
+use crate::aside::readable_snapshot;
 use crate::catalog_args::CatalogArgs;
-use crate::plan::{readable_snapshot, structured, Output};
+use crate::plan::{structured, Output};
 use crate::read::read_input;
 
 #[derive(Debug, Args)]
@@ -43,7 +44,7 @@ pub fn run(args: &ShadowArgs) -> anyhow::Result<()> {
     else {
         anyhow::bail!("shadow compares a cluster: give --kubeconfig FILE or --cluster DUMP");
     };
-    let snapshot = readable_snapshot(&mut dump, &source)?;
+    let (snapshot, _) = readable_snapshot(&mut dump, &source)?;
     let loaded = args.catalog.load(Some(&snapshot))?;
     let catalog = loaded.with_overlays(&snapshot.overlays);
     let now = crate::plan::instant(args.now.as_deref())?;

@@ -1188,6 +1188,35 @@ fn a_pool_without_its_class_is_not_planned_and_every_bad_object_is_named() {
         err.contains("EC2NodeClass ubuntu") && err.contains("alias"),
         "{err}"
     );
+    // The pod the broken pool was for is told that pool does not read, with its field.
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reason = plan["unschedulable"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("nodepool \"broken\" is not planned: it does not read")
+            && reason.contains("spec.limits.cpu"),
+        "{reason}"
+    );
+    let out = fleetwright(&[
+        "explain",
+        "--cluster",
+        &write_temp("broken.yaml", &dump),
+        "--pod",
+        "default/p",
+        "-o",
+        "json",
+    ]);
+    let explained: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let broken = explained["nodepools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["nodepool"] == "broken");
+    assert!(
+        broken.is_some_and(|p| p["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("spec.limits.cpu"))),
+        "{explained}"
+    );
 }
 
 /// A bad value in a workload's template is named once, on the workload and under

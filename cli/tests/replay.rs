@@ -90,6 +90,13 @@ fn a_bad_object_in_the_dump_is_named_and_the_event_still_decided() {
         action_names(&decision).contains(&"drain".to_string()),
         "{decision}"
     );
+    assert_eq!(decision["leftOut"][0]["kind"], "NodePool", "{decision}");
+    assert!(
+        decision["leftOut"][0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("nodeClassRef")),
+        "{decision}"
+    );
 }
 
 #[test]

@@ -92,6 +92,30 @@ pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
 pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 /// The taint a node carries until the cloud controller manager has initialized it.
 pub const TAINT_UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+/// The prefix of the Node Readiness Controller's taints, which Karpenter knows to be ephemeral.
+pub const TAINT_READINESS_PREFIX: &str = "readiness.k8s.io/";
+
+/// Karpenter's known ephemeral taints (`KnownEphemeralTaints`), each with the effects it is
+/// known with; the Node Readiness Controller's (by prefix, any effect) are known too.
+const KNOWN_EPHEMERAL: [(&str, &[&str]); 3] = [
+    (TAINT_NOT_READY, &["NoSchedule", "NoExecute"]),
+    (TAINT_UNREACHABLE, &["NoSchedule"]),
+    (TAINT_UNINITIALIZED, &["NoSchedule"]),
+];
+
+/// Whether a taint is one Karpenter knows to be ephemeral: a node that still has one is not
+/// initialized (`KnownEphemeralTaintsRemoved`): no capacity yet, and no disruption candidate.
+pub fn is_known_ephemeral_taint(key: &str, effect: &str) -> bool {
+    key.starts_with(TAINT_READINESS_PREFIX)
+        || KNOWN_EPHEMERAL
+            .iter()
+            .any(|(k, effects)| *k == key && effects.contains(&effect))
+}
+
+/// Whether a taint's key is one of Karpenter's known ephemeral taints, whatever its effect.
+pub fn is_known_ephemeral_key(key: &str) -> bool {
+    key.starts_with(TAINT_READINESS_PREFIX) || KNOWN_EPHEMERAL.iter().any(|(k, _)| *k == key)
+}
 
 /// On an instance: the NodeClaim it was launched for (an AWS tag).
 pub const TAG_NODECLAIM: &str = "karpenter.sh/nodeclaim";

@@ -294,6 +294,22 @@ impl Pod {
         self.owner_kind.as_deref() == Some("DaemonSet")
     }
 
+    /// Neither finished nor terminating.
+    pub fn is_active(&self) -> bool {
+        !self.terminal && !self.deleting
+    }
+
+    /// Whether the pod needs a place elsewhere when its node goes, as Karpenter's
+    /// `IsReschedulable` reads it: active (or a terminating StatefulSet pod, whose successor
+    /// waits for it), and neither a DaemonSet's nor a static (mirror) pod, which go with their
+    /// node. Whatever protects it from eviction is the caller's question.
+    pub fn needs_place(&self) -> bool {
+        let owner = self.owner_kind.as_deref();
+        let statefulset = owner == Some("StatefulSet");
+        (self.is_active() || (statefulset && self.deleting))
+            && !matches!(owner, Some("DaemonSet" | "Node"))
+    }
+
     /// The node requirements from nodeSelector and bound volumes (affinity terms are separate).
     pub fn base_requirements(&self) -> Requirements {
         let mut reqs = Requirements::new();
@@ -343,6 +359,13 @@ impl Node {
     pub fn nodepool(&self) -> Option<&str> {
         self.labels.get(crate::labels::NODEPOOL).map(String::as_str)
     }
+
+    /// Whether a set of node keys ([`NodeClaim::node_keys`]) holds this node, by its name or
+    /// its provider ID.
+    pub fn is_in(&self, keys: &BTreeSet<&str>) -> bool {
+        keys.contains(self.name.as_str())
+            || (self.provider_id.as_deref()).is_some_and(|p| keys.contains(p))
+    }
 }
 
 /// A NodeClaim: a launch request that may or may not have a node yet.
@@ -371,6 +394,16 @@ pub struct NodeClaim {
     /// The NodeClaim's `terminationGracePeriod` in seconds: how long its drain may take before
     /// the pods left are deleted.
     pub termination_grace_period: Option<i64>,
+}
+
+impl NodeClaim {
+    /// The keys its node is known by: the node name its status records, and its provider ID (a
+    /// node may be Ready before the NodeClaim's `nodeName` is written).
+    pub fn node_keys(&self) -> impl Iterator<Item = &str> {
+        [self.node_name.as_deref(), self.provider_id.as_deref()]
+            .into_iter()
+            .flatten()
+    }
 }
 
 /// A disruption budget of a NodePool.

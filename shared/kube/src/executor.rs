@@ -212,22 +212,9 @@ async fn evict(client: Client, pod: &Pod, now: i64) -> (String, Evicted) {
 }
 
 async fn evict_one(client: Client, pod: &Pod, key: &str, now: i64) -> Evicted {
-    let value = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(fleetwright_core::labels::DO_NOT_DISRUPT));
-    let started = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.start_time.as_ref())
-        .or(pod.metadata.creation_timestamp.as_ref())
-        .map_or(0, |t| t.0.as_second());
-    let protection =
-        fleetwright_core::model::Protection::from_annotation(value.map(String::as_str), started);
     // Read at the caller's instant (a simulation's is virtual), so a duration ends when the
     // plan that chose this drain says it does.
-    if protection.holds(now) {
+    if crate::objects::do_not_disrupt_holds(pod, now) {
         return Evicted::Blocked("annotated karpenter.sh/do-not-disrupt".into());
     }
     let api: Api<Pod> = Api::namespaced(

@@ -257,8 +257,6 @@ pub(crate) fn is_critical(pod: &Pod) -> bool {
 }
 
 /// Pods a drain leaves alone: DaemonSet pods, mirror (static) pods and finished pods.
-/// Pods a drain never sends to the Eviction API: DaemonSet and mirror pods, and pods annotated
-/// `karpenter.sh/do-not-disrupt`.
 pub fn skipped_by_drain(pod: &Pod) -> bool {
     let owned_by_daemonset = pod
         .metadata
@@ -345,6 +343,25 @@ impl DrainOutcome {
     pub fn done(&self) -> bool {
         self.blocked.is_empty() && self.deferred.is_empty() && self.failed.is_empty()
     }
+}
+
+/// Whether the pod's `karpenter.sh/do-not-disrupt` holds it at `now` (seconds): a duration
+/// counts from the pod's start (its creation, before it has one). A drain never sends such a
+/// pod to the Eviction API; it stays until its node's `terminationGracePeriod` is over.
+pub fn do_not_disrupt_holds(pod: &Pod, now: i64) -> bool {
+    let value = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(fleetwright_core::labels::DO_NOT_DISRUPT));
+    let started = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .or(pod.metadata.creation_timestamp.as_ref())
+        .map_or(0, |t| t.0.as_second());
+    fleetwright_core::model::Protection::from_annotation(value.map(String::as_str), started)
+        .holds(now)
 }
 
 #[cfg(test)]

@@ -188,11 +188,11 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
         now: DateTime<Utc>,
         metrics: &mut Metrics,
     ) -> Result<Vec<InstanceOutcome>, RuntimeError> {
-        let outcomes = decide(dump, message, self.settings.rebalance);
+        let stamp = Timestamp::from_second(now.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH);
+        let outcomes = decide(dump, message, self.settings.rebalance, stamp);
         if self.settings.dry_run {
             return Ok(outcomes);
         }
-        let stamp = Timestamp::from_second(now.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH);
         let mut disrupted = false;
         // One instance whose step fails stops that instance's later steps only: the others of
         // the message go on, and the message is failed (redelivered) for the one that did not.
@@ -271,7 +271,7 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
             Action::Cordon { node } => {
                 executor::update_node(self.kube.clone(), node, executor::cordoned).await?;
             }
-            Action::Drain { node, pods } => {
+            Action::Drain { node, pods, .. } => {
                 let pods: Vec<_> = dump
                     .pods_on(node)
                     .into_iter()

@@ -7,9 +7,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{Budget, Node, NodeClaim, NodePool, Snapshot};
+use crate::model::{Budget, NodeClaim, NodePool, Snapshot};
 
-use super::candidates::{disrupting, Candidate};
+use super::candidates::{disrupting, rebooting, Candidate};
 use super::Blocked;
 
 /// Why a node is disrupted, in the names budgets' `reasons` use.
@@ -246,60 +246,66 @@ fn civil_from_days(days: i64) -> (i64, usize, usize) {
 
 /// Per-pool allowances for one reason, handed out in order.
 pub(crate) struct Budgets<'a> {
-    pub(crate) snapshot: &'a Snapshot,
     pub(crate) now: i64,
-    /// The node names and provider IDs of the NodeClaims: the nodes Fleetwright manages.
-    managed: BTreeSet<&'a str>,
-    /// Those of NodeClaims not yet initialized (by provider ID too: a node may be Ready before
-    /// its NodeClaim's `nodeName` is written).
-    starting: BTreeSet<&'a str>,
-    /// Nodes whose NodeClaim is being deleted, or expires now (the tick deletes it this minute):
-    /// already going, they take their place in the budget as a tainted one does.
-    going: BTreeSet<&'a str>,
+    /// Each pool's total and disrupting nodes, counted once ([`Budgets::new`]).
+    counts: BTreeMap<&'a str, Count>,
+}
+
+/// A pool's nodes as its budget counts them.
+#[derive(Clone, Copy, Default)]
+struct Count {
+    total: usize,
+    disrupting: usize,
 }
 
 impl<'a> Budgets<'a> {
+    /// Counts each pool's nodes as Karpenter does: a node whose NodeClaim has not initialized is
+    /// no part of the pool's total (it neither raises a percentage nor takes a slot), but for a
+    /// rebooting one; a node that is deleting, going (its NodeClaim is being deleted, or expires
+    /// now, so the tick deletes it this minute), disrupted, rebooting or not Ready takes a slot.
+    /// A node of the pool whose NodeClaim the read lacks (one that did not read, say) takes a
+    /// slot too and adds nothing to the total: what it is doing is unknown, so the budget fails
+    /// closed.
     pub(crate) fn new(snapshot: &'a Snapshot, now: i64) -> Self {
         let claims = |keep: &dyn Fn(&NodeClaim) -> bool| -> BTreeSet<&'a str> {
             (snapshot.nodeclaims.iter())
                 .filter(|c| keep(c))
-                .flat_map(|c| [c.node_name.as_deref(), c.provider_id.as_deref()])
-                .flatten()
+                .flat_map(NodeClaim::node_keys)
                 .collect()
         };
-        Budgets {
-            snapshot,
-            now,
-            managed: claims(&|_| true),
-            starting: claims(&|c| !c.initialized),
-            going: claims(&|c| c.deleting || super::candidates::expires(c, now)),
+        let managed = claims(&|_| true);
+        // By provider ID too: a node may be Ready before its NodeClaim's `nodeName` is written.
+        let starting = claims(&|c| !c.initialized);
+        let going = claims(&|c| c.deleting || super::candidates::expires(c, now));
+        let mut counts: BTreeMap<&str, Count> = BTreeMap::new();
+        for node in &snapshot.nodes {
+            let Some(pool) = node.nodepool() else {
+                continue;
+            };
+            let count = counts.entry(pool).or_default();
+            if !node.is_in(&managed) {
+                count.disrupting += 1;
+                continue;
+            }
+            if node.is_in(&starting) && !rebooting(node) {
+                continue;
+            }
+            count.total += 1;
+            let taken = node.deleting || !node.ready || disrupting(node) || node.is_in(&going);
+            count.disrupting += usize::from(taken);
         }
+        Budgets { now, counts }
     }
 
-    /// How many more nodes of `pool` may be disrupted for `reason`, as Karpenter counts them: a
-    /// node whose NodeClaim has not initialized is no part of the pool's total (it neither raises
-    /// a percentage nor takes a slot), but for a rebooting one; a node that is deleting, going,
-    /// disrupted, rebooting or not Ready takes a slot. A node of the pool whose NodeClaim the
-    /// read lacks (one that did not read, say) takes a slot too and adds nothing to the total:
-    /// what it is doing is unknown, so the budget fails closed.
+    /// How many more nodes of `pool` may be disrupted for `reason` ([`Budgets::new`] says how
+    /// its nodes count).
     pub(crate) fn allowance(&self, pool: &NodePool, reason: Reason) -> usize {
-        let (nodes, unknown): (Vec<&Node>, Vec<&Node>) = (self.snapshot.nodes.iter())
-            .filter(|n| n.nodepool() == Some(pool.name.as_str()))
-            .partition(|n| in_set(&self.managed, n));
-        let nodes: Vec<&Node> = (nodes.into_iter())
-            .filter(|n| !in_set(&self.starting, n) || rebooting(n))
-            .collect();
-        let disrupting = nodes
-            .iter()
-            .filter(|n| n.deleting || !n.ready || disrupting(n) || in_set(&self.going, n))
-            .count();
-        allowed(
-            pool,
-            reason,
-            nodes.len(),
-            disrupting + unknown.len(),
-            self.now,
-        )
+        let count = self
+            .counts
+            .get(pool.name.as_str())
+            .copied()
+            .unwrap_or_default();
+        allowed(pool, reason, count.total, count.disrupting, self.now)
     }
 
     /// The candidates, in order, that fit in their pools' allowances; the others are blocked.
@@ -336,14 +342,3 @@ impl<'a> Budgets<'a> {
 #[cfg(test)]
 #[path = "../../tests/unit/disruption/budget.rs"]
 mod tests;
-
-/// Whether a reboot for repair holds the node (`karpenter.sh/rebooting`).
-fn rebooting(node: &Node) -> bool {
-    (node.taints.iter()).any(|t| t.key == crate::labels::TAINT_REBOOTING)
-}
-
-/// Whether a set of node names and provider IDs holds the node.
-fn in_set(set: &BTreeSet<&str>, node: &Node) -> bool {
-    set.contains(node.name.as_str())
-        || (node.provider_id.as_deref()).is_some_and(|p| set.contains(p))
-}

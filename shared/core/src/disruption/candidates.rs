@@ -90,7 +90,12 @@ impl Prices {
 /// `karpenter.sh/disrupted` taint), or a reboot for repair is (`karpenter.sh/rebooting`). Such
 /// a node is no candidate and counts against its budget, for every reason.
 pub(crate) fn disrupting(node: &Node) -> bool {
-    leaving(node) || node.taints.iter().any(|t| t.key == TAINT_REBOOTING)
+    leaving(node) || rebooting(node)
+}
+
+/// Whether a reboot for repair holds the node (`karpenter.sh/rebooting`).
+pub(crate) fn rebooting(node: &Node) -> bool {
+    node.taints.iter().any(|t| t.key == TAINT_REBOOTING)
 }
 
 /// Whether a command in progress is taking the node away (`karpenter.sh/disrupted`): its pods
@@ -129,9 +134,9 @@ pub(crate) fn candidates<'a>(
         let Some(n) = p.node_name.as_deref() else {
             continue;
         };
-        if reschedulable(p) {
+        if p.needs_place() {
             pods_on.entry(n).or_default().push(p);
-        } else if active(p) && p.do_not_disrupt.holds(now) {
+        } else if p.is_active() && p.do_not_disrupt.holds(now) {
             pinned_on.entry(n).or_insert(p);
         }
     }
@@ -197,22 +202,6 @@ pub(crate) fn candidates<'a>(
         });
     }
     out
-}
-
-/// A pod that is neither finished nor terminating.
-fn active(pod: &Pod) -> bool {
-    !pod.terminal && !pod.deleting
-}
-
-/// A pod that needs a place elsewhere when its node goes, as Karpenter's `IsReschedulable`
-/// reads it: active (or a terminating StatefulSet pod, whose successor waits for it), and
-/// neither a DaemonSet's nor a static (mirror) pod, which go with their node. A node whose
-/// pods are all otherwise is empty. A DaemonSet's or static pod can still hold its node with
-/// `karpenter.sh/do-not-disrupt`, as Karpenter lets it.
-fn reschedulable(pod: &Pod) -> bool {
-    let owner = pod.owner_kind.as_deref();
-    let statefulset = owner == Some("StatefulSet");
-    (active(pod) || (statefulset && pod.deleting)) && !matches!(owner, Some("DaemonSet" | "Node"))
 }
 
 /// Karpenter's eviction cost of a pod: 1, plus its deletion cost and priority scaled down.

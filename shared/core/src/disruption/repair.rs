@@ -30,12 +30,13 @@ pub enum RepairPlan {
 /// How the node's repair is planned: its pods placed over the cluster without it (and without
 /// the nodes other commands are taking away), onto nodes that stay and onto new NodeClaims. Pods
 /// already leaving (being deleted, StatefulSet pods aside, whose names come back) and mirror
-/// pods need no place, as when a drain's deadline moves them.
+/// pods need no place ([`crate::model::Pod::needs_place`]), as when a drain's deadline moves
+/// them. Its DaemonSet pods stay as they are: the plan reads them as the node's DaemonSet
+/// overhead.
 pub fn repair_command(snapshot: &Snapshot, catalog: &Catalog, node: &str, now: i64) -> RepairPlan {
     let mut sim = snapshot.clone();
     for pod in sim.pods.iter_mut() {
-        let owner = pod.owner_kind.as_deref();
-        let leaving = (pod.deleting && owner != Some("StatefulSet")) || owner == Some("Node");
+        let leaving = !pod.needs_place() && !pod.is_daemonset();
         if pod.node_name.as_deref() == Some(node) && leaving {
             pod.terminal = true;
         }

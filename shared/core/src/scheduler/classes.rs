@@ -100,7 +100,9 @@ pub const INITIALIZATION_GRACE: i64 = 5 * 60;
 /// any other node they mean it is unhealthy, and pods are not counted as fitting there.
 pub(crate) fn uninitialized_nodes(snapshot: &Snapshot, now: i64) -> BTreeSet<&str> {
     let overdue = overdue_nodes(snapshot, now);
-    claim_nodes(snapshot.nodeclaims.iter().filter(|c| !c.initialized))
+    (snapshot.nodeclaims.iter())
+        .filter(|c| !c.initialized)
+        .flat_map(NodeClaim::node_keys)
         .filter(|k| !overdue.contains(k))
         .collect()
 }
@@ -122,34 +124,21 @@ pub(crate) fn overdue_nodes(snapshot: &Snapshot, now: i64) -> BTreeSet<&str> {
         })
         .collect();
     let overdue = |c: &&NodeClaim| {
-        claim_nodes(std::iter::once(*c))
+        c.node_keys()
             .filter_map(|k| registered_at.get(k))
             .any(|&at| now - at >= INITIALIZATION_GRACE)
     };
-    claim_nodes(
-        snapshot
-            .nodeclaims
-            .iter()
-            .filter(|c| !c.initialized)
-            .filter(overdue),
-    )
-    .collect()
+    (snapshot.nodeclaims.iter())
+        .filter(|c| !c.initialized)
+        .filter(overdue)
+        .flat_map(NodeClaim::node_keys)
+        .collect()
 }
 
-/// The node names and provider ids of `claims`.
-fn claim_nodes<'a>(claims: impl Iterator<Item = &'a NodeClaim>) -> impl Iterator<Item = &'a str> {
-    claims
-        .flat_map(|c| [c.node_name.as_deref(), c.provider_id.as_deref()])
-        .flatten()
-}
-
-/// Taints a node carries while it starts, or when it stops answering (the Node Readiness
-/// Controller's `readiness.k8s.io/…` too, as Karpenter knows them).
+/// Taints a node carries while it starts, or when it stops answering: Karpenter's known
+/// ephemeral taints, whatever their effect, and its own `unregistered`.
 pub(crate) fn is_ephemeral_taint(key: &str) -> bool {
-    matches!(
-        key,
-        TAINT_NOT_READY | TAINT_UNREACHABLE | TAINT_UNINITIALIZED | TAINT_UNREGISTERED
-    ) || key.starts_with("readiness.k8s.io/")
+    key == TAINT_UNREGISTERED || crate::labels::is_known_ephemeral_key(key)
 }
 
 /// Pods with no node, not terminal, and not DaemonSet pods, largest first.

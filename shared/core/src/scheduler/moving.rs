@@ -52,11 +52,7 @@ pub fn draining_nodes(snapshot: &Snapshot) -> BTreeSet<&str> {
         .nodes
         .iter()
         .filter(|n| !n.nodepool().is_some_and(|p| static_pools.contains(p)))
-        .filter(|n| {
-            n.deleting
-                || going.contains(n.name.as_str())
-                || n.provider_id.as_deref().is_some_and(|p| going.contains(p))
-        })
+        .filter(|n| n.deleting || n.is_in(&going))
         .map(|n| n.name.as_str())
         .collect()
 }
@@ -67,8 +63,7 @@ fn claims_of(snapshot: &Snapshot, also: impl Fn(&NodeClaim) -> bool) -> BTreeSet
         .nodeclaims
         .iter()
         .filter(|c| c.deleting || also(c))
-        .flat_map(|c| [c.node_name.as_deref(), c.provider_id.as_deref()])
-        .flatten()
+        .flat_map(NodeClaim::node_keys)
         .collect()
 }
 
@@ -110,7 +105,8 @@ pub fn moving_pods(snapshot: &Snapshot, now: i64) -> Vec<usize> {
         .filter(|(_, p)| p.node_name.as_deref().is_some_and(|n| draining.contains(n)))
         .filter(|(_, p)| {
             let leaves = reschedulable(p, now) && !blocked(snapshot, p);
-            leaves || (bounded.contains(p.node_name.as_deref().unwrap_or_default()) && forced(p))
+            leaves
+                || (bounded.contains(p.node_name.as_deref().unwrap_or_default()) && p.needs_place())
         })
         .map(|(i, _)| i)
         .collect()
@@ -126,16 +122,8 @@ fn deadline_of(snapshot: &Snapshot, key: &str) -> bool {
     })
 }
 
-/// Whether a pod the drain's deadline deletes needs a place: as [`reschedulable`], whatever
-/// protects it from eviction.
-fn forced(pod: &Pod) -> bool {
-    let owner = pod.owner_kind.as_deref();
-    let active = !pod.deleting || owner == Some("StatefulSet");
-    !pod.terminal && active && owner != Some("DaemonSet") && owner != Some("Node")
-}
-
 fn reschedulable(pod: &Pod, now: i64) -> bool {
-    forced(pod) && !pod.do_not_disrupt.holds(now)
+    pod.needs_place() && !pod.do_not_disrupt.holds(now)
 }
 
 fn blocked(snapshot: &Snapshot, pod: &Pod) -> bool {

@@ -4,7 +4,7 @@
 //! Nothing here talks to an API.
 
 use fleetwright_core::labels::{CAPACITY_TYPE, INSTANCE_TYPE, TAINT_DISRUPTED, ZONE};
-use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
@@ -159,8 +159,15 @@ pub enum Action {
     },
     /// Taint the node `karpenter.sh/disrupted:NoSchedule`.
     Cordon { node: String },
-    /// Evict these pods (`namespace/name`) through the Eviction API.
-    Drain { node: String, pods: Vec<String> },
+    /// Evict these pods (`namespace/name`) through the Eviction API. `held` are the node's
+    /// pods that `karpenter.sh/do-not-disrupt` keeps: never evicted, they stay until the
+    /// NodeClaim's `terminationGracePeriod` is over.
+    Drain {
+        node: String,
+        pods: Vec<String>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        held: Vec<String>,
+    },
     /// Avoid this offering for a while.
     MarkUnavailable {
         capacity_type: String,
@@ -225,6 +232,7 @@ pub fn decide(
     dump: &ClusterDump,
     message: &Message,
     rebalance: RebalanceAction,
+    now: Timestamp,
 ) -> Vec<InstanceOutcome> {
     message
         .instance_ids
@@ -237,7 +245,7 @@ pub fn decide(
                 }],
                 ..Default::default()
             },
-            Some(claim) => decide_for(dump, claim, id, &message.kind, rebalance),
+            Some(claim) => decide_for(dump, claim, id, &message.kind, rebalance, now),
         })
         .collect()
 }
@@ -248,6 +256,7 @@ fn decide_for(
     instance_id: &str,
     kind: &Kind,
     rebalance: RebalanceAction,
+    now: Timestamp,
 ) -> InstanceOutcome {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let node_name = claim.status.as_ref().and_then(|s| s.node_name.clone());
@@ -269,8 +278,10 @@ fn decide_for(
         // A node a disruption already tainted is drained too (that command may not be
         // draining yet); once the NodeClaim is deleting, the tick's termination drains it.
         if !cordoned || !deleting {
+            let (pods, held) = pods_to_drain(dump, &name, now);
             actions.push(Action::Drain {
-                pods: pods_to_drain(dump, &name),
+                pods,
+                held,
                 node: name,
             });
         }
@@ -339,13 +350,16 @@ pub fn assume(dump: &mut ClusterDump, outcome: &InstanceOutcome, now: Timestamp)
     }
 }
 
-/// The pods a drain of `node` evicts (not DaemonSet pods, mirror pods or finished ones).
-fn pods_to_drain(dump: &ClusterDump, node: &str) -> Vec<String> {
-    dump.pods_on(node)
-        .iter()
+/// The pods a drain of `node` evicts (not DaemonSet pods, mirror pods or finished ones), and
+/// those `karpenter.sh/do-not-disrupt` holds at `now`.
+fn pods_to_drain(dump: &ClusterDump, node: &str, now: Timestamp) -> (Vec<String>, Vec<String>) {
+    let (held, evicted): (Vec<Pod>, Vec<Pod>) = dump
+        .pods_on(node)
+        .into_iter()
         .filter(|p| !crate::objects::skipped_by_drain(p))
-        .map(pod_key)
-        .collect()
+        .partition(|p| crate::objects::do_not_disrupt_holds(p, now.as_second()));
+    let keys = |pods: Vec<Pod>| pods.iter().map(pod_key).collect();
+    (keys(evicted), keys(held))
 }
 
 fn claim_for<'a>(dump: &'a ClusterDump, instance: &str) -> Option<&'a NodeClaim> {

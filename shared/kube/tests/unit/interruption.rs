@@ -112,6 +112,21 @@ items:
 - apiVersion: v1
   kind: Pod
   metadata:
+    name: keep
+    namespace: shop
+    annotations: {{karpenter.sh/do-not-disrupt: "true"}}
+  spec: {{nodeName: node-a, containers: [{{name: c, image: nginx}}]}}
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: was-kept
+    namespace: shop
+    creationTimestamp: "2026-11-22T09:00:00Z"
+    annotations: {{karpenter.sh/do-not-disrupt: "10m"}}
+  spec: {{nodeName: node-a, containers: [{{name: c, image: nginx}}]}}
+- apiVersion: v1
+  kind: Pod
+  metadata:
     name: agent
     namespace: kube-system
     ownerReferences: [{{apiVersion: apps/v1, kind: DaemonSet, name: agent, uid: d-1, controller: true}}]
@@ -124,6 +139,11 @@ items:
         }
     );
     crate::dump::parse(&yaml, "test.yaml").unwrap()
+}
+
+/// An hour after the dump's pods were made.
+fn now() -> Timestamp {
+    "2026-11-22T10:00:00Z".parse().unwrap()
 }
 
 fn message(kind: Kind, ids: &[&str]) -> Message {
@@ -140,6 +160,7 @@ fn a_spot_warning_decides_cordon_drain_unavailable_delete_and_leaves_termination
         &dump(false, false),
         &message(Kind::SpotInterruption, &["i-1", "i-other"]),
         RebalanceAction::Event,
+        now(),
     );
     let kinds: Vec<String> = out[0]
         .actions
@@ -164,9 +185,12 @@ fn a_spot_warning_decides_cordon_drain_unavailable_delete_and_leaves_termination
     assert!(
         out[0].actions.contains(&Action::Drain {
             node: "node-a".into(),
-            pods: vec!["shop/web".into()]
+            pods: vec!["shop/web".into(), "shop/was-kept".into()],
+            held: vec!["shop/keep".into()],
         }),
-        "DaemonSet pods are not drained"
+        "DaemonSet pods are not drained, and a do-not-disrupt pod is held, not evicted, until \
+         its duration is over: {:?}",
+        out[0].actions
     );
     assert!(
         matches!(&out[1].actions[..], [Action::Ignore { .. }]),
@@ -180,6 +204,7 @@ fn duplicates_and_rebalances_decide_no_disruption() {
         &dump(true, true),
         &message(Kind::SpotInterruption, &["i-1"]),
         RebalanceAction::Event,
+        now(),
     );
     assert!(
         again[0].actions.iter().all(|a| matches!(
@@ -193,6 +218,7 @@ fn duplicates_and_rebalances_decide_no_disruption() {
         &dump(false, false),
         &message(Kind::RebalanceRecommendation, &["i-1"]),
         RebalanceAction::Event,
+        now(),
     );
     assert!(matches!(
         &rebalance[0].actions[..],
@@ -202,6 +228,7 @@ fn duplicates_and_rebalances_decide_no_disruption() {
         &dump(false, false),
         &message(Kind::RebalanceRecommendation, &["i-1"]),
         RebalanceAction::Drain,
+        now(),
     );
     assert!(drain[0]
         .actions
@@ -220,9 +247,9 @@ fn duplicates_and_rebalances_decide_no_disruption() {
 fn a_duplicate_decided_over_the_assumed_dump_does_nothing_new() {
     let mut dump = dump(false, false);
     let message = message(Kind::SpotInterruption, &["i-1"]);
-    let first = decide(&dump, &message, RebalanceAction::Event);
+    let first = decide(&dump, &message, RebalanceAction::Event, now());
     assume(&mut dump, &first[0], Timestamp::UNIX_EPOCH);
-    let again = decide(&dump, &message, RebalanceAction::Event);
+    let again = decide(&dump, &message, RebalanceAction::Event, now());
     assert!(
         again[0].actions.iter().all(|a| matches!(
             a,
@@ -239,12 +266,14 @@ fn a_spot_warning_drains_a_node_a_disruption_already_tainted() {
         &dump(true, false),
         &message(Kind::SpotInterruption, &["i-1"]),
         RebalanceAction::Event,
+        now(),
     );
     let actions = &out[0].actions;
     assert!(
         actions.contains(&Action::Drain {
             node: "node-a".into(),
-            pods: vec!["shop/web".into()]
+            pods: vec!["shop/web".into(), "shop/was-kept".into()],
+            held: vec!["shop/keep".into()],
         }),
         "{actions:?}"
     );
@@ -265,6 +294,7 @@ fn state_changes_and_health_events_delete_the_nodeclaim_as_karpenter_does() {
             &dump(false, false),
             &message(kind.clone(), &["i-1"]),
             RebalanceAction::Event,
+            now(),
         );
         let actions = &out[0].actions;
         assert!(

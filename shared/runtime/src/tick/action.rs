@@ -146,6 +146,10 @@ pub enum Action {
         nodeclaim: String,
         #[serde(serialize_with = "pod_keys")]
         pods: Vec<Pod>,
+        /// The pods `karpenter.sh/do-not-disrupt` holds: never evicted, the instance waits for
+        /// them until the NodeClaim's `terminationGracePeriod` is over.
+        #[serde(serialize_with = "pod_keys", skip_serializing_if = "Vec::is_empty")]
+        held: Vec<Pod>,
         /// How soon a pod's own shutdown must begin, or the drain's deadline comes.
         #[serde(skip)]
         next_due: Option<chrono::Duration>,
@@ -318,8 +322,13 @@ pub enum Action {
     DrainDisrupted {
         nodeclaim: String,
         node: String,
+        /// The pods to evict; a PodDisruptionBudget may still refuse some.
         #[serde(serialize_with = "pod_keys")]
         pods: Vec<Pod>,
+        /// The pods `karpenter.sh/do-not-disrupt` holds: never evicted, the drain waits for
+        /// them until its `terminationGracePeriod` is over.
+        #[serde(serialize_with = "pod_keys", skip_serializing_if = "Vec::is_empty")]
+        held: Vec<Pod>,
         /// Set when the drain starts now: the time to record on the NodeClaim.
         mark_started: Option<DateTime<Utc>>,
         grace_over: bool,
@@ -354,10 +363,14 @@ pub enum RebootStep {
         grace_seconds: i64,
         history: String,
     },
-    /// Fence the node and evict these pods (PodDisruptionBudgets and `do-not-disrupt` hold).
+    /// Fence the node and evict these pods (PodDisruptionBudgets may refuse some).
     Drain {
         #[serde(serialize_with = "pod_keys")]
         pods: Vec<Pod>,
+        /// The pods `karpenter.sh/do-not-disrupt` holds: never evicted, they ride the reboot
+        /// once its bound is over.
+        #[serde(serialize_with = "pod_keys", skip_serializing_if = "Vec::is_empty")]
+        held: Vec<Pod>,
         /// How long until the drain's bound ends (the pods left then ride the reboot).
         #[serde(skip)]
         until_bound: Option<chrono::Duration>,

@@ -86,6 +86,14 @@ pub(crate) fn pods_to_move(dump: &ClusterDump, node: &str, now: DateTime<Utc>) -
         .collect()
 }
 
+/// Splits a drain's pods into those it sends to the Eviction API and those
+/// `karpenter.sh/do-not-disrupt` holds at `now`: the latter are never evicted, and stay until
+/// the node's `terminationGracePeriod` is over.
+pub(crate) fn split_held(pods: Vec<Pod>, now: DateTime<Utc>) -> (Vec<Pod>, Vec<Pod>) {
+    pods.into_iter()
+        .partition(|p| !objects::do_not_disrupt_holds(p, now.timestamp()))
+}
+
 /// A pod still terminating a minute after its deletion deadline (the API server sets
 /// `deletionTimestamp` to the request time plus the grace period): its kubelet is gone or
 /// stuck, so waiting longer gives it nothing. Karpenter ignores such pods too.

@@ -348,7 +348,7 @@ fn node_initialized(node: &Node, claim: &NodeClaim, just_registered: bool) -> bo
         .unwrap_or_default();
     let blocked = taints.iter().any(|t| {
         (t.key == fleetwright_core::labels::TAINT_UNREGISTERED && !just_registered)
-            || ephemeral(t)
+            || fleetwright_core::labels::is_known_ephemeral_taint(&t.key, &t.effect)
             || claim
                 .spec
                 .startup_taints
@@ -356,21 +356,6 @@ fn node_initialized(node: &Node, claim: &NodeClaim, just_registered: bool) -> bo
                 .any(|s| s.key == t.key && s.effect == t.effect)
     });
     ready && !blocked && requested_registered(node, claim)
-}
-
-/// A taint Karpenter knows to be ephemeral: the node lifecycle controller's `not-ready` and
-/// `unreachable`, the cloud provider's `uninitialized`, and the Node Readiness Controller's
-/// `readiness.k8s.io/…`. A node that still has one is not initialized, as Karpenter's
-/// `KnownEphemeralTaintsRemoved` holds: it is no capacity yet, and no disruption candidate.
-fn ephemeral(taint: &k8s_openapi::api::core::v1::Taint) -> bool {
-    use fleetwright_core::labels::{TAINT_NOT_READY, TAINT_UNINITIALIZED, TAINT_UNREACHABLE};
-    let (key, effect) = (taint.key.as_str(), taint.effect.as_str());
-    matches!(
-        (key, effect),
-        (TAINT_NOT_READY, "NoSchedule" | "NoExecute")
-            | (TAINT_UNREACHABLE, "NoSchedule")
-            | (TAINT_UNINITIALIZED, "NoSchedule")
-    ) || key.starts_with("readiness.k8s.io/")
 }
 
 /// Whether the node advertises every resource its NodeClaim was launched for: a GPU is there

@@ -45,6 +45,22 @@ pub fn expired(dump: &ClusterDump, claims: &[NodeClaim], now: DateTime<Utc>) -> 
         .collect()
 }
 
+/// How far ahead an expiry brings the tick forward: past the schedule's period, so that some
+/// tick always sees it coming, and no further, so a far expiry sends no follow-up.
+pub const EXPIRY_HORIZON: chrono::Duration = chrono::Duration::minutes(5);
+
+/// How soon the next NodeClaim not being deleted expires, when within [`EXPIRY_HORIZON`]: the
+/// tick asks to run then, so a NodeClaim goes at its `expireAfter` and not up to a schedule's
+/// period later, as Karpenter requeues at the second.
+pub fn next_expiry(claims: &[NodeClaim], now: DateTime<Utc>) -> Option<chrono::Duration> {
+    (claims.iter())
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter_map(expires_at)
+        .map(|at| at - now)
+        .filter(|left| *left > chrono::Duration::zero() && *left <= EXPIRY_HORIZON)
+        .min()
+}
+
 #[cfg(test)]
 #[path = "../../tests/unit/tick/expiration.rs"]
 mod tests;

@@ -56,11 +56,14 @@ pub fn deletions(
                 let deadline = termination_time(claim, now);
                 let (due, rest) = super::shutdown::due_before(pods, deadline, now);
                 if !rest.is_empty() {
+                    let next_due = super::shutdown::next_due(&rest, deadline, now);
+                    let (pods, held) = super::claims::split_held(rest, now);
                     out.push(Action::EvictForDeletion {
                         node: node.clone(),
                         nodeclaim: name_of(claim),
-                        next_due: super::shutdown::next_due(&rest, deadline, now),
-                        pods: rest,
+                        next_due,
+                        pods,
+                        held,
                     });
                 }
                 if let Some(due) = due {

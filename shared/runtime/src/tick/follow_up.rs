@@ -30,10 +30,14 @@ pub fn after(action: &Action) -> Option<Duration> {
         Action::DrainDisrupted {
             progress,
             pods,
+            held,
             next_due,
             ..
         } => {
-            let leaving = pods.iter().any(|p| p.metadata.deletion_timestamp.is_some());
+            let leaving = pods
+                .iter()
+                .chain(held)
+                .any(|p| p.metadata.deletion_timestamp.is_some());
             let moving = (progress.is_some() || leaving).then_some(POLL);
             moving.into_iter().chain(*next_due).min()
         }
@@ -57,9 +61,14 @@ pub fn after(action: &Action) -> Option<Duration> {
         // A reboot's next step is looked at as a command's is; a drain with pods left, when its
         // bound ends (the reboot goes on then, whatever a budget still holds).
         Action::Reboot {
-            step: super::action::RebootStep::Drain { pods, until_bound },
+            step:
+                super::action::RebootStep::Drain {
+                    pods,
+                    held,
+                    until_bound,
+                },
             ..
-        } => match pods.is_empty() {
+        } => match pods.is_empty() && held.is_empty() {
             true => Some(POLL),
             false => *until_bound,
         },

@@ -380,6 +380,11 @@ pub(crate) fn drain_and_delete(
             let next_due = super::shutdown::next_due(&pods, deadline, now);
             let (due, due_grace) =
                 due.map_or((Vec::new(), None), |d| (d.pods, Some(d.grace_seconds)));
+            // Once the grace is over every pod left goes, whatever holds it.
+            let (pods, held) = match grace_over {
+                true => (pods, Vec::new()),
+                false => super::claims::split_held(pods, now),
+            };
             Action::DrainDisrupted {
                 nodeclaim: name(claim),
                 node: node_name,
@@ -394,6 +399,7 @@ pub(crate) fn drain_and_delete(
                 },
                 next_due,
                 pods,
+                held,
             }
         })
         .collect()

@@ -317,6 +317,7 @@ fn requested_step(
     if !fenced(node) {
         return Some(RebootStep::Drain {
             pods: Vec::new(),
+            held: Vec::new(),
             until_bound: None,
         });
     }
@@ -326,8 +327,13 @@ fn requested_step(
         let bound = grace.map(|g| requested + g.max(MIN_DRAIN));
         let draining = !pods.is_empty() && bound.is_none_or(|b| now < b);
         if draining || now < requested + MIN_DRAIN {
+            let (pods, held) = match draining {
+                true => super::claims::split_held(pods, now),
+                false => Default::default(),
+            };
             return Some(RebootStep::Drain {
-                pods: if draining { pods } else { Vec::new() },
+                pods,
+                held,
                 until_bound: bound.filter(|_| draining).map(|b| b - now),
             });
         }

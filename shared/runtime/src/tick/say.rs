@@ -178,9 +178,12 @@ impl Action {
             Action::GiveUp { nodeclaim, .. } => {
                 warn!(target: TICK, nodeclaim = %nodeclaim, "nodeclaim did not register within 15m; deleting it")
             }
-            Action::EvictForDeletion { node, pods, .. } => {
+            Action::EvictForDeletion {
+                node, pods, held, ..
+            } => {
                 let pods = pod_list(pods);
-                info!(target: TICK, %node, pods = %pods, "evicting the pods on the node before terminating it")
+                let held = pod_list(held);
+                info!(target: TICK, %node, pods = %pods, held = %held, "evicting the pods on the node before terminating it")
             }
             Action::DeletePods {
                 node,
@@ -343,6 +346,7 @@ impl Action {
             Action::DrainDisrupted {
                 node,
                 pods,
+                held,
                 grace_over,
                 due,
                 due_grace,
@@ -353,7 +357,8 @@ impl Action {
                     warn!(target: DISRUPT, node = %node, pods = %due, grace_seconds = due_grace.unwrap_or_default(), "deleting pods whose own grace would run past the node's terminationGracePeriod")
                 }
                 let pods = pod_list(pods);
-                info!(target: DISRUPT, node = %node, pods = %pods, grace_over, "draining node")
+                let held = pod_list(held);
+                info!(target: DISRUPT, node = %node, pods = %pods, held = %held, grace_over, "draining node")
             }
         }
     }

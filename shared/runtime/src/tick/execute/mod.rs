@@ -234,12 +234,13 @@ impl<C: Cloud> Tick<C> {
                 node,
                 nodeclaim,
                 pods,
+                held,
                 ..
             } => {
                 let drained = executor::drain(self.kube.clone(), pods, now.timestamp()).await;
                 self.mark_eviction_failing(nodeclaim, !drained.failed.is_empty(), now)
                     .await?;
-                info!(target: TICK, %node, left = pods.len(), evicted = drained.evicted.len(), failed = drained.failed.len(), "waiting for pods to leave before terminating");
+                info!(target: TICK, %node, left = pods.len() + held.len(), held = held.len(), evicted = drained.evicted.len(), failed = drained.failed.len(), "waiting for pods to leave before terminating");
             }
             Action::DeletePods {
                 pods,
@@ -369,6 +370,7 @@ impl<C: Cloud> Tick<C> {
                 nodeclaim,
                 node,
                 pods,
+                held,
                 mark_started,
                 grace_over,
                 progress,
@@ -383,7 +385,10 @@ impl<C: Cloud> Tick<C> {
                     true => Ok(Vec::new()),
                     false => executor::delete_pods(self.kube.clone(), due, *due_grace).await,
                 };
-                if self.drain_disrupted(node, pods, *grace_over, now).await? {
+                // A pod do-not-disrupt holds is never evicted: the drain is not over while it
+                // stays.
+                let drained = self.drain_disrupted(node, pods, *grace_over, now).await?;
+                if drained && held.is_empty() {
                     ctx.outcomes.push(Outcome::Drained(nodeclaim.clone()));
                 }
                 early?;

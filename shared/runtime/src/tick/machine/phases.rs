@@ -59,6 +59,8 @@ impl TickState<'_> {
             }
             Phase::OrphanedNodes => self.orphaned_nodes(),
             Phase::Expire => {
+                let next = expiration::next_expiry(&self.claims, self.now);
+                self.found.follow_up = next.into_iter().chain(self.found.follow_up).min();
                 Decision::Actions(expiration::expired(self.dump, &self.claims, self.now))
             }
             Phase::Expiring => Decision::Actions(reservations::expiring(

@@ -81,28 +81,7 @@ fn annotations_are_set_once_and_removed() {
 /// node stays tainted without a command.
 #[test]
 fn a_command_whose_node_was_left_untainted_is_tainted_first() {
-    let dump = fleetwright_kube::dump::parse(
-        r#"
-apiVersion: v1
-kind: List
-items:
-- apiVersion: karpenter.sh/v1
-  kind: NodeClaim
-  metadata:
-    name: default-old
-    annotations: {fleetwright.io/disruption: underutilized/delete}
-  spec:
-    nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-    requirements: []
-  status: {providerID: "aws:///us-east-1a/i-0aaa", nodeName: node-old}
-- apiVersion: v1
-  kind: Node
-  metadata: {name: node-old}
-  spec: {providerID: "aws:///us-east-1a/i-0aaa"}
-"#,
-        "cut-off",
-    )
-    .unwrap();
+    let dump = delete_command("spec: {providerID: \"aws:///us-east-1a/i-0aaa\"}", "");
     let now = Utc::now();
     let actions = continue_commands(&dump, &dump.nodeclaims, &[], now);
     assert!(
@@ -259,4 +238,59 @@ fn a_nodes_event_gives_its_first_blocked_reason() {
         saved.and_then(|b| b.get("n1")).map(String::as_str),
         Some("Drifted: no instance type fits its pods")
     );
+}
+
+/// A command's drain evicts the node's pods but one `do-not-disrupt` holds: that one is listed
+/// apart (a dry run and `plan --actions` show it kept, not evicted) and the drain waits for it.
+#[test]
+fn a_drain_lists_its_do_not_disrupt_pods_apart() {
+    let tainted = "spec:\n    providerID: \"aws:///us-east-1a/i-0aaa\"\n    taints: [{key: karpenter.sh/disrupted, effect: NoSchedule}]";
+    let pods = r#"
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: web, namespace: shop}
+  spec: {nodeName: node-old, containers: [{name: c, image: nginx}]}
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: keep
+    namespace: shop
+    annotations: {karpenter.sh/do-not-disrupt: "true"}
+  spec: {nodeName: node-old, containers: [{name: c, image: nginx}]}
+"#;
+    let dump = delete_command(tainted, pods);
+    let actions = continue_commands(&dump, &dump.nodeclaims, &[], Utc::now());
+    let drain = actions
+        .iter()
+        .find(|a| matches!(a, Action::DrainDisrupted { .. }))
+        .map(|a| serde_json::to_value(a).unwrap());
+    let drain = drain.unwrap_or_else(|| panic!("{actions:?}"));
+    assert_eq!(drain["pods"], serde_json::json!(["shop/web"]));
+    assert_eq!(drain["held"], serde_json::json!(["shop/keep"]));
+}
+
+/// A NodeClaim whose node an `underutilized/delete` command takes, its Node with `node_spec`
+/// (`spec: …`), and `more` objects.
+fn delete_command(node_spec: &str, more: &str) -> fleetwright_kube::dump::ClusterDump {
+    let yaml = format!(
+        r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: karpenter.sh/v1
+  kind: NodeClaim
+  metadata:
+    name: default-old
+    annotations: {{fleetwright.io/disruption: underutilized/delete}}
+  spec:
+    nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+    requirements: []
+  status: {{providerID: "aws:///us-east-1a/i-0aaa", nodeName: node-old}}
+- apiVersion: v1
+  kind: Node
+  metadata: {{name: node-old}}
+  {node_spec}
+{more}"#
+    );
+    fleetwright_kube::dump::parse(&yaml, "command").unwrap()
 }

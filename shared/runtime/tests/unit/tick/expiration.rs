@@ -42,3 +42,29 @@ fn a_nodeclaim_being_deleted_is_not_expired_again() {
     let now: DateTime<Utc> = "2026-01-02T00:00:00Z".parse().unwrap();
     assert!(expired(&ClusterDump::default(), &[c], now).is_empty());
 }
+
+/// The tick runs again when the next NodeClaim expires, if that is near; a far expiry, one
+/// past, one being deleted and `Never` ask for nothing.
+#[test]
+fn the_next_expiry_within_the_horizon_brings_the_tick_forward() {
+    let now: DateTime<Utc> = "2026-01-01T01:00:00Z".parse().unwrap();
+    let mut deleting = claim("gone", "2026-01-01T00:00:00Z", Some("61m"));
+    deleting.metadata.deletion_timestamp = Some(Time(now.to_rfc3339().parse().unwrap()));
+    let claims = [
+        claim("past", "2026-01-01T00:00:00Z", Some("30m")),
+        claim("soon", "2026-01-01T00:00:00Z", Some("3660s")),
+        claim("later", "2026-01-01T00:00:00Z", Some("63m")),
+        claim("far", "2026-01-01T00:00:00Z", Some("2h")),
+        claim("never", "2026-01-01T00:00:00Z", Some("Never")),
+        deleting,
+    ];
+    assert_eq!(
+        next_expiry(&claims, now),
+        Some(chrono::Duration::seconds(60))
+    );
+    assert_eq!(
+        next_expiry(&claims[2..], now),
+        Some(chrono::Duration::minutes(3))
+    );
+    assert_eq!(next_expiry(&claims[3..], now), None);
+}

@@ -22,6 +22,22 @@ fn names(pods: &[Pod]) -> Vec<&str> {
         .collect()
 }
 
+/// A NodeClaim deleted at `deleted` with this `terminationGracePeriod`, and its cordoned node.
+fn deleting(deleted: &str, grace: &str) -> (NodeClaim, Node) {
+    let claim = serde_json::from_value(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "default-a", "finalizers": ["karpenter.sh/termination"],
+                "deletionTimestamp": deleted, "labels": {"karpenter.sh/nodepool": "default"}},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                     "requirements": [], "terminationGracePeriod": grace},
+            "status": {"nodeName": "node-a"}}))
+        .unwrap();
+    let node = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "node-a"},
+            "spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}}))
+    .unwrap();
+    (claim, node)
+}
+
 #[test]
 fn a_pod_is_due_once_its_own_grace_would_run_past_the_deadline() {
     let deadline = now() + Duration::seconds(60);
@@ -67,17 +83,7 @@ fn a_pod_is_due_once_its_own_grace_would_run_past_the_deadline() {
 
 #[test]
 fn a_deleting_nodeclaim_deletes_pods_early_and_evicts_the_others() {
-    let claim: NodeClaim = serde_json::from_value(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-            "metadata": {"name": "default-a", "finalizers": ["karpenter.sh/termination"],
-                "deletionTimestamp": "2026-11-26T11:51:00Z", "labels": {"karpenter.sh/nodepool": "default"}},
-            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                     "requirements": [], "terminationGracePeriod": "10m"},
-            "status": {"nodeName": "node-a"}}))
-        .unwrap();
-    let node: Node = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": "node-a"},
-            "spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}}))
-    .unwrap();
+    let (claim, node) = deleting("2026-11-26T11:51:00Z", "10m");
     let dump = ClusterDump {
         nodes: vec![node],
         pods: vec![pod("slow", Some(120)), pod("quick", Some(30))],
@@ -102,4 +108,46 @@ fn a_deleting_nodeclaim_deletes_pods_early_and_evicts_the_others() {
     assert!(!actions
         .iter()
         .any(|a| matches!(a, Action::FinishDeletion { .. })));
+}
+
+/// A deleting NodeClaim's `do-not-disrupt` pod is never sent to the Eviction API, and the
+/// instance waits for it; one whose duration is over is evicted like the rest.
+#[test]
+fn a_deleting_nodeclaim_holds_its_do_not_disrupt_pods_apart() {
+    let (claim, node) = deleting("2026-11-26T11:55:00Z", "1h");
+    let annotated = |name: &str, value: &str, started: &str| {
+        let mut p = pod(name, Some(30));
+        p.metadata.annotations =
+            Some([("karpenter.sh/do-not-disrupt".to_string(), value.to_string())].into());
+        p.status.get_or_insert_with(Default::default).start_time = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(started.parse().unwrap()),
+        );
+        p
+    };
+    let dump = ClusterDump {
+        nodes: vec![node],
+        pods: vec![
+            pod("web", Some(30)),
+            annotated("keep", "true", "2026-11-26T10:00:00Z"),
+            annotated("over", "10m", "2026-11-26T11:00:00Z"),
+            annotated("fresh", "10m", "2026-11-26T11:58:00Z"),
+        ],
+        ..Default::default()
+    };
+    let actions = deletions(&dump, &[claim], &BTreeSet::new(), now());
+    let evict = actions.iter().find_map(|a| match a {
+        Action::EvictForDeletion { pods, held, .. } => Some((names(pods), names(held))),
+        _ => None,
+    });
+    assert_eq!(evict, Some((vec!["web", "over"], vec!["keep", "fresh"])));
+    assert!(!actions
+        .iter()
+        .any(|a| matches!(a, Action::FinishDeletion { .. })));
+    let shown = actions
+        .iter()
+        .find(|a| matches!(a, Action::EvictForDeletion { .. }))
+        .map(|a| serde_json::to_value(a).unwrap())
+        .unwrap();
+    assert_eq!(shown["pods"], json!(["shop/web", "shop/over"]));
+    assert_eq!(shown["held"], json!(["shop/keep", "shop/fresh"]));
 }

@@ -7,6 +7,7 @@ fn drain(progress: Option<&str>, pods: Vec<Pod>) -> Action {
         nodeclaim: "c1".into(),
         node: "n1".into(),
         pods,
+        held: Vec::new(),
         mark_started: None,
         grace_over: false,
         due: Vec::new(),
@@ -79,6 +80,7 @@ fn a_held_drain_wakes_when_a_pod_falls_due_and_at_its_deadline() {
         node: "n1".into(),
         nodeclaim: "c1".into(),
         pods: vec![slow],
+        held: Vec::new(),
         next_due: Some(Duration::minutes(3)),
     };
     assert_eq!(after(&evict), Some(Duration::minutes(3)));
@@ -103,12 +105,23 @@ fn nothing_in_flight_waits_for_the_schedule() {
 #[test]
 fn a_reboot_drain_wakes_at_its_bound() {
     use crate::tick::action::RebootStep;
-    let drain = |pods: Vec<Pod>, until_bound| Action::Reboot {
+    let drain = |pods: Vec<Pod>, held: Vec<Pod>, until_bound| Action::Reboot {
         nodeclaim: "c1".into(),
         node: "n1".into(),
-        step: RebootStep::Drain { pods, until_bound },
+        step: RebootStep::Drain {
+            pods,
+            held,
+            until_bound,
+        },
     };
-    let held = drain(vec![Pod::default()], Some(Duration::minutes(4)));
+    let bound = Some(Duration::minutes(4));
+    let held = drain(vec![Pod::default()], Vec::new(), bound);
     assert_eq!(after(&held), Some(Duration::minutes(4)));
-    assert_eq!(after(&drain(Vec::new(), None)), Some(POLL));
+    let kept = drain(Vec::new(), vec![Pod::default()], bound);
+    assert_eq!(
+        after(&kept),
+        Some(Duration::minutes(4)),
+        "a do-not-disrupt pod left waits for the bound too"
+    );
+    assert_eq!(after(&drain(Vec::new(), Vec::new(), None)), Some(POLL));
 }

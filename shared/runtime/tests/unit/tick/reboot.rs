@@ -236,7 +236,7 @@ fn a_requested_reboot_drains_within_its_bound_then_reboots() {
         pods.clone(),
     );
     assert!(
-        matches!(step_of(&draining).as_slice(), [(_, RebootStep::Drain { pods, until_bound: Some(left) })] if pods.len() == 1 && *left == Duration::minutes(4)),
+        matches!(step_of(&draining).as_slice(), [(_, RebootStep::Drain { pods, until_bound: Some(left), .. })] if pods.len() == 1 && *left == Duration::minutes(4)),
         "{draining:?}"
     );
     // The bound is over: the pods left ride the reboot.
