@@ -15,7 +15,8 @@ def sample(schema, depth=0):
     if t == 'object' or 'properties' in schema:
         props = schema.get('properties')
         if props:
-            return {k: sample(v, depth+1) for k, v in props.items()}
+            # A budget's schedule is a value Fleetwright parses (a cron the CRD's pattern admits).
+            return {k: "0 9 * * *" if k == 'schedule' else sample(v, depth+1) for k, v in props.items()}
         if 'additionalProperties' in schema:
             return {"k": sample(schema['additionalProperties'], depth+1) if isinstance(schema['additionalProperties'], dict) else "v"}
         return {}

@@ -42,6 +42,9 @@ pub(crate) fn readable_snapshot(
         let then = match r.kind.as_str() {
             "document" => "the other documents are still read",
             "PodDisruptionBudget" => "read as allowing no eviction ever, so its pods stay held",
+            "Pod" => {
+                "left out of the plan (one bound to a node keeps that node from being disrupted)"
+            }
             _ => "left out, as the tick leaves it out",
         };
         eprintln!("error: {source}: {}; {then}", r.error);
@@ -157,10 +160,16 @@ pub(crate) fn report_parked(
     } else {
         eprintln!("warning: {source}: {line}");
     }
-    format!(
-        "nodepool {:?} is not planned: its EC2NodeClass {:?} is {state}",
-        pool.name, pool.node_class
-    )
+    match pool.node_class.is_empty() {
+        true => format!(
+            "nodepool {:?} is not planned: it names no EC2NodeClass (spec.template.spec.nodeClassRef)",
+            pool.name
+        ),
+        false => format!(
+            "nodepool {:?} is not planned: its EC2NodeClass {:?} is {state}",
+            pool.name, pool.node_class
+        ),
+    }
 }
 
 /// Why a NodePool that does not read plans nothing, for the pods it leaves pending and for

@@ -52,7 +52,7 @@ pub fn check(warnings: &[InputWarning]) -> anyhow::Result<()> {
     if strict() {
         let listed: Vec<String> = warnings.iter().map(ToString::to_string).collect();
         anyhow::bail!(
-            "--strict: {} problem(s) in the input (keys ignored, or missing):\n  {}",
+            "--strict: {} problem(s) in the input (keys ignored or missing, values that fail closed):\n  {}",
             warnings.len(),
             listed.join("\n  ")
         );
@@ -62,7 +62,7 @@ pub fn check(warnings: &[InputWarning]) -> anyhow::Result<()> {
             eprintln!("warning: {w}");
         }
         eprintln!(
-            "warning: {} key(s) ignored; --strict makes this an error",
+            "warning: {} problem(s) in the input; --strict makes this an error",
             warnings.len()
         );
     }

@@ -38,6 +38,10 @@ pub struct ReplayArgs {
     /// What rebalance recommendations do, as `FLEETWRIGHT_REBALANCE` sets it for the function.
     #[arg(long, value_enum, default_value = "event")]
     pub rebalance: Rebalance,
+    /// Decide at this instant (RFC 3339) instead of the event's own `time` (a do-not-disrupt
+    /// duration ends when it says); an event without a time is decided now.
+    #[arg(long, value_name = "RFC3339")]
+    pub now: Option<String>,
 }
 
 /// The decision for one event, or why it could not be read.
@@ -62,7 +66,15 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         Rebalance::Event => RebalanceAction::Event,
         Rebalance::Drain => RebalanceAction::Drain,
     };
-    let replay = Replay { cluster, rebalance };
+    let now = match &args.now {
+        Some(t) => Some(crate::plan::instant(Some(t))?),
+        None => None,
+    };
+    let replay = Replay {
+        cluster,
+        rebalance,
+        now,
+    };
     match (&args.event, &args.from_queue) {
         (Some(path), _) => replay.file(path),
         (None, Some(url)) => replay.queue(url),
@@ -73,6 +85,8 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
 struct Replay {
     cluster: ClusterDump,
     rebalance: RebalanceAction,
+    /// `--now`, over each event's own time.
+    now: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 fn print(value: &Value) -> anyhow::Result<()> {
@@ -186,9 +200,16 @@ impl Replay {
                 "instances": [], "nodes": [], "actions": []}),
             );
         };
-        // Decided at the event's own time, so a replay decides as the function did (a
-        // do-not-disrupt duration ends when it did then); an event without one, now.
-        let at = event.time.unwrap_or_else(chrono::Utc::now).timestamp();
+        // Decided at `--now`, else at the event's own time (the function decides when it
+        // handles the message, which SQS may have delayed), else now.
+        let at = match self.now.or(event.time) {
+            Some(t) => t,
+            None => {
+                eprintln!("note: the event has no time, so it is decided now (give --now to choose the instant)");
+                chrono::Utc::now()
+            }
+        }
+        .timestamp();
         let now = k8s_openapi::jiff::Timestamp::from_second(at)
             .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
         let outcomes = interruption::decide(&self.cluster, &message, self.rebalance, now);

@@ -662,9 +662,13 @@ async fn a_drain_waits_for_the_pdb_the_controller_manager_computes_then_evicts()
     assert_eq!(healthy, 0);
     let fw = fleetwright().await;
     let running: Vec<Pod> = pods.list(&ListParams::default()).await.unwrap().items;
-    let outcome =
-        fleetwright_kube::executor::drain(fw.clone(), &running, chrono::Utc::now().timestamp())
-            .await;
+    let outcome = fleetwright_kube::executor::drain(
+        fw.clone(),
+        &running,
+        &[],
+        chrono::Utc::now().timestamp(),
+    )
+    .await;
     assert!(outcome.evicted.is_empty(), "{outcome:?}");
     assert_eq!(outcome.blocked.len(), 2, "{outcome:?}");
     pdbs.patch(
@@ -681,7 +685,7 @@ async fn a_drain_waits_for_the_pdb_the_controller_manager_computes_then_evicts()
     .await
     .expect("the PDB allows one");
     let outcome =
-        fleetwright_kube::executor::drain(fw, &running, chrono::Utc::now().timestamp()).await;
+        fleetwright_kube::executor::drain(fw, &running, &[], chrono::Utc::now().timestamp()).await;
     assert_eq!(outcome.evicted.len(), 1, "{outcome:?}");
     assert_eq!(outcome.blocked.len(), 1, "{outcome:?}");
 }

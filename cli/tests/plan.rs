@@ -1219,6 +1219,32 @@ fn a_pool_without_its_class_is_not_planned_and_every_bad_object_is_named() {
     );
 }
 
+/// A budget schedule Karpenter's CRD admits but no cron parser reads (a time zone prefix) is
+/// a warning naming the field: the NodePool still provisions, as Karpenter's does, and only
+/// its budget fails closed; `--strict` makes it an error.
+#[test]
+fn a_budget_schedule_that_does_not_parse_stops_no_provisioning() {
+    let example = std::fs::read_to_string(common::repo("examples/inflate.yaml")).unwrap();
+    let zoned = example.replacen(
+        "      consolidateAfter: 30s\n",
+        "      consolidateAfter: 30s\n      budgets:\n      - {nodes: \"0\", schedule: \"CRON_TZ=Asia/Seoul 0 9 * * *\", duration: 8h}\n",
+        1,
+    );
+    assert_ne!(zoned, example, "the example's NodePool spec moved");
+    let dump = write_temp("zoned-budget.yaml", &zoned);
+    let out = fleetwright(&["plan", "--cluster", &dump]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("spec.disruption.budgets[0].schedule") && stderr.contains("no disruption"),
+        "{stderr}"
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(planned(&plan), 10, "the pool still plans every pod: {plan}");
+    let strict = fleetwright(&["plan", "--cluster", &dump, "--strict"]);
+    assert!(!strict.status.success());
+}
+
 /// A bad value in a workload's template is named once, on the workload and under
 /// `spec.template`, not on each replica; the other workloads still plan.
 #[test]

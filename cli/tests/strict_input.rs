@@ -263,7 +263,11 @@ spec:
     }
     let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
     let reason = plan["unschedulable"][0]["reason"].as_str().unwrap();
-    assert!(reason.contains("none could be read"), "{reason}");
+    assert!(
+        reason.contains("nodepool \"default\" is not planned: it does not read")
+            && reason.contains("metadata.name"),
+        "{reason}"
+    );
 }
 
 #[test]

@@ -92,6 +92,8 @@ pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
 pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 /// The taint a node carries until the cloud controller manager has initialized it.
 pub const TAINT_UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+/// On a stand-in for a bound pod whose object does not read (a dump file's): it holds its node.
+pub const UNREAD_POD: &str = "fleetwright.io/unread";
 /// The prefix of the Node Readiness Controller's taints, which Karpenter knows to be ephemeral.
 pub const TAINT_READINESS_PREFIX: &str = "readiness.k8s.io/";
 

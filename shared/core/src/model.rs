@@ -234,6 +234,9 @@ pub struct Pod {
     pub terminal: bool,
     /// Being deleted (a deletion timestamp): its replacement, if any, is already a pod of its own.
     pub deleting: bool,
+    /// A stand-in for a bound pod whose object does not read (its error is reported): what it
+    /// needs is unknown, so it holds its node (always protected) and is named as unread.
+    pub unread: bool,
 }
 
 /// Per-container requests, used to compute a pod's effective requests.

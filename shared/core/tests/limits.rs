@@ -94,3 +94,25 @@ fn a_limit_that_binds_is_kept_counting_each_nodeclaim_at_its_largest_option() {
         assert!(placed_count(&limited) < 12, "{limited:?}");
     }
 }
+
+/// A generated case whose docs pool (`limits: cpu: 1000`) binds long before its 800
+/// memory-heavy pods are placed: placing them comes before the price, so the limit is spent on
+/// the types that carry the most per CPU, and every NodeClaim still counts as its largest
+/// option. The cheapest plan alone placed 231 of them; Karpenter v1.15.0's provisioner, on the
+/// same objects, 354 (`fleetwright bench --peer karpenter --cases generated:1 --seed 190`).
+#[test]
+fn a_binding_limit_is_spent_on_the_types_that_carry_most_per_unit_of_it() {
+    let (name, snapshot) = fleetwright_core::synthetic::generated_case(190, false);
+    assert_eq!(name, "docs/memory/selector/800/s190");
+    let planned = plan(&snapshot);
+    assert!(
+        cpus_planned(&planned) <= 1_000_000,
+        "{} mCPU planned",
+        cpus_planned(&planned)
+    );
+    assert!(
+        placed_count(&planned) >= 360,
+        "{} of 800 placed",
+        placed_count(&planned)
+    );
+}

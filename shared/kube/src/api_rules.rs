@@ -195,6 +195,58 @@ pub fn nodepool_required(value: &Value, object: &str) -> Vec<InputWarning> {
     }
 }
 
+/// The budget schedules Karpenter's CRD admits (any five space-separated parts) but that no
+/// cron parser reads: each a warning naming its field. Its NodePool then allows no disruption
+/// for any reason, as Karpenter's does.
+pub fn nodepool_schedules(value: &Value, object: &str) -> Vec<InputWarning> {
+    let budgets = value
+        .pointer("/spec/disruption/budgets")
+        .and_then(Value::as_array);
+    (budgets.into_iter().flatten().enumerate())
+        .filter_map(|(i, b)| Some((i, b.get("schedule")?.as_str()?)))
+        .filter(|(_, s)| fleetwright_core::budget::Cron::parse(s).is_none())
+        .map(|(i, _)| InputWarning {
+            object: object.to_string(),
+            path: format!("spec.disruption.budgets[{i}].schedule"),
+            problem: Problem::BadSchedule,
+        })
+        .collect()
+}
+
+/// The same rule over the NodePools a live read took: one record per NodePool with budget
+/// schedules no cron parser reads (each named), which the tick reports (a warning, and a
+/// Warning Event) while the NodePool is still read and provisions; its disruption fails closed.
+pub fn unreadable_schedules(pools: &[crate::crds::NodePool]) -> Vec<crate::rejected::Rejected> {
+    let unreadable = |s: &str| fleetwright_core::budget::Cron::parse(s).is_none();
+    let mut out = Vec::new();
+    for pool in pools {
+        let object = format!(
+            "NodePool {}",
+            pool.metadata.name.as_deref().unwrap_or_default()
+        );
+        let budgets = pool.spec.disruption.as_ref().map(|d| d.budgets.as_slice());
+        let warnings: Vec<String> = (budgets.unwrap_or_default().iter().enumerate())
+            .filter(|(_, b)| b.schedule.as_deref().is_some_and(unreadable))
+            .map(|(i, _)| {
+                let warning = InputWarning {
+                    object: object.clone(),
+                    path: format!("spec.disruption.budgets[{i}].schedule"),
+                    problem: Problem::BadSchedule,
+                };
+                warning.to_string()
+            })
+            .collect();
+        if warnings.is_empty() {
+            continue;
+        }
+        let error = warnings.join("; ");
+        let mut record = crate::rejected::Rejected::new("NodePool", &pool.metadata, error);
+        record.kept = true;
+        out.push(record);
+    }
+    out
+}
+
 #[cfg(test)]
 #[path = "../tests/unit/api_rules.rs"]
 mod tests;

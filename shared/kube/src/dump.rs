@@ -430,9 +430,13 @@ fn add_object(
             .push(crate::rejected::Rejected::new(&kind, &meta, e));
         return Ok(());
     }
+    let stand_in = (kind == "Pod")
+        .then(|| objects::held_stand_in(&value, &meta))
+        .flatten();
     if let Err(e) = add_typed(dump, value, &kind) {
         dump.rejected
             .push(crate::rejected::Rejected::new(&kind, &meta, e));
+        dump.pods.extend(stand_in);
     }
     Ok(())
 }
@@ -478,7 +482,9 @@ fn add_typed(dump: &mut ClusterDump, value: Value, kind: &str) -> Result<(), Kub
             }
         }
         "NodePool" => {
-            let required = crate::api_rules::nodepool_required(&value, &object_name(&kind, &value));
+            let name = object_name(&kind, &value);
+            let mut required = crate::api_rules::nodepool_required(&value, &name);
+            required.extend(crate::api_rules::nodepool_schedules(&value, &name));
             let pool: NodePool = noted(value, &kind, warnings)?;
             warnings.extend(required);
             let spec = &pool.spec;

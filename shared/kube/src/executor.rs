@@ -148,13 +148,21 @@ where
 /// One drain pass over the pods of a cordoned node, through the Eviction API. Non-critical pods
 /// go first; critical ones only once no other pod is left to evict. A PodDisruptionBudget's 429
 /// leaves the pod for a later pass (never forced), and `karpenter.sh/do-not-disrupt` pods are
-/// never evicted while the annotation holds at `now` (seconds since the epoch).
+/// never evicted while the annotation holds at `now` (seconds since the epoch). `held` are the
+/// node's pods the caller already knows `do-not-disrupt` holds: never sent to the API, they
+/// count as blocked, so the critical pods wait for them as Karpenter's drain order has it.
 ///
 /// An eviction that fails otherwise (a 500 for a pod two PDBs cover, a webhook's 403, an API
 /// error) is recorded in [`DrainOutcome::failed`] and the other pods are still evicted: one pod
 /// never stops a drain, and a drain never stops the caller.
-pub async fn drain(client: Client, pods: &[Pod], now: i64) -> DrainOutcome {
+pub async fn drain(client: Client, pods: &[Pod], held: &[Pod], now: i64) -> DrainOutcome {
     let mut outcome = DrainOutcome::default();
+    outcome.blocked.extend(held.iter().map(|p| {
+        (
+            pod_key(p),
+            "annotated karpenter.sh/do-not-disrupt".to_string(),
+        )
+    }));
     let candidates: Vec<&Pod> = pods.iter().filter(|p| !skipped_by_drain(p)).collect();
     let (critical, normal): (Vec<&Pod>, Vec<&Pod>) =
         candidates.into_iter().partition(|p| is_critical(p));

@@ -16,6 +16,11 @@ pub struct Rejected {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
     pub error: String,
+    /// The object is still read, and only the part the error names fails closed (a budget
+    /// schedule no parser reads allows no disruption): reported as the others are, but not
+    /// left out, and no condition of its kind turns False for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kept: bool,
 }
 
 impl Rejected {
@@ -26,6 +31,7 @@ impl Rejected {
             namespace: meta.namespace.clone(),
             uid: meta.uid.clone(),
             error: error.to_string(),
+            kept: false,
         }
     }
 

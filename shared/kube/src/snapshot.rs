@@ -329,7 +329,7 @@ impl SnapshotReader {
         for item in raw {
             match item.typed() {
                 Ok(k) => items.push(k),
-                Err(r) => rejected.push(r),
+                Err(r) => rejected.push(*r),
             }
         }
         Ok((items, rejected))
@@ -497,7 +497,7 @@ struct Lenient<K> {
 }
 
 impl<K: Resource<DynamicType = ()> + DeserializeOwned> Lenient<K> {
-    fn typed(self) -> Result<K, Rejected> {
+    fn typed(self) -> Result<K, Box<Rejected>> {
         let meta = self.metadata.clone();
         let mut value = self.rest;
         value.insert(
@@ -506,7 +506,11 @@ impl<K: Resource<DynamicType = ()> + DeserializeOwned> Lenient<K> {
         );
         serde_path_to_error::deserialize(serde_json::Value::Object(value)).map_err(|e| {
             let path = e.path().to_string();
-            Rejected::new(&K::kind(&()), &meta, format!("{path}: {}", e.into_inner()))
+            Box::new(Rejected::new(
+                &K::kind(&()),
+                &meta,
+                format!("{path}: {}", e.into_inner()),
+            ))
         })
     }
 }

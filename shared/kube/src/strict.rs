@@ -43,6 +43,10 @@ pub enum Problem {
     /// A `nodeClassRef.group` written with a version (`karpenter.k8s.aws/v1`): Karpenter's CRD
     /// refuses it, so `kubectl apply` would fail; it is read without the version.
     VersionedGroup,
+    /// A disruption budget's `schedule` that Karpenter's CRD admits but no cron parser reads
+    /// (`CRON_TZ=…`, a misspelt day): as Karpenter, the NodePool allows no disruption for any
+    /// reason, while it still provisions.
+    BadSchedule,
 }
 
 impl fmt::Display for InputWarning {
@@ -83,6 +87,11 @@ impl fmt::Display for InputWarning {
             Problem::VersionedGroup => write!(
                 f,
                 "{}: field {}: a group takes no version, and Karpenter's CRD refuses one, so `kubectl apply` would fail (it is read without the version)",
+                self.object, self.path
+            ),
+            Problem::BadSchedule => write!(
+                f,
+                "{}: field {}: not a cron schedule (five fields, or @daily, @weekly, ...; days of the week 0-6 or names; no time zone: budgets run in UTC), so the NodePool allows no disruption for any reason, as Karpenter's does (it still provisions)",
                 self.object, self.path
             ),
             Problem::MisspeltKind => write!(

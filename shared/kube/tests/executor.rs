@@ -197,7 +197,7 @@ async fn cordon_and_drain_leave_the_pdb_blocked_pod_and_evict_the_rest() {
             json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
         ),
     ];
-    let outcome = drain(api.client(), &pods, NOW).await;
+    let outcome = drain(api.client(), &pods, &[], NOW).await;
     assert_eq!(outcome.evicted, vec!["shop/web-0", "shop/web-1"]);
     let blocked: Vec<&str> = outcome.blocked.iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(blocked, vec!["shop/checkout-0", "shop/batch-0"]);
@@ -242,7 +242,7 @@ async fn an_eviction_error_fails_that_pod_alone_and_the_drain_goes_on() {
         pod_json("webhook", json!({})),
         pod_json("web-0", json!({})),
     ];
-    let outcome = drain(api.client(), &pods, NOW).await;
+    let outcome = drain(api.client(), &pods, &[], NOW).await;
     assert_eq!(outcome.evicted, vec!["shop/web-0"]);
     let failed: Vec<&str> = outcome.failed.iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(failed, vec!["shop/two-pdbs", "shop/webhook"]);
@@ -264,10 +264,10 @@ async fn a_do_not_disrupt_duration_is_read_at_the_callers_instant() {
             "status": {"startTime": "2026-01-01T00:00:00Z"},
         }),
     )];
-    let early = drain(api.client(), &pods, started + 600).await;
+    let early = drain(api.client(), &pods, &[], started + 600).await;
     assert!(early.evicted.is_empty(), "{early:?}");
     assert_eq!(early.blocked.len(), 1, "{early:?}");
-    let late = drain(api.client(), &pods, started + 1800).await;
+    let late = drain(api.client(), &pods, &[], started + 1800).await;
     assert_eq!(late.evicted, vec!["shop/batch-0"]);
 }
 
@@ -281,12 +281,24 @@ async fn critical_pods_wait_until_the_others_are_gone() {
         json!({"spec": {"priorityClassName": "system-cluster-critical"}}),
     );
     let pods = vec![pod_json("web-0", json!({})), critical.clone()];
-    let first = drain(api.client(), &pods, NOW).await;
+    let first = drain(api.client(), &pods, &[], NOW).await;
     assert_eq!(first.deferred, vec!["shop/dns-0"]);
     assert!(first.evicted.is_empty());
     // Once the blocked pod is gone, the critical pod is evicted.
-    let second = drain(api.client(), &[critical], NOW).await;
+    let second = drain(api.client(), std::slice::from_ref(&critical), &[], NOW).await;
     assert_eq!(second.evicted, vec!["shop/dns-0"]);
+
+    // A pod the caller holds (do-not-disrupt) is blocked without an API call, and the
+    // critical pod waits for it as for any other blocked pod.
+    let kept = pod_json(
+        "batch-0",
+        json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
+    );
+    let third = drain(api.client(), &[critical], &[kept], NOW).await;
+    assert_eq!(third.deferred, vec!["shop/dns-0"], "{third:?}");
+    assert_eq!(third.blocked.len(), 1, "{third:?}");
+    // Sent, it would read as evicted (the fake has no such pod: a 404 is "already gone").
+    assert!(third.evicted.is_empty() && !third.done(), "{third:?}");
 }
 
 #[tokio::test]

@@ -271,13 +271,14 @@ impl<C: Cloud, N: Nudge> Interruption<C, N> {
             Action::Cordon { node } => {
                 executor::update_node(self.kube.clone(), node, executor::cordoned).await?;
             }
-            Action::Drain { node, pods, .. } => {
-                let pods: Vec<_> = dump
+            Action::Drain { node, pods, held } => {
+                let (pods, kept): (Vec<_>, Vec<_>) = dump
                     .pods_on(node)
                     .into_iter()
-                    .filter(|p| pods.contains(&pod_key(p)))
-                    .collect();
-                let drained = executor::drain(self.kube.clone(), &pods, now.timestamp()).await;
+                    .filter(|p| pods.contains(&pod_key(p)) || held.contains(&pod_key(p)))
+                    .partition(|p| pods.contains(&pod_key(p)));
+                let drained =
+                    executor::drain(self.kube.clone(), &pods, &kept, now.timestamp()).await;
                 info!(%node, evicted = drained.evicted.len(), blocked = drained.blocked.len(), failed = drained.failed.len(), "cordoned and draining node");
             }
             Action::MarkUnavailable {

@@ -80,6 +80,11 @@ pub fn allowed(
     } else {
         &pool.budgets
     };
+    // One budget that does not read stops every reason of the pool, whatever reasons it names:
+    // Karpenter's `MustGetAllowedDisruptions` answers 0 on any budget's error.
+    if budgets.iter().any(|b| !readable(b)) {
+        return 0;
+    }
     budgets
         .iter()
         .filter(|b| b.reasons.is_empty() || b.reasons.iter().any(|r| r == reason.budget_name()))
@@ -87,6 +92,17 @@ pub fn allowed(
         .min()
         .unwrap_or(total)
         .saturating_sub(disrupting)
+}
+
+/// Whether a budget reads as Karpenter's does: a node count or percentage, and a schedule (with
+/// a duration) that its cron parser takes.
+fn readable(budget: &Budget) -> bool {
+    let schedule = match (&budget.schedule, budget.duration) {
+        (Some(s), Some(_)) => Cron::parse(s).is_some(),
+        (None, None) => true,
+        _ => false,
+    };
+    schedule && parse_nodes(&budget.nodes, 100).is_some()
 }
 
 /// The budget's node count if it is active now (`None` when its schedule is not active); an
@@ -151,11 +167,9 @@ impl Cron {
         };
         let dow = names_to_numbers(dow, &WEEKDAY_NAMES, 0);
         let mon = names_to_numbers(mon, &MONTH_NAMES, 1);
-        let mut weekdays = field(&dow, 0, 7)?;
-        if weekdays[7] {
-            weekdays[0] = true;
-        }
-        weekdays.truncate(7);
+        // 0–6, as Karpenter's parser (robfig/cron) reads it: a 7 for Sunday fails its parse,
+        // and so the budget fails closed there too.
+        let weekdays = field(&dow, 0, 6)?;
         Some(Cron {
             minutes: field(m, 0, 59)?,
             hours: field(h, 0, 23)?,

@@ -179,7 +179,13 @@ pub(crate) fn candidates<'a>(
         }
         let held = (pods.iter().find(|p| p.do_not_disrupt.holds(now)))
             .or_else(|| pinned_on.get(node.name.as_str()))
-            .map(|pod| format!("pod {} has {DO_NOT_DISRUPT}", pod.key()))
+            .map(|pod| match pod.unread {
+                true => format!(
+                    "pod {} could not be read, so what it needs is unknown (its error is reported)",
+                    pod.key()
+                ),
+                false => format!("pod {} has {DO_NOT_DISRUPT}", pod.key()),
+            })
             .or_else(|| pdb_blocks(snapshot, &pods));
         if let Some(reason) = &held {
             blocked.push(block(reason.clone()));

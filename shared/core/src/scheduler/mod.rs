@@ -8,6 +8,7 @@
 mod allocatable;
 mod classes;
 mod fixed;
+mod limits;
 pub mod moving;
 mod output;
 mod place;
@@ -69,7 +70,7 @@ pub fn schedule(snapshot: &Snapshot, catalog: &Catalog, opts: &ScheduleOptions) 
     if opts.plan_moving_pods {
         return schedule_with_moving_pods(snapshot, catalog, opts);
     }
-    let once = |snapshot: &Snapshot| plan_within_limits(snapshot, catalog, opts);
+    let once = |snapshot: &Snapshot| limits::plan_within_limits(snapshot, catalog, opts);
     let settled = reserve::settle(snapshot, once(snapshot), once);
     reserve::best(snapshot, settled, once)
 }
@@ -94,77 +95,6 @@ fn schedule_with_moving_pods(
         .collect();
     plan.unschedulable.retain(|u| !moving.contains(&u.pod));
     plan
-}
-
-/// One plan, as if no pool had limits, kept when it stays within them (each new NodeClaim
-/// counted as the largest instance type it may launch as, as Karpenter counts it): a limit that
-/// does not bind never changes the plan. Only when the limits bind is the plan made within them.
-fn plan_within_limits(snapshot: &Snapshot, catalog: &Catalog, opts: &ScheduleOptions) -> Plan {
-    let mut free = Ctx::new(snapshot, catalog, opts.now);
-    free.improve_max_pods = opts.improve_max_pods;
-    let limits: Vec<PoolLimits> = free.pools.iter_mut().map(PoolLimits::take).collect();
-    if limits.iter().all(PoolLimits::is_none) {
-        return free.plan(opts);
-    }
-    free.rebuild_guide();
-    let plan = free.plan(opts);
-    if plan_fits(&plan, &free.pools, &limits) {
-        return plan;
-    }
-    let mut limited = Ctx::new(snapshot, catalog, opts.now);
-    limited.improve_max_pods = opts.improve_max_pods;
-    limited.plan(opts)
-}
-
-/// A pool's limits as the planning left them: resources and nodes.
-struct PoolLimits {
-    remaining: Option<Resources>,
-    nodes_left: Option<i64>,
-}
-
-impl PoolLimits {
-    fn take(pool: &mut PoolCtx) -> PoolLimits {
-        pool.limited.clear();
-        PoolLimits {
-            remaining: pool.remaining.take(),
-            nodes_left: pool.nodes_left.take(),
-        }
-    }
-
-    fn is_none(&self) -> bool {
-        self.remaining.is_none() && self.nodes_left.is_none()
-    }
-}
-
-/// Whether a plan's new NodeClaims fit every pool's limits, each counted as the largest of the
-/// instance types it may launch as.
-fn plan_fits(plan: &Plan, pools: &[PoolCtx], limits: &[PoolLimits]) -> bool {
-    pools.iter().zip(limits).all(|(pool, limit)| {
-        let claims: Vec<&NewNodeClaim> = plan
-            .nodeclaims
-            .iter()
-            .filter(|c| c.nodepool == pool.pool.name)
-            .collect();
-        if limit.nodes_left.is_some_and(|n| (claims.len() as i64) > n) {
-            return false;
-        }
-        let Some(remaining) = &limit.remaining else {
-            return true;
-        };
-        let mut used = Resources::default();
-        for claim in claims {
-            let mut largest = Resources::default();
-            for t in pool
-                .types
-                .iter()
-                .filter(|t| claim.instance_types.contains(&t.name))
-            {
-                largest.max_with(&t.capacity);
-            }
-            used.add(&largest);
-        }
-        within_limits(&used, remaining)
-    })
 }
 
 type Bits = Vec<u64>;
@@ -274,6 +204,10 @@ pub(crate) struct Ctx<'a> {
     pub base_topology: Topology,
     guide: Vec<Guide>,
     improve_max_pods: usize,
+    /// Set when the pools' limits bind: a pool with limits is planned by how much of them each
+    /// type spends, not by its price, and a new NodeClaim lists no type that would spend more
+    /// than the one it was opened for ([`limits::plan_within_limits`]).
+    thrifty: bool,
     /// Per pool and node requirements: the instance types whose own labels meet them (see
     /// [`Ctx::allowed_types`]).
     type_masks: std::cell::RefCell<TypeMasks>,
@@ -344,6 +278,7 @@ impl<'a> Ctx<'a> {
             base_topology: Topology::default(),
             guide: Vec::new(),
             improve_max_pods: ScheduleOptions::default().improve_max_pods,
+            thrifty: false,
             type_masks: Default::default(),
             pattern_programs: Default::default(),
             packings: Default::default(),
@@ -409,9 +344,13 @@ impl<'a> Ctx<'a> {
         let each = small && self.pending.len() <= IMPROVE_EACH_PODS;
         let first = self.run(guide, Mode::ShapeMatch);
         let mut best = if each { first.improved() } else { first };
-        // Other packings, when they are cheap to try and may help; the cheapest one wins.
+        // Other packings, when they are cheap to try and may help; the one that places the
+        // most pods, then the cheapest, wins. Under a binding limit the cost ratio says nothing
+        // of the pods left out, so each is tried while some are.
+        let limited = self.pools.iter().any(|p| p.remaining.is_some());
         for mode in [Mode::MostLeft, Mode::NoTargets, Mode::FewestPods] {
-            if !small || best.ratio() <= opts.improve_above {
+            let short = limited && !best.failed.is_empty();
+            if !small || (best.ratio() <= opts.improve_above && !short) {
                 break;
             }
             let alt = self.run(guide, mode);
@@ -438,9 +377,7 @@ impl<'a> Ctx<'a> {
         }
         (0..self.pools.len())
             .map(|p| {
-                let cols: Vec<(usize, usize)> =
-                    (0..self.pools[p].types.len()).map(|t| (p, t)).collect();
-                let Some((_, counts)) = self.lp(&demand[p], &cols) else {
+                let Some((_, counts)) = self.lp_priced(&demand[p], &self.guide_prices(p)) else {
                     return Guide {
                         cap: f64::INFINITY,
                         targets: Vec::new(),

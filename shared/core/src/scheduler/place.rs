@@ -124,6 +124,16 @@ impl<'c, 'a> Run<'c, 'a> {
             None => f64::INFINITY,
         };
         options.retain(|&t| pool.price[t as usize] <= cap * (1.0 + 1e-9));
+        if self.ctx.thrifty && remaining.is_some() {
+            // The NodeClaim counts against the limits as its largest option: none may spend
+            // more of them than the type it is opened for.
+            let size = &pool.types[target.unwrap_or(first as usize)].capacity;
+            let spends = |t: u32| {
+                let capacity = &pool.types[t as usize].capacity;
+                pool.limited.iter().any(|n| capacity.get(n) > size.get(n))
+            };
+            options.retain(|&t| !spends(t));
+        }
         let mut bin = Bin {
             name: String::new(),
             pool: Some(p),

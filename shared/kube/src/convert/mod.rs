@@ -38,7 +38,12 @@ pub use crate::rejected::Rejected;
 /// and never chosen for disruption while the pod is unreadable (drains still see it through the
 /// dump). None for a pod not bound to a node: it is left out.
 pub fn unreadable_pod(pod: &k8s_openapi::api::core::v1::Pod) -> Option<core::Pod> {
-    let node = pod.spec.as_ref()?.node_name.clone()?;
+    let node = pod
+        .spec
+        .as_ref()?
+        .node_name
+        .clone()
+        .filter(|n| !n.is_empty())?;
     let meta = &pod.metadata;
     let mut out = core::Pod::new(
         meta.namespace.as_deref().unwrap_or("default"),
@@ -47,6 +52,7 @@ pub fn unreadable_pod(pod: &k8s_openapi::api::core::v1::Pod) -> Option<core::Pod
     );
     out.node_name = Some(node);
     out.do_not_disrupt = core::Protection::Always;
+    out.unread = true;
     Some(out)
 }
 

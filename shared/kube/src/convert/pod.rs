@@ -180,6 +180,7 @@ pub fn pod_from_spec(meta: &ObjectMeta, spec: &PodSpec, obj: &str) -> Result<cor
             super::seconds(meta),
         ),
         deletion_cost: eviction_cost(&annotations),
+        unread: annotations.contains_key(fleetwright_core::labels::UNREAD_POD),
         ..Default::default()
     };
     if let Some(owner) = meta

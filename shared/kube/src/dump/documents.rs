@@ -83,6 +83,7 @@ pub(super) fn unreadable_document(number: usize, error: String) -> crate::reject
         namespace: None,
         uid: None,
         error: format!("document {number}: not YAML: {error}"),
+        kept: false,
     }
 }
 

@@ -241,3 +241,25 @@ pub(super) fn drop_duplicate_workloads(
     kept.reverse();
     kept
 }
+
+/// A bound pod of a file that does not read (a timestamp that is no time, say), as a stand-in
+/// that holds its node: named and bound where it runs, requesting nothing, and annotated
+/// `karpenter.sh/do-not-disrupt`, so no drain evicts it, no disruption takes its node for
+/// empty, and a deleting NodeClaim's instance waits for it until its deadline. None for a pod
+/// bound nowhere (it is left out).
+pub(super) fn held_stand_in(
+    value: &Value,
+    meta: &ObjectMeta,
+) -> Option<k8s_openapi::api::core::v1::Pod> {
+    let node = value
+        .pointer("/spec/nodeName")?
+        .as_str()
+        .filter(|n| !n.is_empty())?;
+    let stand_in = serde_json::json!({
+        "metadata": {"name": meta.name, "namespace": meta.namespace,
+            "annotations": {fleetwright_core::labels::DO_NOT_DISRUPT: "true",
+                fleetwright_core::labels::UNREAD_POD: "true"}},
+        "spec": {"nodeName": node, "containers": [{"name": "unread"}]},
+    });
+    serde_json::from_value(stand_in).ok()
+}

@@ -169,3 +169,20 @@ fn a_nodepool_class_reference_without_its_group_or_kind_is_warned_about() {
     assert_eq!(warned[0].problem, Problem::VersionedGroup);
     assert_eq!(warned[0].path, "spec.template.spec.nodeClassRef.group");
 }
+
+/// A budget schedule Karpenter's CRD admits but no cron parser reads is a warning naming it
+/// (the budget then allows nothing); one that reads is not.
+#[test]
+fn a_budget_schedule_that_does_not_parse_is_warned_about() {
+    let pool = json!({"kind": "NodePool", "spec": {"disruption": {"budgets": [
+        {"nodes": "10%"},
+        {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h"},
+        {"nodes": "0", "schedule": "CRON_TZ=Asia/Seoul 0 9 * * *", "duration": "8h"},
+        {"nodes": "0", "schedule": "@daily", "duration": "1h"},
+    ]}}});
+    let warned = nodepool_schedules(&pool, "NodePool default");
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert_eq!(warned[0].problem, Problem::BadSchedule);
+    assert_eq!(warned[0].path, "spec.disruption.budgets[2].schedule");
+    assert!(warned[0].to_string().contains("allows no disruption"));
+}

@@ -68,3 +68,37 @@ fn a_slim_pod_keeps_its_start_time() {
         pod.status.and_then(|s| s.start_time)
     );
 }
+
+/// A bound pod that does not read is named, and a stand-in holds its node: bound there,
+/// requesting nothing, annotated do-not-disrupt, so nothing drains or disrupts past it. One
+/// bound nowhere is only left out.
+#[test]
+fn a_bound_pod_that_does_not_read_holds_its_node() {
+    let text = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: batch-0, namespace: shop, creationTimestamp: yesterday}
+  spec: {nodeName: node-a, containers: [{name: c}]}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: pending-0, namespace: shop, creationTimestamp: yesterday}
+  spec: {containers: [{name: c}]}
+"#;
+    let dump = parse(text, "t").unwrap();
+    let rejected: Vec<String> = dump.rejected.iter().map(|r| r.object()).collect();
+    assert_eq!(rejected, ["Pod shop/batch-0", "Pod shop/pending-0"]);
+    assert_eq!(dump.pods.len(), 1, "{:?}", dump.pods);
+    let stand_in = &dump.pods[0];
+    assert_eq!(stand_in.metadata.name.as_deref(), Some("batch-0"));
+    assert_eq!(
+        stand_in.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        Some("node-a")
+    );
+    assert!(crate::objects::do_not_disrupt_holds(stand_in, i64::MAX));
+    let (snapshot, _) = crate::convert::take_snapshot_isolating(&mut dump.clone());
+    assert_eq!(snapshot.pods.len(), 1);
+    assert!(snapshot.pods[0].requests.cpu == 0 && snapshot.pods[0].do_not_disrupt.holds(0));
+}

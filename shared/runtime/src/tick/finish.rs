@@ -10,7 +10,7 @@ use fleetwright_crds::NodeClaim;
 use fleetwright_kube::dump::ClusterDump;
 use fleetwright_kube::interruption::instance_id;
 use fleetwright_kube::objects;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::action::Action;
 pub(crate) use super::claims::pods_to_move;
@@ -51,31 +51,11 @@ pub fn deletions(
         // Cordoned first: else the pods evicted come back to the same node.
         out.extend(super::in_progress::untainted(dump, &[claim]));
         if let (Some(node), false) = (&node, pods.is_empty()) {
-            if !grace_over(claim, now) {
-                // Evictions first: a pod the API refuses to delete early does not hold them up.
-                let deadline = termination_time(claim, now);
-                let (due, rest) = super::shutdown::due_before(pods, deadline, now);
-                if !rest.is_empty() {
-                    let next_due = super::shutdown::next_due(&rest, deadline, now);
-                    let (pods, held) = super::claims::split_held(rest, now);
-                    out.push(Action::EvictForDeletion {
-                        node: node.clone(),
-                        nodeclaim: name_of(claim),
-                        next_due,
-                        pods,
-                        held,
-                    });
-                }
-                if let Some(due) = due {
-                    out.push(due.into_action(node));
-                }
+            let (actions, finished) = deletion_drain(dump, claim, node, pods, now);
+            out.extend(actions);
+            if !finished {
                 continue;
             }
-            out.push(Action::DeletePods {
-                node: node.clone(),
-                pods,
-                grace_seconds: None,
-            });
         }
         out.push(Action::FinishDeletion {
             nodeclaim: name_of(claim),
@@ -87,6 +67,75 @@ pub fn deletions(
         });
     }
     out
+}
+
+/// One pass of a deleting NodeClaim's drain over the pods still on its node, and whether the
+/// instance may go after it. At its deadline (`terminationGracePeriod`, or a repair's) every pod
+/// left is deleted. Before, the pods are evicted, and those whose own grace would run past the
+/// deadline deleted early. When evictions have only kept failing ([`EVICTION_FAILING`]), the
+/// pods nothing protects are deleted instead, with their own grace, and the instance waits for
+/// them to go; a pod `do-not-disrupt` or a PodDisruptionBudget protects is not deleted: only a
+/// deadline ends those protections, as Karpenter's.
+fn deletion_drain(
+    dump: &ClusterDump,
+    claim: &NodeClaim,
+    node: &str,
+    pods: Vec<Pod>,
+    now: DateTime<Utc>,
+) -> (Vec<Action>, bool) {
+    let deadline = termination_time(claim, now);
+    let delete = |pods: Vec<Pod>| Action::DeletePods {
+        node: node.to_string(),
+        pods,
+        grace_seconds: None,
+    };
+    if deadline.is_some_and(|t| now >= t) {
+        return (vec![delete(pods)], true);
+    }
+    let mut out = Vec::new();
+    let pods = match grace_over(claim, now) {
+        true => {
+            let (protected, free): (Vec<Pod>, Vec<Pod>) =
+                pods.into_iter().partition(|p| protected(dump, p, now));
+            out.extend((!free.is_empty()).then(|| delete(free)));
+            protected
+        }
+        false => pods,
+    };
+    // The pods deleted get their own grace: the instance waits until they are gone.
+    if pods.is_empty() {
+        let finished = out.is_empty();
+        return (out, finished);
+    }
+    // Evictions first: a pod the API refuses to delete early does not hold them up.
+    let (due, rest) = super::shutdown::due_before(pods, deadline, now);
+    if !rest.is_empty() {
+        let next_due = super::shutdown::next_due(&rest, deadline, now);
+        let (pods, held) = super::claims::split_held(rest, now);
+        out.push(Action::EvictForDeletion {
+            node: node.to_string(),
+            nodeclaim: name_of(claim),
+            next_due,
+            pods,
+            held,
+        });
+    }
+    out.extend(due.map(|d| d.into_action(node)));
+    (out, false)
+}
+
+/// Whether `karpenter.sh/do-not-disrupt` or a PodDisruptionBudget protects the pod. A budget
+/// that does not read protects every pod of its namespace: its selector is not known.
+fn protected(dump: &ClusterDump, pod: &Pod, now: DateTime<Utc>) -> bool {
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    objects::do_not_disrupt_holds(pod, now.timestamp())
+        || (dump.pdbs.iter())
+            .filter(|b| b.metadata.namespace.as_deref().unwrap_or("default") == namespace)
+            .any(|b| {
+                fleetwright_kube::convert::pdb(b)
+                    .map_or(true, |b| b.selector.matches_labels(&labels))
+            })
 }
 
 /// When a deleting NodeClaim's node must be gone: its `terminationGracePeriod` after its

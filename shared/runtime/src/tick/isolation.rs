@@ -60,11 +60,12 @@ pub fn api_version(kind: &str) -> &'static str {
     }
 }
 
-/// The errors of the rejected objects of one kind, by name.
+/// The errors of the rejected objects of one kind that were left out, by name (one still read,
+/// with a part that fails closed, is not).
 pub fn errors_of(rejected: &[Rejected], kind: &str) -> BTreeMap<String, String> {
     rejected
         .iter()
-        .filter(|r| r.kind == kind)
+        .filter(|r| r.kind == kind && !r.kept)
         .map(|r| (r.name.clone(), r.error.clone()))
         .collect()
 }

@@ -264,7 +264,11 @@ impl<C: Cloud> Tick<C> {
         // in this tick. A pod bound while the tick read is never taken for new in a later one
         // (a record's instant is no earlier than its pods' bindings).
         dump.observed_at = Some(now.timestamp());
-        let (mut snapshot, rejected) = convert::take_snapshot_isolating(&mut dump);
+        let (mut snapshot, mut rejected) = convert::take_snapshot_isolating(&mut dump);
+        // A NodePool left out is reported once, for what left it out.
+        let kept = fleetwright_kube::api_rules::unreadable_schedules(&dump.nodepools);
+        let left_out = isolation::errors_of(&rejected, "NodePool");
+        rejected.extend(kept.into_iter().filter(|k| !left_out.contains_key(&k.name)));
         apply_settings(&mut snapshot, &self.settings);
         summary.phases.list = dump.read_time.list;
         summary.phases.convert = dump.read_time.convert + converting.elapsed();

@@ -308,6 +308,9 @@ impl Action {
             Action::Abandon {
                 replacement, why, ..
             } => warn!(target: DISRUPT, %replacement, %why, "abandoning the disruption"),
+            Action::Rejected { object, .. } if object.kept => {
+                warn!(target: TICK, object = %object.object(), error = %object.error, "part of the object does not read, and fails closed; the rest is read")
+            }
             Action::Rejected { object, .. } => {
                 warn!(target: TICK, object = %object.object(), error = %object.error, "left the object out of this tick: it could not be read or converted")
             }

@@ -112,10 +112,35 @@ fn cron_fields_and_macros() {
     assert!(!daily.matches(MONDAY_1030));
     let every_15 = Cron::parse("*/15 * * * *").unwrap();
     assert!(every_15.matches(MONDAY_1030) && !every_15.matches(MONDAY_1030 + 60));
-    let sunday = Cron::parse("0 0 * * 7").unwrap();
+    let sunday = Cron::parse("0 0 * * 0").unwrap();
     assert!(sunday.matches(MONDAY_1030 - 10 * 3600 - 30 * 60 - 86_400));
+    // Karpenter's parser (robfig/cron) reads a week's days 0–6: a 7 fails its parse, so the
+    // budget fails closed there, and here too.
+    assert!(Cron::parse("0 0 * * 7").is_none());
+    assert!(Cron::parse("0 0 * * sun").is_some());
     assert_eq!(civil_from_days(MONDAY_1030 / 86_400), (2026, 11, 23));
     for bad in ["* * * *", "60 * * * *", "*/0 * * * *", "5-1 * * * *"] {
         assert!(Cron::parse(bad).is_none(), "{bad}");
     }
+}
+
+/// One budget that does not read stops every reason of its pool, whatever reasons it names, as
+/// Karpenter's `MustGetAllowedDisruptions` answers 0 on any budget's error; without it the
+/// others apply as written.
+#[test]
+fn one_unreadable_budget_stops_every_reason_of_its_pool() {
+    let weekend: Row = ("0", Some("0 0 * * 6,7"), Some(48 * 3600), &["Drifted"]);
+    let open: Row = ("10%", None, None, &[]);
+    let p = pool(&[open, weekend]);
+    for reason in [Reason::Empty, Reason::Underutilized, Reason::Drifted] {
+        assert_eq!(allowed(&p, reason, 20, 0, MONDAY_1030), 0, "{reason:?}");
+    }
+    let fixed: Row = ("0", Some("0 0 * * 6,0"), Some(48 * 3600), &["Drifted"]);
+    let p = pool(&[open, fixed]);
+    assert_eq!(allowed(&p, Reason::Empty, 20, 0, MONDAY_1030), 2);
+    let zoned: Row = ("0", Some("CRON_TZ=Asia/Seoul 0 9 * * *"), Some(3600), &[]);
+    assert_eq!(
+        allowed(&pool(&[open, zoned]), Reason::Empty, 20, 0, MONDAY_1030),
+        0
+    );
 }

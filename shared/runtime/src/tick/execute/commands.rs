@@ -178,11 +178,13 @@ impl<C: Cloud> Tick<C> {
     pub(super) async fn drain_disrupted(
         &self,
         node: &str,
-        pods: &[Pod],
+        (pods, held): (&[Pod], &[Pod]),
         grace_over: bool,
         now: DateTime<Utc>,
     ) -> Result<bool, RuntimeError> {
-        let drained = executor::drain(self.kube.clone(), pods, now.timestamp()).await;
+        // A pod do-not-disrupt holds is never evicted: it counts as blocked, so the drain is
+        // not over while it stays.
+        let drained = executor::drain(self.kube.clone(), pods, held, now.timestamp()).await;
         info!(target: DISRUPT, node = %node, evicted = drained.evicted.len(), blocked = drained.blocked.len(), failed = drained.failed.len(), "draining node");
         let mut done = drained.done();
         if !done && grace_over {

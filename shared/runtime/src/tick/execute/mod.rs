@@ -237,7 +237,7 @@ impl<C: Cloud> Tick<C> {
                 held,
                 ..
             } => {
-                let drained = executor::drain(self.kube.clone(), pods, now.timestamp()).await;
+                let drained = executor::drain(self.kube.clone(), pods, held, now.timestamp()).await;
                 self.mark_eviction_failing(nodeclaim, !drained.failed.is_empty(), now)
                     .await?;
                 info!(target: TICK, %node, left = pods.len() + held.len(), held = held.len(), evicted = drained.evicted.len(), failed = drained.failed.len(), "waiting for pods to leave before terminating");
@@ -385,10 +385,10 @@ impl<C: Cloud> Tick<C> {
                     true => Ok(Vec::new()),
                     false => executor::delete_pods(self.kube.clone(), due, *due_grace).await,
                 };
-                // A pod do-not-disrupt holds is never evicted: the drain is not over while it
-                // stays.
-                let drained = self.drain_disrupted(node, pods, *grace_over, now).await?;
-                if drained && held.is_empty() {
+                if self
+                    .drain_disrupted(node, (pods, held), *grace_over, now)
+                    .await?
+                {
                     ctx.outcomes.push(Outcome::Drained(nodeclaim.clone()));
                 }
                 early?;
@@ -461,7 +461,10 @@ impl<C: Cloud> Tick<C> {
             object.uid.clone(),
         );
         reference.namespace = object.namespace.clone();
-        let message = format!("Ignored until fixed: {}", object.error);
+        let message = match object.kept {
+            true => object.error.clone(),
+            false => format!("Ignored until fixed: {}", object.error),
+        };
         executor::record_event_or_warn(
             self.kube.clone(),
             &reference,

@@ -114,9 +114,9 @@ impl<C: Cloud> Tick<C> {
                 self.fence(node).await?;
                 ctx.summary.rebooted.push(nodeclaim.to_string());
             }
-            RebootStep::Drain { pods, .. } => {
+            RebootStep::Drain { pods, held, .. } => {
                 self.fence(node).await?;
-                let drained = executor::drain(self.kube.clone(), pods, now.timestamp()).await;
+                let drained = executor::drain(self.kube.clone(), pods, held, now.timestamp()).await;
                 info!(target: TICK, %node, evicted = drained.evicted.len(), blocked = drained.blocked.len(), failed = drained.failed.len(), "draining node for its reboot");
             }
             RebootStep::Issue {

@@ -151,3 +151,82 @@ fn a_deleting_nodeclaim_holds_its_do_not_disrupt_pods_apart() {
     assert_eq!(shown["pods"], json!(["shop/web", "shop/over"]));
     assert_eq!(shown["held"], json!(["shop/keep", "shop/fresh"]));
 }
+
+/// Evictions that only keep failing (a webhook denies them, say) end no protection: once they
+/// have failed for [`EVICTION_FAILING`], the pods nothing protects are deleted, but a
+/// `do-not-disrupt` pod and a pod a PodDisruptionBudget covers stay, and so does the instance,
+/// until the NodeClaim's own deadline.
+#[test]
+fn failing_evictions_never_delete_a_protected_pod() {
+    let (mut claim, node) = deleting("2026-11-26T11:00:00Z", "");
+    claim.spec.termination_grace_period = None;
+    claim.metadata.annotations = Some(
+        [(
+            EVICTION_FAILING_ANNOTATION.to_string(),
+            "2026-11-26T11:50:00Z".to_string(),
+        )]
+        .into(),
+    );
+    let mut kept = pod("keep", Some(30));
+    kept.metadata.annotations = Some(
+        [(
+            "karpenter.sh/do-not-disrupt".to_string(),
+            "true".to_string(),
+        )]
+        .into(),
+    );
+    let mut guarded = pod("guarded", Some(30));
+    guarded.metadata.labels = Some([("app".to_string(), "db".to_string())].into());
+    let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = serde_json::from_value(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "db", "namespace": "shop"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "db"}}}}))
+    .unwrap();
+    let dump = ClusterDump {
+        nodes: vec![node],
+        pods: vec![pod("web", Some(30)), kept, guarded],
+        pdbs: vec![pdb],
+        ..Default::default()
+    };
+    assert!(grace_over(&claim, now()));
+    let actions = deletions(&dump, &[claim.clone()], &BTreeSet::new(), now());
+    let deleted: Vec<Vec<&str>> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::DeletePods { pods, .. } => Some(names(pods)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deleted, [vec!["web"]], "{actions:?}");
+    let evict = actions.iter().find_map(|a| match a {
+        Action::EvictForDeletion { pods, held, .. } => Some((names(pods), names(held))),
+        _ => None,
+    });
+    assert_eq!(evict, Some((vec!["guarded"], vec!["keep"])));
+    assert!(!actions
+        .iter()
+        .any(|a| matches!(a, Action::FinishDeletion { .. })));
+
+    // With nothing protected left, the pods deleted get their own grace: the instance waits
+    // for them, and goes once they are gone.
+    let free = ClusterDump {
+        pods: vec![pod("web", Some(30))],
+        ..dump.clone()
+    };
+    let actions = deletions(&free, &[claim.clone()], &BTreeSet::new(), now());
+    let finishes = |a: &[Action]| a.iter().any(|a| matches!(a, Action::FinishDeletion { .. }));
+    assert!(!finishes(&actions), "{actions:?}");
+    assert!(actions
+        .iter()
+        .any(|a| matches!(a, Action::DeletePods { .. })));
+    let gone = ClusterDump {
+        pods: Vec::new(),
+        ..dump
+    };
+    assert!(finishes(&deletions(
+        &gone,
+        &[claim],
+        &BTreeSet::new(),
+        now()
+    )));
+}

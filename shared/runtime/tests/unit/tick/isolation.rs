@@ -7,6 +7,7 @@ fn rejected(name: &str, error: &str) -> Rejected {
         namespace: None,
         uid: None,
         error: error.into(),
+        kept: false,
     }
 }
 
@@ -51,4 +52,31 @@ fn each_error_is_evented_once_and_a_new_one_again() {
         &report(&changed, &said)[0],
         Action::Rejected { event: true, .. }
     ));
+}
+
+/// A NodePool still read, with a budget schedule no parser reads, is reported and evented as a
+/// rejected one is, but it is no invalid NodePool: its conditions stay as they are.
+#[test]
+fn a_pool_with_a_schedule_that_does_not_read_is_evented_but_not_invalid() {
+    let pool: fleetwright_crds::NodePool = serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "tz"},
+        "spec": {"disruption": {"budgets": [
+            {"nodes": "0", "schedule": "CRON_TZ=Asia/Seoul 0 9 * * *", "duration": "8h"},
+            {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h"},
+            {"nodes": "0", "schedule": "0 9 * * 7", "duration": "8h"}]},
+            "template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}}
+    }))
+    .unwrap();
+    let kept = fleetwright_kube::api_rules::unreadable_schedules(&[pool]);
+    // One record per NodePool, naming each budget: the Event is posted once, not every tick.
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let error = &kept[0].error;
+    assert!(kept[0].kept && error.contains("spec.disruption.budgets[0].schedule"));
+    assert!(
+        error.contains("budgets[2]") && !error.contains("budgets[1]"),
+        "{error}"
+    );
+    assert!(errors_of(&kept, "NodePool").is_empty());
+    let actions = report(&kept, &BTreeMap::new());
+    assert!(matches!(&actions[0], Action::Rejected { event: true, .. }));
 }
