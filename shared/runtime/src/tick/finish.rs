@@ -51,7 +51,7 @@ pub fn deletions(
         // Cordoned first: else the pods evicted come back to the same node.
         out.extend(super::in_progress::untainted(dump, &[claim]));
         if let (Some(node), false) = (&node, pods.is_empty()) {
-            let (actions, finished) = deletion_drain(dump, claim, node, pods, now);
+            let (actions, finished) = deletion_drain(claim, node, pods, now);
             out.extend(actions);
             if !finished {
                 continue;
@@ -72,12 +72,11 @@ pub fn deletions(
 /// One pass of a deleting NodeClaim's drain over the pods still on its node, and whether the
 /// instance may go after it. At its deadline (`terminationGracePeriod`, or a repair's) every pod
 /// left is deleted. Before, the pods are evicted, and those whose own grace would run past the
-/// deadline deleted early. When evictions have only kept failing ([`EVICTION_FAILING`]), the
-/// pods nothing protects are deleted instead, with their own grace, and the instance waits for
-/// them to go; a pod `do-not-disrupt` or a PodDisruptionBudget protects is not deleted: only a
-/// deadline ends those protections, as Karpenter's.
+/// deadline deleted early. When evictions have kept failing with errors ([`EVICTION_FAILING`]:
+/// a webhook's 403, a 500 for a pod two PDBs cover), the pods left are deleted instead, with
+/// their own grace, and the instance waits for them to go; a `do-not-disrupt` pod is not: only
+/// a deadline ends that protection, as Karpenter's.
 fn deletion_drain(
-    dump: &ClusterDump,
     claim: &NodeClaim,
     node: &str,
     pods: Vec<Pod>,
@@ -95,8 +94,11 @@ fn deletion_drain(
     let mut out = Vec::new();
     let pods = match grace_over(claim, now) {
         true => {
-            let (protected, free): (Vec<Pod>, Vec<Pod>) =
-                pods.into_iter().partition(|p| protected(dump, p, now));
+            // Errors, not a PodDisruptionBudget's 429, mark evictions failing; once they have,
+            // every pod left but a do-not-disrupt one goes, so that the node is not held for good.
+            let (protected, free): (Vec<Pod>, Vec<Pod>) = pods
+                .into_iter()
+                .partition(|p| objects::do_not_disrupt_holds(p, now.timestamp()));
             out.extend((!free.is_empty()).then(|| delete(free)));
             protected
         }
@@ -122,20 +124,6 @@ fn deletion_drain(
     }
     out.extend(due.map(|d| d.into_action(node)));
     (out, false)
-}
-
-/// Whether `karpenter.sh/do-not-disrupt` or a PodDisruptionBudget protects the pod. A budget
-/// that does not read protects every pod of its namespace: its selector is not known.
-fn protected(dump: &ClusterDump, pod: &Pod, now: DateTime<Utc>) -> bool {
-    let labels = pod.metadata.labels.clone().unwrap_or_default();
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-    objects::do_not_disrupt_holds(pod, now.timestamp())
-        || (dump.pdbs.iter())
-            .filter(|b| b.metadata.namespace.as_deref().unwrap_or("default") == namespace)
-            .any(|b| {
-                fleetwright_kube::convert::pdb(b)
-                    .map_or(true, |b| b.selector.matches_labels(&labels))
-            })
 }
 
 /// When a deleting NodeClaim's node must be gone: its `terminationGracePeriod` after its
