@@ -116,3 +116,34 @@ fn a_binding_limit_is_spent_on_the_types_that_carry_most_per_unit_of_it() {
         placed_count(&planned)
     );
 }
+
+/// On exactly the pods Karpenter v1.15.0 placed under the docs pool's binding limit (listed
+/// from its harness's run in `tests/data`), Fleetwright places every one, within the limit.
+/// The cheapest packing alone left 11 of s190's and 1 of s21's: where a limit binds, Karpenter's
+/// order (the pods with the most CPU first, each onto the NodeClaim with the fewest pods) is
+/// tried too.
+#[test]
+fn under_a_binding_limit_the_pods_karpenter_places_are_all_placed() {
+    for seed in [190, 21] {
+        let (name, mut snapshot) = fleetwright_core::synthetic::generated_case(seed, false);
+        let path = format!(
+            "{}/tests/data/karpenter-placed-s{seed}.txt",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let listed = std::fs::read_to_string(&path).unwrap();
+        let placed: std::collections::BTreeSet<&str> = listed
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .collect();
+        snapshot.pods.retain(|p| placed.contains(p.key().as_str()));
+        assert_eq!(snapshot.pods.len(), placed.len(), "{name}");
+        let planned = plan(&snapshot);
+        assert!(cpus_planned(&planned) <= 1_000_000, "{name}");
+        assert_eq!(
+            placed_count(&planned),
+            placed.len(),
+            "{name}: {:?}",
+            planned.unschedulable.first()
+        );
+    }
+}

@@ -16,8 +16,8 @@ use crate::crds::{
 use crate::error::KubeError;
 pub use crate::objects::TERMINATION_FINALIZER;
 pub use crate::objects::{
-    condition, cordoned, nodeclaim_for, nodeclaim_in, reference, registered, skipped_by_drain,
-    with_condition, DrainOutcome,
+    condition, cordoned, left_by_drain, nodeclaim_for, nodeclaim_in, reference, registered,
+    skipped_by_drain, with_condition, DrainOutcome,
 };
 use crate::objects::{is_critical, pod_key};
 
@@ -163,7 +163,7 @@ pub async fn drain(client: Client, pods: &[Pod], held: &[Pod], now: i64) -> Drai
             "annotated karpenter.sh/do-not-disrupt".to_string(),
         )
     }));
-    let candidates: Vec<&Pod> = pods.iter().filter(|p| !skipped_by_drain(p)).collect();
+    let candidates: Vec<&Pod> = pods.iter().filter(|p| !left_by_drain(p)).collect();
     let (critical, normal): (Vec<&Pod>, Vec<&Pod>) =
         candidates.into_iter().partition(|p| is_critical(p));
     evict_all(&client, normal, now, &mut outcome).await;

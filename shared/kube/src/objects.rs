@@ -239,7 +239,8 @@ pub fn with_no_schedule(node: &Node, key: &str) -> Option<Node> {
     Some(out)
 }
 
-pub(crate) fn pod_key(pod: &Pod) -> String {
+/// `namespace/name` of a pod.
+pub fn pod_key(pod: &Pod) -> String {
     format!(
         "{}/{}",
         pod.metadata.namespace.as_deref().unwrap_or("default"),
@@ -271,6 +272,31 @@ pub fn skipped_by_drain(pod: &Pod) -> bool {
         .is_some_and(|a| a.contains_key(MIRROR_POD));
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     owned_by_daemonset || mirror || matches!(phase, Some("Succeeded") | Some("Failed"))
+}
+
+/// Whether the pod tolerates `karpenter.sh/disrupted:NoSchedule`. A drain neither evicts such
+/// a pod (it would come straight back to the node) nor waits for it, as Karpenter's
+/// termination does; it goes with its node.
+pub fn tolerates_disrupted(pod: &Pod) -> bool {
+    let tolerations = pod.spec.as_ref().and_then(|s| s.tolerations.as_ref());
+    tolerations.into_iter().flatten().any(|t| {
+        let effect = t.effect.as_deref().unwrap_or_default();
+        let key = t.key.as_deref().unwrap_or_default();
+        let exists = t.operator.as_deref() == Some("Exists");
+        let value = t.value.as_deref().unwrap_or_default();
+        (effect.is_empty() || effect == "NoSchedule")
+            && match key {
+                "" => exists,
+                k if k == TAINT_DISRUPTED => exists || value.is_empty(),
+                _ => false,
+            }
+    })
+}
+
+/// Pods a drain leaves on the node and does not wait for: those [`skipped_by_drain`], and
+/// those that [`tolerates_disrupted`].
+pub fn left_by_drain(pod: &Pod) -> bool {
+    skipped_by_drain(pod) || tolerates_disrupted(pod)
 }
 
 /// A condition stamped at `now` (RFC 3339).

@@ -263,3 +263,15 @@ fn a_pod_recreated_under_its_name_is_a_departure_once() {
     );
     assert_eq!(last_event(&settled), read_at);
 }
+
+/// A pod of a file whose timestamp does not read stands in on its node with no time of its own:
+/// the record it brings dates nothing, rather than the epoch.
+#[test]
+fn a_pod_that_did_not_read_dates_no_pod_event() {
+    let unread = pod("a", "not a time", T1, "");
+    let d = dump(&[node(), claim(None, None), unread], Some(T2_S));
+    let pods = pods_by_node(&d);
+    assert_eq!(pods.get("n1").map(|p| p.set().count), Some(1));
+    let due = record_due(&d.nodeclaims[0], pods.get("n1"), T2_S).unwrap();
+    assert_eq!(due.last, None);
+}

@@ -234,6 +234,10 @@ enum Mode {
     /// first (Karpenter's order): pods that must stand apart (hostname anti-affinity) open
     /// their own nodes, and the others spread over those before one node takes them all.
     FewestPods,
+    /// [`Mode::FewestPods`] over the pods in Karpenter's queue order (most CPU, then most
+    /// memory, first): under a binding limit, the order that fills Karpenter's NodeClaims as it
+    /// does, tried so that Fleetwright places at least what Karpenter would.
+    CpuFirst,
 }
 
 /// What the LP says about one pool's new capacity.
@@ -348,9 +352,17 @@ impl<'a> Ctx<'a> {
         // most pods, then the cheapest, wins. Under a binding limit the cost ratio says nothing
         // of the pods left out, so each is tried while some are.
         let limited = self.pools.iter().any(|p| p.remaining.is_some());
-        for mode in [Mode::MostLeft, Mode::NoTargets, Mode::FewestPods] {
+        for mode in [
+            Mode::MostLeft,
+            Mode::NoTargets,
+            Mode::FewestPods,
+            Mode::CpuFirst,
+        ] {
             let short = limited && !best.failed.is_empty();
             if !small || (best.ratio() <= opts.improve_above && !short) {
+                break;
+            }
+            if mode == Mode::CpuFirst && !short {
                 break;
             }
             let alt = self.run(guide, mode);
@@ -501,7 +513,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn run(&self, guide: &[Guide], mode: Mode) -> Run<'_, 'a> {
-        let use_targets = !matches!(mode, Mode::NoTargets | Mode::FewestPods);
+        let use_targets = matches!(mode, Mode::MostLeft | Mode::ShapeMatch);
         let mut run = Run {
             ctx: self,
             bins: self.base_bins.clone(),
@@ -526,7 +538,14 @@ impl<'a> Ctx<'a> {
             placed: BTreeMap::new(),
             failed: Vec::new(),
         };
-        for &i in &self.pending {
+        let mut pending = self.pending.clone();
+        if mode == Mode::CpuFirst {
+            let pods = &self.snapshot.pods;
+            let key = |i: usize| (pods[i].requests.cpu, pods[i].requests.memory);
+            // Stable: the usual order breaks ties.
+            pending.sort_by_key(|&i| std::cmp::Reverse(key(i)));
+        }
+        for i in pending {
             if !run.place(i) {
                 run.failed.push(i);
             }

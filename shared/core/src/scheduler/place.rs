@@ -44,7 +44,8 @@ impl<'c, 'a> Run<'c, 'a> {
         let ctx = self.ctx;
         let class_id = ctx.class_of[&pod_index];
         let class = &ctx.classes[class_id];
-        let order = (self.mode == Mode::FewestPods).then(|| self.fewest_pods_first());
+        let order = matches!(self.mode, Mode::FewestPods | Mode::CpuFirst)
+            .then(|| self.fewest_pods_first());
         for variant in &class.variants {
             for k in 0..self.bins.len() {
                 let b = order.as_ref().map_or(k, |o| o[k]);
@@ -181,7 +182,7 @@ impl<'c, 'a> Run<'c, 'a> {
                     })
                     .map(|(t, _)| *t)
             }
-            Mode::NoTargets | Mode::FewestPods => None,
+            Mode::NoTargets | Mode::FewestPods | Mode::CpuFirst => None,
         }
     }
 

@@ -147,6 +147,8 @@ pub fn last_pod_event(
     ]
     .into_iter()
     .flatten()
+    // A pod with no time of its own (a stand-in for one that did not read) dates nothing.
+    .filter(|t| *t > 0)
     .max()
 }
 

@@ -214,14 +214,7 @@ fn event_for(kind: &Kind) -> (&'static str, String) {
     }
 }
 
-/// `namespace/name` of a pod.
-pub fn pod_key(p: &k8s_openapi::api::core::v1::Pod) -> String {
-    format!(
-        "{}/{}",
-        p.metadata.namespace.as_deref().unwrap_or("default"),
-        p.metadata.name.as_deref().unwrap_or_default()
-    )
-}
+pub use crate::objects::pod_key;
 
 /// Decides what to do for every instance of a message, from the cluster as read. Pure: the same
 /// dump and message always give the same actions. Every kind but a rebalance recommendation (unless
@@ -356,7 +349,7 @@ fn pods_to_drain(dump: &ClusterDump, node: &str, now: Timestamp) -> (Vec<String>
     let (held, evicted): (Vec<Pod>, Vec<Pod>) = dump
         .pods_on(node)
         .into_iter()
-        .filter(|p| !crate::objects::skipped_by_drain(p))
+        .filter(|p| !crate::objects::left_by_drain(p))
         .partition(|p| crate::objects::do_not_disrupt_holds(p, now.as_second()));
     let keys = |pods: Vec<Pod>| pods.iter().map(pod_key).collect();
     (keys(evicted), keys(held))

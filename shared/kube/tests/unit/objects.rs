@@ -73,3 +73,38 @@ fn a_new_nodeclaim_is_labelled_for_each_requirement_and_marked_when_relaxed() {
         .unwrap()
         .contains_key(MIN_VALUES_RELAXED));
 }
+
+fn tolerating(tolerations: serde_json::Value) -> Pod {
+    serde_json::from_value(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "shop"},
+        "spec": {"containers": [], "tolerations": tolerations}}))
+    .unwrap()
+}
+
+/// A drain neither evicts nor waits for a pod that tolerates `karpenter.sh/disrupted:NoSchedule`
+/// (Karpenter's `ToleratesDisruptedNoScheduleTaint`): any key with `Exists`, the key with
+/// `Exists` or an empty value, and no effect or `NoSchedule`.
+#[test]
+fn a_pod_tolerating_the_disrupted_taint_is_left_by_a_drain() {
+    use serde_json::json;
+    let tolerates = |t| tolerates_disrupted(&tolerating(t));
+    assert!(tolerates(json!([{"operator": "Exists"}])));
+    assert!(tolerates(
+        json!([{"key": "karpenter.sh/disrupted", "operator": "Exists"}])
+    ));
+    assert!(tolerates(
+        json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}])
+    ));
+    assert!(!tolerates(
+        json!([{"operator": "Exists", "effect": "NoExecute"}])
+    ));
+    assert!(!tolerates(
+        json!([{"key": "karpenter.sh/disrupted", "value": "x"}])
+    ));
+    assert!(!tolerates(
+        json!([{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}])
+    ));
+    assert!(!tolerates(json!([])));
+    assert!(left_by_drain(&tolerating(json!([{"operator": "Exists"}]))));
+    assert!(!left_by_drain(&tolerating(json!([]))));
+}

@@ -82,7 +82,7 @@ pub(crate) fn awaits_partition(claim: &NodeClaim) -> bool {
 pub(crate) fn pods_to_move(dump: &ClusterDump, node: &str, now: DateTime<Utc>) -> Vec<Pod> {
     dump.pods_on(node)
         .into_iter()
-        .filter(|p| !objects::skipped_by_drain(p) && !finished(p) && !stuck(p, now))
+        .filter(|p| !objects::left_by_drain(p) && !finished(p) && !stuck(p, now))
         .collect()
 }
 

@@ -2,7 +2,7 @@
 //! deleted by hand, instances no NodeClaim accounts for collected, and NodeClaims whose instance
 //! is gone forgotten.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Duration, Utc};
 use fleetwright_cloud::instances::{self, Instance};
@@ -72,10 +72,11 @@ pub fn deletions(
 /// One pass of a deleting NodeClaim's drain over the pods still on its node, and whether the
 /// instance may go after it. At its deadline (`terminationGracePeriod`, or a repair's) every pod
 /// left is deleted. Before, the pods are evicted, and those whose own grace would run past the
-/// deadline deleted early. When evictions have kept failing with errors ([`EVICTION_FAILING`]:
-/// a webhook's 403, a 500 for a pod two PDBs cover), the pods left are deleted instead, with
-/// their own grace, and the instance waits for them to go; a `do-not-disrupt` pod is not: only
-/// a deadline ends that protection, as Karpenter's.
+/// deadline deleted early. A pod whose own eviction has kept failing with an error for
+/// [`EVICTION_FAILING`] (a webhook's 403, a 500 for a pod two PDBs cover) is deleted instead,
+/// with its own grace, and the instance waits for it to go. A pod a PodDisruptionBudget refuses
+/// (429) is not, nor is a `do-not-disrupt` pod: only a deadline ends those protections, as
+/// Karpenter's.
 fn deletion_drain(
     claim: &NodeClaim,
     node: &str,
@@ -92,18 +93,8 @@ fn deletion_drain(
         return (vec![delete(pods)], true);
     }
     let mut out = Vec::new();
-    let pods = match grace_over(claim, now) {
-        true => {
-            // Errors, not a PodDisruptionBudget's 429, mark evictions failing; once they have,
-            // every pod left but a do-not-disrupt one goes, so that the node is not held for good.
-            let (protected, free): (Vec<Pod>, Vec<Pod>) = pods
-                .into_iter()
-                .partition(|p| objects::do_not_disrupt_holds(p, now.timestamp()));
-            out.extend((!free.is_empty()).then(|| delete(free)));
-            protected
-        }
-        false => pods,
-    };
+    let (given_up, pods) = given_up_evictions(claim, pods, now);
+    out.extend((!given_up.is_empty()).then(|| delete(given_up)));
     // The pods deleted get their own grace: the instance waits until they are gone.
     if pods.is_empty() {
         let finished = out.is_empty();
@@ -124,6 +115,24 @@ fn deletion_drain(
     }
     out.extend(due.map(|d| d.into_action(node)));
     (out, false)
+}
+
+/// Splits a deleting NodeClaim's pods into those whose own evictions have failed with errors
+/// for [`EVICTION_FAILING`] (they will not start working, and the node is going away) and the
+/// rest. A `do-not-disrupt` pod is never given up on.
+fn given_up_evictions(
+    claim: &NodeClaim,
+    pods: Vec<Pod>,
+    now: DateTime<Utc>,
+) -> (Vec<Pod>, Vec<Pod>) {
+    let failing = failing_evictions(claim);
+    pods.into_iter().partition(|p| {
+        let key = objects::pod_key(p);
+        failing
+            .get(&key)
+            .is_some_and(|since| now - *since >= EVICTION_FAILING)
+            && !objects::do_not_disrupt_holds(p, now.timestamp())
+    })
 }
 
 /// When a deleting NodeClaim's node must be gone: its `terminationGracePeriod` after its
@@ -152,35 +161,63 @@ pub(crate) fn termination_time(claim: &NodeClaim, now: DateTime<Utc>) -> Option<
     }
 }
 
-/// Whether a deleting NodeClaim's `terminationGracePeriod` since its deletion is over, or the
-/// termination timestamp a repair wrote on it has come.
-pub(crate) fn grace_over(claim: &NodeClaim, now: DateTime<Utc>) -> bool {
-    // Evictions the API server has refused with an error (not a PDB's 429: a pod two PDBs
-    // cover, a webhook that denies evictions) for this long will not start working: the node
-    // is going away, so the pods are deleted with their own grace period instead of holding it
-    // up for good.
-    eviction_failing_since(claim).is_some_and(|t| now - t >= EVICTION_FAILING)
-        || termination_time(claim, now).is_some_and(|t| now >= t)
-}
+/// On a deleting NodeClaim: the pods (`namespace/name`) whose evictions have been failing with
+/// errors other than a PDB's 429, each with since when (RFC 3339), as a JSON object. Kept on the
+/// NodeClaim, which Fleetwright owns, rather than on pods it does not.
+pub const EVICTION_FAILING_ANNOTATION: &str = "fleetwright.io/eviction-failing";
 
-/// On a deleting NodeClaim: since when (RFC 3339) the evictions of its node's pods have been
-/// failing with errors other than a PDB's 429.
-pub const EVICTION_FAILING_ANNOTATION: &str = "fleetwright.io/eviction-failing-since";
-
-/// How long evictions may keep failing before a deleting NodeClaim's pods are deleted.
+/// How long a pod's evictions may keep failing before a deleting NodeClaim deletes the pod.
 pub const EVICTION_FAILING: chrono::Duration = chrono::Duration::minutes(5);
 
-pub(crate) fn eviction_failing_since(claim: &NodeClaim) -> Option<DateTime<Utc>> {
+/// The record of [`EVICTION_FAILING_ANNOTATION`]; empty when there is none or it does not read
+/// (the record then starts again, which only delays a deletion).
+pub fn failing_evictions(claim: &NodeClaim) -> BTreeMap<String, DateTime<Utc>> {
     let value = claim
         .metadata
         .annotations
-        .as_ref()?
-        .get(EVICTION_FAILING_ANNOTATION)?;
-    Some(
-        DateTime::parse_from_rfc3339(value)
-            .ok()?
-            .with_timezone(&Utc),
-    )
+        .as_ref()
+        .and_then(|a| a.get(EVICTION_FAILING_ANNOTATION));
+    let read: BTreeMap<String, String> = value
+        .and_then(|v| serde_json::from_str(v).ok())
+        .unwrap_or_default();
+    read.into_iter()
+        .filter_map(|(pod, since)| {
+            let since = DateTime::parse_from_rfc3339(&since).ok()?;
+            Some((pod, since.with_timezone(&Utc)))
+        })
+        .collect()
+}
+
+/// The record after a drain pass whose failed evictions are `failed`: a pod keeps the time it
+/// first failed while it goes on failing, a new one starts now, and one that did not fail this
+/// pass is forgotten. None when the record is unchanged.
+pub fn next_failing_evictions(
+    claim: &NodeClaim,
+    failed: &[String],
+    now: DateTime<Utc>,
+) -> Option<Option<String>> {
+    let before = failing_evictions(claim);
+    let after: BTreeMap<String, DateTime<Utc>> = failed
+        .iter()
+        .map(|pod| (pod.clone(), before.get(pod).copied().unwrap_or(now)))
+        .collect();
+    let unread = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(EVICTION_FAILING_ANNOTATION))
+        && before.is_empty();
+    if after == before && !unread {
+        return None;
+    }
+    if after.is_empty() {
+        return Some(None);
+    }
+    let stamps: BTreeMap<&String, String> = after
+        .iter()
+        .map(|(pod, t)| (pod, t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)))
+        .collect();
+    Some(serde_json::to_string(&stamps).ok())
 }
 
 /// Owned instances that no NodeClaim (nor a launch of this tick) accounts for, past their grace.

@@ -238,8 +238,9 @@ impl<C: Cloud> Tick<C> {
                 ..
             } => {
                 let drained = executor::drain(self.kube.clone(), pods, held, now.timestamp()).await;
-                self.mark_eviction_failing(nodeclaim, !drained.failed.is_empty(), now)
-                    .await?;
+                let failed: Vec<String> =
+                    drained.failed.iter().map(|(pod, _)| pod.clone()).collect();
+                self.mark_eviction_failing(nodeclaim, &failed, now).await?;
                 info!(target: TICK, %node, left = pods.len() + held.len(), held = held.len(), evicted = drained.evicted.len(), failed = drained.failed.len(), "waiting for pods to leave before terminating");
             }
             Action::DeletePods {

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use fleetwright_cloud::unavailable::UnavailableOfferings;
 use fleetwright_cloud::Cloud;
-use fleetwright_crds::NodeClaimStatus;
+use fleetwright_crds::{NodeClaim, NodeClaimStatus};
 use fleetwright_kube::executor;
 use tracing::{debug, info, warn};
 
@@ -102,28 +102,27 @@ impl<C: Cloud> Tick<C> {
         .await
     }
 
-    /// Records on a deleting NodeClaim since when evictions have been failing, or clears it once
-    /// they stop failing.
+    /// Records on a deleting NodeClaim which pods' evictions are failing, and since when (see
+    /// [`crate::tick::finish::next_failing_evictions`]).
     pub(super) async fn mark_eviction_failing(
         &self,
         name: &str,
-        failing: bool,
+        failed: &[String],
         now: DateTime<Utc>,
     ) -> Result<(), RuntimeError> {
-        use crate::tick::finish::EVICTION_FAILING_ANNOTATION as KEY;
-        let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        self.update_metadata(name, |m| {
-            let marked = m.annotations.as_ref().is_some_and(|a| a.contains_key(KEY));
-            if failing && !marked {
-                let map = m.annotations.get_or_insert_with(Default::default);
-                map.insert(KEY.to_string(), stamp.clone());
-            } else if !failing && marked {
-                if let Some(map) = m.annotations.as_mut() {
-                    map.remove(KEY);
-                }
-            }
-        })
-        .await
+        use crate::tick::finish::{next_failing_evictions, EVICTION_FAILING_ANNOTATION as KEY};
+        let change = |c: &NodeClaim| {
+            let record = next_failing_evictions(c, failed, now)?;
+            let mut c = c.clone();
+            let map = c.metadata.annotations.get_or_insert_with(Default::default);
+            match record {
+                Some(value) => map.insert(KEY.to_string(), value),
+                None => map.remove(KEY),
+            };
+            Some(c)
+        };
+        executor::update_nodeclaim(self.kube.clone(), name, change).await?;
+        Ok(())
     }
 
     /// Writes NodeClaims' pod records, several at a time: one that fails is reported and

@@ -153,20 +153,17 @@ fn a_deleting_nodeclaim_holds_its_do_not_disrupt_pods_apart() {
 }
 
 /// Evictions that keep failing with errors (a webhook denies them, say) do not hold the node for
-/// good: once they have failed for [`EVICTION_FAILING`], the pods left are deleted with their
-/// own grace, but a `do-not-disrupt` pod stays, and so does the instance, until the NodeClaim's
-/// own deadline.
+/// good: a pod whose own evictions have failed for [`EVICTION_FAILING`] is deleted with its own
+/// grace. A pod a PodDisruptionBudget refuses is not (its protection ends only at a deadline),
+/// nor one that started failing lately, nor a `do-not-disrupt` pod; and the instance waits.
 #[test]
 fn failing_evictions_never_delete_a_do_not_disrupt_pod() {
     let (mut claim, node) = deleting("2026-11-26T11:00:00Z", "");
     claim.spec.termination_grace_period = None;
-    claim.metadata.annotations = Some(
-        [(
-            EVICTION_FAILING_ANNOTATION.to_string(),
-            "2026-11-26T11:50:00Z".to_string(),
-        )]
-        .into(),
-    );
+    let record = json!({"shop/web": "2026-11-26T11:50:00Z", "shop/guarded": "2026-11-26T11:54:00Z",
+        "shop/keep": "2026-11-26T11:50:00Z", "shop/lately": "2026-11-26T11:58:00Z"});
+    claim.metadata.annotations =
+        Some([(EVICTION_FAILING_ANNOTATION.to_string(), record.to_string())].into());
     let mut kept = pod("keep", Some(30));
     kept.metadata.annotations = Some(
         [(
@@ -182,13 +179,20 @@ fn failing_evictions_never_delete_a_do_not_disrupt_pod() {
         "metadata": {"name": "db", "namespace": "shop"},
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "db"}}}}))
     .unwrap();
+    let mut refused = pod("refused", Some(30));
+    refused.metadata.labels = guarded.metadata.labels.clone();
     let dump = ClusterDump {
         nodes: vec![node],
-        pods: vec![pod("web", Some(30)), kept, guarded],
+        pods: vec![
+            pod("web", Some(30)),
+            kept,
+            guarded,
+            refused,
+            pod("lately", Some(30)),
+        ],
         pdbs: vec![pdb],
         ..Default::default()
     };
-    assert!(grace_over(&claim, now()));
     let actions = deletions(&dump, &[claim.clone()], &BTreeSet::new(), now());
     let deleted: Vec<Vec<&str>> = actions
         .iter()
@@ -202,7 +206,7 @@ fn failing_evictions_never_delete_a_do_not_disrupt_pod() {
         Action::EvictForDeletion { pods, held, .. } => Some((names(pods), names(held))),
         _ => None,
     });
-    assert_eq!(evict, Some((vec![], vec!["keep"])));
+    assert_eq!(evict, Some((vec!["refused", "lately"], vec!["keep"])));
     assert!(!actions
         .iter()
         .any(|a| matches!(a, Action::FinishDeletion { .. })));
@@ -228,5 +232,75 @@ fn failing_evictions_never_delete_a_do_not_disrupt_pod() {
         &[claim],
         &BTreeSet::new(),
         now()
+    )));
+}
+
+/// The record of failing evictions keeps each pod's first failure while it goes on failing,
+/// starts a new one now, forgets a pod that did not fail, and is removed once none fails.
+#[test]
+fn the_failing_evictions_record_is_kept_per_pod() {
+    let (mut claim, _) = deleting("2026-11-26T11:00:00Z", "");
+    let first = next_failing_evictions(&claim, &["shop/a".into()], now()).unwrap();
+    assert_eq!(
+        first.as_deref(),
+        Some(r#"{"shop/a":"2026-11-26T12:00:00Z"}"#)
+    );
+    claim.metadata.annotations =
+        Some([(EVICTION_FAILING_ANNOTATION.to_string(), first.unwrap())].into());
+    let later = now() + chrono::Duration::minutes(2);
+    assert_eq!(
+        next_failing_evictions(&claim, &["shop/a".into()], later),
+        None
+    );
+    let both = next_failing_evictions(&claim, &["shop/b".into(), "shop/a".into()], later);
+    assert_eq!(
+        both.unwrap().as_deref(),
+        Some(r#"{"shop/a":"2026-11-26T12:00:00Z","shop/b":"2026-11-26T12:02:00Z"}"#)
+    );
+    assert_eq!(
+        next_failing_evictions(&claim, &["shop/b".into()], later)
+            .unwrap()
+            .as_deref(),
+        Some(r#"{"shop/b":"2026-11-26T12:02:00Z"}"#)
+    );
+    assert_eq!(next_failing_evictions(&claim, &[], later), Some(None));
+    claim.metadata.annotations = Some(
+        [(
+            EVICTION_FAILING_ANNOTATION.to_string(),
+            "2026-11-26T11:50:00Z".into(),
+        )]
+        .into(),
+    );
+    assert_eq!(next_failing_evictions(&claim, &[], later), Some(None));
+    assert!(failing_evictions(&claim).is_empty());
+}
+
+/// A pod that tolerates `karpenter.sh/disrupted` would come back to the node it is evicted from:
+/// the drain leaves it, and the instance does not wait for it (Karpenter's `IsWaitingEviction`),
+/// so a deleting NodeClaim with no `terminationGracePeriod` is not held for good.
+#[test]
+fn a_pod_tolerating_the_disrupted_taint_does_not_hold_a_deletion() {
+    let (mut claim, node) = deleting("2026-11-26T11:00:00Z", "");
+    claim.spec.termination_grace_period = None;
+    let mut everywhere = pod("everywhere", Some(30));
+    everywhere.spec.as_mut().unwrap().tolerations =
+        Some(vec![
+            serde_json::from_value(json!({"operator": "Exists"})).unwrap()
+        ]);
+    let dump = ClusterDump {
+        nodes: vec![node],
+        pods: vec![everywhere],
+        ..Default::default()
+    };
+    let actions = deletions(&dump, &[claim], &BTreeSet::new(), now());
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::FinishDeletion { .. })),
+        "{actions:?}"
+    );
+    assert!(!actions.iter().any(|a| matches!(
+        a,
+        Action::EvictForDeletion { .. } | Action::DeletePods { .. }
     )));
 }
