@@ -163,7 +163,7 @@ pub async fn drain(client: Client, pods: &[Pod], held: &[Pod], now: i64) -> Drai
             "annotated karpenter.sh/do-not-disrupt".to_string(),
         )
     }));
-    let candidates: Vec<&Pod> = pods.iter().filter(|p| !left_by_drain(p)).collect();
+    let candidates: Vec<&Pod> = pods.iter().filter(|p| !skipped_by_drain(p)).collect();
     let (critical, normal): (Vec<&Pod>, Vec<&Pod>) =
         candidates.into_iter().partition(|p| is_critical(p));
     evict_all(&client, normal, now, &mut outcome).await;

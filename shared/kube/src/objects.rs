@@ -274,10 +274,10 @@ pub fn skipped_by_drain(pod: &Pod) -> bool {
     owned_by_daemonset || mirror || matches!(phase, Some("Succeeded") | Some("Failed"))
 }
 
-/// Whether the pod tolerates `karpenter.sh/disrupted:NoSchedule`. A drain neither evicts such
-/// a pod (it would come straight back to the node) nor waits for it, as Karpenter's
-/// termination does; it goes with its node.
-pub fn tolerates_disrupted(pod: &Pod) -> bool {
+/// Whether the pod tolerates `<key>:NoSchedule` (a taint with no value). A drain behind such a
+/// fence neither evicts the pod (it would come straight back to the node) nor waits for it, as
+/// Karpenter's termination does with `karpenter.sh/disrupted`; it goes with its node.
+pub fn tolerates_no_schedule(pod: &Pod, taint: &str) -> bool {
     let tolerations = pod.spec.as_ref().and_then(|s| s.tolerations.as_ref());
     tolerations.into_iter().flatten().any(|t| {
         let effect = t.effect.as_deref().unwrap_or_default();
@@ -287,16 +287,16 @@ pub fn tolerates_disrupted(pod: &Pod) -> bool {
         (effect.is_empty() || effect == "NoSchedule")
             && match key {
                 "" => exists,
-                k if k == TAINT_DISRUPTED => exists || value.is_empty(),
+                k if k == taint => exists || value.is_empty(),
                 _ => false,
             }
     })
 }
 
-/// Pods a drain leaves on the node and does not wait for: those [`skipped_by_drain`], and
-/// those that [`tolerates_disrupted`].
-pub fn left_by_drain(pod: &Pod) -> bool {
-    skipped_by_drain(pod) || tolerates_disrupted(pod)
+/// Pods a drain behind the fence `taint` leaves on the node and does not wait for: those
+/// [`skipped_by_drain`], and those that [`tolerates_no_schedule`] the fence.
+pub fn left_by_drain(pod: &Pod, taint: &str) -> bool {
+    skipped_by_drain(pod) || tolerates_no_schedule(pod, taint)
 }
 
 /// A condition stamped at `now` (RFC 3339).

@@ -8,8 +8,9 @@
 //!   its NodeClaim's `terminationGracePeriod`; no `karpenter.sh/do-not-disrupt` pod is evicted
 //!   from such a node;
 //! * no node stays cordoned 10 minutes without a pod leaving it, whatever its NodeClaim's state;
-//!   no Node stays Terminating 15 minutes (a node whose pods left are all do-not-disrupt is left
-//!   out of both: Karpenter waits for them);
+//!   no Node stays Terminating 15 minutes (a node whose pods left are all do-not-disrupt, or
+//!   covered by two PodDisruptionBudgets, which the Eviction API refuses for good, is left out of
+//!   both while they are: Karpenter waits for them);
 //! * no pool disrupts more nodes at once than its budgets allow (a static pool's nodes above its
 //!   replicas aside: scaling down bypasses budgets, as Karpenter's does), nor runs more CPU or memory
 //!   than its limits, counting NodeClaims launched and not yet listed;
@@ -44,6 +45,7 @@ pub(super) const BROKEN_PENDING_LIMIT: i64 = 240;
 /// Room for the commands in flight in the runaway check: two 2xlarge nodes' CPU.
 const IN_FLIGHT_CPU: i64 = 16_000;
 const NODEPOOLS: &str = "/apis/karpenter.sh/v1/nodepools";
+const BUDGETS: &str = "/apis/policy/v1/poddisruptionbudgets";
 
 type Owned<'a> = BTreeMap<&'a String, &'a SimInstance>;
 
@@ -136,6 +138,7 @@ impl Chaos {
         let none = Vec::new();
         let get = |p: &str| state.objects.get(p).unwrap_or(&none);
         let (claims, nodes, pods, pools) = (get(NODECLAIMS), get(NODES), get(PODS), get(NODEPOOLS));
+        let waiting = waiting_for_protected(pods, get(BUDGETS));
         for n in nodes {
             if let Some(id) = instance_of(n) {
                 self.node_instance
@@ -148,8 +151,8 @@ impl Chaos {
             .pairs(t, &owned, claims)
             .or_else(|| self.departures(pods, claims, &state.requests, &state.evicted))
             .or_else(|| self.seen.launches(&owned))
-            .or_else(|| self.cordons(t, nodes, pods))
-            .or_else(|| self.terminating(t, nodes, pods))
+            .or_else(|| self.cordons(t, nodes, pods, &waiting))
+            .or_else(|| self.terminating(t, nodes, &waiting))
             .or_else(|| {
                 self.base
                     .then(|| self.seen.churn(t, nodes, claims, pods, *CHURN_WINDOW))
@@ -236,9 +239,15 @@ impl Chaos {
 
     /// No node stays cordoned [`CORDON_LIMIT`] seconds without a pod leaving it; a node whose
     /// instance is gone is left to the Terminating check.
-    /// A node whose workload pods left are all `karpenter.sh/do-not-disrupt` is left out:
+    /// A node whose workload pods left are all protected for good (`waiting`) is left out:
     /// without a `terminationGracePeriod`, Karpenter waits for them as long as they run.
-    fn cordons(&mut self, t: i64, nodes: &[Value], pods: &[Value]) -> Option<String> {
+    fn cordons(
+        &mut self,
+        t: i64,
+        nodes: &[Value],
+        pods: &[Value],
+        waiting: &BTreeSet<&str>,
+    ) -> Option<String> {
         let live = self.sim.cloud.live();
         let mut on: BTreeMap<&str, usize> = BTreeMap::new();
         for p in pods.iter().filter(|p| !is_daemon(p)) {
@@ -246,7 +255,6 @@ impl Chaos {
                 *on.entry(n).or_default() += 1;
             }
         }
-        let waiting = waiting_for_do_not_disrupt(pods);
         let held: Vec<(String, usize)> = nodes
             .iter()
             .filter(|n| cordoned(n) && !waiting.contains(name(n)))
@@ -275,9 +283,8 @@ impl Chaos {
     }
 
     /// No Node stays Terminating (its deletion held by finalizers) [`TERMINATING_LIMIT`] seconds.
-    /// Nodes waiting for `karpenter.sh/do-not-disrupt` pods alone are left out, as above.
-    fn terminating(&mut self, t: i64, nodes: &[Value], pods: &[Value]) -> Option<String> {
-        let waiting = waiting_for_do_not_disrupt(pods);
+    /// Nodes waiting for protected pods alone are left out, as above.
+    fn terminating(&mut self, t: i64, nodes: &[Value], waiting: &BTreeSet<&str>) -> Option<String> {
         let now: BTreeSet<&str> = nodes
             .iter()
             .filter(|n| deleting(n) && !waiting.contains(name(n)))
@@ -468,18 +475,33 @@ impl Chaos {
 }
 
 /// The nodes whose workload pods (not being deleted) are all `karpenter.sh/do-not-disrupt`.
-fn waiting_for_do_not_disrupt(pods: &[Value]) -> BTreeSet<&str> {
+fn waiting_for_protected<'a>(pods: &'a [Value], budgets: &[Value]) -> BTreeSet<&'a str> {
     let mut all: BTreeMap<&str, bool> = BTreeMap::new();
     for p in pods.iter().filter(|p| !is_daemon(p) && !deleting(p)) {
         if let Some(node) = bound_to(p) {
             let pinned = p["metadata"]["annotations"][DO_NOT_DISRUPT] == "true";
-            *all.entry(node).or_insert(true) &= pinned;
+            let protected = pinned || covering_budgets(p, budgets) > 1;
+            *all.entry(node).or_insert(true) &= protected;
         }
     }
     all.into_iter()
-        .filter(|(_, pinned)| *pinned)
+        .filter(|(_, protected)| *protected)
         .map(|(n, _)| n)
         .collect()
+}
+
+/// How many of the budgets select the pod (by `matchLabels`, as the scenarios write them).
+fn covering_budgets(pod: &Value, budgets: &[Value]) -> usize {
+    let labels = &pod["metadata"]["labels"];
+    budgets
+        .iter()
+        .filter(|b| b["metadata"]["namespace"] == pod["metadata"]["namespace"])
+        .filter(|b| {
+            b["spec"]["selector"]["matchLabels"]
+                .as_object()
+                .is_some_and(|m| m.iter().all(|(k, v)| &labels[k] == v))
+        })
+        .count()
 }
 
 /// Whether the NodeClaim of `node` sets a `terminationGracePeriod` (its pods may then be

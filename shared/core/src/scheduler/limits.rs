@@ -19,8 +19,8 @@ pub(super) fn plan_within_limits(
         return free.plan(opts);
     }
     free.rebuild_guide();
-    let plan = free.plan(opts);
-    if plan_fits(&plan, &free.pools, &limits) {
+    let mut plan = free.plan(opts);
+    if plan_fits(&plan, &free.pools, &limits) || narrow_to_limits(&mut plan, &free.pools, &limits) {
         return plan;
     }
     let mut limited = Ctx::new(snapshot, catalog, opts.now);
@@ -44,17 +44,19 @@ pub(super) fn plan_within_limits(
     }
 }
 
-/// A pool's limits as the planning left them: resources and nodes.
+/// A pool's limits as the planning left them: resources (and which of them are limited) and
+/// nodes.
 struct PoolLimits {
     remaining: Option<Resources>,
+    limited: Vec<String>,
     nodes_left: Option<i64>,
 }
 
 impl PoolLimits {
     fn take(pool: &mut PoolCtx) -> PoolLimits {
-        pool.limited.clear();
         PoolLimits {
             remaining: pool.remaining.take(),
+            limited: std::mem::take(&mut pool.limited),
             nodes_left: pool.nodes_left.take(),
         }
     }
@@ -93,6 +95,132 @@ fn plan_fits(plan: &Plan, pools: &[PoolCtx], limits: &[PoolLimits]) -> bool {
         }
         within_limits(&used, remaining)
     })
+}
+
+/// Narrows the plan's new NodeClaims to fit the limits, when only their largest options keep
+/// it from fitting: a NodeClaim's options lose their largest first (never its cheapest, the one
+/// its price is of) until the claims, each counted as its largest option left, fit. The plan
+/// then launches what it would have, with fewer fallbacks, as Karpenter filters a NodeClaim's
+/// options by the limit left. False, and the plan unchanged, when it cannot fit so, or a pool
+/// has `minValues` (fewer options could break them).
+fn narrow_to_limits(plan: &mut Plan, pools: &[PoolCtx], limits: &[PoolLimits]) -> bool {
+    let mut narrowed = plan.nodeclaims.clone();
+    for (pool, limit) in pools.iter().zip(limits) {
+        if limit.nodes_left.is_some_and(|n| {
+            let count = narrowed
+                .iter()
+                .filter(|c| c.nodepool == pool.pool.name)
+                .count();
+            count as i64 > n
+        }) {
+            return false;
+        }
+        let Some(remaining) = &limit.remaining else {
+            continue;
+        };
+        let mut claims: Vec<&mut NewNodeClaim> = narrowed
+            .iter_mut()
+            .filter(|c| c.nodepool == pool.pool.name)
+            .collect();
+        if claims.is_empty() {
+            continue;
+        }
+        let limited = &limit.limited;
+        if !pool.min_values.is_empty() || !narrow_pool(&mut claims, pool, remaining, limited) {
+            return false;
+        }
+    }
+    plan.nodeclaims = narrowed;
+    true
+}
+
+/// [`narrow_to_limits`] for one pool's claims and its limits left: every claim keeps the
+/// options that spend at most a share `cap` of a limit left (and its cheapest), with the
+/// largest `cap` at which the claims fit.
+fn narrow_pool(
+    claims: &mut [&mut NewNodeClaim],
+    pool: &PoolCtx,
+    remaining: &Resources,
+    limited: &[String],
+) -> bool {
+    let capacity = |name: &String| -> Resources {
+        let mut out = Resources::default();
+        for t in pool.types.iter().filter(|t| &t.name == name) {
+            for n in limited {
+                out.set(n, t.capacity.get(n));
+            }
+        }
+        out
+    };
+    let share = |r: &Resources| -> f64 {
+        limited
+            .iter()
+            .map(|n| r.get(n).max(0) as f64 / remaining.get(n).max(1) as f64)
+            .fold(0.0, f64::max)
+    };
+    // Per claim, each option's capacity on the limited resources and its share of them.
+    let options: Vec<Vec<(Resources, f64)>> = claims
+        .iter()
+        .map(|c| {
+            c.instance_types
+                .iter()
+                .map(|name| {
+                    let cap = capacity(name);
+                    let s = share(&cap);
+                    (cap, s)
+                })
+                .collect()
+        })
+        .collect();
+    let kept = |i: usize, s: f64, cap: f64| i == 0 || s <= cap;
+    let fits = |cap: f64| {
+        let mut used = Resources::default();
+        for claim in &options {
+            let mut largest = Resources::default();
+            for (i, (c, s)) in claim.iter().enumerate() {
+                if kept(i, *s, cap) {
+                    largest.max_with(c);
+                }
+            }
+            used.add(&largest);
+        }
+        within_limits(&used, remaining)
+    };
+    let mut caps: Vec<f64> = options.iter().flatten().map(|(_, s)| *s).collect();
+    caps.sort_by(f64::total_cmp);
+    caps.dedup();
+    if !fits(-1.0) {
+        return false;
+    }
+    // The claims fit at the smallest cap; find the largest cap at which they still do.
+    let (mut lo, mut hi) = (0usize, caps.len());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if fits(caps[mid]) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    let cap = if lo == 0 { -1.0 } else { caps[lo - 1] };
+    for (claim, options) in claims.iter_mut().zip(&options) {
+        let names: Vec<String> = claim
+            .instance_types
+            .iter()
+            .zip(options)
+            .enumerate()
+            .filter(|(i, (_, (_, s)))| kept(*i, *s, cap))
+            .map(|(_, (name, _))| name.clone())
+            .collect();
+        claim.instance_types = names;
+        let names = &claim.instance_types;
+        for r in claim.requirements.iter_mut() {
+            if r.key == INSTANCE_TYPE && r.operator == "In" {
+                r.values.retain(|v| names.contains(v));
+            }
+        }
+    }
+    true
 }
 
 impl Ctx<'_> {

@@ -235,9 +235,12 @@ enum Mode {
     /// their own nodes, and the others spread over those before one node takes them all.
     FewestPods,
     /// [`Mode::FewestPods`] over the pods in Karpenter's queue order (most CPU, then most
-    /// memory, first): under a binding limit, the order that fills Karpenter's NodeClaims as it
-    /// does, tried so that Fleetwright places at least what Karpenter would.
+    /// memory, first; within a priority): under a binding limit, the order that fills
+    /// Karpenter's NodeClaims as it does, tried so that Fleetwright places what Karpenter would.
     CpuFirst,
+    /// [`Mode::NoTargets`] over the pods smallest first (within a priority): under a binding
+    /// limit, the most pods the limit can hold, when the largest would spend it on a few.
+    LeastFirst,
 }
 
 /// What the LP says about one pool's new capacity.
@@ -357,12 +360,13 @@ impl<'a> Ctx<'a> {
             Mode::NoTargets,
             Mode::FewestPods,
             Mode::CpuFirst,
+            Mode::LeastFirst,
         ] {
             let short = limited && !best.failed.is_empty();
             if !small || (best.ratio() <= opts.improve_above && !short) {
                 break;
             }
-            if mode == Mode::CpuFirst && !short {
+            if matches!(mode, Mode::CpuFirst | Mode::LeastFirst) && !short {
                 break;
             }
             let alt = self.run(guide, mode);
@@ -539,10 +543,26 @@ impl<'a> Ctx<'a> {
             failed: Vec::new(),
         };
         let mut pending = self.pending.clone();
+        if mode == Mode::LeastFirst {
+            // The usual order is by priority, then largest first: within each priority, reversed.
+            let pods = &self.snapshot.pods;
+            let rank: HashMap<usize, usize> =
+                pending.iter().enumerate().map(|(r, &i)| (i, r)).collect();
+            pending.sort_by_key(|&i| {
+                (
+                    std::cmp::Reverse(pods[i].priority),
+                    std::cmp::Reverse(rank[&i]),
+                )
+            });
+        }
         if mode == Mode::CpuFirst {
             let pods = &self.snapshot.pods;
-            let key = |i: usize| (pods[i].requests.cpu, pods[i].requests.memory);
-            // Stable: the usual order breaks ties.
+            // Priority first, as every packing of Fleetwright's: under a binding limit the pods
+            // that matter most take it first. Stable: the usual order breaks ties.
+            let key = |i: usize| {
+                let r = &pods[i].requests;
+                (pods[i].priority, r.cpu, r.memory)
+            };
             pending.sort_by_key(|&i| std::cmp::Reverse(key(i)));
         }
         for i in pending {

@@ -182,7 +182,7 @@ impl<'c, 'a> Run<'c, 'a> {
                     })
                     .map(|(t, _)| *t)
             }
-            Mode::NoTargets | Mode::FewestPods | Mode::CpuFirst => None,
+            Mode::NoTargets | Mode::FewestPods | Mode::CpuFirst | Mode::LeastFirst => None,
         }
     }
 

@@ -349,7 +349,7 @@ fn pods_to_drain(dump: &ClusterDump, node: &str, now: Timestamp) -> (Vec<String>
     let (held, evicted): (Vec<Pod>, Vec<Pod>) = dump
         .pods_on(node)
         .into_iter()
-        .filter(|p| !crate::objects::left_by_drain(p))
+        .filter(|p| !crate::objects::left_by_drain(p, TAINT_DISRUPTED))
         .partition(|p| crate::objects::do_not_disrupt_holds(p, now.as_second()));
     let keys = |pods: Vec<Pod>| pods.iter().map(pod_key).collect();
     (keys(evicted), keys(held))

@@ -87,7 +87,7 @@ fn tolerating(tolerations: serde_json::Value) -> Pod {
 #[test]
 fn a_pod_tolerating_the_disrupted_taint_is_left_by_a_drain() {
     use serde_json::json;
-    let tolerates = |t| tolerates_disrupted(&tolerating(t));
+    let tolerates = |t| tolerates_no_schedule(&tolerating(t), TAINT_DISRUPTED);
     assert!(tolerates(json!([{"operator": "Exists"}])));
     assert!(tolerates(
         json!([{"key": "karpenter.sh/disrupted", "operator": "Exists"}])
@@ -105,6 +105,11 @@ fn a_pod_tolerating_the_disrupted_taint_is_left_by_a_drain() {
         json!([{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}])
     ));
     assert!(!tolerates(json!([])));
-    assert!(left_by_drain(&tolerating(json!([{"operator": "Exists"}]))));
-    assert!(!left_by_drain(&tolerating(json!([]))));
+    let everything = tolerating(json!([{"operator": "Exists"}]));
+    assert!(left_by_drain(&everything, TAINT_DISRUPTED));
+    assert!(!left_by_drain(&tolerating(json!([])), TAINT_DISRUPTED));
+    // Behind another fence, only a toleration of that fence counts.
+    let disrupted = tolerating(json!([{"key": "karpenter.sh/disrupted", "operator": "Exists"}]));
+    assert!(!left_by_drain(&disrupted, "karpenter.sh/rebooting"));
+    assert!(left_by_drain(&everything, "karpenter.sh/rebooting"));
 }

@@ -150,6 +150,11 @@ pub enum Action {
         /// them until the NodeClaim's `terminationGracePeriod` is over.
         #[serde(serialize_with = "pod_keys", skip_serializing_if = "Vec::is_empty")]
         held: Vec<Pod>,
+        /// Of `pods`, those whose evictions have failed with errors (not a PDB's 429) for
+        /// [`super::finish::EVICTION_FAILING`]: deleted with their own grace when their eviction
+        /// fails so again in this pass.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        given_up: Vec<String>,
         /// How soon a pod's own shutdown must begin, or the drain's deadline comes.
         #[serde(skip)]
         next_due: Option<chrono::Duration>,

@@ -77,12 +77,22 @@ pub(crate) fn awaits_partition(claim: &NodeClaim) -> bool {
         .is_some_and(String::is_empty)
 }
 
-/// The pods on `node` that hold its instance up: not skipped by a drain, not finished, not
-/// stuck terminating.
+/// The pods on `node`, fenced with `karpenter.sh/disrupted`, that hold its instance up: not
+/// left by a drain, not finished, not stuck terminating.
 pub(crate) fn pods_to_move(dump: &ClusterDump, node: &str, now: DateTime<Utc>) -> Vec<Pod> {
+    pods_to_move_behind(dump, node, fleetwright_core::labels::TAINT_DISRUPTED, now)
+}
+
+/// [`pods_to_move`] for a node fenced with the taint `fence`.
+pub(crate) fn pods_to_move_behind(
+    dump: &ClusterDump,
+    node: &str,
+    fence: &str,
+    now: DateTime<Utc>,
+) -> Vec<Pod> {
     dump.pods_on(node)
         .into_iter()
-        .filter(|p| !objects::left_by_drain(p) && !finished(p) && !stuck(p, now))
+        .filter(|p| !objects::left_by_drain(p, fence) && !finished(p) && !stuck(p, now))
         .collect()
 }
 

@@ -51,7 +51,7 @@ pub fn deletions(
         // Cordoned first: else the pods evicted come back to the same node.
         out.extend(super::in_progress::untainted(dump, &[claim]));
         if let (Some(node), false) = (&node, pods.is_empty()) {
-            let (actions, finished) = deletion_drain(claim, node, pods, now);
+            let (actions, finished) = deletion_drain(dump, claim, node, pods, now);
             out.extend(actions);
             if !finished {
                 continue;
@@ -73,66 +73,79 @@ pub fn deletions(
 /// instance may go after it. At its deadline (`terminationGracePeriod`, or a repair's) every pod
 /// left is deleted. Before, the pods are evicted, and those whose own grace would run past the
 /// deadline deleted early. A pod whose own eviction has kept failing with an error for
-/// [`EVICTION_FAILING`] (a webhook's 403, a 500 for a pod two PDBs cover) is deleted instead,
-/// with its own grace, and the instance waits for it to go. A pod a PodDisruptionBudget refuses
-/// (429) is not, nor is a `do-not-disrupt` pod: only a deadline ends those protections, as
-/// Karpenter's.
+/// [`EVICTION_FAILING`] (a webhook's 403, say) is given up on: it is deleted, with its own
+/// grace, when its eviction fails so again in this pass, and the instance waits for it to go.
+/// A pod a PodDisruptionBudget covers is not, nor is a `do-not-disrupt` pod (see
+/// [`given_up_evictions`]).
 fn deletion_drain(
+    dump: &ClusterDump,
     claim: &NodeClaim,
     node: &str,
     pods: Vec<Pod>,
     now: DateTime<Utc>,
 ) -> (Vec<Action>, bool) {
     let deadline = termination_time(claim, now);
-    let delete = |pods: Vec<Pod>| Action::DeletePods {
-        node: node.to_string(),
-        pods,
-        grace_seconds: None,
-    };
     if deadline.is_some_and(|t| now >= t) {
-        return (vec![delete(pods)], true);
+        let delete = Action::DeletePods {
+            node: node.to_string(),
+            pods,
+            grace_seconds: None,
+        };
+        return (vec![delete], true);
     }
     let mut out = Vec::new();
-    let (given_up, pods) = given_up_evictions(claim, pods, now);
-    out.extend((!given_up.is_empty()).then(|| delete(given_up)));
-    // The pods deleted get their own grace: the instance waits until they are gone.
-    if pods.is_empty() {
-        let finished = out.is_empty();
-        return (out, finished);
-    }
     // Evictions first: a pod the API refuses to delete early does not hold them up.
     let (due, rest) = super::shutdown::due_before(pods, deadline, now);
     if !rest.is_empty() {
         let next_due = super::shutdown::next_due(&rest, deadline, now);
         let (pods, held) = super::claims::split_held(rest, now);
+        let given_up = given_up_evictions(dump, claim, &pods, now);
         out.push(Action::EvictForDeletion {
             node: node.to_string(),
             nodeclaim: name_of(claim),
             next_due,
             pods,
             held,
+            given_up,
         });
     }
     out.extend(due.map(|d| d.into_action(node)));
     (out, false)
 }
 
-/// Splits a deleting NodeClaim's pods into those whose own evictions have failed with errors
-/// for [`EVICTION_FAILING`] (they will not start working, and the node is going away) and the
-/// rest. A `do-not-disrupt` pod is never given up on.
+/// The pods (`namespace/name`) whose own evictions have failed with errors for
+/// [`EVICTION_FAILING`]: they will not start working, and the node is going away. A pod that a
+/// PodDisruptionBudget covers (two of them answer 500 for good) or that `do-not-disrupt` holds
+/// is never given up on: only a deadline ends those protections, as Karpenter's.
 fn given_up_evictions(
+    dump: &ClusterDump,
     claim: &NodeClaim,
-    pods: Vec<Pod>,
+    pods: &[Pod],
     now: DateTime<Utc>,
-) -> (Vec<Pod>, Vec<Pod>) {
+) -> Vec<String> {
     let failing = failing_evictions(claim);
-    pods.into_iter().partition(|p| {
-        let key = objects::pod_key(p);
-        failing
-            .get(&key)
-            .is_some_and(|since| now - *since >= EVICTION_FAILING)
-            && !objects::do_not_disrupt_holds(p, now.timestamp())
-    })
+    pods.iter()
+        .filter(|p| !objects::do_not_disrupt_holds(p, now.timestamp()) && !covered_by_pdb(dump, p))
+        .map(objects::pod_key)
+        .filter(|key| {
+            failing
+                .get(key)
+                .is_some_and(|since| now - *since >= EVICTION_FAILING)
+        })
+        .collect()
+}
+
+/// Whether a PodDisruptionBudget of the pod's namespace selects it; one that does not read
+/// counts as covering it.
+fn covered_by_pdb(dump: &ClusterDump, pod: &Pod) -> bool {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    dump.pdbs
+        .iter()
+        .filter(|b| b.metadata.namespace.as_deref().unwrap_or("default") == namespace)
+        .any(|b| {
+            fleetwright_kube::convert::pdb(b).map_or(true, |b| b.selector.matches_labels(&labels))
+        })
 }
 
 /// When a deleting NodeClaim's node must be gone: its `terminationGracePeriod` after its

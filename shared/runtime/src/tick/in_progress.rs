@@ -359,7 +359,7 @@ pub(crate) fn drain_and_delete(
             let pods: Vec<Pod> = dump
                 .pods_on(&node_name)
                 .into_iter()
-                .filter(|p| !objects::left_by_drain(p))
+                .filter(|p| !objects::left_by_drain(p, fleetwright_core::labels::TAINT_DISRUPTED))
                 .collect();
             let recorded = drain_started(claim);
             let started = recorded.unwrap_or(now);

@@ -323,7 +323,8 @@ fn requested_step(
     }
     if grace != Some(Duration::zero()) {
         let name = node.metadata.name.as_deref().unwrap_or_default();
-        let pods = super::claims::pods_to_move(dump, name, now);
+        let fence = fleetwright_core::labels::TAINT_REBOOTING;
+        let pods = super::claims::pods_to_move_behind(dump, name, fence, now);
         let bound = grace.map(|g| requested + g.max(MIN_DRAIN));
         let draining = !pods.is_empty() && bound.is_none_or(|b| now < b);
         if draining || now < requested + MIN_DRAIN {

@@ -179,11 +179,16 @@ impl Action {
                 warn!(target: TICK, nodeclaim = %nodeclaim, "nodeclaim did not register within 15m; deleting it")
             }
             Action::EvictForDeletion {
-                node, pods, held, ..
+                node,
+                pods,
+                held,
+                given_up,
+                ..
             } => {
                 let pods = pod_list(pods);
                 let held = pod_list(held);
-                info!(target: TICK, %node, pods = %pods, held = %held, "evicting the pods on the node before terminating it")
+                let given_up = given_up.join(", ");
+                info!(target: TICK, %node, pods = %pods, held = %held, given_up = %given_up, "evicting the pods on the node before terminating it")
             }
             Action::DeletePods {
                 node,

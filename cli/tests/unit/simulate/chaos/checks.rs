@@ -82,10 +82,16 @@ async fn a_node_cordoned_ten_minutes_without_a_pod_leaving_breaks() {
     n["spec"]["unschedulable"] = json!(true);
     let nodes = [n];
     let two = [pod("a", "n1"), pod("b", "n1")];
-    assert!(c.cordons(0, &nodes, &two).is_none());
-    assert!(c.cordons(300, &nodes, &two[1..]).is_none(), "a pod left");
-    assert!(c.cordons(900, &nodes, &two[1..]).is_none());
-    let broke = c.cordons(901, &nodes, &two[1..]).unwrap();
+    assert!(c.cordons(0, &nodes, &two, &BTreeSet::new()).is_none());
+    assert!(
+        c.cordons(300, &nodes, &two[1..], &BTreeSet::new())
+            .is_none(),
+        "a pod left"
+    );
+    assert!(c
+        .cordons(900, &nodes, &two[1..], &BTreeSet::new())
+        .is_none());
+    let broke = c.cordons(901, &nodes, &two[1..], &BTreeSet::new()).unwrap();
     assert!(broke.contains("n1") && broke.contains("601 s"), "{broke}");
 }
 
@@ -96,10 +102,10 @@ async fn a_node_terminating_fifteen_minutes_breaks() {
     n["metadata"]["deletionTimestamp"] = json!("2026-11-22T10:00:00Z");
     n["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
     let nodes = [n];
-    assert!(c.terminating(10, &nodes, &[]).is_none());
-    assert!(c.terminating(910, &nodes, &[]).is_none());
+    assert!(c.terminating(10, &nodes, &BTreeSet::new()).is_none());
+    assert!(c.terminating(910, &nodes, &BTreeSet::new()).is_none());
     assert!(c
-        .terminating(911, &nodes, &[])
+        .terminating(911, &nodes, &BTreeSet::new())
         .unwrap()
         .contains("Terminating 901 s"));
 }
@@ -236,10 +242,32 @@ async fn a_node_held_only_by_do_not_disrupt_pods_is_left_out_of_the_cordon_check
     let mut pinned = pod("a", "n1");
     pinned["metadata"]["annotations"] = json!({DO_NOT_DISRUPT: "true"});
     let pods = [pinned];
-    assert!(c.cordons(0, &nodes, &pods).is_none());
-    assert!(c.terminating(0, &nodes, &pods).is_none());
-    assert!(c.cordons(2000, &nodes, &pods).is_none());
-    assert!(c.terminating(2000, &nodes, &pods).is_none());
-    assert!(c.cordons(2001, &nodes, &[pod("b", "n1")]).is_none());
-    assert!(c.cordons(2602, &nodes, &[pod("b", "n1")]).is_some());
+    let waiting = waiting_for_protected(&pods, &[]);
+    assert!(c.cordons(0, &nodes, &pods, &waiting).is_none());
+    assert!(c.terminating(0, &nodes, &waiting).is_none());
+    assert!(c.cordons(2000, &nodes, &pods, &waiting).is_none());
+    assert!(c.terminating(2000, &nodes, &waiting).is_none());
+    let other = [pod("b", "n1")];
+    let waiting = waiting_for_protected(&other, &[]);
+    assert!(c.cordons(2001, &nodes, &other, &waiting).is_none());
+    assert!(c.cordons(2602, &nodes, &other, &waiting).is_some());
+}
+
+/// A pod two PodDisruptionBudgets cover is refused by the Eviction API for as long as they do,
+/// and Karpenter waits for it: its node is left out while they do, and only while.
+#[test]
+fn a_node_held_by_a_pod_two_budgets_cover_is_waited_for() {
+    let budget = |name: &str| {
+        json!({"metadata": {"name": name, "namespace": "shop"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}}})
+    };
+    let mut covered = pod("a", "n1");
+    covered["metadata"]["namespace"] = json!("shop");
+    covered["metadata"]["labels"] = json!({"app": "web"});
+    let pods = [covered];
+    assert!(waiting_for_protected(&pods, &[budget("web"), budget("overlap")]).contains("n1"));
+    assert!(waiting_for_protected(&pods, &[budget("web")]).is_empty());
+    let elsewhere = json!({"metadata": {"name": "x", "namespace": "other"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}}});
+    assert!(waiting_for_protected(&pods, &[budget("web"), elsewhere]).is_empty());
 }

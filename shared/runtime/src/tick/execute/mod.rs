@@ -235,11 +235,13 @@ impl<C: Cloud> Tick<C> {
                 nodeclaim,
                 pods,
                 held,
+                given_up,
                 ..
             } => {
                 let drained = executor::drain(self.kube.clone(), pods, held, now.timestamp()).await;
                 let failed: Vec<String> =
                     drained.failed.iter().map(|(pod, _)| pod.clone()).collect();
+                self.give_up_on(node, pods, given_up, &failed).await;
                 self.mark_eviction_failing(nodeclaim, &failed, now).await?;
                 info!(target: TICK, %node, left = pods.len() + held.len(), held = held.len(), evicted = drained.evicted.len(), failed = drained.failed.len(), "waiting for pods to leave before terminating");
             }

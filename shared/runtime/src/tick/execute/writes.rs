@@ -102,6 +102,41 @@ impl<C: Cloud> Tick<C> {
         .await
     }
 
+    /// Deletes, with their own grace, the pods given up on whose eviction failed again in this
+    /// pass (a 429 or a success in between keeps a pod). A delete that fails is said and tried
+    /// again by the next pass; it stops nothing else on the node.
+    pub(super) async fn give_up_on(
+        &self,
+        node: &str,
+        pods: &[k8s_openapi::api::core::v1::Pod],
+        given_up: &[String],
+        failed: &[String],
+    ) {
+        let doomed: Vec<_> = pods
+            .iter()
+            .filter(|p| {
+                let key = fleetwright_kube::objects::pod_key(p);
+                given_up.contains(&key) && failed.contains(&key)
+            })
+            .cloned()
+            .collect();
+        if doomed.is_empty() {
+            return;
+        }
+        let names: Vec<String> = doomed
+            .iter()
+            .map(fleetwright_kube::objects::pod_key)
+            .collect();
+        match executor::delete_pods(self.kube.clone(), &doomed, None).await {
+            Ok(_) => {
+                warn!(target: TICK, %node, pods = ?names, "evictions kept failing with errors for 5m; deleting the pods with their own grace")
+            }
+            Err(e) => {
+                warn!(target: TICK, %node, pods = ?names, error = %e, "deleting pods whose evictions kept failing failed; the next pass tries again")
+            }
+        }
+    }
+
     /// Records on a deleting NodeClaim which pods' evictions are failing, and since when (see
     /// [`crate::tick::finish::next_failing_evictions`]).
     pub(super) async fn mark_eviction_failing(

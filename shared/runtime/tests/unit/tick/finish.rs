@@ -153,11 +153,13 @@ fn a_deleting_nodeclaim_holds_its_do_not_disrupt_pods_apart() {
 }
 
 /// Evictions that keep failing with errors (a webhook denies them, say) do not hold the node for
-/// good: a pod whose own evictions have failed for [`EVICTION_FAILING`] is deleted with its own
-/// grace. A pod a PodDisruptionBudget refuses is not (its protection ends only at a deadline),
-/// nor one that started failing lately, nor a `do-not-disrupt` pod; and the instance waits.
+/// good: a pod whose own evictions have failed for [`EVICTION_FAILING`] is given up on (deleted
+/// with its own grace if its eviction fails so again in this pass). A pod a PodDisruptionBudget
+/// covers is not, even when its evictions fail with errors (its protection ends only at a
+/// deadline), nor one that started failing lately, nor a `do-not-disrupt` pod; and the instance
+/// waits.
 #[test]
-fn failing_evictions_never_delete_a_do_not_disrupt_pod() {
+fn failing_evictions_give_up_only_on_the_pods_that_fail() {
     let (mut claim, node) = deleting("2026-11-26T11:00:00Z", "");
     claim.spec.termination_grace_period = None;
     let record = json!({"shop/web": "2026-11-26T11:50:00Z", "shop/guarded": "2026-11-26T11:54:00Z",
@@ -174,13 +176,13 @@ fn failing_evictions_never_delete_a_do_not_disrupt_pod() {
     );
     let mut guarded = pod("guarded", Some(30));
     guarded.metadata.labels = Some([("app".to_string(), "db".to_string())].into());
+    let mut refused = pod("refused", Some(30));
+    refused.metadata.labels = guarded.metadata.labels.clone();
     let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = serde_json::from_value(json!({
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": {"name": "db", "namespace": "shop"},
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "db"}}}}))
     .unwrap();
-    let mut refused = pod("refused", Some(30));
-    refused.metadata.labels = guarded.metadata.labels.clone();
     let dump = ClusterDump {
         nodes: vec![node],
         pods: vec![
@@ -194,39 +196,35 @@ fn failing_evictions_never_delete_a_do_not_disrupt_pod() {
         ..Default::default()
     };
     let actions = deletions(&dump, &[claim.clone()], &BTreeSet::new(), now());
-    let deleted: Vec<Vec<&str>> = actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::DeletePods { pods, .. } => Some(names(pods)),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(deleted, [vec!["web", "guarded"]], "{actions:?}");
-    let evict = actions.iter().find_map(|a| match a {
-        Action::EvictForDeletion { pods, held, .. } => Some((names(pods), names(held))),
-        _ => None,
-    });
-    assert_eq!(evict, Some((vec!["refused", "lately"], vec!["keep"])));
     assert!(!actions
         .iter()
-        .any(|a| matches!(a, Action::FinishDeletion { .. })));
-
-    // With nothing protected left, the pods deleted get their own grace: the instance waits
-    // for them, and goes once they are gone.
-    let free = ClusterDump {
-        pods: vec![pod("web", Some(30))],
-        ..dump.clone()
-    };
-    let actions = deletions(&free, &[claim.clone()], &BTreeSet::new(), now());
-    let finishes = |a: &[Action]| a.iter().any(|a| matches!(a, Action::FinishDeletion { .. }));
-    assert!(!finishes(&actions), "{actions:?}");
-    assert!(actions
+        .any(|a| matches!(a, Action::DeletePods { .. } | Action::FinishDeletion { .. })));
+    let evict = actions.iter().find_map(|a| match a {
+        Action::EvictForDeletion {
+            pods,
+            held,
+            given_up,
+            ..
+        } => Some((names(pods), names(held), given_up.clone())),
+        _ => None,
+    });
+    let (pods, held, given_up) = evict.unwrap();
+    assert_eq!(pods, ["web", "guarded", "refused", "lately"]);
+    assert_eq!(held, ["keep"]);
+    assert_eq!(given_up, ["shop/web"]);
+    let shown = actions
         .iter()
-        .any(|a| matches!(a, Action::DeletePods { .. })));
+        .find(|a| matches!(a, Action::EvictForDeletion { .. }))
+        .map(|a| serde_json::to_value(a).unwrap())
+        .unwrap();
+    assert_eq!(shown["givenUp"], json!(["shop/web"]));
+
+    // With nothing left, the instance goes.
     let gone = ClusterDump {
         pods: Vec::new(),
         ..dump
     };
+    let finishes = |a: &[Action]| a.iter().any(|a| matches!(a, Action::FinishDeletion { .. }));
     assert!(finishes(&deletions(
         &gone,
         &[claim],

@@ -81,6 +81,7 @@ fn a_held_drain_wakes_when_a_pod_falls_due_and_at_its_deadline() {
         nodeclaim: "c1".into(),
         pods: vec![slow],
         held: Vec::new(),
+        given_up: Vec::new(),
         next_due: Some(Duration::minutes(3)),
     };
     assert_eq!(after(&evict), Some(Duration::minutes(3)));
