@@ -201,6 +201,22 @@ fn a_limit_the_cheapest_plan_fits_under_keeps_it() {
         let limited = plan(&snapshot(shaped_pods(), vec![cmr_pool(Some(cores))]));
         assert_eq!(placed_count(&limited), 85, "cpu {cores}");
         assert!(cpus_planned(&limited) <= cores * 1000, "cpu {cores}");
+        // What a NodeClaim says it may launch as agrees with its options.
+        for claim in &limited.nodeclaims {
+            let said = |key: &str| -> Vec<String> {
+                let r = claim
+                    .requirements
+                    .iter()
+                    .find(|r| r.key == key && r.operator == "In");
+                let mut values = r.map(|r| r.values.clone()).unwrap_or_default();
+                values.sort();
+                values
+            };
+            let mut types = claim.instance_types.clone();
+            types.sort();
+            assert_eq!(said(fleetwright_core::labels::INSTANCE_TYPE), types);
+            assert_eq!(said(fleetwright_core::labels::ZONE), claim.zones);
+        }
         assert!(
             (cost(&limited) - cost(&free)).abs() <= cost(&free) * 0.001,
             "cpu {cores}: ${:.4}/h with the limit, ${:.4}/h without",

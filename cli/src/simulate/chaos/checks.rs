@@ -138,7 +138,7 @@ impl Chaos {
         let none = Vec::new();
         let get = |p: &str| state.objects.get(p).unwrap_or(&none);
         let (claims, nodes, pods, pools) = (get(NODECLAIMS), get(NODES), get(PODS), get(NODEPOOLS));
-        let waiting = waiting_for_protected(pods, get(BUDGETS));
+        let waiting = waiting_for_protected(pods, get(BUDGETS), claims);
         for n in nodes {
             if let Some(id) = instance_of(n) {
                 self.node_instance
@@ -475,13 +475,20 @@ impl Chaos {
 }
 
 /// The nodes whose workload pods (not being deleted) are all `karpenter.sh/do-not-disrupt`.
-fn waiting_for_protected<'a>(pods: &'a [Value], budgets: &[Value]) -> BTreeSet<&'a str> {
+/// Nodes whose workload pods left are all protected for as long as they run: `do-not-disrupt`
+/// ones, and, on a node whose NodeClaim is being deleted with no `terminationGracePeriod`, those
+/// two budgets cover (the Eviction API refuses them for good, and Karpenter waits).
+fn waiting_for_protected<'a>(
+    pods: &'a [Value],
+    budgets: &[Value],
+    claims: &[Value],
+) -> BTreeSet<&'a str> {
     let mut all: BTreeMap<&str, bool> = BTreeMap::new();
     for p in pods.iter().filter(|p| !is_daemon(p) && !deleting(p)) {
         if let Some(node) = bound_to(p) {
             let pinned = p["metadata"]["annotations"][DO_NOT_DISRUPT] == "true";
-            let protected = pinned || covering_budgets(p, budgets) > 1;
-            *all.entry(node).or_insert(true) &= protected;
+            let refused = covering_budgets(p, budgets) > 1 && deleted_for_good(claims, node);
+            *all.entry(node).or_insert(true) &= pinned || refused;
         }
     }
     all.into_iter()
@@ -490,12 +497,26 @@ fn waiting_for_protected<'a>(pods: &'a [Value], budgets: &[Value]) -> BTreeSet<&
         .collect()
 }
 
-/// How many of the budgets select the pod (by `matchLabels`, as the scenarios write them).
+/// Whether the NodeClaim of `node` is being deleted with no `terminationGracePeriod` to end
+/// its drain.
+fn deleted_for_good(claims: &[Value], node: &str) -> bool {
+    claims
+        .iter()
+        .find(|c| c["status"]["nodeName"] == node)
+        .is_some_and(|c| {
+            !c["metadata"]["deletionTimestamp"].is_null()
+                && c["spec"]["terminationGracePeriod"].is_null()
+        })
+}
+
+/// How many of the budgets select the pod (by `matchLabels`, as the scenarios write them; one
+/// with `matchExpressions` is not counted).
 fn covering_budgets(pod: &Value, budgets: &[Value]) -> usize {
     let labels = &pod["metadata"]["labels"];
     budgets
         .iter()
         .filter(|b| b["metadata"]["namespace"] == pod["metadata"]["namespace"])
+        .filter(|b| b["spec"]["selector"]["matchExpressions"].is_null())
         .filter(|b| {
             b["spec"]["selector"]["matchLabels"]
                 .as_object()

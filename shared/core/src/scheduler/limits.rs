@@ -213,14 +213,42 @@ fn narrow_pool(
             .map(|(_, (name, _))| name.clone())
             .collect();
         claim.instance_types = names;
-        let names = &claim.instance_types;
-        for r in claim.requirements.iter_mut() {
-            if r.key == INSTANCE_TYPE && r.operator == "In" {
-                r.values.retain(|v| names.contains(v));
-            }
-        }
+        keep_offered(claim, pool);
     }
     true
+}
+
+/// After a NodeClaim's options were narrowed: its zones, capacity types and the requirements
+/// on them, and on the instance type, keep only what an option left offers.
+fn keep_offered(claim: &mut NewNodeClaim, pool: &PoolCtx) {
+    let mut zones = BTreeSet::new();
+    let mut capacity_types = BTreeSet::new();
+    for t in pool
+        .types
+        .iter()
+        .filter(|t| claim.instance_types.contains(&t.name))
+    {
+        for o in t.offerings.iter().filter(|o| {
+            o.available
+                && claim.zones.contains(&o.zone)
+                && claim.capacity_types.contains(&o.capacity_type)
+        }) {
+            zones.insert(o.zone.clone());
+            capacity_types.insert(o.capacity_type.clone());
+        }
+    }
+    claim.zones.retain(|z| zones.contains(z));
+    claim.capacity_types.retain(|c| capacity_types.contains(c));
+    let names: BTreeSet<String> = claim.instance_types.iter().cloned().collect();
+    for r in claim.requirements.iter_mut().filter(|r| r.operator == "In") {
+        let kept = match r.key.as_str() {
+            INSTANCE_TYPE => &names,
+            ZONE => &zones,
+            CAPACITY_TYPE => &capacity_types,
+            _ => continue,
+        };
+        r.values.retain(|v| kept.contains(v));
+    }
 }
 
 impl Ctx<'_> {

@@ -52,6 +52,34 @@ fn a_slim_pod_keeps_its_grace_period() {
     assert_eq!(spec.node_name.as_deref(), Some("n1"));
 }
 
+/// A live read keeps the tolerations a drain's fence may meet, so a pod that tolerates
+/// `karpenter.sh/disrupted` is left by the tick's drains as by a full read's; the `NoExecute`
+/// ones admission adds to every pod are not kept.
+#[test]
+fn a_slim_pod_keeps_its_no_schedule_tolerations() {
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "agent", "namespace": "ops"},
+        "spec": {"nodeName": "n1", "containers": [], "tolerations": [
+            {"operator": "Exists"},
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+             "tolerationSeconds": 300}]},
+    }))
+    .unwrap();
+    let back = SlimPod::new(pod).to_pod();
+    let kept = back.spec.as_ref().unwrap().tolerations.clone().unwrap();
+    assert_eq!(kept.len(), 1);
+    assert!(crate::objects::left_by_drain(
+        &back,
+        fleetwright_core::labels::TAINT_DISRUPTED
+    ));
+    let plain: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"nodeName": "n1", "containers": []},
+    }))
+    .unwrap();
+    assert_eq!(SlimPod::new(plain).to_pod().spec.unwrap().tolerations, None);
+}
+
 /// A slim pod keeps its start, from which a `do-not-disrupt` duration counts at the drain: a
 /// pod that waited long for a node is protected from when it started, not from its creation.
 #[test]

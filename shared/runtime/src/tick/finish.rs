@@ -126,13 +126,23 @@ fn given_up_evictions(
     let failing = failing_evictions(claim);
     pods.iter()
         .filter(|p| !objects::do_not_disrupt_holds(p, now.timestamp()) && !covered_by_pdb(dump, p))
-        .map(objects::pod_key)
-        .filter(|key| {
+        .filter(|p| {
             failing
-                .get(key)
+                .get(&failing_key(p))
                 .is_some_and(|since| now - *since >= EVICTION_FAILING)
         })
+        .map(objects::pod_key)
         .collect()
+}
+
+/// A pod's key in the record of failing evictions: `namespace/name`, and its UID when it has
+/// one, so that a pod recreated under the same name starts a record of its own.
+pub fn failing_key(pod: &Pod) -> String {
+    let key = objects::pod_key(pod);
+    match pod.metadata.uid.as_deref().filter(|u| !u.is_empty()) {
+        Some(uid) => format!("{key}@{uid}"),
+        None => key,
+    }
 }
 
 /// Whether a PodDisruptionBudget of the pod's namespace selects it; one that does not read
@@ -174,7 +184,7 @@ pub(crate) fn termination_time(claim: &NodeClaim, now: DateTime<Utc>) -> Option<
     }
 }
 
-/// On a deleting NodeClaim: the pods (`namespace/name`) whose evictions have been failing with
+/// On a deleting NodeClaim: the pods ([`failing_key`]) whose evictions have been failing with
 /// errors other than a PDB's 429, each with since when (RFC 3339), as a JSON object. Kept on the
 /// NodeClaim, which Fleetwright owns, rather than on pods it does not.
 pub const EVICTION_FAILING_ANNOTATION: &str = "fleetwright.io/eviction-failing";

@@ -242,32 +242,40 @@ async fn a_node_held_only_by_do_not_disrupt_pods_is_left_out_of_the_cordon_check
     let mut pinned = pod("a", "n1");
     pinned["metadata"]["annotations"] = json!({DO_NOT_DISRUPT: "true"});
     let pods = [pinned];
-    let waiting = waiting_for_protected(&pods, &[]);
+    let waiting = waiting_for_protected(&pods, &[], &[]);
     assert!(c.cordons(0, &nodes, &pods, &waiting).is_none());
     assert!(c.terminating(0, &nodes, &waiting).is_none());
     assert!(c.cordons(2000, &nodes, &pods, &waiting).is_none());
     assert!(c.terminating(2000, &nodes, &waiting).is_none());
     let other = [pod("b", "n1")];
-    let waiting = waiting_for_protected(&other, &[]);
+    let waiting = waiting_for_protected(&other, &[], &[]);
     assert!(c.cordons(2001, &nodes, &other, &waiting).is_none());
     assert!(c.cordons(2602, &nodes, &other, &waiting).is_some());
 }
 
 /// A pod two PodDisruptionBudgets cover is refused by the Eviction API for as long as they do,
-/// and Karpenter waits for it: its node is left out while they do, and only while.
+/// and Karpenter waits for it: its node is left out while they do, and only while, and only
+/// when its NodeClaim is being deleted with no `terminationGracePeriod` to end the drain.
 #[test]
 fn a_node_held_by_a_pod_two_budgets_cover_is_waited_for() {
     let budget = |name: &str| {
         json!({"metadata": {"name": name, "namespace": "shop"},
             "spec": {"selector": {"matchLabels": {"app": "web"}}}})
     };
+    let claim = |grace: Value| {
+        json!({"metadata": {"name": "c1", "deletionTimestamp": "2026-11-22T10:00:00Z"},
+            "spec": {"terminationGracePeriod": grace}, "status": {"nodeName": "n1"}})
+    };
     let mut covered = pod("a", "n1");
-    covered["metadata"]["namespace"] = json!("shop");
     covered["metadata"]["labels"] = json!({"app": "web"});
     let pods = [covered];
-    assert!(waiting_for_protected(&pods, &[budget("web"), budget("overlap")]).contains("n1"));
-    assert!(waiting_for_protected(&pods, &[budget("web")]).is_empty());
+    let both = [budget("web"), budget("overlap")];
+    let deleted = [claim(Value::Null)];
+    assert!(waiting_for_protected(&pods, &both, &deleted).contains("n1"));
+    assert!(waiting_for_protected(&pods, &[budget("web")], &deleted).is_empty());
+    assert!(waiting_for_protected(&pods, &both, &[claim(json!("10m"))]).is_empty());
+    assert!(waiting_for_protected(&pods, &both, &[]).is_empty());
     let elsewhere = json!({"metadata": {"name": "x", "namespace": "other"},
         "spec": {"selector": {"matchLabels": {"app": "web"}}}});
-    assert!(waiting_for_protected(&pods, &[budget("web"), elsewhere]).is_empty());
+    assert!(waiting_for_protected(&pods, &[budget("web"), elsewhere], &deleted).is_empty());
 }

@@ -242,7 +242,13 @@ impl<C: Cloud> Tick<C> {
                 let failed: Vec<String> =
                     drained.failed.iter().map(|(pod, _)| pod.clone()).collect();
                 self.give_up_on(node, pods, given_up, &failed).await;
-                self.mark_eviction_failing(nodeclaim, &failed, now).await?;
+                let recorded: Vec<String> = pods
+                    .iter()
+                    .filter(|p| failed.contains(&fleetwright_kube::objects::pod_key(p)))
+                    .map(crate::tick::finish::failing_key)
+                    .collect();
+                self.mark_eviction_failing(nodeclaim, &recorded, now)
+                    .await?;
                 info!(target: TICK, %node, left = pods.len() + held.len(), held = held.len(), evicted = drained.evicted.len(), failed = drained.failed.len(), "waiting for pods to leave before terminating");
             }
             Action::DeletePods {

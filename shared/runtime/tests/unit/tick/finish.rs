@@ -162,8 +162,10 @@ fn a_deleting_nodeclaim_holds_its_do_not_disrupt_pods_apart() {
 fn failing_evictions_give_up_only_on_the_pods_that_fail() {
     let (mut claim, node) = deleting("2026-11-26T11:00:00Z", "");
     claim.spec.termination_grace_period = None;
-    let record = json!({"shop/web": "2026-11-26T11:50:00Z", "shop/guarded": "2026-11-26T11:54:00Z",
-        "shop/keep": "2026-11-26T11:50:00Z", "shop/lately": "2026-11-26T11:58:00Z"});
+    // `again` failed long ago as another pod of the same name: that record is not its own.
+    let record = json!({"shop/web@uid-web": "2026-11-26T11:50:00Z",
+        "shop/guarded@uid-guarded": "2026-11-26T11:54:00Z", "shop/keep@uid-keep": "2026-11-26T11:50:00Z",
+        "shop/lately@uid-lately": "2026-11-26T11:58:00Z", "shop/again@uid-old": "2026-11-26T11:00:00Z"});
     claim.metadata.annotations =
         Some([(EVICTION_FAILING_ANNOTATION.to_string(), record.to_string())].into());
     let mut kept = pod("keep", Some(30));
@@ -191,6 +193,7 @@ fn failing_evictions_give_up_only_on_the_pods_that_fail() {
             guarded,
             refused,
             pod("lately", Some(30)),
+            pod("again", Some(30)),
         ],
         pdbs: vec![pdb],
         ..Default::default()
@@ -209,7 +212,7 @@ fn failing_evictions_give_up_only_on_the_pods_that_fail() {
         _ => None,
     });
     let (pods, held, given_up) = evict.unwrap();
-    assert_eq!(pods, ["web", "guarded", "refused", "lately"]);
+    assert_eq!(pods, ["web", "guarded", "refused", "lately", "again"]);
     assert_eq!(held, ["keep"]);
     assert_eq!(given_up, ["shop/web"]);
     let shown = actions
@@ -239,6 +242,7 @@ fn failing_evictions_give_up_only_on_the_pods_that_fail() {
 fn the_failing_evictions_record_is_kept_per_pod() {
     let (mut claim, _) = deleting("2026-11-26T11:00:00Z", "");
     let first = next_failing_evictions(&claim, &["shop/a".into()], now()).unwrap();
+    assert_eq!(failing_key(&pod("x", None)), "shop/x@uid-x");
     assert_eq!(
         first.as_deref(),
         Some(r#"{"shop/a":"2026-11-26T12:00:00Z"}"#)
