@@ -166,8 +166,11 @@ pub async fn drain(client: Client, pods: &[Pod], held: &[Pod], now: i64) -> Drai
     let candidates: Vec<&Pod> = pods.iter().filter(|p| !skipped_by_drain(p)).collect();
     let (critical, normal): (Vec<&Pod>, Vec<&Pod>) =
         candidates.into_iter().partition(|p| is_critical(p));
+    // The critical pods (DNS, say) go only once the others are gone, evicted ones included:
+    // those still shut down, and may need them meanwhile.
+    let others_left = !normal.is_empty();
     evict_all(&client, normal, now, &mut outcome).await;
-    if !outcome.blocked.is_empty() || !outcome.failed.is_empty() {
+    if others_left || !outcome.blocked.is_empty() || !outcome.failed.is_empty() {
         outcome.deferred.extend(critical.into_iter().map(pod_key));
     } else {
         evict_all(&client, critical, now, &mut outcome).await;
@@ -229,15 +232,24 @@ async fn evict_one(client: Client, pod: &Pod, key: &str, now: i64) -> Evicted {
         client,
         pod.metadata.namespace.as_deref().unwrap_or("default"),
     );
+    // Only the pod that was read: a pod of the same name created since (a StatefulSet's
+    // replica, elsewhere) is another pod, and the API answers 409.
+    let params = EvictParams {
+        delete_options: pod.metadata.uid.clone().map(|uid| DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        }),
+        ..EvictParams::default()
+    };
     match api
-        .evict(
-            pod.metadata.name.as_deref().unwrap_or_default(),
-            &EvictParams::default(),
-        )
+        .evict(pod.metadata.name.as_deref().unwrap_or_default(), &params)
         .await
     {
         Ok(_) => Evicted::Yes,
-        Err(kube::Error::Api(e)) if e.code == 404 => Evicted::Yes,
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Evicted::Yes,
         Err(kube::Error::Api(e)) if e.code == 429 => {
             tracing::info!(pod = %key, "eviction refused by a PodDisruptionBudget; retrying on a later pass");
             Evicted::Blocked(format!("PodDisruptionBudget: {}", e.message))

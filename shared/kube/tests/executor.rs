@@ -284,7 +284,17 @@ async fn critical_pods_wait_until_the_others_are_gone() {
     let first = drain(api.client(), &pods, &[], NOW).await;
     assert_eq!(first.deferred, vec!["shop/dns-0"]);
     assert!(first.evicted.is_empty());
-    // Once the blocked pod is gone, the critical pod is evicted.
+    // An evicted pod is still shutting down: the critical pod waits until it is gone too.
+    let evicting = drain(
+        api.client(),
+        &[pod_json("web-1", json!({})), critical.clone()],
+        &[],
+        NOW,
+    )
+    .await;
+    assert_eq!(evicting.evicted, vec!["shop/web-1"]);
+    assert_eq!(evicting.deferred, vec!["shop/dns-0"]);
+    // Once the others are gone, the critical pod is evicted.
     let second = drain(api.client(), std::slice::from_ref(&critical), &[], NOW).await;
     assert_eq!(second.evicted, vec!["shop/dns-0"]);
 

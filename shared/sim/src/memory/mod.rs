@@ -296,7 +296,12 @@ fn write(state: &mut State, method: &str, uri: &str, body: &[u8]) -> Option<Repl
         .and_then(|r| r.strip_suffix("/eviction"))
     {
         let (namespace, name) = rest.split_once("/pods/")?;
-        return Some(pods::evict(state, namespace, name));
+        return Some(pods::evict(
+            state,
+            namespace,
+            name,
+            &object["deleteOptions"],
+        ));
     }
     if method == "POST" && path.starts_with("/api/v1/namespaces/") && path.ends_with("/events") {
         state.events.push(object.clone());

@@ -39,9 +39,13 @@ fn can_ignore_budgets(pod: &Value) -> bool {
         || !pod["metadata"]["deletionTimestamp"].is_null()
 }
 
-/// `POST …/pods/{name}/eviction`.
-pub(super) fn evict(state: &mut State, namespace: &str, name: &str) -> Reply {
+/// `POST …/pods/{name}/eviction`, with `options` the Eviction's `deleteOptions` (a UID
+/// precondition that names another pod is answered 409, as the API server does).
+pub(super) fn evict(state: &mut State, namespace: &str, name: &str, options: &Value) -> Reply {
     let key = format!("{namespace}/{name}");
+    if let Some(reply) = uid_conflict(state, namespace, name, options) {
+        return reply;
+    }
     let accepted = || {
         reply(
             201,
@@ -76,6 +80,19 @@ pub(super) fn evict(state: &mut State, namespace: &str, name: &str) -> Reply {
     accepted()
 }
 
+/// The 409 a request whose UID precondition names another pod than the one of that name gets.
+fn uid_conflict(state: &State, namespace: &str, name: &str, options: &Value) -> Option<Reply> {
+    let uid = options["preconditions"]["uid"].as_str()?;
+    let pod = &state.objects[PODS][position(state, namespace, name)?];
+    let actual = pod["metadata"]["uid"].as_str()?;
+    (actual != uid).then(|| {
+        let message = format!(
+            "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+        );
+        status(409, "Conflict", message)
+    })
+}
+
 fn too_many_requests() -> Reply {
     status(
         429,
@@ -96,16 +113,10 @@ pub(super) fn delete(
     let Some(index) = position(state, namespace, name) else {
         return status(404, "NotFound", format!("pod {namespace}/{name} not found"));
     };
-    let pod = &state.objects[PODS][index];
-    if let Some(uid) = options["preconditions"]["uid"].as_str() {
-        if pod["metadata"]["uid"].as_str().is_some_and(|u| u != uid) {
-            let message = format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                pod["metadata"]["uid"]
-            );
-            return status(409, "Conflict", message);
-        }
+    if let Some(reply) = uid_conflict(state, namespace, name, options) {
+        return reply;
     }
+    let pod = &state.objects[PODS][index];
     let grace = super::query_param(query, "gracePeriodSeconds")
         .and_then(|g| g.parse::<i64>().ok())
         .or_else(|| options["gracePeriodSeconds"].as_i64());

@@ -32,7 +32,7 @@ fn a_pod_two_budgets_select_is_refused_with_500_as_the_api_server_does() {
             vec![budget("one", "api"), budget("two", "api")],
             graceful,
         );
-        let r = evict(&mut s, "shop", "a");
+        let r = evict(&mut s, "shop", "a", &Value::Null);
         assert_eq!(r.status, 500, "{r:?}");
         assert_eq!(r.body["message"], MULTIPLE_BUDGETS);
         assert!(s.evicted.is_empty());
@@ -46,22 +46,22 @@ fn a_graceful_eviction_leaves_the_pod_terminating_until_its_grace_and_updates_th
         vec![budget("one", "api")],
         true,
     );
-    assert_eq!(evict(&mut s, "shop", "a").status, 201);
+    assert_eq!(evict(&mut s, "shop", "a", &Value::Null).status, 201);
     let a = &s.objects[PODS][0];
     assert_eq!(a["metadata"]["deletionTimestamp"], "2026-11-22T10:00:20Z");
     assert_eq!(a["metadata"]["deletionGracePeriodSeconds"], 20);
     let b = &s.objects[budget::BUDGETS][0];
     assert_eq!(b["status"]["disruptionsAllowed"], 0, "{b}");
-    assert_eq!(evict(&mut s, "shop", "b").status, 429);
+    assert_eq!(evict(&mut s, "shop", "b", &Value::Null).status, 429);
     // Evicting a pod already being deleted asks no budget.
-    assert_eq!(evict(&mut s, "shop", "a").status, 201);
+    assert_eq!(evict(&mut s, "shop", "a", &Value::Null).status, 201);
     // The kubelet's final delete removes it.
     assert_eq!(
         delete(&mut s, "shop", "a", "gracePeriodSeconds=0", &Value::Null).status,
         200
     );
     assert_eq!(s.objects[PODS].len(), 1);
-    assert_eq!(evict(&mut s, "shop", "gone").status, 404);
+    assert_eq!(evict(&mut s, "shop", "gone", &Value::Null).status, 404);
 }
 
 #[test]
@@ -97,4 +97,18 @@ fn a_delete_honours_its_grace_and_its_uid_precondition() {
         s.objects[PODS][0]["metadata"]["deletionGracePeriodSeconds"],
         7
     );
+}
+
+/// An eviction with a UID precondition evicts only that pod: one recreated under its name is
+/// another pod, and the request is answered 409.
+#[test]
+fn an_eviction_honours_its_uid_precondition() {
+    let mut s = state(vec![pod("a", "api", "n1")], Vec::new(), true);
+    s.objects.get_mut(PODS).unwrap()[0]["metadata"]["uid"] = json!("uid-a");
+    let earlier = json!({"preconditions": {"uid": "uid-earlier-a"}});
+    assert_eq!(evict(&mut s, "shop", "a", &earlier).status, 409);
+    assert!(s.evicted.is_empty());
+    let this = json!({"preconditions": {"uid": "uid-a"}});
+    assert_eq!(evict(&mut s, "shop", "a", &this).status, 201);
+    assert_eq!(s.evicted, ["shop/a"]);
 }
